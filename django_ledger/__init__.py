@@ -1,0 +1,61 @@
+"""django-ledger: reliable, idempotent delivery of work on Redis.
+
+The core (everything imported here) needs no Django settings; ``get_ledger`` and
+``get_dispatch_registry`` read the ``LEDGER`` setting when called.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import CorruptRecord, LedgerError, LedgerUnavailable
+from .ledger import MAX_BATCH, MAX_BATCH_BYTES, Ledger
+from .records import Record, State
+from .results import (
+    Admission,
+    AdmissionStatus,
+    Claim,
+    RepairReport,
+    Settlement,
+    SettlementStatus,
+    Stats,
+)
+
+if TYPE_CHECKING:
+    from .dispatch import DispatchRegistry
+
+__all__ = [
+    "MAX_BATCH",
+    "MAX_BATCH_BYTES",
+    "Admission",
+    "AdmissionStatus",
+    "Claim",
+    "CorruptRecord",
+    "Ledger",
+    "LedgerError",
+    "LedgerUnavailable",
+    "Record",
+    "RepairReport",
+    "Settlement",
+    "SettlementStatus",
+    "State",
+    "Stats",
+    "get_dispatch_registry",
+    "get_ledger",
+]
+
+__version__ = "0.1.0"
+
+
+def get_ledger(queue: str = "default") -> Ledger:
+    """Return the ledger of ``queue`` as the ``LEDGER`` setting configures it."""
+    from .conf import get_ledger as build
+
+    return build(queue)
+
+
+def get_dispatch_registry(**kwargs: Any) -> DispatchRegistry:
+    """Return the dispatch registry the ``LEDGER`` setting configures."""
+    from .conf import get_dispatch_registry as build
+
+    return build(**kwargs)

@@ -1,0 +1,587 @@
+"""The delivery ledger: every operation of the contract, on one Redis queue.
+
+``optimized=True`` runs the fused scripts (a whole batch per script call);
+``optimized=False`` runs the reference path (``reference.py``), built on the generic
+compare-and-set script. Both give the same answers; a differential test holds them to it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+import redis as redis_py
+
+from . import reference
+from .errors import CorruptRecord, LedgerError, LedgerUnavailable
+from .records import (
+    Record,
+    State,
+    decode_record,
+    encode_record,
+    id_problem,
+    owner_problem,
+    traceparent_problem,
+)
+from .results import (
+    Admission,
+    AdmissionStatus,
+    Claim,
+    RepairReport,
+    Settlement,
+    SettlementStatus,
+    Stats,
+)
+from .scripts import Scripts
+from .timing import duration_ms, instant_ms
+
+__all__ = ["MAX_BATCH", "MAX_BATCH_BYTES", "Ledger"]
+
+#: Most items one script call carries.
+MAX_BATCH = 128
+#: Most payload and id bytes one script call carries (2 MiB).
+MAX_BATCH_BYTES = 2 * 1024 * 1024
+
+_NAME = re.compile(r"^[^\s{}\x00-\x1f\x7f]{1,100}$")
+_SETTLE_TARGETS = {State.COMPLETED: "K", State.FAILED: "F", State.PENDING: "P"}
+_ADMIT_CODES = {
+    1: (AdmissionStatus.ADMITTED, None),
+    2: (AdmissionStatus.DUPLICATE, None),
+    3: (AdmissionStatus.CONFLICT, "payload_differs"),
+    4: (AdmissionStatus.FULL, "max_records"),
+    5: (AdmissionStatus.CONFLICT, "quarantined"),
+    6: (AdmissionStatus.CONFLICT, "corrupt"),
+}
+_REPAIR_FIELDS = {0: "stale", 2: "reindexed", 3: "expired", 4: "dead", 5: "quarantined", 6: "purged"}
+
+
+def _validate_name(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    if not _NAME.match(value):
+        raise ValueError(
+            f"{what} {value!r} is not usable: 1 to 100 characters, no whitespace, "
+            "no braces, no control characters"
+        )
+    return value
+
+
+def _positive_int(value: object, name: str, *, upper: int | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 1 or (upper is not None and value > upper):
+        bound = f" and at most {upper}" if upper is not None else ""
+        raise ValueError(f"{name} must be at least 1{bound}, got {value}")
+    return value
+
+
+class Ledger:
+    """One queue's ledger on a redis-py client (``Redis`` or ``RedisCluster``)."""
+
+    def __init__(
+        self,
+        redis: Any,
+        namespace: str,
+        queue: str,
+        max_payload_bytes: int = 1_048_576,
+        max_records: int = 100_000,
+        optimized: bool = True,
+        max_attempts: int = 16,
+        retention: timedelta | float = timedelta(days=7),
+    ) -> None:
+        self.namespace = _validate_name(namespace, "namespace")
+        self.queue = _validate_name(queue, "queue")
+        self.max_payload_bytes = _positive_int(max_payload_bytes, "max_payload_bytes", upper=512 * 1024 * 1024)
+        self.max_records = _positive_int(max_records, "max_records")
+        self.max_attempts = _positive_int(max_attempts, "max_attempts")
+        if not isinstance(optimized, bool):
+            raise TypeError("optimized must be a bool")
+        self.optimized = optimized
+        self.retention_ms = duration_ms(retention, "retention")
+        if _decodes_responses(redis):
+            raise ValueError(
+                "the ledger needs a redis client with decode_responses=False: "
+                "it verifies the exact stored bytes"
+            )
+        self.redis = redis
+        tag = "{%s:%s}" % (namespace, queue)  # noqa: UP031 - braces are the hash tag
+        self._keys = [
+            f"{tag}:records",
+            f"{tag}:ready",
+            f"{tag}:leases",
+            f"{tag}:gate",
+            f"{tag}:quarantine",
+            f"{tag}:completed",
+            f"{tag}:failed",
+            f"{tag}:dead",
+        ]
+        self.scripts = Scripts(redis)
+        #: Test seam: milliseconds added to the Redis server clock inside every script.
+        self.clock_skew_ms = 0
+
+    def __repr__(self) -> str:
+        mode = "optimized" if self.optimized else "reference"
+        return f"<Ledger {self.namespace}:{self.queue} {mode}>"
+
+    # -- keys ---------------------------------------------------------------------
+
+    @property
+    def records_key(self) -> str:
+        return self._keys[0]
+
+    @property
+    def ready_key(self) -> str:
+        return self._keys[1]
+
+    @property
+    def leases_key(self) -> str:
+        return self._keys[2]
+
+    @property
+    def gate_key(self) -> str:
+        return self._keys[3]
+
+    @property
+    def quarantine_key(self) -> str:
+        return self._keys[4]
+
+    @property
+    def terminal_keys(self) -> dict[State, str]:
+        """The indexes of terminal records, scored by when they ended."""
+        return {State.COMPLETED: self._keys[5], State.FAILED: self._keys[6], State.DEAD: self._keys[7]}
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every key of this queue, in the order the scripts take them."""
+        return tuple(self._keys)
+
+    @property
+    def retention(self) -> timedelta:
+        return timedelta(milliseconds=self.retention_ms)
+
+    # -- plumbing -----------------------------------------------------------------
+
+    def run(self, script: Any, args: Sequence[Any]) -> Any:
+        """Run one of this queue's scripts, with errors in the ledger's terms."""
+        with self.translate_errors():
+            return script(keys=self._keys, args=[self.clock_skew_ms, *args])
+
+    def translate_errors(self) -> _Translate:
+        return _Translate(self)
+
+    # -- admission ----------------------------------------------------------------
+
+    def admit(
+        self,
+        request_id: str,
+        payload: str,
+        delay: timedelta | float = 0,
+        traceparent: str | None = None,
+    ) -> Admission:
+        """Admit one request, once by its id."""
+        return self.admit_many([(request_id, payload)], delay, traceparent)[0]
+
+    def admit_many(
+        self,
+        requests: Iterable[tuple[str, str]],
+        delay: timedelta | float = 0,
+        traceparent: str | None = None,
+    ) -> list[Admission]:
+        """Admit requests in transport batches; results come in input order.
+
+        Not all-or-nothing: if the call is interrupted, any prefix may be stored, and
+        calling again with the same requests reconciles (``DUPLICATE`` for those).
+        """
+        delay_ms = duration_ms(delay, "delay")
+        trace_problem = traceparent_problem(traceparent)
+        results: list[Admission | None] = []
+        ready: list[tuple[int, str, bytes]] = []
+        for item in requests:
+            if not isinstance(item, tuple | list) or len(item) != 2:
+                raise TypeError("each request must be a (request_id, payload) pair")
+            request_id, payload = item
+            problem = id_problem(request_id) or trace_problem
+            if not isinstance(payload, str):
+                raise TypeError(f"payload must be a str, not {type(payload).__name__}")
+            data = b""
+            if problem is None:
+                try:
+                    data = payload.encode("utf-8")
+                except UnicodeEncodeError:
+                    problem = "payload_not_utf8"
+                else:
+                    if len(data) > self.max_payload_bytes:
+                        problem = "payload_too_large"
+            if problem is not None:
+                results.append(Admission(request_id, AdmissionStatus.REJECTED, problem))
+            else:
+                ready.append((len(results), request_id, data))
+                results.append(None)
+        for batch in _batches(ready, lambda item: len(item[1]) + len(item[2])):
+            if self.optimized:
+                answers = self._admit_fused(batch, delay_ms, traceparent or "")
+            else:
+                answers = [
+                    reference.admit(self, request_id, data, delay_ms, traceparent or "")
+                    for _, request_id, data in batch
+                ]
+            for (position, _, _), answer in zip(batch, answers, strict=True):
+                results[position] = answer
+        return [result for result in results if result is not None]
+
+    def _admit_fused(
+        self, batch: list[tuple[int, str, bytes]], delay_ms: int, traceparent: str
+    ) -> list[Admission]:
+        args: list[Any] = [self.max_records, delay_ms, traceparent]
+        for _, request_id, data in batch:
+            args += (request_id, data)
+        reply = self.run(self.scripts.admit, args)
+        now = reply[0]
+        answers = []
+        for i, (_, request_id, data) in enumerate(batch):
+            code, detail = reply[1 + 2 * i], reply[2 + 2 * i]
+            status, reason = _ADMIT_CODES[code]
+            record = None
+            if code == 1:
+                record = Record(
+                    request_id, data.decode("utf-8"), State.PENDING, now + delay_ms,
+                    created_at=now, updated_at=now, traceparent=traceparent or None,
+                )
+            elif detail:
+                record = decode_record(request_id, detail)
+            answers.append(Admission(request_id, status, reason, record))
+        return answers
+
+    # -- claims ---------------------------------------------------------------------
+
+    def claim(self, owner: str, lease: timedelta | float = 30) -> Claim | None:
+        """Claim the earliest-due PENDING record for ``owner``, or ``None``."""
+        claims = self.claim_many(owner, 1, lease)
+        return claims[0] if claims else None
+
+    def claim_many(self, owner: str, limit: int, lease: timedelta | float = 30) -> list[Claim]:
+        """Claim up to ``limit`` due records, one round trip per batch of 128."""
+        problem = owner_problem(owner)
+        if problem is not None:
+            raise ValueError(f"owner is not usable ({problem})")
+        _positive_int(limit, "limit")
+        lease_ms = duration_ms(lease, "lease", positive=True)
+        claims: list[Claim] = []
+        while len(claims) < limit:
+            want = min(MAX_BATCH, limit - len(claims))
+            if self.optimized:
+                got = self._claim_fused(owner, want, lease_ms)
+            else:
+                got = reference.claim(self, owner, want, lease_ms)
+            claims += got
+            if len(got) < want:
+                break
+        return claims
+
+    def _claim_fused(self, owner: str, limit: int, lease_ms: int) -> list[Claim]:
+        reply = self.run(self.scripts.claim, [owner, lease_ms, limit])
+        return [
+            Claim(
+                reply[i].decode("utf-8"),
+                reply[i + 1].decode("utf-8"),
+                owner,
+                reply[i + 2],
+                reply[i + 3],
+                reply[i + 4],
+                reply[i + 5].decode("ascii") or None,
+            )
+            for i in range(1, len(reply), 6)
+        ]
+
+    def renew(self, claim: Claim, lease: timedelta | float = 30) -> Settlement:
+        """Extend ``claim``'s lease to now + ``lease`` if it still holds the record."""
+        if not isinstance(claim, Claim):
+            raise TypeError(f"renew takes a Claim, not {type(claim).__name__}")
+        lease_ms = duration_ms(lease, "lease", positive=True)
+        settlement = self._settle_batch([(claim, "C", lease_ms)])[0]
+        if settlement.status is SettlementStatus.RENEWED and settlement.record is not None:
+            claim.lease_until = settlement.record.lease_until or claim.lease_until
+        return settlement
+
+    def settle(
+        self, claim: Claim, state: State = State.COMPLETED, delay: timedelta | float = 0
+    ) -> Settlement:
+        """End ``claim`` as COMPLETED or FAILED, or give it back as PENDING after ``delay``."""
+        return self.settle_many([(claim, state, delay)])[0]
+
+    def settle_many(
+        self, items: Iterable[tuple[Claim, State] | tuple[Claim, State, timedelta | float]]
+    ) -> list[Settlement]:
+        """Settle many claims, one round trip per batch; only a lost item fails."""
+        work: list[tuple[Claim, str, int]] = []
+        for item in items:
+            if not isinstance(item, tuple | list) or len(item) not in (2, 3):
+                raise TypeError("each item must be (claim, state) or (claim, state, delay)")
+            claim, state = item[0], item[1]
+            delay = item[2] if len(item) == 3 else 0
+            if not isinstance(claim, Claim):
+                raise TypeError(f"settle takes a Claim, not {type(claim).__name__}")
+            if not isinstance(state, State):
+                raise TypeError(f"state must be a State, not {type(state).__name__}")
+            if state not in _SETTLE_TARGETS:
+                raise ValueError(f"a claim settles as COMPLETED, FAILED or PENDING, not {state.value}")
+            work.append((claim, _SETTLE_TARGETS[state], duration_ms(delay, "delay")))
+        return self._settle_batch(work)
+
+    def _settle_batch(self, work: list[tuple[Claim, str, int]]) -> list[Settlement]:
+        results: list[Settlement] = []
+        for batch in _batches(work, lambda item: len(item[0].request_id) + len(item[0].owner)):
+            if self.optimized:
+                results += self._settle_fused(batch)
+            else:
+                results += [reference.settle(self, *item) for item in batch]
+        return results
+
+    def _settle_fused(self, batch: list[tuple[Claim, str, int]]) -> list[Settlement]:
+        args: list[Any] = []
+        for claim, target, ms in batch:
+            args += (claim.request_id, claim.owner, claim.fence, target, ms)
+        reply = self.run(self.scripts.settle, args)
+        results = []
+        for i, (claim, target, _) in enumerate(batch):
+            code, detail = reply[1 + 2 * i], reply[2 + 2 * i]
+            results.append(settlement(claim, target, code, detail))
+        return results
+
+    # -- reads ----------------------------------------------------------------------
+
+    def resolve(self, request_id: str) -> Record | None:
+        """Return the verified record of ``request_id``, or ``None``."""
+        return self.resolve_many([request_id])[0]
+
+    def resolve_many(self, request_ids: Iterable[str]) -> list[Record | None]:
+        """Return verified records in input order, without a round trip per id."""
+        ids = list(request_ids)
+        for request_id in ids:
+            problem = id_problem(request_id)
+            if problem is not None:
+                raise ValueError(f"request id {request_id!r} is not usable ({problem})")
+        raws: list[bytes | None] = []
+        with self.translate_errors():
+            for start in range(0, len(ids), 1000):
+                raws += self.redis.hmget(self.records_key, ids[start : start + 1000])
+        return [
+            None if raw is None else decode_record(request_id, raw)
+            for request_id, raw in zip(ids, raws, strict=True)
+        ]
+
+    def stats(self) -> Stats:
+        """Read the queue's counters in one consistent snapshot, with no scan of records."""
+        reply = self.run(self.scripts.stats, [])
+        now, due, later, claimed, expired, completed, failed, dead, quarantined, total, gate, oldest = reply
+        return Stats(
+            pending_due=due,
+            pending_later=later,
+            claimed=claimed,
+            expired_leases=expired,
+            completed=completed,
+            failed=failed,
+            dead=dead,
+            quarantined=quarantined,
+            total=total,
+            gate_closed=bool(gate),
+            now=now,
+            oldest_due_at=None if oldest < 0 else oldest,
+        )
+
+    def server_time_ms(self) -> int:
+        """Return the Redis server's clock (plus the test skew) in epoch milliseconds."""
+        with self.translate_errors():
+            seconds, micros = self.redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000 + self.clock_skew_ms
+
+    # -- repair ---------------------------------------------------------------------
+
+    def repair(self, cursor: str = "0", count: int = 100) -> str:
+        """Repair one HSCAN page; return the next cursor (``"0"`` ends a cycle)."""
+        return self.repair_page(cursor, count).cursor
+
+    def repair_page(self, cursor: str | int = "0", count: int = 100) -> RepairReport:
+        """Repair one HSCAN page and say what it did, with the next cursor."""
+        if isinstance(cursor, bool) or not isinstance(cursor, str | int):
+            raise TypeError(f"cursor must be a str, not {type(cursor).__name__}")
+        if not str(cursor).isdigit() or len(str(cursor)) > 20:
+            raise ValueError(f"cursor must be a cursor returned by repair, got {cursor!r}")
+        _positive_int(count, "count", upper=10_000)
+        with self.translate_errors():
+            next_cursor, page = self.redis.hscan(self.records_key, int(cursor), count=count)
+        return self.repair_records(page.items(), str(next_cursor))
+
+    def repair_records(self, observed: Iterable[tuple[Any, bytes]], cursor: str = "0") -> RepairReport:
+        """Repair records against the bytes the caller read (a stale read changes nothing)."""
+        pairs = [(_text(request_id), raw) for request_id, raw in observed]
+        report = RepairReport(cursor=cursor, scanned=len(pairs))
+        for batch in _batches(pairs, lambda item: len(item[0]) + len(item[1])):
+            if self.optimized:
+                args: list[Any] = [self.retention_ms, self.max_attempts]
+                for request_id, raw in batch:
+                    args += (request_id, raw)
+                codes = self.run(self.scripts.repair, args)
+            else:
+                codes = reference.repair(self, batch)
+            for code in codes:
+                field = _REPAIR_FIELDS.get(code)
+                if field is not None:
+                    setattr(report, field, getattr(report, field) + 1)
+        return report
+
+    def repair_cycle(self, count: int = 100) -> Iterator[RepairReport]:
+        """Repair every record once, yielding each page's report (the last has cursor "0")."""
+        cursor = "0"
+        while True:
+            report = self.repair_page(cursor, count)
+            yield report
+            cursor = report.cursor
+            if cursor == "0":
+                return
+
+    # -- gate and import ------------------------------------------------------------
+
+    def close_gate(self) -> None:
+        """Hold the queue closed: no claim succeeds until ``open_gate``."""
+        with self.translate_errors():
+            self.redis.set(self.gate_key, b"closed")
+
+    def open_gate(self) -> None:
+        with self.translate_errors():
+            self.redis.delete(self.gate_key)
+
+    @property
+    def gate_closed(self) -> bool:
+        with self.translate_errors():
+            return bool(self.redis.exists(self.gate_key))
+
+    def import_record(
+        self, request_id: str, payload: str, state: State, due_at: int, owner: str = "", **extra: Any
+    ) -> Admission:
+        """Write one record as given (offline migration: only while the gate is closed).
+
+        ``extra`` may carry ``attempts``, ``fence``, ``lease_until``, ``created_at``,
+        ``updated_at`` and ``traceparent``. An existing id must agree exactly with every
+        field given (``DUPLICATE``), or it is a ``CONFLICT``.
+        """
+        fields = {"request_id": request_id, "payload": payload, "state": state, "due_at": due_at}
+        fields["owner"] = owner
+        fields.update(extra)
+        return self.import_many([fields])[0]
+
+    def import_many(self, items: Iterable[Mapping[str, Any]]) -> list[Admission]:
+        """Import records given as field mappings, in bounded batches; answers in order.
+
+        Every item is validated before anything is written: a bad one raises
+        ``ValueError`` naming the field, and nothing of the call is stored.
+        """
+        from .importing import prepare_import  # local: import formats are not hot
+
+        now = self.server_time_ms()
+        results: list[Admission | None] = []
+        ready: list[tuple[int, Record, bytes, frozenset[str]]] = []
+        for fields in items:
+            record, given = prepare_import(fields, now, self.max_payload_bytes)
+            ready.append((len(results), record, encode_record(record), given))
+            results.append(None)
+        for batch in _batches(ready, lambda item: len(item[2])):
+            if self.optimized:
+                answers = self._import_fused(batch)
+            else:
+                answers = [reference.import_one(self, record, raw, given) for _, record, raw, given in batch]
+            for (position, *_), answer in zip(batch, answers, strict=True):
+                results[position] = answer
+        return [result for result in results if result is not None]
+
+    def _import_fused(self, batch: list[tuple[int, Record, bytes, frozenset[str]]]) -> list[Admission]:
+        args: list[Any] = [self.max_records]
+        for _, record, raw, _ in batch:
+            args += (record.request_id, raw)
+        reply = self.run(self.scripts.import_records, args)
+        if reply == [-2]:
+            return [Admission(r.request_id, AdmissionStatus.REJECTED, "gate_open") for _, r, _, _ in batch]
+        return [
+            imported(record, given, reply[2 * i], reply[2 * i + 1])
+            for i, (_, record, _, given) in enumerate(batch)
+        ]
+
+
+def imported(record: Record, given: frozenset[str], code: int, stored: bytes) -> Admission:
+    """Classify the answer of one import: written, an agreeing duplicate, or a conflict."""
+    request_id = record.request_id
+    if code == 1:
+        return Admission(request_id, AdmissionStatus.ADMITTED, None, record)
+    if code == 4:
+        return Admission(request_id, AdmissionStatus.FULL, "max_records")
+    if code == 6:
+        return Admission(request_id, AdmissionStatus.REJECTED, "invalid_record")
+    try:
+        existing = decode_record(request_id, stored)
+    except CorruptRecord:
+        return Admission(request_id, AdmissionStatus.CONFLICT, "corrupt")
+    differs = sorted(name for name in given if getattr(existing, name) != getattr(record, name))
+    if differs:
+        return Admission(request_id, AdmissionStatus.CONFLICT, "differs:" + ",".join(differs), existing)
+    return Admission(request_id, AdmissionStatus.DUPLICATE, None, existing)
+
+
+def settlement(claim: Claim, target: str, code: int, detail: bytes) -> Settlement:
+    """Turn one settle script answer into a ``Settlement``."""
+    if code == 0:
+        return Settlement(SettlementStatus.LOST, None, detail.decode("ascii"))
+    record = decode_record(claim.request_id, detail)
+    if target == "C":
+        return Settlement(SettlementStatus.RENEWED, record)
+    return Settlement(SettlementStatus.SETTLED, record)
+
+
+class _Translate:
+    """Context manager turning redis-py errors into the ledger's."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        if exc is None or isinstance(exc, LedgerError):
+            return False
+        if isinstance(exc, redis_py.ConnectionError | redis_py.TimeoutError):
+            raise LedgerUnavailable(f"Redis is unavailable for {self.ledger!r}: {exc}") from exc
+        if isinstance(exc, redis_py.RedisError):
+            raise LedgerError(f"Redis refused a call of {self.ledger!r}: {exc}") from exc
+        return False
+
+
+def _batches(items: list[Any], size_of: Any) -> Iterator[list[Any]]:
+    """Split items into transport batches of at most MAX_BATCH items and MAX_BATCH_BYTES."""
+    batch: list[Any] = []
+    size = 0
+    for item in items:
+        item_size = size_of(item)
+        if batch and (len(batch) >= MAX_BATCH or size + item_size > MAX_BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(item)
+        size += item_size
+    if batch:
+        yield batch
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def _decodes_responses(client: Any) -> bool:
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    if isinstance(kwargs, dict):
+        return bool(kwargs.get("decode_responses"))
+    encoder = getattr(client, "get_encoder", None)
+    if callable(encoder):
+        return bool(getattr(encoder(), "decode_responses", False))
+    return False

@@ -1,0 +1,49 @@
+-- repair.lua: repair a page of records, each against the exact bytes the caller read.
+-- KEYS: the standard eight (codec.lua).
+-- ARGV[1] skew, ARGV[2] retention ms, ARGV[3] max attempts, ARGV[4..] pairs of id, observed bytes.
+-- Returns one code per pair: 0 stale (changed since read: left alone), 1 fine,
+-- 2 reindexed, 3 expired lease returned to PENDING, 4 DEAD, 5 quarantined, 6 purged.
+local now = server_now()
+local retention, max_attempts = tonumber(ARGV[2]), tonumber(ARGV[3])
+local out = {}
+for i = 4, #ARGV, 2 do
+  local id, seen = ARGV[i], ARGV[i + 1]
+  local raw = redis.call('HGET', KEYS[1], id)
+  local code = 1
+  -- Compare-and-set on the observed bytes: a stale pass never overwrites a newer claim.
+  if raw ~= seen then
+    code = 0
+  else
+    local r = decode(id, raw)
+    if not r then
+      if redis.call('HGET', KEYS[5], id) ~= raw then
+        redis.call('HSET', KEYS[5], id, raw)
+        code = 5
+      end
+      unindex(id)
+    elseif r.s == 'C' and now >= r.lease then
+      r.lease, r.updated = nil, now
+      if r.att >= max_attempts then
+        r.s, code = 'D', 4
+      else
+        r.s, r.due, code = 'P', now, 3
+      end
+      redis.call('HSET', KEYS[1], id, encode(id, r))
+      unindex(id)
+      redis.call('ZADD', KEYS[INDEX_OF[r.s]], score_of(r), id)
+    elseif INDEX_OF[r.s] > 3 and r.updated + retention <= now then
+      redis.call('HDEL', KEYS[1], id)
+      unindex(id)
+      code = 6
+    else
+      local own = INDEX_OF[r.s]
+      local changed = redis.call('ZADD', KEYS[own], 'CH', score_of(r), id)
+      for _, k in ipairs({2, 3, 6, 7, 8}) do
+        if k ~= own then changed = changed + redis.call('ZREM', KEYS[k], id) end
+      end
+      if changed > 0 then code = 2 end
+    end
+  end
+  out[#out + 1] = code
+end
+return out

@@ -1,0 +1,218 @@
+"""The reference path: every operation as reads plus the generic compare-and-set write.
+
+This is the design of the reference ledger: the client reads the record, decides in
+Python, and asks ``write.lua`` to replace the exact bytes it read, checking the time
+conditions with the server clock in the same atomic step. It makes more round trips
+than the fused scripts and exists to hold them to the same answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from .errors import CorruptRecord
+from .records import Record, State, decode_record, encode_record
+from .results import Admission, AdmissionStatus, Claim, Settlement, SettlementStatus
+
+if TYPE_CHECKING:
+    from .ledger import Ledger
+
+__all__ = ["admit", "claim", "import_one", "repair", "settle"]
+
+_STATE_OF = {"K": State.COMPLETED, "F": State.FAILED, "P": State.PENDING, "C": State.CLAIMED}
+_RETRIES = 8
+
+
+def _write(
+    ledger: Ledger,
+    request_id: str,
+    expected: bytes,
+    new: bytes,
+    record: Record | None,
+    *,
+    deadline: int | None = None,
+    not_before: int | None = None,
+    max_records: int | None = None,
+    gate: str = "",
+) -> int:
+    ready = lease = letter = score = ""
+    if record is not None:
+        if record.state is State.PENDING:
+            ready = str(record.due_at)
+        elif record.state is State.CLAIMED:
+            lease = str(record.lease_until)
+        else:
+            letter, score = record.state.letter.decode(), str(record.updated_at)
+    args = [
+        request_id,
+        expected,
+        new,
+        ready,
+        lease,
+        letter,
+        score,
+        "" if deadline is None else deadline,
+        "" if not_before is None else not_before,
+        "" if max_records is None else max_records,
+        gate,
+    ]
+    return int(ledger.run(ledger.scripts.write, args))
+
+
+def _now_and_raw(ledger: Ledger, request_id: str) -> tuple[int, bytes | None]:
+    with ledger.translate_errors():
+        pipe = ledger.redis.pipeline(transaction=False)
+        pipe.time()
+        pipe.hget(ledger.records_key, request_id)
+        (seconds, micros), raw = pipe.execute()
+    return int(seconds) * 1000 + int(micros) // 1000 + ledger.clock_skew_ms, raw
+
+
+def admit(ledger: Ledger, request_id: str, data: bytes, delay_ms: int, traceparent: str) -> Admission:
+    payload = data.decode("utf-8")
+    for _ in range(_RETRIES):
+        now, raw = _now_and_raw(ledger, request_id)
+        if raw is not None:
+            return _classify(ledger, request_id, payload, raw)
+        record = Record(
+            request_id, payload, State.PENDING, now + delay_ms,
+            created_at=now, updated_at=now, traceparent=traceparent or None,
+        )
+        code = _write(ledger, request_id, b"", encode_record(record), record, max_records=ledger.max_records)
+        if code == 1:
+            return Admission(request_id, AdmissionStatus.ADMITTED, None, record)
+        if code == -1:
+            return Admission(request_id, AdmissionStatus.FULL, "max_records")
+        # Someone wrote this id between our read and our write: classify what is there.
+    raise RuntimeError(f"admission of {request_id!r} kept racing")  # pragma: no cover
+
+
+def _classify(ledger: Ledger, request_id: str, payload: str, raw: bytes) -> Admission:
+    try:
+        existing = decode_record(request_id, raw)
+    except CorruptRecord:
+        with ledger.translate_errors():
+            quarantined = ledger.redis.hexists(ledger.quarantine_key, request_id)
+        reason = "quarantined" if quarantined else "corrupt"
+        return Admission(request_id, AdmissionStatus.CONFLICT, reason)
+    if existing.payload == payload:
+        return Admission(request_id, AdmissionStatus.DUPLICATE, None, existing)
+    return Admission(request_id, AdmissionStatus.CONFLICT, "payload_differs", existing)
+
+
+def claim(ledger: Ledger, owner: str, limit: int, lease_ms: int) -> list[Claim]:
+    claims: list[Claim] = []
+    skipped = 0
+    budget = limit * 4 + 64
+    while len(claims) < limit and budget > 0:
+        now = ledger.server_time_ms()
+        with ledger.translate_errors():
+            ids = ledger.redis.zrangebyscore(
+                ledger.ready_key, "-inf", now, start=skipped, num=limit - len(claims)
+            )
+        if not ids:
+            break
+        for raw_id in ids:
+            budget -= 1
+            request_id = raw_id.decode("utf-8")
+            now, raw = _now_and_raw(ledger, request_id)
+            try:
+                record = None if raw is None else decode_record(request_id, raw)
+            except CorruptRecord:
+                record = None
+            if raw is None or record is None or record.state is not State.PENDING or record.due_at > now:
+                skipped += 1  # left in the index for repair to sort out
+                continue
+            new = replace(
+                record,
+                state=State.CLAIMED,
+                owner=owner,
+                attempts=record.attempts + 1,
+                fence=record.fence + 1,
+                lease_until=now + lease_ms,
+                updated_at=now,
+            )
+            code = _write(ledger, request_id, raw, encode_record(new), new, not_before=record.due_at, gate="open")
+            if code == -2:
+                return claims  # the gate closed
+            if code == 1:
+                claims.append(
+                    Claim(request_id, new.payload, owner, new.attempts, new.fence, now + lease_ms, new.traceparent)
+                )
+    return claims
+
+
+def settle(ledger: Ledger, claim: Claim, target: str, ms: int) -> Settlement:
+    for _ in range(_RETRIES):
+        now, raw = _now_and_raw(ledger, claim.request_id)
+        if raw is None:
+            return Settlement(SettlementStatus.LOST, None, "missing")
+        try:
+            record = decode_record(claim.request_id, raw)
+        except CorruptRecord:
+            return Settlement(SettlementStatus.LOST, None, "corrupt")
+        if record.fence != claim.fence or record.owner != claim.owner:
+            return Settlement(SettlementStatus.LOST, None, "superseded")
+        if record.state is not State.CLAIMED:
+            if target in ("K", "F") and record.state is _STATE_OF[target]:
+                return Settlement(SettlementStatus.SETTLED, record)
+            return Settlement(SettlementStatus.LOST, None, "not_claimed")
+        lease_until = record.lease_until or 0
+        if now >= lease_until:
+            return Settlement(SettlementStatus.LOST, None, "lease_expired")
+        if target == "C":
+            new = replace(record, lease_until=now + ms, updated_at=now)
+        elif target == "P":
+            new = replace(record, state=State.PENDING, lease_until=None, due_at=now + ms, updated_at=now)
+        else:
+            new = replace(record, state=_STATE_OF[target], lease_until=None, updated_at=now)
+        if _write(ledger, claim.request_id, raw, encode_record(new), new, deadline=lease_until) == 1:
+            status = SettlementStatus.RENEWED if target == "C" else SettlementStatus.SETTLED
+            return Settlement(status, new)
+        # The record or the clock moved under us: look again and answer from what is there.
+    return Settlement(SettlementStatus.LOST, None, "contended")  # pragma: no cover
+
+
+def repair(ledger: Ledger, batch: list[tuple[str, bytes]]) -> list[int]:
+    """Repair each (id, observed bytes) pair; answer the codes ``repair.lua`` answers."""
+    now = ledger.server_time_ms()
+    codes = []
+    for request_id, raw in batch:
+        try:
+            record = decode_record(request_id, raw)
+        except CorruptRecord:
+            code = int(ledger.run(ledger.scripts.quarantine, [request_id, raw]))
+            codes.append({0: 0, 1: 1, 2: 5}[code])
+            continue
+        lease_until = record.lease_until
+        if record.state is State.CLAIMED and lease_until is not None and now >= lease_until:
+            if record.attempts >= ledger.max_attempts:
+                new = replace(record, state=State.DEAD, lease_until=None, updated_at=now)
+            else:
+                new = replace(record, state=State.PENDING, lease_until=None, due_at=now, updated_at=now)
+            written = _write(ledger, request_id, raw, encode_record(new), new, not_before=lease_until)
+            codes.append((4 if new.state is State.DEAD else 3) if written == 1 else 0)
+        elif record.state.terminal and record.updated_at + ledger.retention_ms <= now:
+            deadline = record.updated_at + ledger.retention_ms
+            written = _write(ledger, request_id, raw, b"", None, not_before=deadline)
+            codes.append(6 if written == 1 else 0)
+        else:
+            args: list[Any] = [request_id, raw, record.state.letter, record.index_score()]
+            codes.append(int(ledger.run(ledger.scripts.reindex, args)))
+    return codes
+
+
+def import_one(ledger: Ledger, record: Record, raw: bytes, given: frozenset[str]) -> Admission:
+    from .ledger import imported
+
+    code = _write(ledger, record.request_id, b"", raw, record, max_records=ledger.max_records, gate="closed")
+    if code == -2:
+        return Admission(record.request_id, AdmissionStatus.REJECTED, "gate_open")
+    if code == 0:
+        with ledger.translate_errors():
+            stored = ledger.redis.hget(ledger.records_key, record.request_id)
+        if stored is None:  # pragma: no cover - purged between the two calls
+            return Admission(record.request_id, AdmissionStatus.CONFLICT, "contended")
+        return imported(record, given, 2, stored)
+    return imported(record, given, 1 if code == 1 else 4, b"")

@@ -1,0 +1,52 @@
+"""The ledger's Lua scripts, loaded once from ``django_ledger/lua``.
+
+Every script is the shared prelude (``codec.lua``) followed by its own body, run
+through redis-py's ``register_script`` (EVALSHA, reloaded on NOSCRIPT), so a lost
+script cache (``SCRIPT FLUSH``, a restart, a failover) never reaches a caller.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+__all__ = ["SCRIPT_NAMES", "Scripts", "source"]
+
+SCRIPT_NAMES = (
+    "admit",
+    "claim",
+    "settle",
+    "repair",
+    "import_records",
+    "stats",
+    "write",
+    "reindex",
+    "quarantine",
+)
+
+
+@cache
+def source(name: str) -> str:
+    """Return the full source of script ``name``: the codec prelude, then its body."""
+    folder = resources.files("django_ledger") / "lua"
+    prelude = (folder / "codec.lua").read_text(encoding="utf-8")
+    return prelude + "\n" + (folder / f"{name}.lua").read_text(encoding="utf-8")
+
+
+class Scripts:
+    """The scripts registered on one redis-py client (``Redis`` or ``RedisCluster``)."""
+
+    def __init__(self, redis: Any) -> None:
+        for name in SCRIPT_NAMES:
+            setattr(self, name, redis.register_script(source(name)))
+
+    admit: Any
+    claim: Any
+    settle: Any
+    repair: Any
+    import_records: Any
+    stats: Any
+    write: Any
+    reindex: Any
+    quarantine: Any

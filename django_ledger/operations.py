@@ -1,0 +1,157 @@
+"""Operator actions on records: each a compare-and-set on the exact bytes the operator was shown.
+
+The admin and the API show a record with its ``version`` (a digest of the stored
+bytes) and send it back with the action; the action re-reads the bytes, refuses with
+``RecordChanged`` if their digest differs, and writes through ``write.lua`` with those
+bytes as the expected value, so a change in between is refused too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .errors import CorruptRecord, LedgerError
+from .ledger import Ledger
+from .records import Record, State, decode_record, encode_record
+from .reference import _write
+
+__all__ = [
+    "RecordChanged",
+    "Snapshot",
+    "discard",
+    "mark_failed",
+    "purge",
+    "restore",
+    "retry_now",
+    "snapshot",
+    "version_of",
+]
+
+
+class RecordChanged(LedgerError):
+    """The record is not what the operator saw: nothing was done."""
+
+
+def version_of(raw: bytes) -> str:
+    """Return the digest that names one exact version of stored bytes."""
+    return hashlib.sha256(raw).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One id as stored: its bytes, their version, and the record if they decode."""
+
+    request_id: str
+    raw: bytes
+    version: str
+    record: Record | None
+    error: str | None
+    quarantined: bytes | None
+
+    @property
+    def checksum_ok(self) -> bool:
+        return self.record is not None
+
+
+def snapshot(ledger: Ledger, request_id: str) -> Snapshot | None:
+    """Read ``request_id`` as stored, corrupt or not, with its quarantine copy if any."""
+    with ledger.translate_errors():
+        pipe = ledger.redis.pipeline(transaction=False)
+        pipe.hget(ledger.records_key, request_id)
+        pipe.hget(ledger.quarantine_key, request_id)
+        raw, quarantined = pipe.execute()
+    if raw is None:
+        if quarantined is None:
+            return None
+        raw = b""
+    record: Record | None = None
+    error: str | None = None
+    try:
+        record = decode_record(request_id, raw)
+    except CorruptRecord as exc:
+        error = exc.reason
+    return Snapshot(request_id, raw, version_of(raw), record, error, quarantined)
+
+
+def _current(ledger: Ledger, request_id: str, version: str) -> Snapshot:
+    current = snapshot(ledger, request_id)
+    if current is None:
+        raise RecordChanged(f"record {request_id!r} no longer exists")
+    if current.version != version:
+        raise RecordChanged(f"record {request_id!r} changed since it was shown; nothing was done")
+    return current
+
+
+def _commit(ledger: Ledger, current: Snapshot, new: Record | None, **kwargs: Any) -> Record | None:
+    written = _write(
+        ledger,
+        current.request_id,
+        current.raw,
+        b"" if new is None else encode_record(new),
+        new,
+        **kwargs,
+    )
+    if written != 1:
+        raise RecordChanged(f"record {current.request_id!r} changed while acting; nothing was done")
+    return new
+
+
+def _decoded(current: Snapshot) -> Record:
+    if current.record is None:
+        raise LedgerError(f"record {current.request_id!r} is corrupt ({current.error}): use quarantine actions")
+    return current.record
+
+
+def retry_now(ledger: Ledger, request_id: str, version: str) -> Record:
+    """Put the record back to PENDING, due now (any claim on it is lost)."""
+    current = _current(ledger, request_id, version)
+    record = _decoded(current)
+    now = ledger.server_time_ms()
+    new = replace(record, state=State.PENDING, due_at=now, lease_until=None, owner="", updated_at=now)
+    _commit(ledger, current, new)
+    return new
+
+
+def mark_failed(ledger: Ledger, request_id: str, version: str) -> Record:
+    """End the record as FAILED (any claim on it is lost)."""
+    current = _current(ledger, request_id, version)
+    record = _decoded(current)
+    if record.state.terminal:
+        raise LedgerError(f"record {request_id!r} has already ended as {record.state.value}")
+    now = ledger.server_time_ms()
+    new = replace(record, state=State.FAILED, lease_until=None, owner="", updated_at=now)
+    _commit(ledger, current, new)
+    return new
+
+
+def purge(ledger: Ledger, request_id: str, version: str) -> None:
+    """Delete a terminal record now, before its retention ends."""
+    current = _current(ledger, request_id, version)
+    record = _decoded(current)
+    if not record.state.terminal:
+        raise LedgerError(f"only ended records can be purged; {request_id!r} is {record.state.value}")
+    _commit(ledger, current, None)
+
+
+def discard(ledger: Ledger, request_id: str, version: str) -> None:
+    """Forget a quarantined id: its corrupt bytes and its identity both go."""
+    current = _current(ledger, request_id, version)
+    if current.quarantined is None:
+        raise LedgerError(f"record {request_id!r} is not quarantined")
+    if current.raw:
+        _commit(ledger, current, None)
+    else:
+        with ledger.translate_errors():
+            ledger.redis.hdel(ledger.quarantine_key, request_id)
+
+
+def restore(ledger: Ledger, request_id: str, version: str) -> Record:
+    """Take a quarantined id back into service once its bytes decode again."""
+    current = _current(ledger, request_id, version)
+    if current.quarantined is None:
+        raise LedgerError(f"record {request_id!r} is not quarantined")
+    record = _decoded(current)
+    _commit(ledger, current, record)
+    return record

@@ -35,7 +35,7 @@ from .results import (
     Stats,
 )
 from .scripts import Scripts
-from .timing import duration_ms, instant_ms
+from .timing import duration_ms
 
 __all__ = ["MAX_BATCH", "MAX_BATCH_BYTES", "Ledger"]
 
@@ -54,7 +54,14 @@ _ADMIT_CODES = {
     5: (AdmissionStatus.CONFLICT, "quarantined"),
     6: (AdmissionStatus.CONFLICT, "corrupt"),
 }
-_REPAIR_FIELDS = {0: "stale", 2: "reindexed", 3: "expired", 4: "dead", 5: "quarantined", 6: "purged"}
+_REPAIR_FIELDS = {
+    0: "stale",
+    2: "reindexed",
+    3: "expired",
+    4: "dead",
+    5: "quarantined",
+    6: "purged",
+}
 
 
 def _validate_name(value: object, what: str) -> str:
@@ -93,7 +100,9 @@ class Ledger:
     ) -> None:
         self.namespace = _validate_name(namespace, "namespace")
         self.queue = _validate_name(queue, "queue")
-        self.max_payload_bytes = _positive_int(max_payload_bytes, "max_payload_bytes", upper=512 * 1024 * 1024)
+        self.max_payload_bytes = _positive_int(
+            max_payload_bytes, "max_payload_bytes", upper=512 * 1024 * 1024
+        )
         self.max_records = _positive_int(max_records, "max_records")
         self.max_attempts = _positive_int(max_attempts, "max_attempts")
         if not isinstance(optimized, bool):
@@ -150,7 +159,11 @@ class Ledger:
     @property
     def terminal_keys(self) -> dict[State, str]:
         """The indexes of terminal records, scored by when they ended."""
-        return {State.COMPLETED: self._keys[5], State.FAILED: self._keys[6], State.DEAD: self._keys[7]}
+        return {
+            State.COMPLETED: self._keys[5],
+            State.FAILED: self._keys[6],
+            State.DEAD: self._keys[7],
+        }
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -219,7 +232,7 @@ class Ledger:
             else:
                 ready.append((len(results), request_id, data))
                 results.append(None)
-        for batch in _batches(ready, lambda item: len(item[1]) + len(item[2])):
+        for batch in _batches(ready, lambda item: _utf8_len(item[1]) + len(item[2])):
             if self.optimized:
                 answers = self._admit_fused(batch, delay_ms, traceparent or "")
             else:
@@ -246,8 +259,13 @@ class Ledger:
             record = None
             if code == 1:
                 record = Record(
-                    request_id, data.decode("utf-8"), State.PENDING, now + delay_ms,
-                    created_at=now, updated_at=now, traceparent=traceparent or None,
+                    request_id,
+                    data.decode("utf-8"),
+                    State.PENDING,
+                    now + delay_ms,
+                    created_at=now,
+                    updated_at=now,
+                    traceparent=traceparent or None,
                 )
             elif detail:
                 record = decode_record(request_id, detail)
@@ -326,7 +344,9 @@ class Ledger:
             if not isinstance(state, State):
                 raise TypeError(f"state must be a State, not {type(state).__name__}")
             if state not in _SETTLE_TARGETS:
-                raise ValueError(f"a claim settles as COMPLETED, FAILED or PENDING, not {state.value}")
+                raise ValueError(
+                    f"a claim settles as COMPLETED, FAILED or PENDING, not {state.value}"
+                )
             work.append((claim, _SETTLE_TARGETS[state], duration_ms(delay, "delay")))
         return self._settle_batch(work)
 
@@ -375,7 +395,20 @@ class Ledger:
     def stats(self) -> Stats:
         """Read the queue's counters in one consistent snapshot, with no scan of records."""
         reply = self.run(self.scripts.stats, [])
-        now, due, later, claimed, expired, completed, failed, dead, quarantined, total, gate, oldest = reply
+        (
+            now,
+            due,
+            later,
+            claimed,
+            expired,
+            completed,
+            failed,
+            dead,
+            quarantined,
+            total,
+            gate,
+            oldest,
+        ) = reply
         return Stats(
             pending_due=due,
             pending_later=later,
@@ -414,7 +447,9 @@ class Ledger:
             next_cursor, page = self.redis.hscan(self.records_key, int(cursor), count=count)
         return self.repair_records(page.items(), str(next_cursor))
 
-    def repair_records(self, observed: Iterable[tuple[Any, bytes]], cursor: str = "0") -> RepairReport:
+    def repair_records(
+        self, observed: Iterable[tuple[Any, bytes]], cursor: str = "0"
+    ) -> RepairReport:
         """Repair records against the bytes the caller read (a stale read changes nothing)."""
         pairs = [(_text(request_id), raw) for request_id, raw in observed]
         report = RepairReport(cursor=cursor, scanned=len(pairs))
@@ -459,7 +494,13 @@ class Ledger:
             return bool(self.redis.exists(self.gate_key))
 
     def import_record(
-        self, request_id: str, payload: str, state: State, due_at: int, owner: str = "", **extra: Any
+        self,
+        request_id: str,
+        payload: str,
+        state: State,
+        due_at: int,
+        owner: str = "",
+        **extra: Any,
     ) -> Admission:
         """Write one record as given (offline migration: only while the gate is closed).
 
@@ -491,18 +532,26 @@ class Ledger:
             if self.optimized:
                 answers = self._import_fused(batch)
             else:
-                answers = [reference.import_one(self, record, raw, given) for _, record, raw, given in batch]
+                answers = [
+                    reference.import_one(self, record, raw, given)
+                    for _, record, raw, given in batch
+                ]
             for (position, *_), answer in zip(batch, answers, strict=True):
                 results[position] = answer
         return [result for result in results if result is not None]
 
-    def _import_fused(self, batch: list[tuple[int, Record, bytes, frozenset[str]]]) -> list[Admission]:
+    def _import_fused(
+        self, batch: list[tuple[int, Record, bytes, frozenset[str]]]
+    ) -> list[Admission]:
         args: list[Any] = [self.max_records]
         for _, record, raw, _ in batch:
             args += (record.request_id, raw)
         reply = self.run(self.scripts.import_records, args)
         if reply == [-2]:
-            return [Admission(r.request_id, AdmissionStatus.REJECTED, "gate_open") for _, r, _, _ in batch]
+            return [
+                Admission(r.request_id, AdmissionStatus.REJECTED, "gate_open")
+                for _, r, _, _ in batch
+            ]
         return [
             imported(record, given, reply[2 * i], reply[2 * i + 1])
             for i, (_, record, _, given) in enumerate(batch)
@@ -524,18 +573,18 @@ def imported(record: Record, given: frozenset[str], code: int, stored: bytes) ->
         return Admission(request_id, AdmissionStatus.CONFLICT, "corrupt")
     differs = sorted(name for name in given if getattr(existing, name) != getattr(record, name))
     if differs:
-        return Admission(request_id, AdmissionStatus.CONFLICT, "differs:" + ",".join(differs), existing)
+        return Admission(
+            request_id, AdmissionStatus.CONFLICT, "differs:" + ",".join(differs), existing
+        )
     return Admission(request_id, AdmissionStatus.DUPLICATE, None, existing)
 
 
 def settlement(claim: Claim, target: str, code: int, detail: bytes) -> Settlement:
-    """Turn one settle script answer into a ``Settlement``."""
+    """Turn one settle script answer into a ``Settlement`` (its record decoded lazily)."""
     if code == 0:
         return Settlement(SettlementStatus.LOST, None, detail.decode("ascii"))
-    record = decode_record(claim.request_id, detail)
-    if target == "C":
-        return Settlement(SettlementStatus.RENEWED, record)
-    return Settlement(SettlementStatus.SETTLED, record)
+    status = SettlementStatus.RENEWED if target == "C" else SettlementStatus.SETTLED
+    return Settlement(status, request_id=claim.request_id, raw=detail)
 
 
 class _Translate:
@@ -547,14 +596,15 @@ class _Translate:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
         if exc is None or isinstance(exc, LedgerError):
-            return False
+            return
         if isinstance(exc, redis_py.ConnectionError | redis_py.TimeoutError):
             raise LedgerUnavailable(f"Redis is unavailable for {self.ledger!r}: {exc}") from exc
         if isinstance(exc, redis_py.RedisError):
             raise LedgerError(f"Redis refused a call of {self.ledger!r}: {exc}") from exc
-        return False
 
 
 def _batches(items: list[Any], size_of: Any) -> Iterator[list[Any]]:
@@ -570,6 +620,10 @@ def _batches(items: list[Any], size_of: Any) -> Iterator[list[Any]]:
         size += item_size
     if batch:
         yield batch
+
+
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def _text(value: Any) -> str:

@@ -100,7 +100,9 @@ def _commit(ledger: Ledger, current: Snapshot, new: Record | None, **kwargs: Any
 
 def _decoded(current: Snapshot) -> Record:
     if current.record is None:
-        raise LedgerError(f"record {current.request_id!r} is corrupt ({current.error}): use quarantine actions")
+        raise LedgerError(
+            f"record {current.request_id!r} is corrupt ({current.error}): use quarantine actions"
+        )
     return current.record
 
 
@@ -109,7 +111,9 @@ def retry_now(ledger: Ledger, request_id: str, version: str) -> Record:
     current = _current(ledger, request_id, version)
     record = _decoded(current)
     now = ledger.server_time_ms()
-    new = replace(record, state=State.PENDING, due_at=now, lease_until=None, owner="", updated_at=now)
+    new = replace(
+        record, state=State.PENDING, due_at=now, lease_until=None, owner="", updated_at=now
+    )
     _commit(ledger, current, new)
     return new
 
@@ -131,7 +135,9 @@ def purge(ledger: Ledger, request_id: str, version: str) -> None:
     current = _current(ledger, request_id, version)
     record = _decoded(current)
     if not record.state.terminal:
-        raise LedgerError(f"only ended records can be purged; {request_id!r} is {record.state.value}")
+        raise LedgerError(
+            f"only ended records can be purged; {request_id!r} is {record.state.value}"
+        )
     _commit(ledger, current, None)
 
 

@@ -1,13 +1,24 @@
 """The canonical record, its states, and its versioned byte encoding.
 
-Encoding version 1 (documented for other languages in ``docs/encoding.md``)::
+Encoding version 1 (``docs/encoding.md`` documents it for other languages; the Lua
+scripts in ``django_ledger/lua/codec.lua`` read and write the same bytes)::
 
-    1:<ck>:<S>:<due_at>:<lease_until>:<attempts>:<fence>:<created_at>:<updated_at>:<olen>:<tlen>:<owner><traceparent><payload>
+    offset size field
+    0      1    b"1" (the version)
+    1      8    H: first 8 lowercase hex digits of SHA-1(request_id || 0x00 || bytes[9:])
+    9      1    state letter: P C K(COMPLETED) F D
+    10     8    due_at, unsigned big-endian, epoch ms
+    18     8    lease_until (0 unless CLAIMED)
+    26     8    attempts
+    34     8    fence
+    42     8    created_at
+    50     8    updated_at
+    58     2    olen: owner length in bytes
+    60     1    tlen: traceparent length in bytes
+    61     olen owner, then tlen bytes of traceparent, then the payload to the end (all UTF-8)
 
-``ck`` is the first 8 lowercase hex digits of SHA-1 over the request id (UTF-8), one
-NUL byte, and every byte after ``1:<ck>:``. Binding the id into the checksum means a
-record copied under another id is detected as corrupt, without storing the id twice.
-The Lua scripts in ``django_ledger/lua/codec.lua`` implement the same format.
+H covers every byte after it and binds the request id, so a record copied under another
+id fails to decode, without the id being stored twice.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
+import struct
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -36,6 +48,11 @@ __all__ = [
 MAX_ID_BYTES = 256
 MAX_OWNER_BYTES = 256
 VERSION = b"1"
+#: Largest attempts, fence or instant the format holds exactly (Lua numbers are doubles).
+MAX_COUNTER = 2**53
+_LAYOUT = struct.Struct(">8scQQQQQQHB")
+_BODY = struct.Struct(">cQQQQQQHB")
+_HEAD = 1 + _LAYOUT.size
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 
@@ -158,62 +175,76 @@ def traceparent_problem(traceparent: object) -> str | None:
     return None
 
 
+def _digest(data: bytes) -> bytes:
+    return hashlib.sha1(data, usedforsecurity=False).hexdigest()[:8].encode()
+
+
 def checksum(request_id: bytes, body: bytes) -> bytes:
-    return hashlib.sha1(request_id + b"\0" + body, usedforsecurity=False).hexdigest()[:8].encode()
+    """Return H for a record of ``request_id`` whose bytes after H are ``body``."""
+    return _digest(request_id + b"\0" + body)
 
 
 def encode_record(record: Record) -> bytes:
-    """Encode ``record`` (version 1). Raises ``ValueError`` on text that is not UTF-8."""
+    """Encode ``record`` (version 1). Raise ``ValueError`` for what the format cannot hold."""
     try:
         owner = record.owner.encode("utf-8")
         trace = (record.traceparent or "").encode("utf-8")
         payload = record.payload.encode("utf-8")
         request_id = record.request_id.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ValueError(f"record {record.request_id!r} holds text that is not UTF-8: {exc}") from exc
-    lease = b"" if record.lease_until is None else b"%d" % record.lease_until
-    body = b"%s:%d:%s:%d:%d:%d:%d:%d:%d:%s%s%s" % (
-        record.state.letter,
-        record.due_at,
-        lease,
-        record.attempts,
-        record.fence,
-        record.created_at,
-        record.updated_at,
-        len(owner),
-        len(trace),
-        owner,
-        trace,
-        payload,
-    )
-    return b"1:" + checksum(request_id, body) + b":" + body
+        raise ValueError(
+            f"record {record.request_id!r} holds text that is not UTF-8: {exc}"
+        ) from exc
+    if len(owner) > MAX_OWNER_BYTES or len(trace) > 255:
+        raise ValueError(f"record {record.request_id!r} has an over-long owner or traceparent")
+    numbers = (record.due_at, record.attempts, record.fence, record.created_at, record.updated_at)
+    if any(not 0 <= n <= MAX_COUNTER for n in numbers):
+        raise ValueError(f"record {record.request_id!r} has a number outside 0..2**53")
+    if (record.state is State.CLAIMED) != (record.lease_until is not None):
+        raise ValueError(f"record {record.request_id!r}: a lease_until goes with CLAIMED and only with it")
+    if record.lease_until is not None and not 1 <= record.lease_until <= MAX_COUNTER:
+        raise ValueError(f"record {record.request_id!r} has a lease_until outside 1..2**53")
+    try:
+        body = _BODY.pack(
+            record.state.letter,
+            record.due_at,
+            record.lease_until or 0,
+            record.attempts,
+            record.fence,
+            record.created_at,
+            record.updated_at,
+            len(owner),
+            len(trace),
+        )
+    except struct.error as exc:
+        raise ValueError(f"record {record.request_id!r} has a field out of range: {exc}") from exc
+    body += owner + trace + payload
+    return VERSION + checksum(request_id, body) + body
 
 
 def decode_record(request_id: str, raw: bytes) -> Record:
     """Decode and verify stored bytes; raise ``CorruptRecord`` naming the id if they fail."""
-    if raw[:2] != b"1:" or raw[10:11] != b":":
-        raise CorruptRecord(request_id, "unknown encoding version or malformed header")
-    if checksum(request_id.encode("utf-8"), raw[11:]) != raw[2:10]:
+    if len(raw) < _HEAD or raw[:1] != VERSION:
+        raise CorruptRecord(request_id, "unknown encoding version or truncated header")
+    head, letter, due_at, lease, attempts, fence, created_at, updated_at, olen, tlen = (
+        _LAYOUT.unpack_from(raw, 1)
+    )
+    tail_at = _HEAD + olen
+    if len(raw) < tail_at + tlen:
+        raise CorruptRecord(request_id, "field lengths exceed the record")
+    if _digest(request_id.encode("utf-8", "surrogatepass") + b"\0" + raw[9:]) != head:
         raise CorruptRecord(request_id, "checksum mismatch")
-    parts = raw.split(b":", 11)
-    if len(parts) != 12:
-        raise CorruptRecord(request_id, "truncated header")
-    try:
-        state = _BY_LETTER[parts[2]]
-        due_at, attempts, fence, created_at, updated_at, olen, tlen = (
-            _natural(parts[i]) for i in (3, 5, 6, 7, 8, 9, 10)
-        )
-        lease_until = _natural(parts[4]) if parts[4] else None
-        tail = parts[11]
-        if olen + tlen > len(tail):
-            raise ValueError("field lengths exceed the record")
-        owner = tail[:olen].decode("utf-8")
-        trace = tail[olen : olen + tlen].decode("utf-8")
-        payload = tail[olen + tlen :].decode("utf-8")
-    except (KeyError, ValueError) as exc:
-        raise CorruptRecord(request_id, f"malformed field: {exc}") from exc
-    if (lease_until is None) != (state is not State.CLAIMED):
+    state = _BY_LETTER.get(letter)
+    if state is None:
+        raise CorruptRecord(request_id, f"unknown state letter {letter!r}")
+    if (lease > 0) != (state is State.CLAIMED):
         raise CorruptRecord(request_id, "lease does not match state")
+    try:
+        owner = raw[_HEAD:tail_at].decode("utf-8")
+        trace = raw[tail_at : tail_at + tlen].decode("utf-8")
+        payload = raw[tail_at + tlen :].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptRecord(request_id, f"text is not UTF-8: {exc}") from exc
     return Record(
         request_id=request_id,
         payload=payload,
@@ -222,14 +253,8 @@ def decode_record(request_id: str, raw: bytes) -> Record:
         owner=owner,
         attempts=attempts,
         fence=fence,
-        lease_until=lease_until,
+        lease_until=lease or None,
         created_at=created_at,
         updated_at=updated_at,
         traceparent=trace or None,
     )
-
-
-def _natural(digits: bytes) -> int:
-    if not digits.isdigit():
-        raise ValueError(f"{digits!r} is not a natural number")
-    return int(digits)

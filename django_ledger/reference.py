@@ -69,17 +69,26 @@ def _now_and_raw(ledger: Ledger, request_id: str) -> tuple[int, bytes | None]:
     return int(seconds) * 1000 + int(micros) // 1000 + ledger.clock_skew_ms, raw
 
 
-def admit(ledger: Ledger, request_id: str, data: bytes, delay_ms: int, traceparent: str) -> Admission:
+def admit(
+    ledger: Ledger, request_id: str, data: bytes, delay_ms: int, traceparent: str
+) -> Admission:
     payload = data.decode("utf-8")
     for _ in range(_RETRIES):
         now, raw = _now_and_raw(ledger, request_id)
         if raw is not None:
             return _classify(ledger, request_id, payload, raw)
         record = Record(
-            request_id, payload, State.PENDING, now + delay_ms,
-            created_at=now, updated_at=now, traceparent=traceparent or None,
+            request_id,
+            payload,
+            State.PENDING,
+            now + delay_ms,
+            created_at=now,
+            updated_at=now,
+            traceparent=traceparent or None,
         )
-        code = _write(ledger, request_id, b"", encode_record(record), record, max_records=ledger.max_records)
+        code = _write(
+            ledger, request_id, b"", encode_record(record), record, max_records=ledger.max_records
+        )
         if code == 1:
             return Admission(request_id, AdmissionStatus.ADMITTED, None, record)
         if code == -1:
@@ -121,7 +130,12 @@ def claim(ledger: Ledger, owner: str, limit: int, lease_ms: int) -> list[Claim]:
                 record = None if raw is None else decode_record(request_id, raw)
             except CorruptRecord:
                 record = None
-            if raw is None or record is None or record.state is not State.PENDING or record.due_at > now:
+            if (
+                raw is None
+                or record is None
+                or record.state is not State.PENDING
+                or record.due_at > now
+            ):
                 skipped += 1  # left in the index for repair to sort out
                 continue
             new = replace(
@@ -133,12 +147,28 @@ def claim(ledger: Ledger, owner: str, limit: int, lease_ms: int) -> list[Claim]:
                 lease_until=now + lease_ms,
                 updated_at=now,
             )
-            code = _write(ledger, request_id, raw, encode_record(new), new, not_before=record.due_at, gate="open")
+            code = _write(
+                ledger,
+                request_id,
+                raw,
+                encode_record(new),
+                new,
+                not_before=record.due_at,
+                gate="open",
+            )
             if code == -2:
                 return claims  # the gate closed
             if code == 1:
                 claims.append(
-                    Claim(request_id, new.payload, owner, new.attempts, new.fence, now + lease_ms, new.traceparent)
+                    Claim(
+                        request_id,
+                        new.payload,
+                        owner,
+                        new.attempts,
+                        new.fence,
+                        now + lease_ms,
+                        new.traceparent,
+                    )
                 )
     return claims
 
@@ -164,10 +194,15 @@ def settle(ledger: Ledger, claim: Claim, target: str, ms: int) -> Settlement:
         if target == "C":
             new = replace(record, lease_until=now + ms, updated_at=now)
         elif target == "P":
-            new = replace(record, state=State.PENDING, lease_until=None, due_at=now + ms, updated_at=now)
+            new = replace(
+                record, state=State.PENDING, lease_until=None, due_at=now + ms, updated_at=now
+            )
         else:
             new = replace(record, state=_STATE_OF[target], lease_until=None, updated_at=now)
-        if _write(ledger, claim.request_id, raw, encode_record(new), new, deadline=lease_until) == 1:
+        if (
+            _write(ledger, claim.request_id, raw, encode_record(new), new, deadline=lease_until)
+            == 1
+        ):
             status = SettlementStatus.RENEWED if target == "C" else SettlementStatus.SETTLED
             return Settlement(status, new)
         # The record or the clock moved under us: look again and answer from what is there.
@@ -190,8 +225,12 @@ def repair(ledger: Ledger, batch: list[tuple[str, bytes]]) -> list[int]:
             if record.attempts >= ledger.max_attempts:
                 new = replace(record, state=State.DEAD, lease_until=None, updated_at=now)
             else:
-                new = replace(record, state=State.PENDING, lease_until=None, due_at=now, updated_at=now)
-            written = _write(ledger, request_id, raw, encode_record(new), new, not_before=lease_until)
+                new = replace(
+                    record, state=State.PENDING, lease_until=None, due_at=now, updated_at=now
+                )
+            written = _write(
+                ledger, request_id, raw, encode_record(new), new, not_before=lease_until
+            )
             codes.append((4 if new.state is State.DEAD else 3) if written == 1 else 0)
         elif record.state.terminal and record.updated_at + ledger.retention_ms <= now:
             deadline = record.updated_at + ledger.retention_ms
@@ -206,7 +245,9 @@ def repair(ledger: Ledger, batch: list[tuple[str, bytes]]) -> list[int]:
 def import_one(ledger: Ledger, record: Record, raw: bytes, given: frozenset[str]) -> Admission:
     from .ledger import imported
 
-    code = _write(ledger, record.request_id, b"", raw, record, max_records=ledger.max_records, gate="closed")
+    code = _write(
+        ledger, record.request_id, b"", raw, record, max_records=ledger.max_records, gate="closed"
+    )
     if code == -2:
         return Admission(record.request_id, AdmissionStatus.REJECTED, "gate_open")
     if code == 0:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
-from .records import Record, ms_to_datetime
+from .records import Record, decode_record, ms_to_datetime
 
 __all__ = [
     "Admission",
@@ -82,17 +82,50 @@ class Claim:
         return ms_to_datetime(self.lease_until)
 
 
-@dataclass(frozen=True, slots=True)
 class Settlement:
-    """The answer to ``renew`` or ``settle``; ``reason`` says why a claim was ``LOST``."""
+    """The answer to ``renew`` or ``settle``; ``reason`` says why a claim was ``LOST``.
 
-    status: SettlementStatus
-    record: Record | None = None
-    reason: str | None = None
+    ``record`` is the record as the settlement left it, decoded (and verified) on first
+    access, so a batch of settlements costs nothing for records nobody reads.
+    """
+
+    __slots__ = ("_raw", "_record", "_request_id", "reason", "status")
+
+    def __init__(
+        self,
+        status: SettlementStatus,
+        record: Record | None = None,
+        reason: str | None = None,
+        *,
+        request_id: str | None = None,
+        raw: bytes | None = None,
+    ) -> None:
+        self.status = status
+        self.reason = reason
+        self._record = record
+        self._request_id = request_id
+        self._raw = raw
+
+    @property
+    def record(self) -> Record | None:
+        if self._record is None and self._raw is not None and self._request_id is not None:
+            self._record = decode_record(self._request_id, self._raw)
+        return self._record
 
     @property
     def ok(self) -> bool:
         return self.status is not SettlementStatus.LOST
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Settlement):
+            return NotImplemented
+        return (self.status, self.reason, self.record) == (other.status, other.reason, other.record)
+
+    def __hash__(self) -> int:
+        return hash((self.status, self.reason))
+
+    def __repr__(self) -> str:
+        return f"Settlement(status={self.status}, reason={self.reason!r}, record={self.record!r})"
 
 
 @dataclass(slots=True)
@@ -142,7 +175,6 @@ class Stats:
     gate_closed: bool
     now: int
     oldest_due_at: int | None = None
-    extra: dict[str, int] = field(default_factory=dict)
 
     @property
     def pending(self) -> int:

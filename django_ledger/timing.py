@@ -17,7 +17,9 @@ def duration_ms(value: object, name: str, *, positive: bool = False) -> int:
     Raise ``TypeError`` for other types and ``ValueError`` for negative, non-finite or
     absurdly long durations (and for zero when ``positive``).
     """
-    if isinstance(value, timedelta):
+    if value.__class__ is int and 0 <= value <= MAX_DURATION_MS // 1000:
+        ms = value * 1000
+    elif isinstance(value, timedelta):
         ms = value // timedelta(milliseconds=1)
     elif isinstance(value, int | float) and not isinstance(value, bool):
         if not math.isfinite(value):
@@ -26,7 +28,9 @@ def duration_ms(value: object, name: str, *, positive: bool = False) -> int:
             raise ValueError(f"{name} must be at most 100 years, got {value!r} seconds")
         ms = round(value * 1000)
     else:
-        raise TypeError(f"{name} must be a timedelta or a number of seconds, not {type(value).__name__}")
+        raise TypeError(
+            f"{name} must be a timedelta or a number of seconds, not {type(value).__name__}"
+        )
     if ms < 0:
         raise ValueError(f"{name} must not be negative, got {value!r}")
     if positive and ms == 0:
@@ -41,9 +45,13 @@ def instant_ms(value: object, name: str) -> int:
     if isinstance(value, datetime):
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"{name} must be an aware datetime (naive datetimes are ambiguous)")
-        return int((value.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1))
+        return int(
+            (value.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+        )
     if isinstance(value, int) and not isinstance(value, bool):
         if not 0 <= value <= 2**53:
             raise ValueError(f"{name} must be between 0 and 2**53 ms, got {value}")
         return value
-    raise TypeError(f"{name} must be an aware datetime or epoch milliseconds, not {type(value).__name__}")
+    raise TypeError(
+        f"{name} must be an aware datetime or epoch milliseconds, not {type(value).__name__}"
+    )

@@ -10,6 +10,7 @@ local max = tonumber(ARGV[2])
 local due = now + tonumber(ARGV[3])
 local tp = ARGV[4]
 local size = redis.call('HLEN', KEYS[1])
+local tplen = #tp
 local out = {now}
 for i = 5, #ARGV, 2 do
   local id, payload = ARGV[i], ARGV[i + 1]
@@ -20,7 +21,7 @@ for i = 5, #ARGV, 2 do
     if not r then
       -- Quarantined ids stay in records so their identity is remembered.
       if redis.call('HEXISTS', KEYS[5], id) == 1 then code = 5 else code = 6 end
-    elseif r.payload == payload then
+    elseif payload_of(r) == payload then
       code, detail = 2, raw
     else
       code, detail = 3, raw
@@ -32,7 +33,7 @@ for i = 5, #ARGV, 2 do
     -- leaves a record that repair re-indexes, never an index without a record.
     redis.call('HSET', KEYS[1], id, encode(id, {
       s = 'P', due = due, att = 0, fence = 0, created = now, updated = now,
-      owner = '', tp = tp, payload = payload}))
+      owner = '', tlen = tplen, tail = tp .. payload}))
     redis.call('ZADD', KEYS[2], due, id)
     size = size + 1
   end

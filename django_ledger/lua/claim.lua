@@ -34,11 +34,11 @@ while got < limit and budget > 0 do
       redis.call('ZADD', KEYS[3], r.lease, id)
       got = got + 1
       out[#out + 1] = id
-      out[#out + 1] = r.payload
+      out[#out + 1] = payload_of(r)
       out[#out + 1] = r.att
       out[#out + 1] = r.fence
       out[#out + 1] = r.lease
-      out[#out + 1] = r.tp
+      out[#out + 1] = traceparent_of(r)
     end
   end
 end

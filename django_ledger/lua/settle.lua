@@ -3,12 +3,13 @@
 -- ARGV[1] skew, then five per item: request id, owner, fence, target, ms.
 --   target 'C' renews the lease to now + ms; 'P' gives the record back due at now + ms;
 --   'K' (COMPLETED) or 'F' (FAILED) end it.
--- Returns {now, code, detail, ...}: code 1 applied (detail: new bytes), 2 already settled
--- this way by this claim (detail: stored bytes), 0 lost (detail: reason).
+-- Returns {now, code, detail, ...}: code 1 applied (detail: the new bytes), 2 already
+-- settled this way by this claim (detail: the stored bytes), 0 lost (detail: reason).
 local now = server_now()
 local out = {now}
 for i = 2, #ARGV, 5 do
-  local id, owner, fence, target, ms = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], tonumber(ARGV[i + 4])
+  local id, owner, fence = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local target, ms = ARGV[i + 3], tonumber(ARGV[i + 4])
   local raw = redis.call('HGET', KEYS[1], id)
   local r = raw and decode(id, raw)
   local code, detail = 0, ''

@@ -21,7 +21,9 @@ class CorruptRecord(LedgerError):
 class LedgerUnavailable(LedgerError):
     """Redis could not be reached or dropped the connection mid-call.
 
-    The outcome of the interrupted call is unknown: every ledger operation is safe
-    to call again with the same arguments (admission reconciles by request id, and a
-    replayed settlement of the same claim answers ``SETTLED`` again).
+    The outcome of the interrupted call is unknown, and every ledger operation is safe
+    to call again with the same arguments: admission reconciles by request id, a
+    replayed COMPLETED or FAILED settlement of the same claim answers ``SETTLED`` again,
+    and a replayed give-back (PENDING) answers ``LOST`` (``not_claimed``) because the
+    record is already back to PENDING (``docs/guarantees.md`` has the whole table).
     """

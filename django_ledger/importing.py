@@ -49,8 +49,9 @@ def _count(fields: Mapping[str, Any], name: str, default: int) -> int:
     value = fields.get(name)
     if value is None:
         return default
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 2**53:
-        raise ValueError(f"{name} must be a whole number from 0 to 2**53, got {value!r}")
+    # Far below the format's 2**53, so a fence can grow by a claim for ever after.
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 2**32:
+        raise ValueError(f"{name} must be a whole number from 0 to 2**32, got {value!r}")
     return value
 
 
@@ -90,7 +91,9 @@ def prepare_import(
         try:
             state = State[state.upper()]
         except KeyError:
-            raise ValueError(f"state must be one of {', '.join(s.value for s in State)}, got {state!r}") from None
+            raise ValueError(
+                f"state must be one of {', '.join(s.value for s in State)}, got {state!r}"
+            ) from None
     if not isinstance(state, State):
         raise ValueError(f"state must be a state name, got {state!r}")
     owner = fields.get("owner") or ""
@@ -99,7 +102,9 @@ def prepare_import(
     if state is State.CLAIMED and not owner:
         raise ValueError("a CLAIMED record needs an owner")
     traceparent = fields.get("traceparent")
-    if traceparent is not None and (not isinstance(traceparent, str) or traceparent_problem(traceparent)):
+    if traceparent is not None and (
+        not isinstance(traceparent, str) or traceparent_problem(traceparent)
+    ):
         raise ValueError(f"traceparent is not W3C trace context: {traceparent!r}")
     due_at = _instant(fields, "due_at", now)
     attempts = _count(fields, "attempts", 1 if state is State.CLAIMED else 0)

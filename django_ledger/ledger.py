@@ -44,7 +44,7 @@ MAX_BATCH = 128
 #: Most payload and id bytes one script call carries (2 MiB).
 MAX_BATCH_BYTES = 2 * 1024 * 1024
 
-_NAME = re.compile(r"^[^\s{}\x00-\x1f\x7f]{1,100}$")
+_NAME = re.compile(r"[^\s{}\x00-\x1f\x7f]{1,100}")
 _SETTLE_TARGETS = {State.COMPLETED: "K", State.FAILED: "F", State.PENDING: "P"}
 _ADMIT_CODES = {
     1: (AdmissionStatus.ADMITTED, None),
@@ -67,7 +67,7 @@ _REPAIR_FIELDS = {
 def _validate_name(value: object, what: str) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a str, not {type(value).__name__}")
-    if not _NAME.match(value):
+    if not _NAME.fullmatch(value):
         raise ValueError(
             f"{what} {value!r} is not usable: 1 to 100 characters, no whitespace, "
             "no braces, no control characters"
@@ -451,7 +451,7 @@ class Ledger:
         self, observed: Iterable[tuple[Any, bytes]], cursor: str = "0"
     ) -> RepairReport:
         """Repair records against the bytes the caller read (a stale read changes nothing)."""
-        pairs = [(_text(request_id), raw) for request_id, raw in observed]
+        pairs = [(_request_id(request_id), raw) for request_id, raw in observed]
         report = RepairReport(cursor=cursor, scanned=len(pairs))
         for batch in _batches(pairs, lambda item: len(item[0]) + len(item[1])):
             if self.optimized:
@@ -626,8 +626,14 @@ def _utf8_len(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+def _request_id(value: Any) -> str | bytes:
+    """Return a scanned id as text, or as bytes when it is not UTF-8 (never ours: corrupt)."""
+    if not isinstance(value, bytes):
+        return str(value)
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value
 
 
 def _decodes_responses(client: Any) -> bool:

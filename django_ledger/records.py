@@ -54,7 +54,7 @@ _LAYOUT = struct.Struct(">8scQQQQQQHB")
 _BODY = struct.Struct(">cQQQQQQHB")
 _HEAD = 1 + _LAYOUT.size
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 
 class State(enum.Enum):
@@ -167,7 +167,7 @@ def traceparent_problem(traceparent: object) -> str | None:
         return None
     if not isinstance(traceparent, str):
         raise TypeError(f"traceparent must be a str or None, not {type(traceparent).__name__}")
-    if not _TRACEPARENT.match(traceparent) or traceparent.startswith("ff"):
+    if not _TRACEPARENT.fullmatch(traceparent) or traceparent.startswith("ff"):
         return "traceparent_invalid"
     _, trace_id, span_id, _ = traceparent.split("-")
     if set(trace_id) == {"0"} or set(span_id) == {"0"}:

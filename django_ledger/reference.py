@@ -209,12 +209,14 @@ def settle(ledger: Ledger, claim: Claim, target: str, ms: int) -> Settlement:
     return Settlement(SettlementStatus.LOST, None, "contended")  # pragma: no cover
 
 
-def repair(ledger: Ledger, batch: list[tuple[str, bytes]]) -> list[int]:
+def repair(ledger: Ledger, batch: list[tuple[str | bytes, bytes]]) -> list[int]:
     """Repair each (id, observed bytes) pair; answer the codes ``repair.lua`` answers."""
     now = ledger.server_time_ms()
     codes = []
     for request_id, raw in batch:
         try:
+            if isinstance(request_id, bytes):  # an id that is not UTF-8 was never ours
+                raise CorruptRecord(repr(request_id), "request id is not UTF-8")
             record = decode_record(request_id, raw)
         except CorruptRecord:
             code = int(ledger.run(ledger.scripts.quarantine, [request_id, raw]))

@@ -1,3 +1,5 @@
+"""The app's configuration: registers the system checks when Django is ready."""
+
 from django.apps import AppConfig
 
 
@@ -6,3 +8,8 @@ class LedgerConfig(AppConfig):
     label = "django_ledger"
     verbose_name = "Ledger"
     default_auto_field = "django.db.models.AutoField"
+
+    def ready(self) -> None:
+        from .checks import register_checks
+
+        register_checks()

@@ -1,0 +1,458 @@
+"""System checks of the ``LEDGER`` setting and, with ``--deploy``, of Redis itself.
+
+Every message has a stable id (``django_ledger.E001`` ...), listed with its fix in
+``docs/checks.md``. ``register_checks`` runs from ``LedgerConfig.ready()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from django.apps import apps
+from django.conf import settings
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from . import conf
+
+__all__ = ["check_rangefilter", "check_redis", "check_settings", "register_checks"]
+
+TAG = "django_ledger"
+DOCS = "see docs/checks.md"
+
+
+def register_checks() -> None:
+    """Register the checks (called once, from ``AppConfig.ready``)."""
+    checks.register(check_settings, TAG)
+    checks.register(check_rangefilter, TAG)
+    checks.register(check_redis, TAG, deploy=True)
+
+
+def _error(id_: int, msg: str, hint: str, obj: str) -> checks.Error:
+    return checks.Error(msg, hint=hint, obj=obj, id=f"django_ledger.E{id_:03d}")
+
+
+# -- the setting ----------------------------------------------------------------------
+
+
+def check_settings(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Check the shape, names, connections, backend and limits of ``LEDGER``."""
+    raw = getattr(settings, "LEDGER", {})
+    if not isinstance(raw, dict):
+        return [
+            _error(
+                1,
+                f"LEDGER must be a dict, not {type(raw).__name__}.",
+                "Write LEDGER = {...} as docs/django.md shows, or remove it to use the defaults.",
+                "LEDGER",
+            )
+        ]
+    errors: list[checks.CheckMessage] = []
+    errors += _unknown_keys(raw, conf.TOP_KEYS, "LEDGER")
+    if "NAMESPACE" in raw and not conf.usable_name(raw["NAMESPACE"]):
+        errors.append(_bad_namespace(raw["NAMESPACE"], "LEDGER['NAMESPACE']"))
+    errors += _check_connection(
+        raw.get("CONNECTION", conf.TOP_DEFAULTS["CONNECTION"]), "LEDGER['CONNECTION']"
+    )
+    defaults = _section(raw, "DEFAULTS", errors)
+    if defaults is not None:
+        errors += _unknown_keys(defaults, frozenset(conf.DEFAULTS), "LEDGER['DEFAULTS']")
+        errors += _check_limits(defaults, "LEDGER['DEFAULTS']")
+    errors += _check_queues(raw.get("QUEUES", conf.TOP_DEFAULTS["QUEUES"]))
+    _section(raw, "API", errors)  # its keys are the REST API's to check
+    dispatch = _section(raw, "DISPATCH", errors)
+    if dispatch is not None:
+        errors += _check_dispatch(dispatch)
+    return errors
+
+
+def _section(
+    raw: dict[str, Any], name: str, errors: list[checks.CheckMessage]
+) -> dict[str, Any] | None:
+    value = raw.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        errors.append(
+            _error(
+                3,
+                f"Must be a dict, not {type(value).__name__}.",
+                f"Give LEDGER[{name!r}] as a dict of settings, or leave it out for the defaults.",
+                f"LEDGER[{name!r}]",
+            )
+        )
+        return None
+    return value
+
+
+def _unknown_keys(
+    section: dict[Any, Any], known: frozenset[str], where: str
+) -> Iterator[checks.CheckMessage]:
+    for key in section:
+        if key not in known:
+            yield _error(
+                2,
+                f"Unknown key {key!r}.",
+                f"Known keys: {', '.join(sorted(known))} (keys are upper case).",
+                where,
+            )
+
+
+def _bad_namespace(value: Any, where: str) -> checks.Error:
+    return _error(
+        5,
+        f"{value!r} cannot be part of a Redis key name.",
+        "Use 1 to 100 characters without whitespace, braces or control characters.",
+        where,
+    )
+
+
+def _check_queues(queues: Any) -> list[checks.CheckMessage]:
+    if not isinstance(queues, dict) or not queues:
+        return [
+            _error(
+                3,
+                f"Must be a non-empty dict of queue name -> settings, got {queues!r}.",
+                "For example: 'QUEUES': {'default': {}, 'emails': {'MAX_ATTEMPTS': 5}}.",
+                "LEDGER['QUEUES']",
+            )
+        ]
+    errors: list[checks.CheckMessage] = []
+    for name, overrides in queues.items():
+        where = f"LEDGER['QUEUES'][{name!r}]"
+        if not conf.usable_name(name):
+            errors.append(
+                _error(
+                    4,
+                    f"Queue name {name!r} cannot be part of a Redis key name.",
+                    "Use 1 to 100 characters without whitespace, braces or control characters.",
+                    "LEDGER['QUEUES']",
+                )
+            )
+        if overrides is None:
+            continue
+        if not isinstance(overrides, dict):
+            errors.append(
+                _error(
+                    3,
+                    f"Must be a dict of overrides, not {type(overrides).__name__}.",
+                    "Give {} for a queue that takes every default.",
+                    where,
+                )
+            )
+            continue
+        errors += _unknown_keys(overrides, conf.QUEUE_KEYS, where)
+        errors += _check_limits(overrides, where)
+        if "GROUPS" in overrides:
+            try:
+                conf._groups(overrides["GROUPS"], str(name))
+            except ImproperlyConfigured as exc:
+                errors.append(
+                    _error(
+                        6,
+                        f"{exc}.",
+                        "Give a list of auth group names, e.g. 'GROUPS': ['operators'], or leave it out.",
+                        f"{where}['GROUPS']",
+                    )
+                )
+    return errors
+
+
+def _check_limits(section: dict[str, Any], where: str) -> Iterator[checks.CheckMessage]:
+    for key, limit in conf.LIMITS.items():
+        if key in section and key != "TTL":
+            yield from _check_limit(section[key], key, limit, f"{where}[{key!r}]")
+
+
+def _check_limit(
+    value: Any, key: str, limit: conf.Limit, where: str
+) -> Iterator[checks.CheckMessage]:
+    problem = limit.problem(value)
+    if problem is not None:
+        hints = {
+            "bool": "Give True or False.",
+            "int": f"Give a whole number, {limit.describe()}.",
+            "duration": "Give a timedelta, e.g. timedelta(seconds=30), or a number of seconds.",
+        }
+        yield _error(30, f"{key} {problem}.", hints[limit.kind], where)
+
+
+# -- connections ------------------------------------------------------------------------
+
+
+def _check_connection(spec: Any, where: str) -> list[checks.CheckMessage]:
+    try:
+        kind = conf.connection_kind(spec)
+    except ImproperlyConfigured:
+        return [
+            _error(
+                10,
+                f"Must be a cache alias, a Redis URL or {{'CLUSTER': [...]}}, got {spec!r}.",
+                "For example 'default' (a django-redis cache), 'redis://127.0.0.1:6379/0', "
+                "or {'CLUSTER': ['10.0.0.1:7000', '10.0.0.2:7000']}.",
+                where,
+            )
+        ]
+    if kind == "cluster":
+        try:
+            conf.cluster_nodes(spec)
+        except ImproperlyConfigured as exc:
+            return [
+                _error(
+                    14,
+                    f"{str(exc)[0].upper()}{str(exc)[1:]}.",
+                    "Give {'CLUSTER': ['host:port', ...]}: one or more startup nodes.",
+                    where,
+                )
+            ]
+        return []
+    if kind == "url":
+        problem = conf.url_problem(spec)
+        if problem is not None:
+            return [
+                _error(
+                    13,
+                    f"{_safe(spec)} is not a usable Redis URL: {problem}.",
+                    "Use redis://[user:password@]host:port/db, rediss://... (TLS) or unix:///path/to/redis.sock.",
+                    where,
+                )
+            ]
+        return []
+    return _check_alias(spec, where)
+
+
+def _check_alias(alias: str, where: str) -> list[checks.CheckMessage]:
+    caches = getattr(settings, "CACHES", {})
+    if alias not in caches:
+        return [
+            _error(
+                11,
+                f"Names the cache {alias!r}, which CACHES does not define.",
+                f"Add a django-redis cache {alias!r} to CACHES, or give a redis:// URL instead "
+                f"(CACHES defines: {', '.join(map(repr, caches)) or 'nothing'}).",
+                where,
+            )
+        ]
+    backend = caches[alias].get("BACKEND", "")
+    if not _is_django_redis(backend):
+        return [
+            _error(
+                12,
+                f"Names the cache {alias!r}, whose backend {backend!r} is not django-redis.",
+                "Use 'BACKEND': 'django_redis.cache.RedisCache' for that cache, or give a redis:// URL.",
+                where,
+            )
+        ]
+    return []
+
+
+def _is_django_redis(backend: str) -> bool:
+    try:
+        from django_redis.cache import RedisCache
+
+        cls = import_string(backend)
+    except ImportError:
+        return False
+    return isinstance(cls, type) and issubclass(cls, RedisCache)
+
+
+# -- the dispatch registry --------------------------------------------------------------
+
+
+def _check_dispatch(dispatch: dict[str, Any]) -> list[checks.CheckMessage]:
+    where = "LEDGER['DISPATCH']"
+    errors: list[checks.CheckMessage] = list(_unknown_keys(dispatch, conf.DISPATCH_KEYS, where))
+    config = {**conf.DISPATCH_DEFAULTS, **dispatch}
+    errors += _check_backend(config["BACKEND"])
+    if not conf.usable_name(config["NAMESPACE"]):
+        errors.append(_bad_namespace(config["NAMESPACE"], f"{where}['NAMESPACE']"))
+    errors += _check_limit(config["TTL"], "TTL", conf.LIMITS["TTL"], f"{where}['TTL']")
+    node_id = config["NODE_ID"]
+    if node_id is not None and (not isinstance(node_id, str) or not node_id.strip()):
+        errors.append(
+            _error(
+                22,
+                f"Must be None or a non-empty str, got {node_id!r}.",
+                "Leave it None to use the host name and process id.",
+                f"{where}['NODE_ID']",
+            )
+        )
+    if config["CONNECTION"] is not None:
+        errors += _check_connection(config["CONNECTION"], f"{where}['CONNECTION']")
+    return errors
+
+
+def _check_backend(path: Any) -> list[checks.CheckMessage]:
+    from .dispatch import DispatchRegistry
+
+    where = "LEDGER['DISPATCH']['BACKEND']"
+    hint = (
+        "Use 'django_ledger.dispatch.RedisDispatchRegistry' (the default) or "
+        "'django_ledger.dispatch.MemoryDispatchRegistry' (tests, one process)."
+    )
+    try:
+        backend = import_string(path) if isinstance(path, str) else None
+    except ImportError as exc:
+        return [_error(20, f"{path!r} does not import: {exc}.", hint, where)]
+    if backend is None:
+        return [_error(20, f"Must be a dotted path, got {path!r}.", hint, where)]
+    if not isinstance(backend, type) or not issubclass(backend, DispatchRegistry):
+        return [_error(21, f"{path!r} is not a DispatchRegistry subclass.", hint, where)]
+    return []
+
+
+# -- installed apps ---------------------------------------------------------------------
+
+
+def check_rangefilter(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """The admin's date-range filters need ``rangefilter`` in ``INSTALLED_APPS``."""
+    if apps.is_installed("rangefilter"):
+        return []
+    return [
+        _error(
+            40,
+            "'rangefilter' is not in INSTALLED_APPS; the ledger admin's date-range filters need it.",
+            "Add 'rangefilter' (from django-admin-rangefilter) to INSTALLED_APPS.",
+            "INSTALLED_APPS",
+        )
+    ]
+
+
+# -- deployment: Redis itself -----------------------------------------------------------
+
+
+def check_redis(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Ping every configured Redis: version, eviction policy and persistence."""
+    if check_settings():
+        return []  # the configuration checks have already said what is wrong
+    targets = {"LEDGER['CONNECTION']": conf.ledger_settings.connection}
+    dispatch = conf.ledger_settings.dispatch_settings
+    backend = import_string(dispatch.backend)
+    from .dispatch import MemoryDispatchRegistry
+
+    messages: list[checks.CheckMessage] = []
+    if issubclass(backend, MemoryDispatchRegistry):
+        messages.append(
+            checks.Warning(
+                "The dispatch registry is MemoryDispatchRegistry: claim_dispatch is at most "
+                "once per process only, not across processes or hosts.",
+                hint="Use django_ledger.dispatch.RedisDispatchRegistry in production.",
+                obj="LEDGER['DISPATCH']['BACKEND']",
+                id="django_ledger.W003",
+            )
+        )
+    elif dispatch.connection is not None and dispatch.connection != targets["LEDGER['CONNECTION']"]:
+        targets["LEDGER['DISPATCH']['CONNECTION']"] = dispatch.connection
+    for where, spec in targets.items():
+        messages += _inspect(spec, where)
+    return messages
+
+
+def _inspect(spec: Any, where: str) -> list[checks.CheckMessage]:
+    import redis
+
+    try:
+        messages: list[checks.CheckMessage] = []
+        for name, client in _nodes(spec):
+            messages += _inspect_node(client, name, where)
+        return messages
+    except (redis.RedisError, OSError, ImproperlyConfigured) as exc:
+        return [
+            _error(
+                50,
+                f"Redis at {_safe(spec)} is unreachable: {exc}.",
+                "Start Redis or fix the connection; the ledger cannot admit or claim without it.",
+                where,
+            )
+        ]
+
+
+def _nodes(spec: Any) -> Iterator[tuple[str, Any]]:
+    """Yield (name, standalone client) for each server behind a connection spec."""
+    import redis
+    from redis.cluster import RedisCluster
+
+    if conf.connection_kind(spec) == "url":
+        # A client of its own with timeouts, so an unreachable host cannot hang `check`.
+        client = redis.Redis.from_url(spec, socket_connect_timeout=5, socket_timeout=5)
+        try:
+            yield _safe(spec), client
+        finally:
+            client.close()
+        return
+    client = conf.connection(spec)
+    if isinstance(client, RedisCluster):
+        get_nodes: Callable[[], list[Any]] = client.get_nodes  # untyped in redis-py
+        for node in get_nodes():
+            yield node.name, client.get_redis_connection(node)
+    else:
+        yield _safe(spec), client
+
+
+def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessage]:
+    import redis
+
+    server = client.info("server")
+    memory = client.info("memory")
+    persistence = client.info("persistence")
+    messages: list[checks.CheckMessage] = [
+        checks.Info(
+            f"Redis {server.get('redis_version', '?')} answers at {name} ({where}).",
+            obj=where,
+            id="django_ledger.I001",
+        )
+    ]
+    policy = memory.get("maxmemory_policy", "noeviction")
+    if policy != "noeviction":
+        messages.append(
+            checks.Warning(
+                f"Redis at {name} evicts keys under memory pressure (maxmemory-policy {policy}): "
+                "it would silently drop ledger records.",
+                hint="Set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, "
+                "and in redis.conf); a full Redis then refuses writes instead of losing records.",
+                obj=where,
+                id="django_ledger.W001",
+            )
+        )
+    if int(persistence.get("aof_enabled", 0)):
+        return messages
+    try:
+        save = client.config_get("save").get("save", "")
+    except redis.ResponseError:
+        messages.append(
+            checks.Info(
+                f"Redis at {name} refuses CONFIG GET, so RDB snapshots could not be verified; "
+                "AOF is off.",
+                hint="Make sure the server persists (appendonly yes is recommended).",
+                obj=where,
+                id="django_ledger.I002",
+            )
+        )
+        return messages
+    if not str(save).strip():
+        messages.append(
+            checks.Warning(
+                f"Redis at {name} persists nothing (appendonly no, no RDB save points): a restart "
+                "loses every record.",
+                hint="Set appendonly yes (appendfsync everysec or always) in redis.conf.",
+                obj=where,
+                id="django_ledger.W002",
+            )
+        )
+    return messages
+
+
+def _safe(spec: Any) -> str:
+    """Show a connection spec without a password."""
+    if isinstance(spec, str) and "://" in spec and "@" in spec:
+        scheme, _, rest = spec.partition("://")
+        return f"{scheme}://***@{rest.rpartition('@')[2]}"
+    return repr(spec) if not isinstance(spec, str) else spec

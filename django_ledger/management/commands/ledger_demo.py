@@ -1,0 +1,58 @@
+"""``manage.py ledger_demo``: migrate, an admin user, seeded queues, and a dev server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from django_ledger.conf import get_ledger, ledger_settings
+from django_ledger.errors import LedgerError
+from django_ledger.services import ensure_admin, seed_demo
+
+STATS = ("pending_due", "pending_later", "claimed", "completed", "failed", "dead", "quarantined")
+
+
+class Command(BaseCommand):
+    help = (
+        "Run the demo: migrate the database, create (or reset) the superuser 'admin' with a "
+        "new random password, seed every configured queue with records in every state, print "
+        "each queue's counters, then serve the admin on 127.0.0.1."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--port", type=int, default=8000, help="port to serve on (default 8000)"
+        )
+        parser.add_argument(
+            "--no-serve", action="store_true", help="seed and print, without starting the server"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        port = options["port"]
+        if not 1 <= port <= 65535:
+            raise CommandError(f"--port must be from 1 to 65535, got {port}")
+        call_command("migrate", interactive=False, verbosity=0)
+        password = ensure_admin("admin")
+        try:
+            queues = ledger_settings.queue_names
+            for name in queues:
+                ledger = get_ledger(name)
+                seed_demo(ledger)
+                counts = ledger.stats().as_dict()
+                figures = " ".join(f"{key}={counts[key]}" for key in STATS)
+                self.stdout.write(f"queue {name}: {figures}")
+        except (ImproperlyConfigured, LedgerError, RuntimeError) as exc:
+            raise CommandError(f"could not seed the demo: {exc}") from exc
+        url = f"http://127.0.0.1:{port}/admin/"
+        self.stdout.write(f"admin login: user admin, password {password}")
+        if options["no_serve"]:
+            self.stdout.write(
+                f"seeded; serve it with: manage.py runserver 127.0.0.1:{port}, then open {url}"
+            )
+            return
+        self.stdout.write(f"serving {url} (Ctrl-C to stop)")
+        # No autoreloader: it would run this command, and seed again, in a child process.
+        call_command("runserver", f"127.0.0.1:{port}", use_reloader=False)

@@ -1,0 +1,77 @@
+"""``manage.py ledger_export``: write a queue's records in the import format."""
+
+from __future__ import annotations
+
+from typing import IO, Any, cast
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from django_ledger.conf import get_ledger
+from django_ledger.errors import LedgerError
+from django_ledger.services import ExportResult, export_queue
+
+
+class Command(BaseCommand):
+    help = (
+        "Write every record of a queue, every field, as JSON Lines (or CSV), so that "
+        "ledger_import reproduces the queue exactly. Quarantined and corrupt ids are "
+        "listed on stderr and skipped."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--queue", default="default", help="queue to export (default: default)")
+        parser.add_argument(
+            "-o", "--output", default="-", help="file to write (default: - for standard output)"
+        )
+        parser.add_argument(
+            "--format",
+            choices=("jsonl", "csv"),
+            default=None,
+            help="output format (default: csv for a .csv file, else jsonl)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            ledger = get_ledger(options["queue"])
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from exc
+        output = options["output"]
+        fmt = options["format"] or ("csv" if output.lower().endswith(".csv") else "jsonl")
+        try:
+            if output == "-":
+                result = export_queue(ledger, self._stdout_stream(), fmt)
+            else:
+                try:
+                    handle = open(output, "w", encoding="utf-8", newline="")  # noqa: SIM115
+                except OSError as exc:
+                    raise CommandError(f"cannot write {output}: {exc.strerror}") from exc
+                with handle:
+                    result = export_queue(ledger, handle, fmt)
+        except LedgerError as exc:
+            raise CommandError(f"export of queue {ledger.queue!r} failed: {exc}") from exc
+        self._summary(result, output)
+        if result.corrupt:
+            raise CommandError(
+                f"{len(result.corrupt)} record(s) failed their checksum and were not exported; "
+                "run ledger_repair to quarantine them"
+            )
+
+    def _stdout_stream(self) -> IO[str]:
+        # Write the data unstyled and as given (OutputWrapper would style it on a terminal).
+        return cast("IO[str]", getattr(self.stdout, "_out", self.stdout))
+
+    def _summary(self, result: ExportResult, output: str) -> None:
+        where = "standard output" if output == "-" else output
+        self.stderr.write(f"exported {result.records} record(s) of queue {result.queue} to {where}")
+        if result.quarantined:
+            self.stderr.write(
+                f"skipped {len(result.quarantined)} quarantined id(s): "
+                + ", ".join(map(repr, result.quarantined))
+            )
+        if result.corrupt:
+            self.stderr.write(
+                f"skipped {len(result.corrupt)} corrupt id(s): "
+                + ", ".join(map(repr, result.corrupt)),
+                self.style.ERROR,
+            )

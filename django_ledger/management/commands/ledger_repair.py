@@ -1,0 +1,143 @@
+"""``manage.py ledger_repair``: full repair cycles over one queue, several, or all."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from django_ledger.results import RepairReport
+from django_ledger.services import QueueRepair, configured_queues, repair_queues
+
+BAR_WIDTH = 30
+
+
+class Command(BaseCommand):
+    help = (
+        "Repair the ledger: quarantine corrupt records, give back expired leases (DEAD "
+        "after MAX_ATTEMPTS), rebuild indexes and purge terminal records past RETENTION. "
+        "Runs one full cycle over every configured queue unless told otherwise."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "queues", nargs="*", metavar="queue", help="queues to repair (default: all configured)"
+        )
+        parser.add_argument(
+            "--count",
+            type=int,
+            default=100,
+            help="records per HSCAN page, 1 to 10000 (default 100)",
+        )
+        parser.add_argument(
+            "--loop", action="store_true", help="repeat cycles until stopped (SIGINT or SIGTERM)"
+        )
+        parser.add_argument(
+            "--interval",
+            type=float,
+            default=60.0,
+            help="seconds to wait between cycles (default 60)",
+        )
+        parser.add_argument(
+            "--max-cycles",
+            type=int,
+            default=None,
+            help="stop after this many cycles (default: 1, or unbounded with --loop)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        count, interval, max_cycles = options["count"], options["interval"], options["max_cycles"]
+        if not 1 <= count <= 10_000:
+            raise CommandError(f"--count must be from 1 to 10000, got {count}")
+        if interval < 0:
+            raise CommandError(f"--interval must not be negative, got {interval}")
+        if max_cycles is not None and max_cycles < 1:
+            raise CommandError(f"--max-cycles must be at least 1, got {max_cycles}")
+        try:
+            queues = configured_queues(options["queues"])
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from exc
+        if max_cycles is None and not options["loop"]:
+            max_cycles = 1
+        stop = threading.Event()
+        failures = 0
+        cycle = 0
+        with _stop_on_signals(stop):
+            while not stop.is_set():
+                cycle += 1
+                results = repair_queues(
+                    queues, count, should_stop=stop.is_set, on_page=self._progress()
+                )
+                for result in results:
+                    self._report(cycle, result)
+                    failures += result.error is not None
+                if stop.is_set() or (max_cycles is not None and cycle >= max_cycles):
+                    break
+                _sleep(interval, stop)
+        if stop.is_set():
+            self.stdout.write("stopped on signal, after the page in hand")
+        if failures:
+            raise CommandError(f"repair failed {failures} time(s); see the lines above")
+
+    def _report(self, cycle: int, result: QueueRepair) -> None:
+        if self.stdout.isatty():
+            self.stdout.write("\r\x1b[K", ending="")
+        counts = " ".join(f"{name}={value}" for name, value in result.report.counts().items())
+        line = f"cycle {cycle} queue {result.queue}: {counts}"
+        if result.error is not None:
+            self.stderr.write(f"{line} ERROR: {result.error}", self.style.ERROR)
+        elif not result.complete:
+            self.stdout.write(f"{line} (stopped after {result.pages} page(s))", self.style.WARNING)
+        else:
+            self.stdout.write(line)
+
+    def _progress(self) -> Any:
+        """Draw a progress bar on a terminal; on anything else, only the cycle lines."""
+        if not self.stdout.isatty():
+            return None
+
+        def draw(result: QueueRepair, page: RepairReport) -> None:
+            total = max(result.total, 1)
+            done = min(result.report.scanned, total)
+            filled = BAR_WIDTH * done // total
+            bar = "#" * filled + "-" * (BAR_WIDTH - filled)
+            self.stdout.write(f"\r{result.queue} [{bar}] {done}/{result.total} records", ending="")
+            self.stdout.flush()
+
+        return draw
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into ``stop`` (a second SIGINT interrupts at once)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set in the main thread
+        return
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _sleep(seconds: float, stop: threading.Event) -> None:
+    deadline = time.monotonic() + seconds
+    while not stop.is_set():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        time.sleep(min(remaining, 0.1))

@@ -1,0 +1,88 @@
+"""Repair cycles over configured queues, page by page, stoppable between pages."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ..conf import get_ledger, ledger_settings
+from ..errors import LedgerError
+from ..ledger import Ledger
+from ..results import RepairReport
+
+__all__ = ["QueueRepair", "configured_queues", "repair_queue", "repair_queues"]
+
+
+def configured_queues(requested: Iterable[str] = ()) -> list[str]:
+    """Return the requested queues (all configured ones if none), refusing unknown names."""
+    names = list(dict.fromkeys(requested)) or ledger_settings.queue_names
+    for name in names:
+        ledger_settings.queue(name)  # raises ImproperlyConfigured naming the known ones
+    return names
+
+
+@dataclass
+class QueueRepair:
+    """One repair cycle of one queue: what it did, and whether it went all the way."""
+
+    queue: str
+    report: RepairReport = field(default_factory=RepairReport)
+    total: int = 0  # records in the queue when the cycle began (HLEN)
+    pages: int = 0
+    complete: bool = False  # reached the end of the scan (cursor "0")
+    error: str | None = None
+
+
+PageCallback = Callable[[QueueRepair, RepairReport], None]
+
+
+def repair_queue(
+    ledger: Ledger,
+    count: int = 100,
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_page: PageCallback | None = None,
+) -> QueueRepair:
+    """Run one full repair cycle over ``ledger``, page by page.
+
+    ``should_stop`` is asked between pages: a stop never cuts a page in half. A
+    ``LedgerError`` (Redis down, ...) ends the cycle and is reported in ``error``.
+    """
+    result = QueueRepair(ledger.queue)
+    try:
+        with ledger.translate_errors():
+            result.total = int(ledger.redis.hlen(ledger.records_key))
+        cursor = "0"
+        while True:
+            page = ledger.repair_page(cursor, count)
+            result.report.add(page)
+            result.pages += 1
+            if on_page is not None:
+                on_page(result, page)
+            cursor = page.cursor
+            if cursor == "0":
+                result.complete = True
+                break
+            if should_stop():
+                break
+    except LedgerError as exc:
+        result.error = str(exc)
+    return result
+
+
+def repair_queues(
+    queues: Iterable[str],
+    count: int = 100,
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_page: PageCallback | None = None,
+) -> list[QueueRepair]:
+    """Run one repair cycle over each queue in turn; stop between pages when asked."""
+    results = []
+    for name in configured_queues(queues):
+        if should_stop():
+            break
+        results.append(
+            repair_queue(get_ledger(name), count, should_stop=should_stop, on_page=on_page)
+        )
+    return results

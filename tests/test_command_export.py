@@ -1,0 +1,137 @@
+"""``manage.py ledger_export``: every field out, so that import elsewhere is exact."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import override_settings
+
+from django_ledger import State
+from django_ledger.conf import get_ledger, reset_connections
+from django_ledger.importing import FIELDS
+from django_ledger.ledger import Ledger
+from tests.redis_server import RedisServer
+
+TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+PAYLOADS = [
+    "plain",
+    "",
+    "line\nbreak\r\n",
+    "nul\x00byte",
+    "emoji 🎉 and ünïcode",
+    '{"json": [1, 2]}',
+    'a,b,"c"',
+]
+
+
+def settings_for(url: str, namespace: str) -> Any:
+    return override_settings(
+        LEDGER={"CONNECTION": url, "NAMESPACE": namespace, "QUEUES": {"default": {}, "other": {}}}
+    )
+
+
+@pytest.fixture
+def source(redis_server: RedisServer, namespace: str) -> Iterator[Ledger]:
+    """A queue in the suite's Redis with records in every state, and one quarantined id."""
+    with settings_for(redis_server.url, namespace):
+        ledger = get_ledger()
+        ledger.admit_many(
+            [(f"p{n}", payload) for n, payload in enumerate(PAYLOADS)], traceparent=TRACE
+        )
+        ledger.admit("later", "due in an hour", delay=3600)
+        for state in (State.COMPLETED, State.FAILED, State.PENDING):
+            claim = ledger.claim("worker-1")
+            assert claim is not None
+            ledger.settle(claim, state, delay=60)
+        held = ledger.claim("worker-2", lease=600)
+        assert held is not None
+        ledger.renew(held, lease=900)
+        dead = Ledger(ledger.redis, ledger.namespace, ledger.queue, max_attempts=1)
+        claim = dead.claim("worker-3", lease=0.01)
+        assert claim is not None
+        dead.clock_skew_ms = 1000
+        dead.repair_records(
+            [(claim.request_id, ledger.redis.hget(ledger.records_key, claim.request_id))]
+        )
+        ledger.redis.hset(ledger.records_key, "garbage", b"not a record")
+        ledger.repair_records([("garbage", b"not a record")])
+        yield ledger
+    reset_connections()
+
+
+def export(*args: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("ledger_export", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def snapshot(ledger: Ledger) -> dict[str, Any]:
+    """Every byte of the queue: records, quarantine aside, and every index with its scores."""
+    redis = ledger.redis
+    records = redis.hgetall(ledger.records_key)
+    records.pop(b"garbage", None)
+    indexes = [ledger.ready_key, ledger.leases_key, *ledger.terminal_keys.values()]
+    return {
+        "records": records,
+        **{key: redis.zrange(key, 0, -1, withscores=True) for key in indexes},
+    }
+
+
+def test_stdout_has_every_field_and_stderr_the_quarantined(source: Ledger) -> None:
+    out, err = export()
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert len(lines) == len(PAYLOADS) + 1
+    assert all(list(line) == list(FIELDS) for line in lines)
+    states = {line["state"] for line in lines}
+    assert states == {"PENDING", "CLAIMED", "COMPLETED", "FAILED", "DEAD"}
+    assert "exported 8 record(s) of queue default" in err
+    assert "skipped 1 quarantined id(s): 'garbage'" in err
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_export_then_import_into_another_redis_is_exact(
+    source: Ledger, fresh_redis: RedisServer, namespace: str, tmp_path: Path, fmt: str
+) -> None:
+    path = tmp_path / f"queue.{fmt}"
+    export("-o", str(path))
+    before = snapshot(source)
+    assert len(before["records"]) == 8
+    reset_connections()
+    with settings_for(fresh_redis.url, namespace):
+        out = io.StringIO()
+        call_command("ledger_import", str(path), stdout=out, stderr=io.StringIO())
+        assert "8 imported" in out.getvalue() and "8 verified" in out.getvalue()
+        target = get_ledger()
+        assert snapshot(target) == before
+        assert not target.gate_closed
+        assert target.resolve_many([f"p{n}" for n in range(len(PAYLOADS))]) == source.resolve_many(
+            [f"p{n}" for n in range(len(PAYLOADS))]
+        )
+
+
+def test_an_empty_queue_and_a_csv_header(source: Ledger, tmp_path: Path) -> None:
+    out, err = export("--queue", "other")
+    assert out == "" and "exported 0 record(s) of queue other" in err
+    path = tmp_path / "other.csv"
+    export("--queue", "other", "-o", str(path))
+    assert path.read_text(encoding="utf-8") == ",".join(FIELDS) + "\n"
+
+
+def test_corrupt_records_are_listed_and_fail(source: Ledger) -> None:
+    source.redis.hset(source.records_key, "p0", b"1:00000000:broken")
+    with pytest.raises(CommandError, match=r"1 record.* failed their checksum"):
+        export()
+
+
+def test_bad_options(source: Ledger, tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="unknown ledger queue 'nope'"):
+        export("--queue", "nope")
+    with pytest.raises(CommandError, match="cannot write"):
+        export("-o", str(tmp_path / "missing" / "dir.jsonl"))

@@ -177,9 +177,18 @@ class Ledger:
     # -- plumbing -----------------------------------------------------------------
 
     def run(self, script: Any, args: Sequence[Any]) -> Any:
-        """Run one of this queue's scripts, with errors in the ledger's terms."""
+        """Run one of this queue's scripts, with errors in the ledger's terms.
+
+        EVALSHA first; on NOSCRIPT, EVAL with the source. redis-py's own recovery
+        (SCRIPT LOAD, then EVALSHA again) leaves a window in which another flush
+        reaches the caller; EVAL has none.
+        """
+        keys = self._keys
         with self.translate_errors():
-            return script(keys=self._keys, args=[self.clock_skew_ms, *args])
+            try:
+                return self.redis.evalsha(script.sha, 8, *keys, self.clock_skew_ms, *args)
+            except redis_py.exceptions.NoScriptError:
+                return self.redis.eval(script.script, 8, *keys, self.clock_skew_ms, *args)
 
     def translate_errors(self) -> _Translate:
         return _Translate(self)
@@ -437,15 +446,26 @@ class Ledger:
         return self.repair_page(cursor, count).cursor
 
     def repair_page(self, cursor: str | int = "0", count: int = 100) -> RepairReport:
-        """Repair one HSCAN page and say what it did, with the next cursor."""
+        """Repair one HSCAN page and say what it did, with the next cursor.
+
+        Before the page, a sweep of the indexes repairs every expired lease and every
+        record past its retention (up to ``count`` of each) wherever the scan stands,
+        and drops index entries whose record is gone; the page's ``scanned`` counts
+        the scanned records only.
+        """
         if isinstance(cursor, bool) or not isinstance(cursor, str | int):
             raise TypeError(f"cursor must be a str, not {type(cursor).__name__}")
         if not str(cursor).isdigit() or len(str(cursor)) > 20:
             raise ValueError(f"cursor must be a cursor returned by repair, got {cursor!r}")
         _positive_int(count, "count", upper=10_000)
+        swept = self.run(self.scripts.sweep, [self.retention_ms, count])
+        report = self.repair_records(zip(swept[1::2], swept[2::2], strict=True))
+        report.reindexed += swept[0]
+        report.scanned = 0
         with self.translate_errors():
             next_cursor, page = self.redis.hscan(self.records_key, int(cursor), count=count)
-        return self.repair_records(page.items(), str(next_cursor))
+        report.add(self.repair_records(page.items(), str(next_cursor)))
+        return report
 
     def repair_records(
         self, observed: Iterable[tuple[Any, bytes]], cursor: str = "0"

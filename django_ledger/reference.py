@@ -136,7 +136,12 @@ def claim(ledger: Ledger, owner: str, limit: int, lease_ms: int) -> list[Claim]:
                 or record.state is not State.PENDING
                 or record.due_at > now
             ):
-                skipped += 1  # left in the index for repair to sort out
+                # Step over an entry that stays in the index (corrupt, or disagreeing with
+                # its record: repair sorts it out), but not one a rival just claimed: that
+                # one has left the index, and counting it would skip a due record.
+                with ledger.translate_errors():
+                    still_indexed = ledger.redis.zscore(ledger.ready_key, request_id) is not None
+                skipped += 1 if still_indexed else 0
                 continue
             new = replace(
                 record,

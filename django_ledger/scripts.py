@@ -1,8 +1,9 @@
 """The ledger's Lua scripts, loaded once from ``django_ledger/lua``.
 
 Every script is the shared prelude (``codec.lua``) followed by its own body, run
-through redis-py's ``register_script`` (EVALSHA, reloaded on NOSCRIPT), so a lost
-script cache (``SCRIPT FLUSH``, a restart, a failover) never reaches a caller.
+through ``Ledger.run``: EVALSHA, and on NOSCRIPT one EVAL with the source (which also
+caches it again), so a lost script cache (``SCRIPT FLUSH``, a restart, a failover)
+never reaches a caller, even when it is flushed again between two calls.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ SCRIPT_NAMES = (
     "repair",
     "import_records",
     "stats",
+    "sweep",
     "write",
     "reindex",
     "quarantine",
@@ -47,6 +49,7 @@ class Scripts:
     repair: Any
     import_records: Any
     stats: Any
+    sweep: Any
     write: Any
     reindex: Any
     quarantine: Any

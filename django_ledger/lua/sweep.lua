@@ -1,0 +1,33 @@
+-- sweep.lua: find by the indexes what repair must look at now, whatever the scan's cursor.
+-- KEYS: the standard eight (codec.lua).
+-- ARGV[1] skew, ARGV[2] retention ms, ARGV[3] most entries to look at per index.
+-- Drops index entries whose record is gone (only a script that failed midway, or a hand,
+-- leaves them) and returns {dropped, id, bytes, id, bytes, ...}: the records whose lease
+-- has expired or whose retention has ended, for the caller to repair against these bytes.
+local now = server_now()
+local limit = tonumber(ARGV[3])
+local out, seen, dropped = {0}, {}, 0
+
+local function visit(index, upto, collect)
+  local ids = redis.call('ZRANGEBYSCORE', KEYS[index], '-inf', upto, 'LIMIT', 0, limit)
+  for _, id in ipairs(ids) do
+    if not seen[id] then
+      seen[id] = true
+      local raw = redis.call('HGET', KEYS[1], id)
+      if not raw then
+        unindex(id)
+        dropped = dropped + 1
+      elseif collect then
+        out[#out + 1] = id
+        out[#out + 1] = raw
+      end
+    end
+  end
+end
+
+visit(2, now, false)  -- due entries: only orphans matter here, claims take the rest
+visit(3, now, true)   -- expired leases
+local ended = now - tonumber(ARGV[2])
+for _, index in ipairs({6, 7, 8}) do visit(index, ended, true) end
+out[1] = dropped
+return out

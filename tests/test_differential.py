@@ -1,0 +1,465 @@
+"""The optimized and the reference ledger, driven with the same random operations.
+
+Both queues live on the same Redis. After every step each identity must stand the
+same in both: state, attempts, fence, owner, payload, traceparent, and its instants.
+
+Time: every duration the test uses (delays, leases, clock advances, retention) is a
+whole number of minutes, and one example runs in far less than half a minute of real
+time. So an instant of a record, taken in half-minute slots since the example began,
+is the same in both ledgers, and whether something is due or expired is decided by
+those durations alone, never by the milliseconds between the two ledgers' calls.
+Imported records are given instants half a minute off that grid, so they never tie
+with admitted ones.
+
+Ties: records due in the same slot may be claimed in a different order by the two
+ledgers (the order within a slot depends on milliseconds). Claims are therefore only
+asked for whole slots: the test reads which records are due and rounds every claim
+limit up to the end of a slot, then compares the claimed ids as sets, mapping each
+claim of one ledger to the other's by request id.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+import redis
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from django_ledger import Admission, Claim, CorruptRecord, Ledger, Record, Settlement, State
+from django_ledger.records import decode_record
+
+UNIT = 60_000  # ms: every duration in the test is a whole number of these
+HALF = UNIT // 2
+OPTIONS: dict[str, Any] = {
+    "max_records": 12,
+    "max_payload_bytes": 16,
+    "max_attempts": 2,
+    "retention": 60 * 60,  # an hour
+}
+IDS = [f"r{i:02d}" for i in range(20)]  # more than max_records: FULL happens
+BAD_IDS = ["", "bad\nid"]
+GOOD_PAYLOADS = ["a", "b", "\x00\n🎉"]
+PAYLOADS = st.sampled_from([*GOOD_PAYLOADS, "a", "x" * 17])  # the last is too large
+DELAYS = st.sampled_from([0, 0, 0, 1, 2, 3])  # in units
+OWNERS = ["w1", "w2"]
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+#: Clock advances, in units: a minute up to three days.
+ADVANCES = [1, 2, 5, 60, 24 * 60, 3 * 24 * 60]
+SETTLE_STATES = [State.COMPLETED, State.FAILED, State.PENDING]
+IMPORT_STATES = list(State)
+
+_RUNS = itertools.count()
+
+
+def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMachine]:
+    class LedgerPair(RuleBasedStateMachine):
+        """An optimized and a reference ledger that must never disagree."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            run = next(_RUNS)
+            self.opt = Ledger(client, namespace, f"opt{run}", optimized=True, **OPTIONS)
+            self.ref = Ledger(client, namespace, f"ref{run}", optimized=False, **OPTIONS)
+            self.ledgers = (self.opt, self.ref)
+            self.t0 = self.opt.server_time_ms()
+            self.skew = 0
+            self.gate = False
+            #: Claims of the same record, (optimized, reference), stale ones included.
+            self.claims: list[tuple[Claim, Claim]] = []
+
+        def teardown(self) -> None:
+            client.delete(*self.opt.keys, *self.ref.keys)
+
+        # -- views that must agree -------------------------------------------------------
+
+        def slot(self, ms: int | None) -> int | None:
+            return None if ms is None else (ms - self.t0) // HALF
+
+        def record_view(self, record: Record | None) -> tuple[Any, ...] | None:
+            if record is None:
+                return None
+            return (
+                record.request_id,
+                record.state,
+                record.attempts,
+                record.fence,
+                record.owner,
+                record.payload,
+                record.traceparent,
+                self.slot(record.due_at),
+                self.slot(record.lease_until),
+                self.slot(record.created_at),
+                self.slot(record.updated_at),
+            )
+
+        def admission_view(self, admission: Admission) -> tuple[Any, ...]:
+            return (
+                admission.request_id,
+                admission.status,
+                admission.reason,
+                self.record_view(admission.record),
+            )
+
+        def claim_view(self, claim: Claim | None) -> tuple[Any, ...] | None:
+            if claim is None:
+                return None
+            return (
+                claim.request_id,
+                claim.payload,
+                claim.owner,
+                claim.attempt,
+                claim.fence,
+                self.slot(claim.lease_until),
+                claim.traceparent,
+            )
+
+        def settlement_view(self, settlement: Settlement) -> tuple[Any, ...]:
+            return (settlement.status, settlement.reason, self.record_view(settlement.record))
+
+        def identities(self, ledger: Ledger) -> list[Record | str | None]:
+            """Every id of the pool: its record, "corrupt" or "quarantined", or None."""
+            out: list[Record | str | None] = []
+            raws = ledger.redis.hmget(ledger.records_key, IDS)
+            quarantined = ledger.redis.hmget(ledger.quarantine_key, IDS)
+            for request_id, raw, aside in zip(IDS, raws, quarantined, strict=True):
+                try:
+                    out.append(None if raw is None else ledger.resolve(request_id))
+                except CorruptRecord:
+                    out.append("quarantined" if aside == raw else "corrupt")
+            return out
+
+        def identity_view(self, identity: Record | str | None) -> Any:
+            return identity if not isinstance(identity, Record) else self.record_view(identity)
+
+        # -- what the ledgers should claim -----------------------------------------------
+
+        def due_slots(self) -> list[tuple[int, str]]:
+            """(due slot, id) of every PENDING record due now, earliest first."""
+            now_slot = self.skew // HALF
+            due = []
+            for record in self.identities(self.opt):
+                if isinstance(record, Record) and record.state is State.PENDING:
+                    due_slot = self.slot(record.due_at)
+                    assert due_slot is not None
+                    if due_slot <= now_slot:
+                        due.append((due_slot, record.request_id))
+            return sorted(due)
+
+        def whole_slots(self, limit: int) -> tuple[int, set[str]]:
+            """Round ``limit`` up to the end of a slot; return it and the ids it claims."""
+            due = self.due_slots()
+            if limit < len(due):
+                last = due[limit - 1][0]
+                limit = sum(1 for due_slot, _ in due if due_slot <= last)
+            expected = set() if self.gate else {request_id for _, request_id in due[:limit]}
+            return limit, expected
+
+        def record_claims(self, opt: list[Claim], ref: list[Claim], expected: set[str]) -> None:
+            by_id = {claim.request_id: claim for claim in ref}
+            assert {claim.request_id for claim in opt} == expected
+            assert set(by_id) == expected
+            assert len(opt) == len(ref) == len(expected)
+            for claim in opt:
+                assert self.claim_view(claim) == self.claim_view(by_id[claim.request_id])
+                self.claims.append((claim, by_id[claim.request_id]))
+
+        # -- rules -----------------------------------------------------------------------
+
+        @initialize(
+            requests=st.lists(
+                st.tuples(st.sampled_from(IDS), st.sampled_from(GOOD_PAYLOADS), DELAYS),
+                max_size=12,
+            )
+        )
+        def seed(self, requests: list[tuple[str, str, int]]) -> None:
+            for request_id, payload, delay in requests:
+                self.admit(request_id, payload, delay, traced=False)
+
+        @rule(
+            request_id=st.sampled_from(IDS + BAD_IDS),
+            payload=PAYLOADS,
+            delay=DELAYS,
+            traced=st.booleans(),
+        )
+        def admit(self, request_id: str, payload: str, delay: int, traced: bool) -> None:
+            trace = TRACEPARENT if traced else None
+            opt, ref = (
+                ledger.admit(request_id, payload, delay * UNIT / 1000, trace)
+                for ledger in self.ledgers
+            )
+            assert self.admission_view(opt) == self.admission_view(ref)
+
+        @rule(
+            requests=st.lists(
+                st.tuples(st.sampled_from(IDS + BAD_IDS), PAYLOADS),
+                min_size=1,
+                max_size=8,
+            ),
+            delay=DELAYS,
+        )
+        def admit_many(self, requests: list[tuple[str, str]], delay: int) -> None:
+            opt, ref = (ledger.admit_many(requests, delay * UNIT / 1000) for ledger in self.ledgers)
+            assert [self.admission_view(a) for a in opt] == [self.admission_view(a) for a in ref]
+
+        @rule(owner=st.sampled_from(OWNERS), lease=st.integers(1, 3))
+        def claim(self, owner: str, lease: int) -> None:
+            due = self.due_slots()
+            if len(due) > 1 and due[0][0] == due[1][0]:
+                # The first slot is a tie: one claim could take either record.
+                self.claim_many(owner, 1, lease)
+                return
+            opt, ref = (ledger.claim(owner, lease * UNIT / 1000) for ledger in self.ledgers)
+            expected = set() if self.gate or not due else {due[0][1]}
+            self.record_claims([c for c in [opt] if c], [c for c in [ref] if c], expected)
+
+        @rule(owner=st.sampled_from(OWNERS), limit=st.integers(1, 40), lease=st.integers(1, 3))
+        def claim_many(self, owner: str, limit: int, lease: int) -> None:
+            limit, expected = self.whole_slots(limit)
+            opt, ref = (
+                ledger.claim_many(owner, limit, lease * UNIT / 1000) for ledger in self.ledgers
+            )
+            self.record_claims(opt, ref, expected)
+
+        @precondition(lambda self: self.claims)
+        @rule(data=st.data(), lease=st.integers(1, 3))
+        def renew(self, data: st.DataObject, lease: int) -> None:
+            pair = data.draw(st.sampled_from(self.claims), label="claim")
+            opt, ref = (
+                ledger.renew(claim, lease * UNIT / 1000)
+                for ledger, claim in zip(self.ledgers, pair, strict=True)
+            )
+            assert self.settlement_view(opt) == self.settlement_view(ref)
+            assert self.claim_view(pair[0]) == self.claim_view(pair[1])
+
+        @precondition(lambda self: self.claims)
+        @rule(data=st.data(), state=st.sampled_from(SETTLE_STATES), delay=DELAYS)
+        def settle(self, data: st.DataObject, state: State, delay: int) -> None:
+            pair = data.draw(st.sampled_from(self.claims), label="claim")
+            opt, ref = (
+                ledger.settle(claim, state, delay * UNIT / 1000)
+                for ledger, claim in zip(self.ledgers, pair, strict=True)
+            )
+            assert self.settlement_view(opt) == self.settlement_view(ref)
+
+        @precondition(lambda self: self.claims)
+        @rule(data=st.data())
+        def settle_many(self, data: st.DataObject) -> None:
+            items = data.draw(
+                st.lists(
+                    st.tuples(
+                        st.sampled_from(self.claims),
+                        st.sampled_from(SETTLE_STATES),
+                        st.integers(0, 3),
+                    ),
+                    min_size=1,
+                    max_size=5,
+                ),
+                label="items",
+            )
+            opt, ref = (
+                ledger.settle_many(
+                    [(pair[side], state, delay * UNIT / 1000) for pair, state, delay in items]
+                )
+                for side, ledger in enumerate(self.ledgers)
+            )
+            assert [self.settlement_view(s) for s in opt] == [self.settlement_view(s) for s in ref]
+
+        @rule(count=st.sampled_from([3, 100]))
+        def repair(self, count: int) -> None:
+            counts = []
+            for ledger in self.ledgers:
+                totals: dict[str, int] = {}
+                report = None
+                for report in ledger.repair_cycle(count):
+                    for name, value in report.counts().items():
+                        totals[name] = totals.get(name, 0) + value
+                assert report is not None and report.cursor == "0"
+                # A page may visit a record twice (HSCAN guarantees at least once).
+                del totals["scanned"]
+                counts.append(totals)
+            assert counts[0] == counts[1]
+            assert counts[0]["stale"] == 0
+
+        @rule(units=st.sampled_from(ADVANCES))
+        def advance_clock(self, units: int) -> None:
+            self.skew += units * UNIT
+            for ledger in self.ledgers:
+                ledger.clock_skew_ms = self.skew
+
+        @rule(units=st.sampled_from([4, 64, 3 * 24 * 60]))
+        def lapse_and_repair(self, units: int) -> None:
+            # What a worker crash looks like: every lease lapses, then repair runs.
+            self.advance_clock(units)
+            self.repair(100)
+
+        @rule(request_id=st.sampled_from(IDS), how=st.sampled_from(["flip", "cut", "swap"]))
+        def corrupt(self, request_id: str, how: str) -> None:
+            # Damage the stored bytes the same way in both ledgers (indexes untouched).
+            for ledger in self.ledgers:
+                raw = ledger.redis.hget(ledger.records_key, request_id)
+                if raw is None:
+                    continue
+                if how == "flip":
+                    raw = raw[:-1] + bytes([raw[-1] ^ 1])
+                elif how == "cut":
+                    raw = raw[:-1]
+                else:
+                    other = IDS[(IDS.index(request_id) + 1) % len(IDS)]
+                    raw = ledger.redis.hget(ledger.records_key, other) or b"junk"
+                ledger.redis.hset(ledger.records_key, request_id, raw)
+
+        @rule()
+        def close_gate(self) -> None:
+            for ledger in self.ledgers:
+                ledger.close_gate()
+            self.gate = True
+
+        @rule()
+        def open_gate(self) -> None:
+            for ledger in self.ledgers:
+                ledger.open_gate()
+            self.gate = False
+
+        @rule(
+            request_id=st.sampled_from(IDS),
+            payload=st.sampled_from(GOOD_PAYLOADS),
+            state=st.sampled_from(IMPORT_STATES),
+            due=st.integers(-2, 3),
+            lease=st.none() | st.integers(-1, 3),
+            counts=st.none() | st.tuples(st.integers(0, 3), st.integers(0, 5)),
+        )
+        def import_record(
+            self,
+            request_id: str,
+            payload: str,
+            state: State,
+            due: int,
+            lease: int | None,
+            counts: tuple[int, int] | None,
+        ) -> None:
+            base = self.t0 + self.skew + HALF  # off the grid of admitted instants
+            extra: dict[str, Any] = {}
+            owner = ""
+            if state is State.CLAIMED:
+                owner = "w1"
+                if lease is not None:
+                    extra["lease_until"] = base + lease * UNIT
+            if counts is not None:
+                extra["attempts"], extra["fence"] = counts[0], counts[0] + counts[1]
+            opt, ref = (
+                ledger.import_record(request_id, payload, state, base + due * UNIT, owner, **extra)
+                for ledger in self.ledgers
+            )
+            assert self.admission_view(opt) == self.admission_view(ref)
+            if opt.status.value == "ADMITTED" and state is State.CLAIMED:
+                # Whoever held it before the migration may still settle it.
+                record = self.opt.resolve(request_id)
+                assert record is not None and record.lease_until is not None
+                claims = [
+                    Claim(
+                        request_id,
+                        payload,
+                        owner,
+                        record.attempts,
+                        record.fence,
+                        record.lease_until,
+                    )
+                    for _ in self.ledgers
+                ]
+                self.claims.append((claims[0], claims[1]))
+
+        # -- after every step ------------------------------------------------------------
+
+        @invariant()
+        def every_identity_agrees(self) -> None:
+            opt, ref = (self.identities(ledger) for ledger in self.ledgers)
+            assert [self.identity_view(i) for i in opt] == [self.identity_view(i) for i in ref]
+
+        @invariant()
+        def counters_agree(self) -> None:
+            opt, ref = (ledger.stats().as_dict() for ledger in self.ledgers)
+            for stats in (opt, ref):
+                del stats["oldest_due_age_ms"]  # milliseconds of real time
+            assert opt == ref
+            assert opt["gate_closed"] is self.gate
+
+        @invariant()
+        def indexes_follow_records(self) -> None:
+            for ledger in self.ledgers:
+                assert index_entries(ledger) == expected_index_entries(ledger)
+
+        @invariant()
+        def example_is_short(self) -> None:
+            # The slot arithmetic above holds while an example lasts under half a minute.
+            assert self.opt.server_time_ms() - self.skew - self.t0 < HALF
+
+    return LedgerPair
+
+
+def index_entries(ledger: Ledger) -> dict[str, dict[str, int]]:
+    """Every index of ``ledger`` as {index name: {id: score}}."""
+    names = {
+        "ready": ledger.ready_key,
+        "leases": ledger.leases_key,
+        **{state.value: key for state, key in ledger.terminal_keys.items()},
+    }
+    pipe = ledger.redis.pipeline(transaction=False)
+    for key in names.values():
+        pipe.zrange(key, 0, -1, withscores=True)
+    replies = pipe.execute()
+    return {
+        name: {member.decode(): int(score) for member, score in reply}
+        for name, reply in zip(names, replies, strict=True)
+    }
+
+
+def expected_index_entries(ledger: Ledger) -> dict[str, dict[str, int]]:
+    """The indexes derived from ``ledger``'s records."""
+    expected: dict[str, dict[str, int]] = {
+        "ready": {},
+        "leases": {},
+        **{state.value: {} for state in ledger.terminal_keys},
+    }
+    raws = ledger.redis.hgetall(ledger.records_key)
+    for key, raw in sorted(raws.items()):
+        try:
+            record = decode_record(key.decode(), raw)
+        except CorruptRecord:
+            # Still indexed until repair quarantines it; unindexed after.
+            if ledger.redis.hget(ledger.quarantine_key, key) == raw:
+                continue
+            for name, entries in index_entries(ledger).items():
+                if key.decode() in entries:
+                    expected[name][key.decode()] = entries[key.decode()]
+            continue
+        name = {State.PENDING: "ready", State.CLAIMED: "leases"}.get(
+            record.state, record.state.value
+        )
+        score = record.index_score()
+        assert score is not None
+        expected[name][record.request_id] = score
+    return expected
+
+
+@pytest.mark.filterwarnings("ignore::hypothesis.errors.NonInteractiveExampleWarning")
+def test_optimized_and_reference_ledgers_agree(redis_client: redis.Redis, namespace: str) -> None:
+    run_state_machine_as_test(
+        build_machine(redis_client, namespace),
+        settings=settings(
+            max_examples=60,
+            stateful_step_count=30,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )

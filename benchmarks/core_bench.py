@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from django_ledger import MAX_BATCH, Ledger, State  # noqa: E402
-from tests.redis_server import RedisServer  # noqa: E402
+from django_ledger import MAX_BATCH, Ledger, State
+from tests.redis_server import RedisServer
 
 PAYLOAD = "x" * 200
 RAW_ONE = "redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) redis.call('ZADD', KEYS[2], 0, ARGV[1]) return 1"
@@ -90,16 +90,24 @@ def bench_raw(client: object, n: int) -> dict[str, float]:
     return figures
 
 
-def bench_ledger(client: object, optimized: bool, n: int) -> tuple[dict[str, float], dict[str, float]]:
+def bench_ledger(
+    client: object, optimized: bool, n: int
+) -> tuple[dict[str, float], dict[str, float]]:
     mode = "opt" if optimized else "ref"
     figures: dict[str, float] = {}
     calls: dict[str, float] = {}
     single_n = n // 8 if optimized else n // 16
     ledger = fresh(client, f"{mode}-single", optimized, n)
-    figures["admit"] = timed(lambda: sum(1 for i in range(single_n) if ledger.admit(f"s{i:011d}", PAYLOAD)))
+    figures["admit"] = timed(
+        lambda: sum(1 for i in range(single_n) if ledger.admit(f"s{i:011d}", PAYLOAD))
+    )
     claims = []
-    figures["claim"] = timed(lambda: len([claims.append(ledger.claim("w", 300)) for _ in range(single_n)]))
-    figures["settle"] = timed(lambda: sum(1 for c in claims if c is not None and ledger.settle(c).ok))
+    figures["claim"] = timed(
+        lambda: len([claims.append(ledger.claim("w", 300)) for _ in range(single_n)])
+    )
+    figures["settle"] = timed(
+        lambda: sum(1 for c in claims if c is not None and ledger.settle(c).ok)
+    )
 
     many = fresh(client, f"{mode}-many", optimized, n)
     requests = [(f"m{i:011d}", PAYLOAD) for i in range(n)]
@@ -162,14 +170,18 @@ def memory_ratio(client: object, n: int = 100_000) -> tuple[float, float, float]
     base = client.info("memory")["used_memory"]  # type: ignore[attr-defined]
     ledger = Ledger(client, "mem", "q", max_records=n + 1)
     for start in range(0, n, MAX_BATCH):
-        ledger.admit_many([(f"id{i:010d}", PAYLOAD) for i in range(start, min(n, start + MAX_BATCH))])
+        ledger.admit_many(
+            [(f"id{i:010d}", PAYLOAD) for i in range(start, min(n, start + MAX_BATCH))]
+        )
     ours = (client.info("memory")["used_memory"] - base) / n  # type: ignore[attr-defined]
     client.flushall()  # type: ignore[attr-defined]
     return ours, bare, ours / bare
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("-n", type=int, default=40_000, help="items per batched figure")
     parser.add_argument("--pin", action="store_true", help="Redis on CPU 0, this client on CPU 1")
     args = parser.parse_args()
@@ -181,31 +193,46 @@ def main() -> None:
         os.sched_setaffinity(0, {1})
     try:
         client = server.client()
-        print(f"redis-server {client.info('server')['redis_version']} on port {server.port}, n={args.n}, "
-              f"pinned={args.pin}")
+        print(
+            f"redis-server {client.info('server')['redis_version']} on port {server.port}, n={args.n}, "
+            f"pinned={args.pin}"
+        )
         raw = bench_raw(client, args.n)
-        print("\nraw Redis baselines (items/s): " + ", ".join(f"{k} {v:,.0f}" for k, v in raw.items()))
+        print(
+            "\nraw Redis baselines (items/s): " + ", ".join(f"{k} {v:,.0f}" for k, v in raw.items())
+        )
         rows = []
         for optimized in (True, False):
             figures, calls = bench_ledger(client, optimized, args.n)
             rows.append((optimized, figures, calls))
-        print(f"\n{'operation':<14}{'optimized/s':>14}{'reference/s':>14}{'baseline':>14}{'opt/base':>10}"
-              f"{'calls/batch':>13}")
+        print(
+            f"\n{'operation':<14}{'optimized/s':>14}{'reference/s':>14}{'baseline':>14}{'opt/base':>10}"
+            f"{'calls/batch':>13}"
+        )
         baseline_of = {
-            "admit": "evalsha-1", "claim": "evalsha-1", "settle": "evalsha-1",
-            "admit_many": "pipeline-128", "claim_many": "pipeline-128", "settle_many": "pipeline-128",
-            "resolve_many": "pipeline-128", "repair": "pipeline-128",
+            "admit": "evalsha-1",
+            "claim": "evalsha-1",
+            "settle": "evalsha-1",
+            "admit_many": "pipeline-128",
+            "claim_many": "pipeline-128",
+            "settle_many": "pipeline-128",
+            "resolve_many": "pipeline-128",
+            "repair": "pipeline-128",
         }
         opt, ref = rows[0][1], rows[1][1]
         for name, base_name in baseline_of.items():
             base = raw[base_name]
             per_call = rows[0][2].get(name)
             calls_text = f"{per_call:.2f}" if per_call is not None else ""
-            print(f"{name:<14}{opt[name]:>14,.0f}{ref[name]:>14,.0f}{base_name:>14}{opt[name] / base:>10.2f}"
-                  f"{calls_text:>13}")
+            print(
+                f"{name:<14}{opt[name]:>14,.0f}{ref[name]:>14,.0f}{base_name:>14}{opt[name] / base:>10.2f}"
+                f"{calls_text:>13}"
+            )
         ours, bare, ratio = memory_ratio(client)
-        print(f"\nmemory per PENDING record (200-byte payload, 12-char id): ledger {ours:.0f} B, "
-              f"bare hash+zset {bare:.0f} B, ratio {ratio:.2f}")
+        print(
+            f"\nmemory per PENDING record (200-byte payload, 12-char id): ledger {ours:.0f} B, "
+            f"bare hash+zset {bare:.0f} B, ratio {ratio:.2f}"
+        )
         client.close()
     finally:
         server.stop()

@@ -29,7 +29,7 @@ local function add_row(id)
     rows[#rows + 1] = r.created
     rows[#rows + 1] = r.updated
     rows[#rows + 1] = r.owner
-    rows[#rows + 1] = r.tp
+    rows[#rows + 1] = traceparent_of(r)
   else
     rows[#rows + 1] = id
     rows[#rows + 1] = 'X'

@@ -1,0 +1,275 @@
+"""Operator actions: a confirmation page, then a compare-and-set on the bytes it showed.
+
+Each action names the permission it needs (``permissions.can``) and the operation of
+``django_ledger.operations`` it runs. The confirmation page reads every record afresh
+and carries each one's version; the action runs against that version, so a record
+that changed after the page was shown is refused with a message, never overwritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from .. import operations, permissions
+from ..conf import get_ledger, ledger_settings
+from ..errors import LedgerError
+from ..ledger import Ledger
+from ..operations import RecordChanged, Snapshot
+from .lookups import split_key
+
+if TYPE_CHECKING:
+    from .base import LedgerModelAdmin
+
+__all__ = ["MAX_SELECTED", "OPERATIONS", "Operation", "act_view", "bulk_action", "confirm"]
+
+#: Most records one confirmation page acts on.
+MAX_SELECTED = 100
+
+
+def _decodes(snap: Snapshot) -> str | None:
+    return None if snap.record is not None else f"its stored bytes do not decode ({snap.error})"
+
+
+def _not_ended(snap: Snapshot) -> str | None:
+    if snap.record is None:
+        return _decodes(snap)
+    if snap.record.state.terminal:
+        return f"it has already ended as {snap.record.state.value}"
+    return None
+
+
+def _ended(snap: Snapshot) -> str | None:
+    if snap.record is None:
+        return _decodes(snap)
+    if not snap.record.state.terminal:
+        return f"it is {snap.record.state.value}: only ended records can be purged"
+    return None
+
+
+def _quarantined(snap: Snapshot) -> str | None:
+    return None if snap.quarantined is not None else "it is not quarantined"
+
+
+def _restorable(snap: Snapshot) -> str | None:
+    if snap.quarantined is None:
+        return "it is not quarantined"
+    if snap.record is None:
+        return f"its stored bytes still do not decode ({snap.error})"
+    return None
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operator action."""
+
+    name: str
+    #: The ``permissions.can`` action it needs.
+    permission: str
+    label: str
+    done: str
+    run: Callable[[Ledger, str, str], Any]
+    #: Why it does not apply to a snapshot, or ``None`` when it does.
+    refusal: Callable[[Snapshot], str | None]
+    #: Whether the record (or quarantined id) is gone afterwards.
+    removes: bool = False
+    warning: str = ""
+
+
+OPERATIONS = {
+    op.name: op
+    for op in (
+        Operation(
+            "retry",
+            "retry",
+            "Retry now",
+            "Retried now",
+            operations.retry_now,
+            _decodes,
+            warning="The record goes back to PENDING, due now; a worker holding it loses its claim.",
+        ),
+        Operation(
+            "fail",
+            "fail",
+            "Mark failed",
+            "Marked FAILED",
+            operations.mark_failed,
+            _not_ended,
+            warning="The record ends as FAILED; a worker holding it loses its claim.",
+        ),
+        Operation(
+            "purge",
+            "purge",
+            "Purge",
+            "Purged",
+            operations.purge,
+            _ended,
+            removes=True,
+            warning="The record is deleted now, before its retention ends; its id can be admitted again.",
+        ),
+        Operation(
+            "discard",
+            "discard",
+            "Discard",
+            "Discarded",
+            operations.discard,
+            _quarantined,
+            removes=True,
+            warning="The corrupt bytes and the id both go; the id can be admitted again.",
+        ),
+        Operation(
+            "restore",
+            "restore",
+            "Restore",
+            "Restored",
+            operations.restore,
+            _restorable,
+            warning="The record goes back into service as its stored bytes now say.",
+        ),
+    )
+}
+
+
+@dataclass
+class Item:
+    """One record on a confirmation page."""
+
+    key: str
+    queue: str
+    request_id: str
+    snapshot: Snapshot | None
+    refusal: str | None
+
+    @property
+    def state(self) -> str:
+        if self.snapshot is None:
+            return "-"
+        record = self.snapshot.record
+        return "CORRUPT" if record is None else record.state.value
+
+
+def _reachable(request: HttpRequest, op: Operation, key: str) -> tuple[str, str]:
+    pair = split_key(key)
+    if pair is None or pair[0] not in ledger_settings.queues:
+        raise Http404("no such record")
+    if not permissions.can(request.user, op.permission, pair[0]):
+        raise PermissionDenied
+    return pair
+
+
+def confirm(
+    model_admin: LedgerModelAdmin,
+    request: HttpRequest,
+    op: Operation,
+    keys: list[str],
+    versions: dict[str, str] | None = None,
+    next_url: str = "",
+) -> HttpResponse:
+    """Render the confirmation page of ``op`` on ``keys``, each read afresh."""
+    if not permissions.can(request.user, op.permission):
+        raise PermissionDenied
+    items = []
+    for key in dict.fromkeys(keys):
+        queue, request_id = _reachable(request, op, key)
+        snap = operations.snapshot(get_ledger(queue), request_id)
+        refusal = None
+        if snap is None or (model_admin.needs_quarantine and snap.quarantined is None):
+            refusal = "it no longer exists" if snap is None else "it is no longer quarantined"
+        elif versions and key in versions and versions[key] != snap.version:
+            refusal = "it changed since it was shown"
+        else:
+            refusal = op.refusal(snap)
+        items.append(Item(key, queue, request_id, snap, refusal))
+    if len(items) == 1 and items[0].refusal:
+        model_admin.message_user(
+            request,
+            f"{op.label}: {items[0].request_id!r} refused: {items[0].refusal}.",
+            messages.ERROR,
+        )
+        return HttpResponseRedirect(_safe_next(request, next_url) or model_admin.changelist_url())
+    opts = model_admin.model._meta
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": f"{op.label}: are you sure?",
+        "subtitle": None,
+        "opts": opts,
+        "op": op,
+        "items": items,
+        "acting": [item for item in items if not item.refusal],
+        "form_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_act", args=(op.name,)),
+        "next": next_url,
+        "cancel_url": _safe_next(request, next_url) or model_admin.changelist_url(),
+    }
+    return TemplateResponse(request, "admin/django_ledger/confirm_action.html", context)
+
+
+def act_view(model_admin: LedgerModelAdmin, request: HttpRequest, name: str) -> HttpResponse:
+    """GET: the confirmation page for ``?key=..&version=..``; POST: act on what it showed."""
+    op = model_admin.operations.get(name)
+    if op is None:
+        raise Http404("no such action")
+    if not permissions.can(request.user, op.permission):
+        raise PermissionDenied
+    if request.method != "POST":
+        keys = request.GET.getlist("key")
+        if not keys:
+            raise Http404("no record named")
+        versions = dict(zip(keys, request.GET.getlist("version"), strict=False))
+        return confirm(model_admin, request, op, keys, versions, request.GET.get("next", ""))
+    items = []
+    for value in request.POST.getlist("item"):
+        version, _, key = value.partition(" ")
+        items.append((version, key, *_reachable(request, op, key)))
+    done = 0
+    for version, key, queue, request_id in items:
+        try:
+            op.run(get_ledger(queue), request_id, version)
+        except RecordChanged as exc:
+            model_admin.message_user(request, f"{op.label}: refused: {exc}", messages.ERROR)
+        except LedgerError as exc:
+            model_admin.message_user(
+                request, f"{op.label}: {request_id!r} refused: {exc}", messages.ERROR
+            )
+        else:
+            done += 1
+            entry = model_admin.model(key=key, request_id=request_id, queue=queue)
+            model_admin.log_change(request, entry, f"{op.done} (version {version})")
+    if done:
+        noun = "record" if done == 1 else "records"
+        model_admin.message_user(request, f"{op.done}: {done} {noun}.", messages.SUCCESS)
+    next_url = _safe_next(request, request.POST.get("next", ""))
+    return HttpResponseRedirect(next_url or model_admin.changelist_url())
+
+
+def _safe_next(request: HttpRequest, url: str) -> str:
+    if url and url_has_allowed_host_and_scheme(url, {request.get_host()}, request.is_secure()):
+        return url
+    return ""
+
+
+def bulk_action(name: str) -> Callable[[Any, HttpRequest, Any], HttpResponse | None]:
+    """Return the changelist action of operation ``name``: it leads to the confirmation page."""
+    op = OPERATIONS[name]
+
+    def action(model_admin: Any, request: HttpRequest, queryset: Any) -> HttpResponse | None:
+        if queryset.count() > MAX_SELECTED:
+            model_admin.message_user(
+                request,
+                f"{op.label}: select at most {MAX_SELECTED} records at a time.",
+                messages.WARNING,
+            )
+            return None
+        keys = [row.key for row in queryset]
+        return confirm(model_admin, request, op, keys, None, request.get_full_path())
+
+    action.__name__ = f"{name}_selected"
+    description = f"{op.label}: selected %(verbose_name_plural)s"
+    return admin.action(permissions=[op.permission], description=description)(action)

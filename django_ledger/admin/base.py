@@ -1,0 +1,186 @@
+"""What every ledger admin shares: read-only permissions, Redis queries, actions, errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.options import IncorrectLookupParameters, ShowFacets
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext
+
+from .. import permissions
+from ..errors import LedgerError
+from .actions import Operation, act_view
+from .lookups import Spec
+from .query import LedgerQuery, RecordQuery
+
+__all__ = ["LedgerModelAdmin"]
+
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[Any]
+else:  # ModelAdmin is generic in the stubs only
+    _ModelAdmin = admin.ModelAdmin
+
+
+class LedgerModelAdmin(_ModelAdmin):
+    """A read-only admin over Redis: nothing is added, changed or deleted by forms."""
+
+    #: The ``permissions.can`` action that lets a user see this admin's pages.
+    view_action = "view"
+    #: Operator actions this admin offers, by name.
+    operations: dict[str, Operation] = {}
+    #: Whether an id must be quarantined for this admin to show or act on it.
+    needs_quarantine = False
+    query_class: type[LedgerQuery] = RecordQuery
+
+    # What cannot work on Redis is off: facets would count every record per choice,
+    # a date hierarchy needs dates of every record, and there is nothing to edit.
+    show_facets = ShowFacets.NEVER
+    show_full_result_count = False
+    date_hierarchy = None
+    list_editable = ()
+    list_per_page = 100
+    list_max_show_all = 500
+    search_help_text = "An exact request id."
+
+    # -- permissions ----------------------------------------------------------------
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if not permissions.can(request.user, self.view_action):
+            return False
+        return obj is None or permissions.can_reach_queue(request.user, obj.queue)
+
+    def can_view_queue(self, request: HttpRequest, queue: str) -> bool:
+        return permissions.can(request.user, self.view_action, queue)
+
+    # -- the query ------------------------------------------------------------------
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        # Only the queues this user may see, whatever the URL asks for later.
+        queues = tuple(permissions.allowed_queues(request.user, self.view_action))
+        return self.query_class(self.model, Spec(queues=queues))
+
+    def get_search_results(self, request: HttpRequest, queryset: Any, search_term: str) -> Any:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        return queryset.filter(request_id=term), False
+
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> Any:
+        # Django 6.1 passes action_location (and warns about overrides without it);
+        # Django 5.2 has no such argument.
+        if action_location is None:
+            actions = super().get_actions(request)
+        else:
+            actions = super().get_actions(request, action_location=action_location)  # type: ignore[call-arg]
+        # Deleting rows of a table that does not exist: never. Purge is the real action.
+        actions.pop("delete_selected", None)
+        return actions
+
+    def action_checkbox(self, obj: Any) -> SafeString:
+        # The stock column renders a form widget through the template engine for every
+        # row, a fifth of a page's time; the same markup, written directly.
+        label = gettext("Select this object for an action - {}")
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" aria-label="{}">',
+            helpers.ACTION_CHECKBOX_NAME,
+            str(obj.pk),
+            format_html(label, str(obj)),
+        )
+
+    # -- views ----------------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        info = (self.opts.app_label, self.opts.model_name)
+        extra = [
+            path(
+                "act/<str:name>/",
+                self.admin_site.admin_view(self.act),
+                name=f"{info[0]}_{info[1]}_act",
+            ),
+        ]
+        return extra + super().get_urls()
+
+    def act(self, request: HttpRequest, name: str) -> HttpResponse:
+        return self.guard(request, act_view, self, request, name)
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        try:
+            return super().get_changelist_instance(request)
+        except IncorrectLookupParameters as exc:
+            # The admin answers with its normal error page (a redirect to "?e=1");
+            # this message says what was wrong with the URL.
+            reason = str(exc) or "no such page"
+            self.message_user(request, f"The list cannot show that: {reason}.", messages.ERROR)
+            raise
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return self.guard(request, self.stock_changelist, request, extra_context)
+
+    def stock_changelist(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None
+    ) -> HttpResponse:
+        response = super().changelist_view(request, extra_context)
+        if isinstance(response, TemplateResponse):
+            response.render()  # read Redis here, where its errors are caught
+        return response
+
+    def guard(
+        self, request: HttpRequest, view: Callable[..., HttpResponse], *args: Any
+    ) -> HttpResponse:
+        """Call ``view(*args)``; answer a Redis failure with a page that says so (503)."""
+        try:
+            return view(*args)
+        except LedgerError as exc:
+            context = {
+                **self.admin_site.each_context(request),
+                "title": "The ledger is unavailable",
+                "subtitle": None,
+                "opts": self.opts,
+                "error": str(exc),
+            }
+            response = TemplateResponse(
+                request, "admin/django_ledger/unavailable.html", context, status=503
+            )
+            return response.render()
+
+    def changelist_url(self) -> str:
+        return reverse(
+            f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist",
+            current_app=self.admin_site.name,
+        )
+
+    def change_url(self, key: str) -> str:
+        from django.contrib.admin.utils import quote
+
+        return reverse(
+            f"admin:{self.opts.app_label}_{self.opts.model_name}_change",
+            args=(quote(key),),
+            current_app=self.admin_site.name,
+        )
+
+    def not_found(self, request: HttpRequest, key: str) -> HttpResponse:
+        """Say an id is not there (or not this user's to see) and go back to the list."""
+        name = self.opts.verbose_name
+        self.message_user(
+            request, f"No {name} {key!r} to show: it may have been removed.", messages.WARNING
+        )
+        return HttpResponseRedirect(self.changelist_url())

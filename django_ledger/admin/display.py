@@ -1,0 +1,89 @@
+"""Showing stored values safely: escaped bytes, pretty payloads, human durations."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..errors import CorruptRecord
+from ..records import decode_record, ms_to_datetime
+
+__all__ = [
+    "decode_error",
+    "duration_text",
+    "escape_bytes",
+    "instant_text",
+    "pretty_payload",
+    "relative_text",
+]
+
+# Printable ASCII but the backslash, which escapes everything else.
+_UNPRINTABLE = re.compile(r"[^\x20-\x5b\x5d-\x7e]")
+
+
+def escape_bytes(raw: bytes, limit: int | None = None) -> tuple[str, bool]:
+    """Return ``raw`` as printable ASCII (``\\xNN`` escapes), cut at ``limit`` bytes.
+
+    The second value says whether it was cut. The text still needs HTML escaping,
+    which templates do.
+    """
+    cut = limit is not None and len(raw) > limit
+    shown = raw[:limit] if cut else raw
+    text = _UNPRINTABLE.sub(_escape_char, shown.decode("latin-1"))
+    return text, cut
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    return "\\\\" if char == "\\" else f"\\x{ord(char):02x}"
+
+
+def pretty_payload(payload: str) -> tuple[str, bool]:
+    """Return the payload indented if it is JSON, and whether it was."""
+    try:
+        value = json.loads(payload)
+    except ValueError:
+        return payload, False
+    return json.dumps(value, indent=2, ensure_ascii=False), True
+
+
+def decode_error(request_id: str, raw: bytes) -> str:
+    """Return why ``raw`` fails to decode as ``request_id``'s record ('' if it decodes)."""
+    try:
+        decode_record(request_id, raw)
+    except CorruptRecord as exc:
+        return exc.reason
+    return ""
+
+
+def duration_text(ms: int | None) -> str:
+    """Return a duration in the largest two units that matter (``'3 h 12 min'``)."""
+    if ms is None:
+        return "-"
+    seconds = ms // 1000
+    if seconds < 60:
+        return f"{ms / 1000:.1f} s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size} {unit}")
+            seconds %= size
+        if len(parts) == 2:
+            break
+    return " ".join(parts)
+
+
+def instant_text(ms: int | None) -> str:
+    """Return an epoch-ms instant as UTC text to the millisecond."""
+    if ms is None:
+        return "-"
+    return ms_to_datetime(ms).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def relative_text(ms: int | None, now: int) -> str:
+    """Return how far ``ms`` is from ``now``: ``'in 3 min'`` or ``'2 h 5 min ago'``."""
+    if ms is None:
+        return ""
+    if ms >= now:
+        return f"in {duration_text(ms - now)}"
+    return f"{duration_text(now - ms)} ago"

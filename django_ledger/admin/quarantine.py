@@ -1,0 +1,200 @@
+"""The quarantine: ids whose stored bytes failed to decode, set aside by repair."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import admin
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from .. import operations, permissions
+from ..conf import get_ledger
+from ..models import LedgerEntry, QuarantinedRecord
+from .actions import OPERATIONS, bulk_action
+from .base import LedgerModelAdmin
+from .display import decode_error, escape_bytes
+from .filters import QueueFilter
+from .lookups import ALL_STATES, Spec, UnsupportedLookup, join_key, split_key
+from .query import LedgerQuery, run_script
+
+__all__ = ["QuarantineQuery", "QuarantinedRecordAdmin"]
+
+#: Bytes shown in the list, and on the detail page before "show all".
+LIST_PREVIEW = 60
+DETAIL_PREVIEW = 4096
+
+
+class QuarantineQuery(LedgerQuery):
+    """Quarantined ids of the queues in the spec, in each quarantine's hash order."""
+
+    def __init__(self, model: type[LedgerEntry], spec: Spec, order_by: Sequence[Any] = ()) -> None:
+        super().__init__(model, spec, order_by)
+        self._cached_sizes: dict[str, int] | None = None
+        self._cached_found: list[LedgerEntry] | None = None
+
+    def check_spec(self, spec: Spec) -> None:
+        if spec.bounds or set(spec.states) != set(ALL_STATES):
+            raise UnsupportedLookup("quarantined records have no state or times to filter by")
+
+    def sizes(self) -> dict[str, int]:
+        if self._cached_sizes is None:
+            sizes = {}
+            for queue in () if self.spec.empty else self.spec.queues:
+                ledger = self.ledger(queue)
+                with ledger.translate_errors():
+                    sizes[queue] = int(ledger.redis.hlen(ledger.quarantine_key))
+            self._cached_sizes = sizes
+        return self._cached_sizes
+
+    def total(self) -> int:
+        if self.spec.idents is not None:
+            return len(self.found())
+        return sum(self.sizes().values())
+
+    def rows(self, start: int, stop: int) -> list[LedgerEntry]:
+        if self.spec.idents is not None:
+            return self.found()[start:stop]
+        out: list[LedgerEntry] = []
+        offset, want = start, stop - start
+        for queue, size in self.sizes().items():
+            if want <= 0:
+                break
+            if offset >= size:
+                offset -= size
+                continue
+            reply = run_script(self.ledger(queue), "admin_quarantine", [offset, want])
+            out += self.build(queue, reply[1:])
+            want -= min(want, size - offset)
+            offset = 0
+        return out
+
+    def found(self) -> list[LedgerEntry]:
+        if self._cached_found is None:
+            found: list[LedgerEntry] = []
+            for queue in () if self.spec.empty else self.spec.queues:
+                ids = sorted({i for q, i in self.spec.idents or () if q in (None, queue)})
+                if ids:
+                    reply = run_script(self.ledger(queue), "admin_quarantine", [0, 0, *ids])
+                    found += self.build(queue, reply[1:])
+            self._cached_found = found
+        return self._cached_found
+
+    def build(self, queue: str, flat: list[Any]) -> list[LedgerEntry]:
+        """Turn ``admin_quarantine.lua`` triples into model instances."""
+        rows = []
+        for i in range(0, len(flat), 3):
+            raw_id, quarantined, stored = flat[i : i + 3]
+            request_id = raw_id.decode("utf-8", "replace")
+            row = self.model(
+                key=join_key(queue, request_id),
+                request_id=request_id,
+                queue=queue,
+                state="CORRUPT",
+                size=len(quarantined),
+                error=decode_error(request_id, quarantined) or "decodes now",
+            )
+            row.quarantined_bytes = quarantined
+            row.stored_bytes = stored
+            rows.append(row)
+        return rows
+
+
+@admin.register(QuarantinedRecord)
+class QuarantinedRecordAdmin(LedgerModelAdmin):
+    view_action = "view_quarantine"
+    operations = {name: OPERATIONS[name] for name in ("discard", "restore")}
+    needs_quarantine = True
+    query_class = QuarantineQuery
+    list_display = ("request_id", "queue", "size", "preview", "error")
+    list_display_links = ("request_id",)
+    list_filter = (QueueFilter,)
+    search_fields = ("=request_id",)
+    # A quarantine is a hash: it has no order to sort by.
+    sortable_by = ()
+    list_per_page = 50
+    actions = [bulk_action("discard"), bulk_action("restore")]
+
+    @admin.display(description="bytes (escaped)")
+    def preview(self, obj: LedgerEntry) -> str:
+        text, cut = escape_bytes(obj.quarantined_bytes or b"", LIST_PREVIEW)
+        return text + ("…" if cut else "")
+
+    def has_discard_permission(self, request: HttpRequest) -> bool:
+        return permissions.can(request.user, "discard")
+
+    def has_restore_permission(self, request: HttpRequest) -> bool:
+        return permissions.can(request.user, "restore")
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        return self.guard(request, self.detail, request, object_id)
+
+    def detail(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Show the quarantined bytes safely, why they fail, and what is stored now."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        key = unquote(object_id)
+        pair = split_key(key)
+        if pair is None or not self.can_view_queue(request, pair[0]):
+            return self.not_found(request, key)
+        queue, request_id = pair
+        snap = operations.snapshot(get_ledger(queue), request_id)
+        if snap is None or snap.quarantined is None:
+            return self.not_found(request, key)
+        detail_url = self.change_url(key)
+        full = request.GET.get("full") == "1"
+        raw_text, cut = escape_bytes(snap.quarantined, None if full else DETAIL_PREVIEW)
+        if not snap.raw:
+            stored = "nothing: the id is no longer in the records"
+        elif snap.raw == snap.quarantined:
+            stored = "the same bytes"
+        else:
+            stored = f"other bytes ({len(snap.raw)} bytes)"
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "title": f"Quarantined record {request_id}",
+            "subtitle": None,
+            "opts": self.opts,
+            "key": key,
+            "queue": queue,
+            "request_id": request_id,
+            "snap": snap,
+            "size": len(snap.quarantined),
+            "reason": decode_error(request_id, snap.quarantined) or "none: these bytes decode now",
+            "raw_text": raw_text,
+            "raw_cut": cut,
+            "full_url": f"{detail_url}?full=1",
+            "stored": stored,
+            "stored_error": snap.error if snap.raw else "",
+            "record_url": reverse("admin:django_ledger_record_change", args=(quote(key),)),
+            "history_url": reverse(
+                f"admin:{self.opts.app_label}_{self.opts.model_name}_history", args=(quote(key),)
+            ),
+            "actions": [
+                {
+                    "op": op,
+                    "refusal": op.refusal(snap),
+                    "url": reverse(
+                        f"admin:{self.opts.app_label}_{self.opts.model_name}_act", args=(op.name,)
+                    )
+                    + "?"
+                    + urlencode(
+                        {"key": key, "version": snap.version, "next": self.changelist_url()}
+                    ),
+                }
+                for op in self.operations.values()
+                if permissions.can(request.user, op.permission, queue)
+            ],
+        }
+        return TemplateResponse(request, "admin/django_ledger/quarantine_detail.html", context)

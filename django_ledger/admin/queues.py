@@ -1,0 +1,225 @@
+"""Queue health: each queue's counters, its gate, and what waits for repair."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+
+from .. import permissions
+from ..conf import get_ledger, ledger_settings
+from ..models import Queue, Record
+from ..records import State, ms_to_datetime
+from ..results import Stats
+from .base import LedgerModelAdmin
+from .display import duration_text, instant_text
+from .lookups import Spec
+from .query import RecordQuery
+
+__all__ = ["QueueAdmin"]
+
+#: Expired leases listed on a health page (the count is always exact).
+EXPIRED_SAMPLE = 10
+_GATE = {
+    "close": ("Close the gate", "Closed the gate", "No claim succeeds until the gate opens again."),
+    "open": ("Open the gate", "Opened the gate", "Workers claim due records again."),
+}
+
+
+@admin.register(Queue)
+class QueueAdmin(LedgerModelAdmin):
+    view_action = "view_queue"
+    actions = None
+
+    def get_urls(self) -> list[URLPattern]:
+        info = (self.opts.app_label, self.opts.model_name)
+        extra = [
+            path(
+                "<path:object_id>/gate/<str:action>/",
+                self.admin_site.admin_view(self.gate),
+                name=f"{info[0]}_{info[1]}_gate",
+            ),
+        ]
+        return extra + super().get_urls()
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Any:
+        if object_id not in ledger_settings.queues or not self.can_view_queue(request, object_id):
+            return None
+        return Queue(key=object_id, queue=object_id)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return self.guard(request, self.overview, request)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        return self.guard(request, self.health, request, object_id)
+
+    def overview(self, request: HttpRequest) -> HttpResponse:
+        """List the queues this user may see, one stats snapshot each."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        rows = []
+        for name in permissions.allowed_queues(request.user, self.view_action):
+            stats = get_ledger(name).stats()
+            rows.append(
+                {
+                    "name": name,
+                    "stats": stats,
+                    "oldest_due": duration_text(stats.oldest_due_age_ms),
+                    "url": self.change_url(name),
+                }
+            )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Queues",
+            "subtitle": None,
+            "opts": self.opts,
+            "rows": rows,
+        }
+        return TemplateResponse(request, "admin/django_ledger/queue_list.html", context)
+
+    def health(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Show one queue's counters, gate, oldest due age and expired leases."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        queue = unquote(object_id)
+        if queue not in ledger_settings.queues or not self.can_view_queue(request, queue):
+            return self.not_found(request, queue)
+        ledger = get_ledger(queue)
+        stats = ledger.stats()
+        config = ledger_settings.queue(queue)
+        can_see_records = permissions.can(request.user, "view", queue)
+        expired: list[Any] = []
+        if can_see_records and stats.expired_leases:
+            spec = Spec(
+                queues=(queue,), states=(State.CLAIMED,), bounds={"lease_until": (None, stats.now)}
+            )
+            expired = RecordQuery(Record, spec)[:EXPIRED_SAMPLE]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Queue {queue}",
+            "subtitle": None,
+            "opts": self.opts,
+            "queue": queue,
+            "stats": stats,
+            "figures": _figures(stats),
+            "now": instant_text(stats.now),
+            "oldest_due": duration_text(stats.oldest_due_age_ms),
+            "oldest_due_at": instant_text(stats.oldest_due_at),
+            "config": config,
+            "can_operate": permissions.can(request.user, "operate", queue),
+            "can_see_records": can_see_records,
+            "can_see_quarantine": permissions.can(request.user, "view_quarantine", queue),
+            "expired": expired,
+            "links": _links(queue, stats),
+            "quarantine_url": reverse("admin:django_ledger_quarantinedrecord_changelist")
+            + "?"
+            + urlencode({"queue": queue}),
+            "gate_url": reverse(
+                "admin:django_ledger_queue_gate",
+                args=(quote(queue), "open" if stats.gate_closed else "close"),
+            ),
+            "history_url": reverse("admin:django_ledger_queue_history", args=(quote(queue),)),
+        }
+        return TemplateResponse(request, "admin/django_ledger/queue_health.html", context)
+
+    def gate(self, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
+        """GET: confirm closing or opening the gate; POST: do it."""
+        queue = unquote(object_id)
+        if action not in _GATE or queue not in ledger_settings.queues:
+            raise Http404("no such gate action")
+        if not self.can_view_queue(request, queue) or not permissions.can(
+            request.user, "operate", queue
+        ):
+            raise PermissionDenied
+        return self.guard(request, self.gate_confirmed, request, queue, action)
+
+    def gate_confirmed(self, request: HttpRequest, queue: str, action: str) -> HttpResponse:
+        ledger = get_ledger(queue)
+        label, done, effect = _GATE[action]
+        if request.method == "POST":
+            if action == "close":
+                ledger.close_gate()
+            else:
+                ledger.open_gate()
+            self.log_change(request, Queue(key=queue, queue=queue), done)
+            self.message_user(request, f"{done} of queue {queue}.", messages.SUCCESS)
+            return HttpResponseRedirect(self.change_url(queue))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"{label} of queue {queue}: are you sure?",
+            "subtitle": None,
+            "opts": self.opts,
+            "queue": queue,
+            "label": label,
+            "effect": effect,
+            "gate_closed": ledger.gate_closed,
+            "cancel_url": self.change_url(queue),
+        }
+        return TemplateResponse(request, "admin/django_ledger/confirm_gate.html", context)
+
+
+def _figures(stats: Stats) -> list[tuple[str, Any]]:
+    return [
+        ("Pending, due", stats.pending_due),
+        ("Pending, due later", stats.pending_later),
+        ("Claimed", stats.claimed),
+        ("Expired leases waiting for repair", stats.expired_leases),
+        ("Completed", stats.completed),
+        ("Failed", stats.failed),
+        ("Dead", stats.dead),
+        ("Quarantined", stats.quarantined),
+        ("Total records", stats.total),
+    ]
+
+
+def _links(queue: str, stats: Stats) -> dict[str, str]:
+    """Record list links: by state, due now, and expired leases (as of the snapshot)."""
+    base = reverse("admin:django_ledger_record_changelist")
+    # To the millisecond: "expired" means a lease ended at or before the snapshot.
+    now = timezone.localtime(ms_to_datetime(stats.now))
+    date, time = now.strftime("%Y-%m-%d"), now.strftime("%H:%M:%S.%f")[:-3]
+    links = {"all": base + "?" + urlencode({"queue": queue})}
+    for state in State:
+        links[state.value] = base + "?" + urlencode({"queue": queue, "state": state.value})
+    links["due"] = (
+        base
+        + "?"
+        + urlencode(
+            {
+                "queue": queue,
+                "state": "PENDING",
+                "due_at__range__lte_0": date,
+                "due_at__range__lte_1": time,
+            }
+        )
+    )
+    links["expired"] = (
+        base
+        + "?"
+        + urlencode(
+            {
+                "queue": queue,
+                "state": "CLAIMED",
+                "lease_until__range__lte_0": date,
+                "lease_until__range__lte_1": time,
+            }
+        )
+    )
+    return links

@@ -1,0 +1,211 @@
+"""The records changelist and the read-only record page."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import admin
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from .. import operations, permissions
+from ..conf import get_ledger
+from ..models import LedgerEntry, Record
+from ..records import State
+from .actions import OPERATIONS, bulk_action
+from .base import LedgerModelAdmin
+from .display import escape_bytes, instant_text, pretty_payload, relative_text
+from .filters import QueueFilter, ScoreRangeFilter, StateFilter
+from .lookups import split_key
+
+__all__ = ["RecordAdmin"]
+
+#: Bytes of a corrupt record shown before "show all".
+RAW_PREVIEW = 4096
+
+
+def _when(value: datetime | None) -> str:
+    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+@admin.register(Record)
+class RecordAdmin(LedgerModelAdmin):
+    operations = {name: OPERATIONS[name] for name in ("retry", "fail", "purge")}
+    list_display = (
+        "request_id",
+        "queue",
+        "state",
+        "due",
+        "owner",
+        "attempts",
+        "fence",
+        "lease",
+        "updated",
+    )
+    list_display_links = ("request_id",)
+    list_filter = (
+        QueueFilter,
+        StateFilter,
+        ("due_at", ScoreRangeFilter),
+        ("lease_until", ScoreRangeFilter),
+        ("updated_at", ScoreRangeFilter),
+    )
+    search_fields = ("=request_id",)
+    # Each index is sorted by its score alone: due time (pending), lease expiry
+    # (claimed), end time (completed, failed, dead). Each time column sorts every
+    # state's group by its own score.
+    sortable_by = ("due", "lease", "updated")
+    ordering = ("due_at",)
+    actions = [bulk_action("retry"), bulk_action("fail"), bulk_action("purge")]
+
+    @admin.display(description="due at (UTC)", ordering="due_at")
+    def due(self, obj: LedgerEntry) -> str:
+        return _when(obj.due_at)
+
+    @admin.display(description="lease until (UTC)", ordering="lease_until")
+    def lease(self, obj: LedgerEntry) -> str:
+        return _when(obj.lease_until)
+
+    @admin.display(description="updated at (UTC)", ordering="updated_at")
+    def updated(self, obj: LedgerEntry) -> str:
+        return _when(obj.updated_at)
+
+    def get_rangefilter_due_at_title(self, request: HttpRequest, field_path: str) -> str:
+        return "due at (pending records, UTC)"
+
+    def get_rangefilter_lease_until_title(self, request: HttpRequest, field_path: str) -> str:
+        return "lease until (claimed records, UTC)"
+
+    def get_rangefilter_updated_at_title(self, request: HttpRequest, field_path: str) -> str:
+        return "ended at (completed, failed, dead, UTC)"
+
+    # Django asks has_<name>_permission for each action's permissions.
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        return permissions.can(request.user, "retry")
+
+    def has_fail_permission(self, request: HttpRequest) -> bool:
+        return permissions.can(request.user, "fail")
+
+    def has_purge_permission(self, request: HttpRequest) -> bool:
+        return permissions.can(request.user, "purge")
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        return self.guard(request, self.detail, request, object_id)
+
+    def detail(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Show one record as stored, every field, and the actions this user may take."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        key = unquote(object_id)
+        pair = split_key(key)
+        if pair is None or not self.can_view_queue(request, pair[0]):
+            return self.not_found(request, key)
+        queue, request_id = pair
+        ledger = get_ledger(queue)
+        snap = operations.snapshot(ledger, request_id)
+        if snap is None:
+            return self.not_found(request, key)
+        now = ledger.server_time_ms()
+        record = snap.record
+        detail_url = self.change_url(key)
+        context: dict[str, Any] = {
+            **self.admin_site.each_context(request),
+            "title": f"Record {request_id}",
+            "subtitle": None,
+            "opts": self.opts,
+            "key": key,
+            "queue": queue,
+            "request_id": request_id,
+            "snap": snap,
+            "record": record,
+            "size": len(snap.raw),
+            "history_url": reverse(
+                f"admin:{self.opts.app_label}_{self.opts.model_name}_history", args=(quote(key),)
+            ),
+            "queue_url": reverse("admin:django_ledger_queue_change", args=(quote(queue),))
+            if permissions.can(request.user, "view_queue", queue)
+            else "",
+            "quarantine_url": reverse(
+                "admin:django_ledger_quarantinedrecord_change", args=(quote(key),)
+            )
+            if permissions.can(request.user, "view_quarantine", queue)
+            else "",
+        }
+        if record is not None:
+            payload, is_json = pretty_payload(record.payload)
+            context.update(
+                payload=payload,
+                payload_is_json=is_json,
+                fields=[
+                    ("Request id", record.request_id, ""),
+                    ("Queue", queue, ""),
+                    ("State", record.state.value, _state_note(record.state)),
+                    ("Due at", instant_text(record.due_at), relative_text(record.due_at, now)),
+                    ("Owner", record.owner or "-", ""),
+                    ("Attempts", record.attempts, f"of at most {ledger.max_attempts}"),
+                    ("Fence", record.fence, ""),
+                    (
+                        "Lease until",
+                        instant_text(record.lease_until),
+                        relative_text(record.lease_until, now),
+                    ),
+                    (
+                        "Created at",
+                        instant_text(record.created_at),
+                        relative_text(record.created_at, now),
+                    ),
+                    (
+                        "Updated at",
+                        instant_text(record.updated_at),
+                        relative_text(record.updated_at, now),
+                    ),
+                    ("Traceparent", record.traceparent or "-", ""),
+                    ("Size", f"{len(snap.raw)} bytes", ""),
+                    ("Version", snap.version, "what an action compares before it writes"),
+                ],
+            )
+        else:
+            full = request.GET.get("full") == "1"
+            raw_text, cut = escape_bytes(snap.raw, None if full else RAW_PREVIEW)
+            context.update(raw_text=raw_text, raw_cut=cut, full_url=f"{detail_url}?full=1")
+        context["actions"] = [
+            {
+                "op": op,
+                "refusal": op.refusal(snap),
+                "url": reverse(
+                    f"admin:{self.opts.app_label}_{self.opts.model_name}_act", args=(op.name,)
+                )
+                + "?"
+                + urlencode(
+                    {
+                        "key": key,
+                        "version": snap.version,
+                        "next": self.changelist_url() if op.removes else detail_url,
+                    }
+                ),
+            }
+            for op in self.operations.values()
+            if permissions.can(request.user, op.permission, queue)
+        ]
+        return TemplateResponse(request, "admin/django_ledger/record_detail.html", context)
+
+
+def _state_note(state: State) -> str:
+    return {
+        State.PENDING: "waiting to be claimed once due",
+        State.CLAIMED: "held by its owner until the lease ends",
+        State.COMPLETED: "ended: done",
+        State.FAILED: "ended: failed",
+        State.DEAD: "ended: out of attempts",
+    }[state]

@@ -1,0 +1,103 @@
+"""Models with no table: the admin's and the API's view of records held in Redis.
+
+``LedgerEntry`` is unmanaged (Redis is the only store); its proxies give records,
+quarantined records and queues each an admin entry and permissions of their own.
+Instances are built from Redis by ``django_ledger.admin.query`` and never saved.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+__all__ = ["STATE_CHOICES", "LedgerEntry", "QuarantinedRecord", "Queue", "Record"]
+
+#: The record states, and ``CORRUPT`` for stored bytes that do not decode.
+STATE_CHOICES = [
+    ("PENDING", "PENDING"),
+    ("CLAIMED", "CLAIMED"),
+    ("COMPLETED", "COMPLETED"),
+    ("FAILED", "FAILED"),
+    ("DEAD", "DEAD"),
+    ("CORRUPT", "CORRUPT"),
+]
+
+
+class LedgerEntry(models.Model):
+    """One request id of one queue, as stored in Redis (the columns of a record)."""
+
+    # A request id is unique within its queue only, so the key names both:
+    # "<queue> <request id>" (queue names never hold whitespace).
+    key = models.CharField("key", primary_key=True, max_length=400)
+    request_id = models.CharField("request id", max_length=256)
+    queue = models.CharField("queue", max_length=100)
+    state = models.CharField("state", max_length=16, choices=STATE_CHOICES)
+    due_at = models.DateTimeField("due at", null=True)
+    owner = models.CharField("owner", max_length=256, blank=True)
+    attempts = models.PositiveIntegerField("attempts", default=0)
+    fence = models.PositiveBigIntegerField("fence", default=0)
+    lease_until = models.DateTimeField("lease until", null=True)
+    created_at = models.DateTimeField("created at", null=True)
+    updated_at = models.DateTimeField("updated at", null=True)
+    traceparent = models.CharField("traceparent", max_length=55, blank=True)
+    payload = models.TextField("payload", blank=True)
+    size = models.PositiveBigIntegerField("size in bytes", default=0)
+    error = models.CharField("decode error", max_length=200, blank=True)
+
+    # Set on instances read from Redis, never stored: the record's index score (epoch
+    # ms), and for a quarantined id its quarantined copy and the bytes stored now.
+    score: int | None = None
+    quarantined_bytes: bytes | None = None
+    stored_bytes: bytes | None = None
+
+    class Meta:
+        managed = False
+        db_table = "django_ledger_entry"
+        default_permissions = ()
+        ordering = ["due_at"]
+        verbose_name = "ledger entry"
+        verbose_name_plural = "ledger entries"
+
+    def __str__(self) -> str:
+        return self.request_id or self.key
+
+
+class Record(LedgerEntry):
+    """A record of a queue."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ("view",)
+        permissions = [
+            ("admit_record", "Can admit records"),
+            ("claim_record", "Can claim records"),
+            ("retry_record", "Can retry records now"),
+            ("fail_record", "Can mark records failed"),
+            ("purge_record", "Can purge ended records"),
+        ]
+        verbose_name = "record"
+        verbose_name_plural = "records"
+
+
+class QuarantinedRecord(LedgerEntry):
+    """A record whose stored bytes failed to decode, set aside by repair."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ("view",)
+        permissions = [
+            ("discard_quarantinedrecord", "Can discard quarantined records"),
+            ("restore_quarantinedrecord", "Can restore quarantined records"),
+        ]
+        verbose_name = "quarantined record"
+        verbose_name_plural = "quarantined records"
+
+
+class Queue(LedgerEntry):
+    """A configured queue: its health, and its gate."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ("view",)
+        permissions = [("operate_queue", "Can close and open queue gates")]
+        verbose_name = "queue"
+        verbose_name_plural = "queues"

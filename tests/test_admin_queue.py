@@ -1,0 +1,154 @@
+"""Queue health in the admin with Django's test client: counters, gate, expired leases."""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+from typing import Any
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.messages import get_messages
+from django.test import Client
+
+from django_ledger import State
+from django_ledger.conf import get_ledger
+from django_ledger.ledger import Ledger
+
+pytestmark = pytest.mark.django_db
+
+QUEUES = "/admin/django_ledger/queue/"
+HEALTH = "/admin/django_ledger/queue/default/change/"
+ROW = re.compile(r'<th class="field-request_id"><a href="[^"]*">([^<]*)</a></th>')
+
+
+@pytest.fixture
+def admin_user(django_user_model: Any) -> Any:
+    """A superuser without a password to hash (hashing is slow on purpose)."""
+    user = django_user_model(username="admin", is_staff=True, is_superuser=True)
+    user.set_unusable_password()
+    user.save()
+    return user
+
+
+@pytest.fixture
+def admin_ledger(namespace: str, settings: Any) -> Ledger:
+    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace}
+    return get_ledger("default")
+
+
+def figure(text: str, name: str) -> str:
+    match = re.search(rf'data-figure="{name}">([^<]*)<', text)
+    assert match, f"no figure {name}"
+    return match.group(1)
+
+
+def messages_of(response: Any) -> list[str]:
+    return [str(message) for message in get_messages(response.wsgi_request)]
+
+
+def test_the_admin_index_links_to_queue_health(admin_client: Client, admin_ledger: Ledger) -> None:
+    text = admin_client.get("/admin/").content.decode()
+    assert f'<a href="{QUEUES}">Queues</a>' in text
+
+
+def test_overview_lists_every_queue_with_its_counters(
+    admin_client: Client, admin_ledger: Ledger
+) -> None:
+    admin_ledger.admit_many([("a", "x"), ("b", "x"), ("later", "x")])
+    admin_ledger.claim("w", lease=60)
+    get_ledger("emails").close_gate()
+    text = admin_client.get(QUEUES).content.decode()
+    for name in ("default", "emails", "reports"):
+        assert f'<a href="/admin/django_ledger/queue/{name}/change/">{name}</a>' in text
+    row = re.search(r">default</a></th>(.*?)</tr>", text, re.S)
+    assert row is not None
+    numbers = re.findall(r'<td class="num">([^<]*)</td>', row.group(1))
+    assert numbers[:2] == ["2", "0"]  # pending due, pending later
+    assert numbers[2] == "1"  # claimed
+    emails = re.search(r">emails</a></th>(.*?)</tr>", text, re.S)
+    assert emails is not None and "closed" in emails.group(1)
+
+
+def test_health_page_shows_the_stats_snapshot(admin_client: Client, admin_ledger: Ledger) -> None:
+    admin_ledger.admit_many([("a", "x"), ("b", "x")])
+    admin_ledger.admit("later", "x", delay=3600)
+    done = admin_ledger.claim("w", lease=60)
+    assert done is not None
+    admin_ledger.settle(done, State.COMPLETED)
+    admin_ledger.claim("w", lease=60)
+    text = admin_client.get(HEALTH).content.decode()
+    assert figure(text, "pending-due") == "0"
+    assert figure(text, "pending-due-later") == "1"
+    assert figure(text, "claimed") == "1"
+    assert figure(text, "completed") == "1"
+    assert figure(text, "expired-leases-waiting-for-repair") == "0"
+    assert figure(text, "total-records") == "3"
+    assert figure(text, "oldest-due") == "-"  # nothing due
+    assert "The gate is <strong>open</strong>" in text
+    assert "Most attempts" in text
+
+
+def test_oldest_due_age(admin_client: Client, admin_ledger: Ledger) -> None:
+    admin_ledger.admit("waiting", "x")
+    time.sleep(0.05)
+    age = figure(admin_client.get(HEALTH).content.decode(), "oldest-due")
+    assert age.endswith(" s") and float(age.split()[0]) >= 0.0
+
+
+def test_expired_leases_waiting_for_repair(admin_client: Client, admin_ledger: Ledger) -> None:
+    admin_ledger.admit_many([("gone", "x"), ("alive", "x")])
+    expired = admin_ledger.claim("dead-worker", lease=0.001)
+    admin_ledger.claim("live-worker", lease=600)
+    assert expired is not None
+    time.sleep(0.05)
+    text = admin_client.get(HEALTH).content.decode()
+    assert figure(text, "expired-leases-waiting-for-repair") == "1"
+    assert "Expired leases waiting for repair: 1" in text
+    table = re.search(r'<table id="expired">(.*?)</table>', text, re.S)
+    assert table is not None
+    assert expired.request_id in table.group(1) and "dead-worker" in table.group(1)
+    assert "live-worker" not in table.group(1)
+    # The link lists them in the records list, by lease expiry.
+    link = re.search(r'<a href="([^"]*)">All expired leases</a>', text)
+    assert link is not None
+    listed = ROW.findall(admin_client.get(html.unescape(link.group(1))).content.decode())
+    assert listed == [expired.request_id]
+
+
+def test_close_and_open_the_gate_with_confirmation(
+    admin_client: Client, admin_ledger: Ledger
+) -> None:
+    admin_ledger.admit("a", "x")
+    text = admin_client.get(HEALTH).content.decode()
+    button = re.search(r'id="gate-button" href="([^"]*)">Close the gate<', text)
+    assert button is not None
+    confirm = admin_client.get(button.group(1))
+    assert confirm.status_code == 200
+    assert "Close the gate of queue default: are you sure?" in confirm.content.decode()
+    assert not admin_ledger.gate_closed  # showing the page changes nothing
+    response = admin_client.post(button.group(1), follow=True)
+    assert response.redirect_chain[-1][0] == HEALTH
+    assert "Closed the gate of queue default." in messages_of(response)
+    assert admin_ledger.gate_closed
+    assert admin_ledger.claim("w", lease=60) is None
+    text = response.content.decode()
+    assert "The gate is <strong>closed: no claim succeeds</strong>" in text
+    opened = admin_client.post("/admin/django_ledger/queue/default/gate/open/", follow=True)
+    assert "Opened the gate of queue default." in messages_of(opened)
+    assert not admin_ledger.gate_closed
+    assert admin_ledger.claim("w", lease=60) is not None
+    log = LogEntry.objects.filter(object_id="default").order_by("action_time")
+    assert [entry.change_message for entry in log] == ["Closed the gate", "Opened the gate"]
+    history = admin_client.get("/admin/django_ledger/queue/default/history/").content.decode()
+    assert "Closed the gate" in history
+
+
+def test_unknown_queue_or_gate_action(admin_client: Client, admin_ledger: Ledger) -> None:
+    response = admin_client.get("/admin/django_ledger/queue/nope/change/", follow=True)
+    assert response.redirect_chain[-1][0] == QUEUES
+    assert any("No queue 'nope'" in message for message in messages_of(response))
+    assert admin_client.post("/admin/django_ledger/queue/nope/gate/close/").status_code == 404
+    assert admin_client.post("/admin/django_ledger/queue/default/gate/explode/").status_code == 404
+    assert not admin_ledger.gate_closed

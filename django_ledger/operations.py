@@ -107,12 +107,21 @@ def _decoded(current: Snapshot) -> Record:
 
 
 def retry_now(ledger: Ledger, request_id: str, version: str) -> Record:
-    """Put the record back to PENDING, due now (any claim on it is lost)."""
+    """Put the record back to PENDING, due now, with its attempts counted afresh.
+
+    Any claim on it is lost; the fence is kept, so the next claim's fence still grows.
+    """
     current = _current(ledger, request_id, version)
     record = _decoded(current)
     now = ledger.server_time_ms()
     new = replace(
-        record, state=State.PENDING, due_at=now, lease_until=None, owner="", updated_at=now
+        record,
+        state=State.PENDING,
+        due_at=now,
+        lease_until=None,
+        owner="",
+        attempts=0,
+        updated_at=now,
     )
     _commit(ledger, current, new)
     return new
@@ -146,11 +155,9 @@ def discard(ledger: Ledger, request_id: str, version: str) -> None:
     current = _current(ledger, request_id, version)
     if current.quarantined is None:
         raise LedgerError(f"record {request_id!r} is not quarantined")
-    if current.raw:
-        _commit(ledger, current, None)
-    else:
-        with ledger.translate_errors():
-            ledger.redis.hdel(ledger.quarantine_key, request_id)
+    # With no record left (only the quarantined copy), the write still checks that
+    # none has appeared meanwhile: expected b"" means "must be absent".
+    _commit(ledger, current, None)
 
 
 def restore(ledger: Ledger, request_id: str, version: str) -> Record:

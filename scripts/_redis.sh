@@ -109,3 +109,18 @@ find_base_python() {
     done
     return 1
 }
+
+# ensure_chromium
+#   Best effort: Debian's chromium for the admin's browser test (tests/test_admin_browser.py
+#   skips without it). Never a browser download of Playwright's own.
+ensure_chromium() {
+    if [ -n "${CHROMIUM_BIN:-}" ] || command -v chromium >/dev/null 2>&1; then
+        return 0
+    fi
+    command -v apt-get >/dev/null 2>&1 || { log "no apt-get: the browser test will skip"; return 0; }
+    log "chromium not found: installing Debian's chromium package for the browser test"
+    _as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null &&
+        _as_root env DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -q --no-install-recommends chromium >/dev/null ||
+        log "could not install chromium: the browser test will skip"
+}

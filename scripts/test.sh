@@ -86,6 +86,7 @@ else
     envs="$(IFS=,; echo "${tests[*]},lint,type")"
 fi
 
+ensure_chromium
 log "tox -e $envs"
 output="$VENV/tox-output.log"
 set +e

@@ -75,6 +75,19 @@ def _validate_name(value: object, what: str) -> str:
     return value
 
 
+def _check_claim(claim: object) -> None:
+    """Refuse anything but a Claim whose identity fields have their types, before any write."""
+    if not isinstance(claim, Claim):
+        raise TypeError(f"expected a Claim, not {type(claim).__name__}")
+    if not isinstance(claim.request_id, str) or not isinstance(claim.owner, str):
+        raise TypeError("a Claim's request_id and owner must be str")
+    if not isinstance(claim.fence, int) or isinstance(claim.fence, bool):
+        raise TypeError("a Claim's fence must be an int")
+    problem = id_problem(claim.request_id) or owner_problem(claim.owner)
+    if problem is not None:
+        raise ValueError(f"the Claim is not usable ({problem})")
+
+
 def _positive_int(value: object, name: str, *, upper: int | None = None) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
@@ -324,8 +337,7 @@ class Ledger:
 
     def renew(self, claim: Claim, lease: timedelta | float = 30) -> Settlement:
         """Extend ``claim``'s lease to now + ``lease`` if it still holds the record."""
-        if not isinstance(claim, Claim):
-            raise TypeError(f"renew takes a Claim, not {type(claim).__name__}")
+        _check_claim(claim)
         lease_ms = duration_ms(lease, "lease", positive=True)
         settlement = self._settle_batch([(claim, "C", lease_ms)])[0]
         if settlement.status is SettlementStatus.RENEWED and settlement.record is not None:
@@ -348,8 +360,7 @@ class Ledger:
                 raise TypeError("each item must be (claim, state) or (claim, state, delay)")
             claim, state = item[0], item[1]
             delay = item[2] if len(item) == 3 else 0
-            if not isinstance(claim, Claim):
-                raise TypeError(f"settle takes a Claim, not {type(claim).__name__}")
+            _check_claim(claim)
             if not isinstance(state, State):
                 raise TypeError(f"state must be a State, not {type(state).__name__}")
             if state not in _SETTLE_TARGETS:

@@ -22,9 +22,10 @@ def duration_ms(value: object, name: str, *, positive: bool = False) -> int:
     elif isinstance(value, timedelta):
         ms = value // timedelta(milliseconds=1)
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        if not math.isfinite(value):
+        # Bounds before isfinite: an int too large for a float would overflow there.
+        if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{name} must be finite, got {value!r}")
-        if abs(value) > MAX_DURATION_MS / 1000:
+        if abs(value) > MAX_DURATION_MS // 1000:
             raise ValueError(f"{name} must be at most 100 years, got {value!r} seconds")
         ms = round(value * 1000)
     else:

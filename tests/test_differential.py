@@ -148,8 +148,14 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
             """(due slot, id) of every PENDING record due now, earliest first."""
             now_slot = self.skew // HALF
             due = []
+            quarantined = self.opt.redis.hkeys(self.opt.quarantine_key)
             for record in self.identities(self.opt):
-                if isinstance(record, Record) and record.state is State.PENDING:
+                if (
+                    isinstance(record, Record)
+                    and record.state is State.PENDING
+                    # Put right by hand after quarantine: unindexed until repair restores it.
+                    and record.request_id.encode() not in quarantined
+                ):
                     due_slot = self.slot(record.due_at)
                     assert due_slot is not None
                     if due_slot <= now_slot:
@@ -439,6 +445,13 @@ def expected_index_entries(ledger: Ledger) -> dict[str, dict[str, int]]:
             # Still indexed until repair quarantines it; unindexed after.
             if ledger.redis.hget(ledger.quarantine_key, key) == raw:
                 continue
+            for name, entries in index_entries(ledger).items():
+                if key.decode() in entries:
+                    expected[name][key.decode()] = entries[key.decode()]
+            continue
+        if ledger.redis.hexists(ledger.quarantine_key, key):
+            # Quarantined, then its bytes were put right by hand: unindexed until repair
+            # or an operator's restore puts it back; whatever the indexes hold stands.
             for name, entries in index_entries(ledger).items():
                 if key.decode() in entries:
                     expected[name][key.decode()] = entries[key.decode()]

@@ -497,3 +497,20 @@ def test_an_expired_lease_is_returned_by_the_first_page_wherever_the_scan_stands
     assert report.expired == 1 and report.cursor != "0"
     record = ledger.resolve("job")
     assert record is not None and record.state is State.PENDING
+
+
+def test_bytes_put_right_after_quarantine_are_back_in_service(make_ledger: MakeLedger) -> None:
+    ledger = make_ledger()
+    ledger.admit("job", "p")
+    good = ledger.redis.hget(ledger.records_key, "job")
+    assert good is not None
+    ledger.redis.hset(ledger.records_key, "job", good[:-1] + bytes([good[-1] ^ 1]))
+    assert cycle(ledger).quarantined == 1
+    assert ledger.claim("w") is None  # quarantined: out of the index, out of service
+
+    ledger.redis.hset(ledger.records_key, "job", good)  # an operator puts the bytes right
+    assert cycle(ledger).reindexed == 1
+    assert ledger.redis.hexists(ledger.quarantine_key, "job") == 0
+    assert ledger.stats().quarantined == 0
+    claim = ledger.claim("w")
+    assert claim is not None and claim.request_id == "job"

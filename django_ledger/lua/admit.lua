@@ -10,11 +10,15 @@ local max = tonumber(ARGV[2])
 local due = now + tonumber(ARGV[3])
 local tp = ARGV[4]
 local size = redis.call('HLEN', KEYS[1])
-local tplen = #tp
+local ids = {}
+for i = 5, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+-- One read for the whole batch; ids admitted earlier in this batch are in `fresh`.
+local stored = redis.call('HMGET', KEYS[1], unpack(ids))
+local fresh, records, index = {}, {}, {}
 local out = {now}
-for i = 5, #ARGV, 2 do
-  local id, payload = ARGV[i], ARGV[i + 1]
-  local raw = redis.call('HGET', KEYS[1], id)
+for k, id in ipairs(ids) do
+  local payload = ARGV[4 + 2 * k]
+  local raw = fresh[id] or stored[k]
   local code, detail = 1, ''
   if raw then
     local r = decode(id, raw)
@@ -29,15 +33,23 @@ for i = 5, #ARGV, 2 do
   elseif size >= max then
     code = 4
   else
-    -- The record is the truth: written before the index, so a lost index write
-    -- leaves a record that repair re-indexes, never an index without a record.
-    redis.call('HSET', KEYS[1], id, encode(id, {
+    raw = encode(id, {
       s = 'P', due = due, att = 0, fence = 0, created = now, updated = now,
-      owner = '', tlen = tplen, tail = tp .. payload}))
-    redis.call('ZADD', KEYS[2], due, id)
+      owner = '', tlen = #tp, tail = tp .. payload})
+    fresh[id] = raw
+    records[#records + 1] = id
+    records[#records + 1] = raw
+    index[#index + 1] = due
+    index[#index + 1] = id
     size = size + 1
   end
   out[#out + 1] = code
   out[#out + 1] = detail
+end
+-- The records are the truth and go first: if the index write were lost, repair would
+-- rebuild it from them; an index entry without its record is never left behind.
+if #records > 0 then
+  redis.call('HSET', KEYS[1], unpack(records))
+  redis.call('ZADD', KEYS[2], unpack(index))
 end
 return out

@@ -13,13 +13,15 @@ local budget = limit * 4 + 64
 while got < limit and budget > 0 do
   local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', skipped, limit - got)
   if #ids == 0 then break end
-  for _, id in ipairs(ids) do
+  local stored = redis.call('HMGET', KEYS[1], unpack(ids))
+  local records, taken, leases = {}, {}, {}
+  for k, id in ipairs(ids) do
     budget = budget - 1
-    local raw = redis.call('HGET', KEYS[1], id)
+    local raw = stored[k]
     local r = raw and decode(id, raw)
     if not raw then
       -- An index entry without a record: the record is the truth, drop the entry.
-      redis.call('ZREM', KEYS[2], id)
+      taken[#taken + 1] = id
     elseif not r then
       skipped = skipped + 1  -- corrupt: left for repair to quarantine
     elseif r.s ~= 'P' or r.due > now then
@@ -29,9 +31,11 @@ while got < limit and budget > 0 do
     else
       r.s, r.owner, r.att, r.fence = 'C', owner, r.att + 1, r.fence + 1
       r.lease, r.updated = now + lease, now
-      redis.call('HSET', KEYS[1], id, encode(id, r))
-      redis.call('ZREM', KEYS[2], id)
-      redis.call('ZADD', KEYS[3], r.lease, id)
+      records[#records + 1] = id
+      records[#records + 1] = encode(id, r)
+      taken[#taken + 1] = id
+      leases[#leases + 1] = r.lease
+      leases[#leases + 1] = id
       got = got + 1
       out[#out + 1] = id
       out[#out + 1] = payload_of(r)
@@ -41,5 +45,9 @@ while got < limit and budget > 0 do
       out[#out + 1] = traceparent_of(r)
     end
   end
+  -- Records first, then the indexes they derive (one command each for the round).
+  if #records > 0 then redis.call('HSET', KEYS[1], unpack(records)) end
+  if #taken > 0 then redis.call('ZREM', KEYS[2], unpack(taken)) end
+  if #leases > 0 then redis.call('ZADD', KEYS[3], unpack(leases)) end
 end
 return out

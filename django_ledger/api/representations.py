@@ -1,0 +1,53 @@
+"""Records, admissions and settlements as the API answers them.
+
+Built directly, without DRF's per-field machinery: they are on every hot path (admit,
+claim, settle, list). The serializers in ``serializers.py`` document the same shapes in
+the schema, and a test holds each function to its serializer's output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..records import Record
+from ..results import Admission, Settlement
+
+__all__ = ["admission_data", "record_data", "settlement_data"]
+
+
+def record_data(record: Record) -> dict[str, Any]:
+    """Return ``record`` as ``RecordSerializer`` documents it."""
+    return {
+        "request_id": record.request_id,
+        "payload": record.payload,
+        "state": record.state.value,
+        "due_at": record.due_at,
+        "owner": record.owner,
+        "attempts": record.attempts,
+        "fence": record.fence,
+        "lease_until": record.lease_until,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "traceparent": record.traceparent,
+    }
+
+
+def admission_data(admission: Admission) -> dict[str, Any]:
+    """Return ``admission`` as ``AdmissionSerializer`` documents it."""
+    record = admission.record
+    return {
+        "request_id": admission.request_id,
+        "status": admission.status.value,
+        "reason": admission.reason,
+        "record": None if record is None else record_data(record),
+    }
+
+
+def settlement_data(settlement: Settlement) -> dict[str, Any]:
+    """Return ``settlement`` as ``SettlementSerializer`` documents it."""
+    record = settlement.record
+    return {
+        "status": settlement.status.value,
+        "reason": settlement.reason,
+        "record": None if record is None else record_data(record),
+    }

@@ -1,0 +1,76 @@
+"""The API's URLs: mount them with ``path("api/", include("django_ledger.api.urls"))``."""
+
+from __future__ import annotations
+
+from django.urls import URLPattern, path, register_converter
+from drf_spectacular.views import SpectacularSwaggerView
+
+from .views import (
+    AdmissionViewSet,
+    ClaimViewSet,
+    DispatchViewSet,
+    QuarantineViewSet,
+    QueueViewSet,
+    RecordViewSet,
+    SchemaView,
+)
+
+app_name = "django_ledger_api"
+
+
+class RequestIdConverter:
+    """Any text, slashes and control characters included: the ledger judges the id."""
+
+    regex = r"[\s\S]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(RequestIdConverter, "ledger_request_id")
+
+
+Q = "queues/<str:queue>/"
+
+urlpatterns: list[URLPattern] = [
+    path("queues/", QueueViewSet.as_view({"get": "queues"}), name="queues"),
+    path(Q + "admit/", AdmissionViewSet.as_view({"post": "admit"}), name="admit"),
+    path(Q + "admit/batch/", AdmissionViewSet.as_view({"post": "admit_batch"}), name="admit-batch"),
+    path(Q + "claims/", ClaimViewSet.as_view({"post": "claim"}), name="claim"),
+    path(Q + "claims/renew/", ClaimViewSet.as_view({"post": "renew"}), name="renew"),
+    path(
+        Q + "claims/renew/batch/",
+        ClaimViewSet.as_view({"post": "renew_batch"}),
+        name="renew-batch",
+    ),
+    path(Q + "claims/settle/", ClaimViewSet.as_view({"post": "settle"}), name="settle"),
+    path(
+        Q + "claims/settle/batch/",
+        ClaimViewSet.as_view({"post": "settle_batch"}),
+        name="settle-batch",
+    ),
+    path(Q + "records/", RecordViewSet.as_view({"get": "list"}), name="records"),
+    path(
+        Q + "records/<ledger_request_id:request_id>",
+        RecordViewSet.as_view({"get": "retrieve"}),
+        name="record",
+    ),
+    path(Q + "resolve/", RecordViewSet.as_view({"get": "resolve"}), name="resolve"),
+    path(Q + "stats/", QueueViewSet.as_view({"get": "stats"}), name="stats"),
+    path(Q + "quarantine/", QuarantineViewSet.as_view({"get": "list"}), name="quarantine"),
+    path(Q + "repair/", QueueViewSet.as_view({"post": "repair"}), name="repair"),
+    path(Q + "gate/", QueueViewSet.as_view({"post": "gate"}), name="gate"),
+    path("dispatch/log/", DispatchViewSet.as_view({"post": "log"}), name="dispatch-log"),
+    path("dispatch/find/", DispatchViewSet.as_view({"get": "find"}), name="dispatch-find"),
+    path("dispatch/check/", DispatchViewSet.as_view({"get": "check"}), name="dispatch-check"),
+    path("dispatch/claim/", DispatchViewSet.as_view({"post": "claim"}), name="dispatch-claim"),
+    path("schema/", SchemaView.as_view(), name="schema"),
+    path(
+        "docs/",
+        SpectacularSwaggerView.as_view(url_name="django_ledger_api:schema"),
+        name="docs",
+    ),
+]

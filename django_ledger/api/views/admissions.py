@@ -1,0 +1,148 @@
+"""Admit requests, one (``Idempotency-Key`` welcome) or a batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from ...ledger import MAX_BATCH, MAX_BATCH_BYTES
+from ...results import Admission, AdmissionStatus
+from ..conf import api_settings
+from ..errors import ApiError
+from ..representations import admission_data
+from ..schema import IDEMPOTENCY_KEY, QUEUE, RETRY_AFTER, errors
+from ..serializers import (
+    AdmissionBatchSerializer,
+    AdmissionSerializer,
+    AdmitBatchSerializer,
+    AdmitSerializer,
+)
+from .base import LedgerViewSet
+
+__all__ = ["AdmissionViewSet"]
+
+#: Reasons of a REJECTED admission that mean "too large" rather than "invalid".
+TOO_LARGE = {"payload_too_large"}
+
+
+@extend_schema(tags=["admission"])
+class AdmissionViewSet(LedgerViewSet):
+    action_rules = {"admit": ("admit", "admit"), "admit_batch": ("admit", "admit")}
+
+    @extend_schema(
+        operation_id="admit",
+        summary="Admit one request, once by its id",
+        request=AdmitSerializer,
+        parameters=[QUEUE, IDEMPOTENCY_KEY, RETRY_AFTER],
+        responses={
+            201: OpenApiResponse(AdmissionSerializer, description="Admitted."),
+            200: OpenApiResponse(
+                AdmissionSerializer, description="A duplicate: the stored record, unchanged."
+            ),
+            **errors(400, 404, 409, 413),
+        },
+    )
+    def admit(self, request: Request, queue: str) -> Response:
+        """Admit one request: 201 new, 200 duplicate, or a refusal with its code."""
+        ledger = self.ledger
+        self.check_body_size(ledger.max_payload_bytes)
+        data = self.validated(AdmitSerializer, request.data)
+        request_id = _request_id(data.get("request_id"), request.headers.get("Idempotency-Key"))
+        admission = ledger.admit(request_id, data["payload"], data["delay"], data["traceparent"])
+        return admission_response(admission)
+
+    @extend_schema(
+        operation_id="admit_batch",
+        summary=f"Admit up to {MAX_BATCH} requests",
+        description=(
+            f"At most {MAX_BATCH} items and {MAX_BATCH_BYTES} bytes of ids and payloads "
+            "(413 `batch_too_large` beyond, nothing admitted). Each item gets its own "
+            "answer, in order; the call as a whole answers 200."
+        ),
+        request=AdmitBatchSerializer,
+        parameters=[QUEUE, RETRY_AFTER],
+        responses={200: AdmissionBatchSerializer, **errors(400, 404, 413)},
+    )
+    def admit_batch(self, request: Request, queue: str) -> Response:
+        """Admit a batch; every item answers for itself."""
+        ledger = self.ledger
+        self.check_body_size(MAX_BATCH_BYTES)
+        items = request.data.get("items") if isinstance(request.data, dict) else None
+        if isinstance(items, list) and len(items) > MAX_BATCH:
+            raise _batch_too_large({"max_items": MAX_BATCH, "items": len(items)})
+        data = self.validated(AdmitBatchSerializer, request.data)
+        valid: list[dict[str, Any]] = data["items"]
+        size = sum(len(i["request_id"].encode()) + len(i["payload"].encode()) for i in valid)
+        if size > MAX_BATCH_BYTES:
+            raise _batch_too_large({"max_bytes": MAX_BATCH_BYTES, "bytes": size})
+        # The ledger takes one delay and one traceparent per call: group items by them.
+        groups: dict[tuple[float, str | None], list[int]] = {}
+        for position, item in enumerate(valid):
+            groups.setdefault((item["delay"], item["traceparent"]), []).append(position)
+        results: list[Admission | None] = [None] * len(valid)
+        for (delay, traceparent), positions in groups.items():
+            pairs = [(valid[p]["request_id"], valid[p]["payload"]) for p in positions]
+            answers = ledger.admit_many(pairs, delay, traceparent)
+            for position, answer in zip(positions, answers, strict=True):
+                results[position] = answer
+        return Response({"results": [admission_data(r) for r in results if r is not None]})
+
+
+def admission_response(admission: Admission) -> Response:
+    """Answer one admission: 201, 200, or the refusal with its stable code."""
+    status = admission.status
+    if status is AdmissionStatus.ADMITTED:
+        return Response(admission_data(admission), status=201)
+    if status is AdmissionStatus.DUPLICATE:
+        return Response(admission_data(admission), status=200)
+    reason = admission.reason or status.value.lower()
+    details = {"request_id": admission.request_id, "reason": reason}
+    if status is AdmissionStatus.CONFLICT:
+        raise ApiError(409, reason, _CONFLICTS.get(reason, "The id is taken."), details)
+    if status is AdmissionStatus.FULL:
+        raise ApiError(
+            503,
+            "ledger_full",
+            "The queue holds its maximum number of records; retry later.",
+            details,
+            wait=api_settings.full_retry_after,
+        )
+    code = 413 if reason in TOO_LARGE else 400
+    raise ApiError(code, reason, f"The request was refused ({reason}).", details)
+
+
+_CONFLICTS = {
+    "payload_differs": "The id was admitted with another payload.",
+    "quarantined": "The id is quarantined: an operator must discard or restore it.",
+    "corrupt": "The id's stored record is corrupt.",
+}
+
+
+def _request_id(body: str | None, header: str | None) -> str:
+    if body is not None and header is not None and body != header:
+        raise ApiError(
+            400,
+            "idempotency_key_mismatch",
+            "The Idempotency-Key header and the body's request_id differ.",
+        )
+    request_id = body if body is not None else header
+    if request_id is None:
+        raise ApiError(
+            400,
+            "invalid",
+            "The request is not valid: see details.",
+            {"request_id": ["Send request_id in the body or the Idempotency-Key header."]},
+        )
+    return request_id
+
+
+def _batch_too_large(details: dict[str, int]) -> ApiError:
+    return ApiError(
+        413,
+        "batch_too_large",
+        f"A batch holds at most {MAX_BATCH} items and {MAX_BATCH_BYTES} bytes; split it.",
+        details,
+    )

@@ -1,0 +1,77 @@
+"""What every API view shares: authentication, permissions, throttles, errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property
+from typing import Any, ClassVar
+
+from rest_framework import viewsets
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.parsers import JSONParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.serializers import Serializer
+
+from ... import conf
+from ...ledger import Ledger
+from ..conf import THROTTLE_SCOPES
+from ..errors import ApiError, exception_handler
+from ..permissions import LedgerPermission
+from ..throttling import LedgerScopedThrottle
+
+__all__ = ["LedgerViewSet"]
+
+#: Bytes of JSON a body may take beyond what it carries (escapes, keys, tokens).
+BODY_SLACK = 64 * 1024
+
+
+class LedgerViewSet(viewsets.ViewSet):
+    """A ViewSet of the ledger API: its contract does not depend on project defaults."""
+
+    # Token first: an anonymous call then answers 401 with WWW-Authenticate: Token.
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    permission_classes = [LedgerPermission]
+    throttle_classes = [LedgerScopedThrottle]
+    renderer_classes = [JSONRenderer]
+    parser_classes = [JSONParser]
+    #: view action -> (ledger action whose permission it needs, throttle scope).
+    #: A ledger action of None needs only an authenticated user.
+    action_rules: ClassVar[dict[str, tuple[str | None, str]]] = {}
+
+    def get_exception_handler(self) -> Callable[..., Any]:
+        return exception_handler
+
+    @property
+    def ledger_action(self) -> str | None:
+        return self.action_rules.get(self.action or "", (None, "read"))[0]
+
+    @property
+    def throttle_scope(self) -> str:
+        return THROTTLE_SCOPES[self.action_rules.get(self.action or "", (None, "read"))[1]]
+
+    @cached_property
+    def ledger(self) -> Ledger:
+        """The ledger of the queue in the URL (the permission check has vetted it)."""
+        return conf.get_ledger(self.kwargs["queue"])
+
+    def check_body_size(self, limit: int) -> None:
+        """Refuse a body over ``limit`` bytes (plus slack) before reading it."""
+        try:
+            length = int(self.request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > limit * 6 + BODY_SLACK:
+            # JSON may escape a byte in up to six: refuse only what cannot fit.
+            raise ApiError(
+                413,
+                "body_too_large",
+                "The request body is larger than this endpoint accepts.",
+                {"max_bytes": limit * 6 + BODY_SLACK},
+            )
+
+    def validated(self, serializer_class: type[Serializer[Any]], data: Any) -> dict[str, Any]:
+        """Validate ``data`` with ``serializer_class`` (400 ``invalid`` if it fails)."""
+        serializer = serializer_class(data=data)
+        serializer.is_valid(raise_exception=True)
+        result: dict[str, Any] = serializer.validated_data
+        return result

@@ -1,0 +1,138 @@
+"""The dispatch registry: which node dispatched which cron fire."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from ... import conf
+from ...dispatch import CorruptDispatch, Dispatch
+from ..errors import ApiError
+from ..schema import RETRY_AFTER, errors
+from ..serializers import (
+    DispatchCheckSerializer,
+    DispatchClaimResultSerializer,
+    DispatchClaimSerializer,
+    DispatchLogSerializer,
+    DispatchQuerySerializer,
+    DispatchSerializer,
+)
+from .base import LedgerViewSet
+
+__all__ = ["DispatchViewSet"]
+
+T = TypeVar("T")
+
+
+@extend_schema(tags=["dispatch"])
+class DispatchViewSet(LedgerViewSet):
+    action_rules = {
+        "log": ("claim", "claim"),
+        "claim": ("claim", "claim"),
+        "find": ("view", "read"),
+        "check": ("view", "read"),
+    }
+
+    @extend_schema(
+        operation_id="dispatch_log",
+        summary="Record (or overwrite) the dispatch of one cron fire",
+        request=DispatchLogSerializer,
+        parameters=[RETRY_AFTER],
+        responses={201: DispatchSerializer, **errors(400, 409)},
+    )
+    def log(self, request: Request) -> Response:
+        """Record the dispatch of a fire, by this node unless node_id is given."""
+        self.check_body_size(4096)
+        data = self.validated(DispatchLogSerializer, request.data)
+        registry = conf.get_dispatch_registry()
+        node_id = data.get("node_id") or conf.dispatch_node_id()
+        dispatch = _call(
+            registry.log_dispatch, data["key"], data["fire_time"], node_id, data["status"]
+        )
+        return Response(dispatch_data(dispatch), status=201)
+
+    @extend_schema(
+        operation_id="dispatch_find",
+        summary="Find the dispatch of one cron fire",
+        parameters=[DispatchQuerySerializer, RETRY_AFTER],
+        responses={200: DispatchSerializer, **errors(400, 404, 409)},
+    )
+    def find(self, request: Request) -> Response:
+        """Return the kept dispatch of a fire (404 dispatch_not_found if none)."""
+        data = self.validated(DispatchQuerySerializer, request.query_params)
+        registry = conf.get_dispatch_registry()
+        dispatch = _call(registry.find_dispatch, data["key"], data["fire_time"])
+        if dispatch is None:
+            raise ApiError(404, "dispatch_not_found", "No dispatch of this fire is kept.")
+        return Response(dispatch_data(dispatch))
+
+    @extend_schema(
+        operation_id="dispatch_check",
+        summary="Say whether one cron fire was dispatched",
+        parameters=[DispatchQuerySerializer, RETRY_AFTER],
+        responses={200: DispatchCheckSerializer, **errors(400, 409)},
+    )
+    def check(self, request: Request) -> Response:
+        """Say whether a fire has a kept dispatch."""
+        data = self.validated(DispatchQuerySerializer, request.query_params)
+        registry = conf.get_dispatch_registry()
+        dispatched = _call(registry.is_dispatched, data["key"], data["fire_time"])
+        return Response({"dispatched": dispatched})
+
+    @extend_schema(
+        operation_id="dispatch_claim",
+        summary="Claim one cron fire: exactly one node wins it",
+        request=DispatchClaimSerializer,
+        parameters=[RETRY_AFTER],
+        responses={
+            201: OpenApiResponse(DispatchClaimResultSerializer, description="You won the fire."),
+            **errors(400, 409),
+        },
+    )
+    def claim(self, request: Request) -> Response:
+        """Claim a fire for a node: 201 for the winner, 409 dispatch_taken for every other."""
+        self.check_body_size(4096)
+        data = self.validated(DispatchClaimSerializer, request.data)
+        registry = conf.get_dispatch_registry()
+        node_id = data.get("node_id") or conf.dispatch_node_id()
+        key, fire_time = data["key"], data["fire_time"]
+        won = _call(registry.claim_dispatch, key, fire_time, node_id)
+        holder = _call(registry.find_dispatch, key, fire_time)
+        if not won or holder is None:
+            raise ApiError(
+                409,
+                "dispatch_taken",
+                "Another node has claimed this fire.",
+                {"dispatch": None if holder is None else dispatch_data(holder)},
+            )
+        return Response({"won": True, "dispatch": dispatch_data(holder)}, status=201)
+
+
+def dispatch_data(dispatch: Dispatch) -> dict[str, Any]:
+    """Return a dispatch as the API shows it: times in epoch seconds."""
+    return {
+        "key": dispatch.key,
+        "fire_time": _epoch(dispatch.fire_time),
+        "dispatched_at": _epoch(dispatch.dispatched_at),
+        "node_id": dispatch.node_id,
+        "status": dispatch.status,
+    }
+
+
+def _epoch(moment: datetime) -> int:
+    return int((moment - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds())
+
+
+def _call(function: Callable[..., T], *args: Any) -> T:
+    """Call the registry, with its refusals in the API's terms."""
+    try:
+        return function(*args)
+    except CorruptDispatch as exc:
+        raise ApiError(409, "dispatch_corrupt", str(exc)) from exc
+    except (TypeError, ValueError) as exc:
+        raise ApiError(400, "invalid", str(exc)) from exc

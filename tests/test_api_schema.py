@@ -1,0 +1,137 @@
+"""The OpenAPI schema: valid, no warnings, and documenting the whole contract."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from django_ledger import (
+    Admission,
+    AdmissionStatus,
+    Record,
+    Settlement,
+    SettlementStatus,
+    State,
+)
+from django_ledger.api.representations import admission_data, record_data, settlement_data
+from django_ledger.api.serializers import (
+    AdmissionSerializer,
+    RecordSerializer,
+    SettlementSerializer,
+)
+from django_ledger.api.urls import urlpatterns
+
+
+@pytest.fixture(scope="module")
+def schema(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The schema as ``spectacular --validate --fail-on-warn`` writes it."""
+    path = Path(tmp_path_factory.mktemp("schema")) / "schema.json"
+    stderr = StringIO()
+    call_command(
+        "spectacular",
+        "--validate",
+        "--fail-on-warn",
+        "--format",
+        "openapi-json",
+        "--file",
+        str(path),
+        stderr=stderr,
+    )
+    assert "warning" not in stderr.getvalue().lower(), stderr.getvalue()
+    assert "error" not in stderr.getvalue().lower(), stderr.getvalue()
+    loaded: dict[str, Any] = json.loads(path.read_text())
+    return loaded
+
+
+def operations(schema: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (path, method, operation)
+        for path, item in schema["paths"].items()
+        if path.startswith("/api/")
+        for method, operation in item.items()
+    ]
+
+
+def test_the_schema_validates_with_no_warnings(schema: dict[str, Any]) -> None:
+    assert schema["openapi"].startswith("3.")
+
+
+def test_every_api_url_is_documented_once(schema: dict[str, Any]) -> None:
+    documented = operations(schema)
+    ids = [operation["operationId"] for _, _, operation in documented]
+    assert len(ids) == len(set(ids))
+    assert len(documented) == len([p for p in urlpatterns if p.name not in ("schema", "docs")])
+
+
+def test_every_operation_needs_credentials_and_documents_refusals(schema: dict[str, Any]) -> None:
+    assert set(schema["components"]["securitySchemes"]) == {"tokenAuth", "cookieAuth"}
+    for path, method, operation in operations(schema):
+        assert operation["security"] == [{"tokenAuth": []}, {"cookieAuth": []}], path
+        for status in ("401", "403", "429", "503"):
+            response = operation["responses"][status]
+            ref = response["content"]["application/json"]["schema"]["$ref"]
+            assert ref == "#/components/schemas/Error", (path, method, status)
+        assert "Retry-After" in operation["responses"]["503"]["headers"]
+        if "{queue}" in path:
+            assert "404" in operation["responses"], (path, method)
+
+
+def test_the_error_shape_is_one_object_with_a_stable_code(schema: dict[str, Any]) -> None:
+    components = schema["components"]["schemas"]
+    assert components["Error"]["required"] == ["error"]
+    assert set(components["ErrorDetail"]["required"]) == {"code", "message", "details"}
+
+
+def test_admission_documents_each_answer(schema: dict[str, Any]) -> None:
+    admit = schema["paths"]["/api/queues/{queue}/admit/"]["post"]
+    assert {"200", "201", "400", "409", "413", "503"} <= set(admit["responses"])
+    headers = [p["name"] for p in admit["parameters"] if p["in"] == "header"]
+    assert headers == ["Idempotency-Key"]
+
+
+def test_listings_document_their_cursor(schema: dict[str, Any]) -> None:
+    for path in ("/api/queues/{queue}/records/", "/api/queues/{queue}/quarantine/"):
+        operation = schema["paths"][path]["get"]
+        names = {p["name"] for p in operation["parameters"]}
+        assert {"cursor", "limit"} <= names
+        ref = operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+        page = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+        assert set(page["properties"]) == {"next", "results"}
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        Record("r1", "payload", State.PENDING, 1_000, created_at=900, updated_at=900),
+        Record(
+            "r2",
+            "p\x00",
+            State.CLAIMED,
+            1_000,
+            owner="w",
+            attempts=2,
+            fence=7,
+            lease_until=5_000,
+            created_at=900,
+            updated_at=1_200,
+            traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        ),
+    ],
+)
+def test_the_fast_representations_match_their_serializers(record: Record) -> None:
+    assert record_data(record) == RecordSerializer(record).data
+    for admission in (
+        Admission(record.request_id, AdmissionStatus.DUPLICATE, None, record),
+        Admission(record.request_id, AdmissionStatus.CONFLICT, "payload_differs"),
+    ):
+        assert admission_data(admission) == AdmissionSerializer(admission).data
+    for settlement in (
+        Settlement(SettlementStatus.SETTLED, record),
+        Settlement(SettlementStatus.LOST, None, "superseded"),
+    ):
+        assert settlement_data(settlement) == SettlementSerializer(settlement).data

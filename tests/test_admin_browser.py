@@ -2,7 +2,9 @@
 
 Logs in, filters records by a due-time range, opens a record, retries it and sees the
 change, and saves screenshots of the records list, a record, the quarantine and the
-queue health page under ``docs/screenshots/``. Skipped when Chromium or Playwright is
+queue health page under ``tests/screenshots/`` (or the folder named by the environment
+variable ``LEDGER_SCREENSHOTS``: ``LEDGER_SCREENSHOTS=docs/screenshots`` refreshes the
+ones the docs show). Skipped when Chromium or Playwright is
 missing (CI installs both: the ``chromium`` Debian package and ``playwright`` from
 PyPI; never ``playwright install``).
 """
@@ -23,7 +25,8 @@ from django_ledger.conf import get_ledger
 from django_ledger.ledger import Ledger
 
 CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+ROOT = Path(__file__).resolve().parent.parent
+SCREENSHOTS = ROOT / os.environ.get("LEDGER_SCREENSHOTS", "tests/screenshots")
 HOUR = 3_600_000
 PASSWORD = "correct horse battery staple"
 

@@ -140,6 +140,8 @@ def _text_problem(value: object, what: str, limit: int, *, empty_ok: bool) -> st
         raise TypeError(f"{what} must be a str, not {type(value).__name__}")
     if not value:
         return None if empty_ok else f"{what}_empty"
+    if value.isascii() and value.isprintable():  # the common case, without encoding
+        return f"{what}_too_long" if len(value) > limit else None
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
@@ -201,7 +203,9 @@ def encode_record(record: Record) -> bytes:
     if any(not 0 <= n <= MAX_COUNTER for n in numbers):
         raise ValueError(f"record {record.request_id!r} has a number outside 0..2**53")
     if (record.state is State.CLAIMED) != (record.lease_until is not None):
-        raise ValueError(f"record {record.request_id!r}: a lease_until goes with CLAIMED and only with it")
+        raise ValueError(
+            f"record {record.request_id!r}: a lease_until goes with CLAIMED and only with it"
+        )
     if record.lease_until is not None and not 1 <= record.lease_until <= MAX_COUNTER:
         raise ValueError(f"record {record.request_id!r} has a lease_until outside 1..2**53")
     try:

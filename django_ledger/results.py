@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -39,25 +40,62 @@ class SettlementStatus(enum.Enum):
         return self.value
 
 
-@dataclass(frozen=True, slots=True)
 class Admission:
     """The answer to one admission.
 
     ``reason`` is a stable code for every status but ``ADMITTED`` and ``DUPLICATE``
     (``payload_differs``, ``quarantined``, ``corrupt``, ``max_records``, ``gate_open``,
     ``payload_too_large``, ``id_too_long``, ...). ``record`` is the stored record when
-    there is one that decodes.
+    there is one that decodes; for a batch it is built on first access, so admitting
+    many costs nothing for records nobody reads.
     """
 
-    request_id: str
-    status: AdmissionStatus
-    reason: str | None = None
-    record: Record | None = None
+    __slots__ = ("_make", "_record", "reason", "request_id", "status")
+
+    def __init__(
+        self,
+        request_id: str,
+        status: AdmissionStatus,
+        reason: str | None = None,
+        record: Record | None = None,
+        *,
+        make: Callable[[], Record | None] | None = None,
+    ) -> None:
+        self.request_id = request_id
+        self.status = status
+        self.reason = reason
+        self._record = record
+        self._make = make
+
+    @property
+    def record(self) -> Record | None:
+        if self._make is not None:
+            self._record, self._make = self._make(), None
+        return self._record
 
     @property
     def accepted(self) -> bool:
         """True when the request is in the ledger (new or already there)."""
         return self.status in (AdmissionStatus.ADMITTED, AdmissionStatus.DUPLICATE)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Admission):
+            return NotImplemented
+        return (self.request_id, self.status, self.reason, self.record) == (
+            other.request_id,
+            other.status,
+            other.reason,
+            other.record,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.request_id, self.status, self.reason))
+
+    def __repr__(self) -> str:
+        return (
+            f"Admission(request_id={self.request_id!r}, status={self.status}, "
+            f"reason={self.reason!r}, record={self.record!r})"
+        )
 
 
 @dataclass(slots=True)

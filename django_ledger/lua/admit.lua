@@ -35,7 +35,7 @@ for k, id in ipairs(ids) do
   else
     raw = encode(id, {
       s = 'P', due = due, att = 0, fence = 0, created = now, updated = now,
-      owner = '', tlen = #tp, tail = tp .. payload})
+      owner = '', tlen = #tp, tail = (tp == '' and payload) or tp .. payload})
     fresh[id] = raw
     records[#records + 1] = id
     records[#records + 1] = raw

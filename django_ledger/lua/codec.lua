@@ -82,7 +82,9 @@ local function decode(id, raw)
   local h, s, due, lease, att, fence, created, updated, olen, tlen = struct.unpack(LAYOUT, raw, 2)
   local tail_at = 62 + olen
   if #raw < tail_at - 1 + tlen or not INDEX_OF[s] or (s == 'C') ~= (lease > 0) then return nil end
-  if digest(id .. '\0' .. string.sub(raw, 10)) ~= h then return nil end
+  -- The tail (traceparent .. payload) is cut once and reused, for the digest and after.
+  local tail = string.sub(raw, tail_at)
+  if digest(id .. '\0' .. string.sub(raw, 10, tail_at - 1) .. tail) ~= h then return nil end
   -- Only text with bytes >= 0x80 needs the exact check.
   if high_bit(raw, 62, #raw) and not (utf8_ok(raw, 62, tail_at - 1)
       and utf8_ok(raw, tail_at, tail_at + tlen - 1) and utf8_ok(raw, tail_at + tlen, #raw)) then
@@ -90,23 +92,26 @@ local function decode(id, raw)
   end
   local r = {
     s = s, due = due, att = att, fence = fence, created = created, updated = updated,
-    owner = string.sub(raw, 62, tail_at - 1), tlen = tlen, tail = string.sub(raw, tail_at),
+    owner = string.sub(raw, 62, tail_at - 1), tlen = tlen, tail = tail,
   }
   if lease > 0 then r.lease = lease end
   return r
 end
 
 local function encode(id, r)
-  local body = struct.pack(BODY, r.s, r.due, r.lease or 0, r.att, r.fence,
-    r.created, r.updated, #r.owner, r.tlen) .. r.owner .. r.tail
-  return '1' .. digest(id .. '\0' .. body) .. body
+  local head = struct.pack(BODY, r.s, r.due, r.lease or 0, r.att, r.fence,
+    r.created, r.updated, #r.owner, r.tlen)
+  -- Each concatenation below is one copy: the body is never built on its own.
+  return '1' .. digest(id .. '\0' .. head .. r.owner .. r.tail) .. head .. r.owner .. r.tail
 end
 
 local function payload_of(r)
+  if r.tlen == 0 then return r.tail end
   return string.sub(r.tail, r.tlen + 1)
 end
 
 local function traceparent_of(r)
+  if r.tlen == 0 then return '' end
   return string.sub(r.tail, 1, r.tlen)
 end
 

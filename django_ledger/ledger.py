@@ -7,7 +7,6 @@ compare-and-set script. Both give the same answers; a differential test holds th
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from functools import partial
@@ -16,7 +15,8 @@ from typing import Any
 import redis as redis_py
 
 from . import reference
-from .errors import CorruptRecord, LedgerError, LedgerUnavailable
+from .answers import ADMIT_CODES, REPAIR_FIELDS, admitted, imported, settlement
+from .arguments import check_claim, check_name, positive_int, settle_target
 from .records import (
     Record,
     State,
@@ -37,80 +37,17 @@ from .results import (
 )
 from .scripts import Scripts
 from .timing import duration_ms
+from .transport import (
+    MAX_BATCH,
+    MAX_BATCH_BYTES,
+    Translate,
+    batches,
+    decodes_responses,
+    scanned_id,
+    utf8_len,
+)
 
 __all__ = ["MAX_BATCH", "MAX_BATCH_BYTES", "Ledger"]
-
-#: Most items one script call carries.
-MAX_BATCH = 128
-#: Most payload and id bytes one script call carries (2 MiB).
-MAX_BATCH_BYTES = 2 * 1024 * 1024
-
-_NAME = re.compile(r"[^\s{}\x00-\x1f\x7f]{1,100}")
-_ADMIT_CODES = {
-    1: (AdmissionStatus.ADMITTED, None),
-    2: (AdmissionStatus.DUPLICATE, None),
-    3: (AdmissionStatus.CONFLICT, "payload_differs"),
-    4: (AdmissionStatus.FULL, "max_records"),
-    5: (AdmissionStatus.CONFLICT, "quarantined"),
-    6: (AdmissionStatus.CONFLICT, "corrupt"),
-}
-_REPAIR_FIELDS = {
-    0: "stale",
-    2: "reindexed",
-    3: "expired",
-    4: "dead",
-    5: "quarantined",
-    6: "purged",
-}
-
-
-def _validate_name(value: object, what: str) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
-    if not _NAME.fullmatch(value):
-        raise ValueError(
-            f"{what} {value!r} is not usable: 1 to 100 characters, no whitespace, "
-            "no braces, no control characters"
-        )
-    return value
-
-
-def _check_claim(claim: object) -> None:
-    """Refuse anything but a Claim whose identity fields have their types, before any write.
-
-    The values need no check: a claim the ledger did not hand out matches no record and
-    answers LOST.
-    """
-    if claim.__class__ is not Claim and not isinstance(claim, Claim):
-        raise TypeError(f"expected a Claim, not {type(claim).__name__}")
-    if not (
-        isinstance(claim.request_id, str)
-        and isinstance(claim.owner, str)
-        and type(claim.fence) is int
-    ):
-        raise TypeError("a Claim's request_id and owner must be str, its fence an int")
-
-
-def _settle_target(state: object) -> str:
-    """Return the settle script's letter for ``state`` (identity tests: enum hashing is slow)."""
-    if state is State.COMPLETED:
-        return "K"
-    if state is State.FAILED:
-        return "F"
-    if state is State.PENDING:
-        return "P"
-    if not isinstance(state, State):
-        raise TypeError(f"state must be a State, not {type(state).__name__}")
-    raise ValueError(f"a claim settles as COMPLETED, FAILED or PENDING, not {state.value}")
-
-
-def _positive_int(value: object, name: str, *, upper: int | None = None) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if value < 1 or (upper is not None and value > upper):
-        bound = f" and at most {upper}" if upper is not None else ""
-        raise ValueError(f"{name} must be at least 1{bound}, got {value}")
-    return value
 
 
 class Ledger:
@@ -127,18 +64,18 @@ class Ledger:
         max_attempts: int = 16,
         retention: timedelta | float = timedelta(days=7),
     ) -> None:
-        self.namespace = _validate_name(namespace, "namespace")
-        self.queue = _validate_name(queue, "queue")
-        self.max_payload_bytes = _positive_int(
+        self.namespace = check_name(namespace, "namespace")
+        self.queue = check_name(queue, "queue")
+        self.max_payload_bytes = positive_int(
             max_payload_bytes, "max_payload_bytes", upper=512 * 1024 * 1024
         )
-        self.max_records = _positive_int(max_records, "max_records")
-        self.max_attempts = _positive_int(max_attempts, "max_attempts")
+        self.max_records = positive_int(max_records, "max_records")
+        self.max_attempts = positive_int(max_attempts, "max_attempts")
         if not isinstance(optimized, bool):
             raise TypeError("optimized must be a bool")
         self.optimized = optimized
         self.retention_ms = duration_ms(retention, "retention")
-        if _decodes_responses(redis):
+        if decodes_responses(redis):
             raise ValueError(
                 "the ledger needs a redis client with decode_responses=False: "
                 "it verifies the exact stored bytes"
@@ -219,8 +156,8 @@ class Ledger:
             except redis_py.exceptions.NoScriptError:
                 return self.redis.eval(script.script, 8, *keys, self.clock_skew_ms, *args)
 
-    def translate_errors(self) -> _Translate:
-        return _Translate(self)
+    def translate_errors(self) -> Translate:
+        return Translate(self)
 
     # -- admission ----------------------------------------------------------------
 
@@ -270,7 +207,7 @@ class Ledger:
             else:
                 ready.append((len(results), request_id, data))
                 results.append(None)
-        for batch in _batches(ready, lambda item: _utf8_len(item[1]) + len(item[2])):
+        for batch in batches(ready, lambda item: utf8_len(item[1]) + len(item[2])):
             if self.optimized:
                 answers = self._admit_fused(batch, delay_ms, traceparent or "")
             else:
@@ -294,9 +231,9 @@ class Ledger:
         answers = []
         for i, (_, request_id, data) in enumerate(batch):
             code, detail = reply[1 + 2 * i], reply[2 + 2 * i]
-            status, reason = _ADMIT_CODES[code]
+            status, reason = ADMIT_CODES[code]
             if code == 1:
-                make = partial(_admitted, request_id, data, now, delay_ms, trace)
+                make = partial(admitted, request_id, data, now, delay_ms, trace)
             elif detail:
                 make = partial(decode_record, request_id, detail)
             else:
@@ -316,7 +253,7 @@ class Ledger:
         problem = owner_problem(owner)
         if problem is not None:
             raise ValueError(f"owner is not usable ({problem})")
-        _positive_int(limit, "limit")
+        positive_int(limit, "limit")
         lease_ms = duration_ms(lease, "lease", positive=True)
         claims: list[Claim] = []
         while len(claims) < limit:
@@ -347,7 +284,7 @@ class Ledger:
 
     def renew(self, claim: Claim, lease: timedelta | float = 30) -> Settlement:
         """Extend ``claim``'s lease to now + ``lease`` if it still holds the record."""
-        _check_claim(claim)
+        check_claim(claim)
         lease_ms = duration_ms(lease, "lease", positive=True)
         settlement = self._settle_batch([(claim, "C", lease_ms)])[0]
         if settlement.status is SettlementStatus.RENEWED and settlement.record is not None:
@@ -370,13 +307,13 @@ class Ledger:
                 raise TypeError("each item must be (claim, state) or (claim, state, delay)")
             claim, state = item[0], item[1]
             delay = item[2] if len(item) == 3 else 0
-            _check_claim(claim)
-            work.append((claim, _settle_target(state), duration_ms(delay, "delay")))
+            check_claim(claim)
+            work.append((claim, settle_target(state), duration_ms(delay, "delay")))
         return self._settle_batch(work)
 
     def _settle_batch(self, work: list[tuple[Claim, str, int]]) -> list[Settlement]:
         results: list[Settlement] = []
-        for batch in _batches(work, lambda item: len(item[0].request_id) + len(item[0].owner)):
+        for batch in batches(work, lambda item: len(item[0].request_id) + len(item[0].owner)):
             if self.optimized:
                 results += self._settle_fused(batch)
             else:
@@ -472,7 +409,7 @@ class Ledger:
             raise TypeError(f"cursor must be a str, not {type(cursor).__name__}")
         if not str(cursor).isdigit() or len(str(cursor)) > 20:
             raise ValueError(f"cursor must be a cursor returned by repair, got {cursor!r}")
-        _positive_int(count, "count", upper=10_000)
+        positive_int(count, "count", upper=10_000)
         swept = self.run(self.scripts.sweep, [self.retention_ms, count])
         report = self.repair_records(zip(swept[1::2], swept[2::2], strict=True))
         report.reindexed += swept[0]
@@ -486,9 +423,9 @@ class Ledger:
         self, observed: Iterable[tuple[Any, bytes]], cursor: str = "0"
     ) -> RepairReport:
         """Repair records against the bytes the caller read (a stale read changes nothing)."""
-        pairs = [(_request_id(request_id), raw) for request_id, raw in observed]
+        pairs = [(scanned_id(request_id), raw) for request_id, raw in observed]
         report = RepairReport(cursor=cursor, scanned=len(pairs))
-        for batch in _batches(pairs, lambda item: len(item[0]) + len(item[1])):
+        for batch in batches(pairs, lambda item: len(item[0]) + len(item[1])):
             if self.optimized:
                 args: list[Any] = [self.retention_ms, self.max_attempts]
                 for request_id, raw in batch:
@@ -497,7 +434,7 @@ class Ledger:
             else:
                 codes = reference.repair(self, batch)
             for code in codes:
-                field = _REPAIR_FIELDS.get(code)
+                field = REPAIR_FIELDS.get(code)
                 if field is not None:
                     setattr(report, field, getattr(report, field) + 1)
         return report
@@ -563,7 +500,7 @@ class Ledger:
             record, given = prepare_import(fields, now, self.max_payload_bytes)
             ready.append((len(results), record, encode_record(record), given))
             results.append(None)
-        for batch in _batches(ready, lambda item: len(item[2])):
+        for batch in batches(ready, lambda item: len(item[2])):
             if self.optimized:
                 answers = self._import_fused(batch)
             else:
@@ -591,105 +528,3 @@ class Ledger:
             imported(record, given, reply[2 * i], reply[2 * i + 1])
             for i, (_, record, _, given) in enumerate(batch)
         ]
-
-
-def _admitted(request_id: str, data: bytes, now: int, delay_ms: int, trace: str | None) -> Record:
-    """Build the record an admission just stored, as the admit script encoded it."""
-    return Record(
-        request_id,
-        data.decode("utf-8"),
-        State.PENDING,
-        now + delay_ms,
-        created_at=now,
-        updated_at=now,
-        traceparent=trace,
-    )
-
-
-def imported(record: Record, given: frozenset[str], code: int, stored: bytes) -> Admission:
-    """Classify the answer of one import: written, an agreeing duplicate, or a conflict."""
-    request_id = record.request_id
-    if code == 1:
-        return Admission(request_id, AdmissionStatus.ADMITTED, None, record)
-    if code == 4:
-        return Admission(request_id, AdmissionStatus.FULL, "max_records")
-    if code == 6:
-        return Admission(request_id, AdmissionStatus.REJECTED, "invalid_record")
-    try:
-        existing = decode_record(request_id, stored)
-    except CorruptRecord:
-        return Admission(request_id, AdmissionStatus.CONFLICT, "corrupt")
-    differs = sorted(name for name in given if getattr(existing, name) != getattr(record, name))
-    if differs:
-        return Admission(
-            request_id, AdmissionStatus.CONFLICT, "differs:" + ",".join(differs), existing
-        )
-    return Admission(request_id, AdmissionStatus.DUPLICATE, None, existing)
-
-
-def settlement(claim: Claim, target: str, code: int, detail: bytes) -> Settlement:
-    """Turn one settle script answer into a ``Settlement`` (its record decoded lazily)."""
-    if code == 0:
-        return Settlement(SettlementStatus.LOST, None, detail.decode("ascii"))
-    status = SettlementStatus.RENEWED if target == "C" else SettlementStatus.SETTLED
-    return Settlement(status, request_id=claim.request_id, raw=detail)
-
-
-class _Translate:
-    """Context manager turning redis-py errors into the ledger's."""
-
-    def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> None:
-        if exc is None or isinstance(exc, LedgerError):
-            return
-        if isinstance(exc, redis_py.ConnectionError | redis_py.TimeoutError):
-            raise LedgerUnavailable(f"Redis is unavailable for {self.ledger!r}: {exc}") from exc
-        if isinstance(exc, redis_py.RedisError):
-            raise LedgerError(f"Redis refused a call of {self.ledger!r}: {exc}") from exc
-
-
-def _batches(items: list[Any], size_of: Any) -> Iterator[list[Any]]:
-    """Split items into transport batches of at most MAX_BATCH items and MAX_BATCH_BYTES."""
-    batch: list[Any] = []
-    size = 0
-    for item in items:
-        item_size = size_of(item)
-        if batch and (len(batch) >= MAX_BATCH or size + item_size > MAX_BATCH_BYTES):
-            yield batch
-            batch, size = [], 0
-        batch.append(item)
-        size += item_size
-    if batch:
-        yield batch
-
-
-def _utf8_len(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-
-
-def _request_id(value: Any) -> str | bytes:
-    """Return a scanned id as text, or as bytes when it is not UTF-8 (never ours: corrupt)."""
-    if not isinstance(value, bytes):
-        return str(value)
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        return value
-
-
-def _decodes_responses(client: Any) -> bool:
-    pool = getattr(client, "connection_pool", None)
-    kwargs = getattr(pool, "connection_kwargs", None)
-    if isinstance(kwargs, dict):
-        return bool(kwargs.get("decode_responses"))
-    encoder = getattr(client, "get_encoder", None)
-    if callable(encoder):
-        return bool(getattr(encoder(), "decode_responses", False))
-    return False

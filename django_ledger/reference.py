@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from .answers import imported
 from .errors import CorruptRecord
 from .records import Record, State, decode_record, encode_record
 from .results import Admission, AdmissionStatus, Claim, Settlement, SettlementStatus
@@ -250,8 +251,6 @@ def repair(ledger: Ledger, batch: list[tuple[str | bytes, bytes]]) -> list[int]:
 
 
 def import_one(ledger: Ledger, record: Record, raw: bytes, given: frozenset[str]) -> Admission:
-    from .ledger import imported
-
     code = _write(
         ledger, record.request_id, b"", raw, record, max_records=ledger.max_records, gate="closed"
     )

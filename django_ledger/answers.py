@@ -1,0 +1,69 @@
+"""Turning script replies into the ledger's answers."""
+
+from __future__ import annotations
+
+from .errors import CorruptRecord
+from .records import Record, State, decode_record
+from .results import Admission, AdmissionStatus, Claim, Settlement, SettlementStatus
+
+__all__ = ["ADMIT_CODES", "REPAIR_FIELDS", "admitted", "imported", "settlement"]
+
+#: admit.lua's codes: status and reason.
+ADMIT_CODES = {
+    1: (AdmissionStatus.ADMITTED, None),
+    2: (AdmissionStatus.DUPLICATE, None),
+    3: (AdmissionStatus.CONFLICT, "payload_differs"),
+    4: (AdmissionStatus.FULL, "max_records"),
+    5: (AdmissionStatus.CONFLICT, "quarantined"),
+    6: (AdmissionStatus.CONFLICT, "corrupt"),
+}
+REPAIR_FIELDS = {
+    0: "stale",
+    2: "reindexed",
+    3: "expired",
+    4: "dead",
+    5: "quarantined",
+    6: "purged",
+}
+
+
+def admitted(request_id: str, data: bytes, now: int, delay_ms: int, trace: str | None) -> Record:
+    """Build the record an admission just stored, as the admit script encoded it."""
+    return Record(
+        request_id,
+        data.decode("utf-8"),
+        State.PENDING,
+        now + delay_ms,
+        created_at=now,
+        updated_at=now,
+        traceparent=trace,
+    )
+
+
+def imported(record: Record, given: frozenset[str], code: int, stored: bytes) -> Admission:
+    """Classify the answer of one import: written, an agreeing duplicate, or a conflict."""
+    request_id = record.request_id
+    if code == 1:
+        return Admission(request_id, AdmissionStatus.ADMITTED, None, record)
+    if code == 4:
+        return Admission(request_id, AdmissionStatus.FULL, "max_records")
+    if code == 6:
+        return Admission(request_id, AdmissionStatus.REJECTED, "invalid_record")
+    try:
+        existing = decode_record(request_id, stored)
+    except CorruptRecord:
+        return Admission(request_id, AdmissionStatus.CONFLICT, "corrupt")
+    differs = sorted(name for name in given if getattr(existing, name) != getattr(record, name))
+    if differs:
+        return Admission(
+            request_id, AdmissionStatus.CONFLICT, "differs:" + ",".join(differs), existing
+        )
+    return Admission(request_id, AdmissionStatus.DUPLICATE, None, existing)
+
+
+def settlement(claim: Claim, target: str, code: int, detail: bytes) -> Settlement:
+    """Turn one settle script answer into a ``Settlement`` (its record decoded lazily)."""
+    if code == 0:
+        return Settlement(SettlementStatus.LOST, None, detail.decode("ascii"))
+    status = SettlementStatus.RENEWED if target == "C" else SettlementStatus.SETTLED
+    return Settlement(status, request_id=claim.request_id, raw=detail)

@@ -15,7 +15,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from . import conf
+from . import conf, connections
 
 __all__ = ["check_rangefilter", "check_redis", "check_settings", "register_checks"]
 
@@ -186,7 +186,7 @@ def _check_limit(
 
 def _check_connection(spec: Any, where: str) -> list[checks.CheckMessage]:
     try:
-        kind = conf.connection_kind(spec)
+        kind = connections.connection_kind(spec)
     except ImproperlyConfigured:
         return [
             _error(
@@ -199,7 +199,7 @@ def _check_connection(spec: Any, where: str) -> list[checks.CheckMessage]:
         ]
     if kind == "cluster":
         try:
-            conf.cluster_nodes(spec)
+            connections.cluster_nodes(spec)
         except ImproperlyConfigured as exc:
             return [
                 _error(
@@ -211,7 +211,7 @@ def _check_connection(spec: Any, where: str) -> list[checks.CheckMessage]:
             ]
         return []
     if kind == "url":
-        problem = conf.url_problem(spec)
+        problem = connections.url_problem(spec)
         if problem is not None:
             return [
                 _error(
@@ -380,7 +380,7 @@ def _nodes(spec: Any) -> Iterator[tuple[str, Any]]:
     import redis
     from redis.cluster import RedisCluster
 
-    if conf.connection_kind(spec) == "url":
+    if connections.connection_kind(spec) == "url":
         # A client of its own with timeouts, so an unreachable host cannot hang `check`.
         client = redis.Redis.from_url(spec, socket_connect_timeout=5, socket_timeout=5)
         try:

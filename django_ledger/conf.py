@@ -13,16 +13,22 @@ import math
 import os
 import re
 import socket
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
+from .connections import (
+    URL_SCHEMES,
+    cached,
+    client_for,
+    registries,
+    reset_connections,
+)
 from .ledger import Ledger
 from .timing import MAX_DURATION_MS
 
@@ -76,7 +82,6 @@ QUEUE_KEYS = frozenset(DEFAULTS) | {"GROUPS"}
 TOP_KEYS = frozenset(TOP_DEFAULTS) | {"DEFAULTS", "DISPATCH", "API"}
 DISPATCH_KEYS = frozenset(DISPATCH_DEFAULTS)
 #: URL schemes a connection may use; anything else with ``://`` is a bad URL.
-URL_SCHEMES = ("redis", "rediss", "unix")
 
 _NAME = re.compile(r"[^\s{}\x00-\x1f\x7f]{1,100}")
 _MAX_DURATION_S = MAX_DURATION_MS / 1000
@@ -329,130 +334,10 @@ def _as_timedelta(value: Any) -> timedelta:
 
 # -- connections ----------------------------------------------------------------------
 
-_T = TypeVar("_T")
-_lock = threading.Lock()
-_pid = os.getpid()
-_clients: dict[str, Any] = {}
-_registries: dict[tuple[Any, ...], DispatchRegistry] = {}
-
-
-def connection_kind(spec: Any) -> str:
-    """Classify a connection spec: ``"url"``, ``"cluster"`` or ``"alias"``.
-
-    Raise ``ImproperlyConfigured`` for anything else (the checks say it first).
-    """
-    if isinstance(spec, dict) and set(spec) == {"CLUSTER"}:
-        return "cluster"
-    if isinstance(spec, str) and spec:
-        return "url" if "://" in spec else "alias"
-    raise ImproperlyConfigured(
-        "a ledger connection must be a django-redis cache alias, a redis://, rediss:// or "
-        f"unix:// URL, or {{'CLUSTER': ['host:port', ...]}}, got {spec!r}"
-    )
-
-
-def cluster_nodes(spec: dict[str, Any]) -> list[tuple[str, int]]:
-    """Parse ``{"CLUSTER": ["host:port", ...]}``; raise ``ImproperlyConfigured`` if malformed."""
-    nodes = spec["CLUSTER"]
-    if isinstance(nodes, str) or not isinstance(nodes, list | tuple) or not nodes:
-        raise ImproperlyConfigured(
-            f"CLUSTER must be a non-empty list of 'host:port' startup nodes, got {nodes!r}"
-        )
-    parsed = []
-    for node in nodes:
-        host, _, port = node.rpartition(":") if isinstance(node, str) else ("", "", "")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ImproperlyConfigured(f"CLUSTER startup node {node!r} is not 'host:port'")
-        parsed.append((host.strip("[]"), int(port)))
-    return parsed
-
-
-def url_problem(url: str) -> str | None:
-    """Say why ``url`` is not a usable Redis URL, or ``None``."""
-    from redis.connection import parse_url as parse  # untyped in redis-py
-
-    parse_url: Callable[[str], dict[str, Any]] = parse
-    scheme = url.partition("://")[0]
-    if scheme not in URL_SCHEMES:
-        return f"scheme {scheme!r} is not one of redis://, rediss:// or unix://"
-    try:
-        parse_url(url)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
 
 def connection(spec: Any = None) -> Any:
-    """Return the redis-py client for a connection spec (default: ``LEDGER['CONNECTION']``).
-
-    A cache alias goes through ``django_redis.get_redis_connection`` (django-redis
-    keeps one pool per process); a URL or a cluster's startup nodes get one client,
-    and so one pool, per process, reused.
-    """
-    spec = ledger_settings.connection if spec is None else spec
-    kind = connection_kind(spec)
-    if kind == "cluster":
-        nodes = cluster_nodes(spec)
-        key = "cluster:" + ",".join(f"{host}:{port}" for host, port in nodes)
-        return _cached(_clients, key, lambda: _cluster(nodes))
-    if kind == "url":
-        problem = url_problem(spec)
-        if problem is not None:
-            raise ImproperlyConfigured(f"ledger connection URL {spec!r}: {problem}")
-        import redis
-
-        return _cached(_clients, spec, lambda: redis.Redis.from_url(spec))
-    return _alias_connection(spec)
-
-
-def _alias_connection(alias: str) -> Any:
-    from django.core.cache import InvalidCacheBackendError
-
-    try:
-        from django_redis import get_redis_connection
-
-        return get_redis_connection(alias)
-    except InvalidCacheBackendError as exc:
-        raise ImproperlyConfigured(
-            f"ledger connection {alias!r} is not a cache alias in CACHES ({exc})"
-        ) from exc
-    except NotImplementedError as exc:
-        raise ImproperlyConfigured(
-            f"ledger connection {alias!r} is a cache that is not django-redis "
-            "(django_redis.cache.RedisCache)"
-        ) from exc
-
-
-def _cluster(nodes: list[tuple[str, int]]) -> Any:
-    from redis.cluster import ClusterNode, RedisCluster
-
-    node: Callable[[str, int], ClusterNode] = ClusterNode  # untyped in redis-py
-    return RedisCluster(startup_nodes=[node(host, port) for host, port in nodes])
-
-
-def _cached(store: dict[Any, _T], key: Any, build: Callable[[], _T]) -> _T:
-    global _pid
-    with _lock:
-        if os.getpid() != _pid:
-            # A forked child (gunicorn, multiprocessing) must not share the parent's
-            # sockets: forget, without closing, what the parent built.
-            _clients.clear()
-            _registries.clear()
-            _pid = os.getpid()
-        if key not in store:
-            store[key] = build()
-        return store[key]
-
-
-def reset_connections() -> None:
-    """Forget cached clients and registries (tests that repoint the setting use this)."""
-    with _lock:
-        for client in _clients.values():
-            close = getattr(client, "close", None)
-            if callable(close):
-                close()
-        _clients.clear()
-        _registries.clear()
+    """Return the redis-py client for a connection spec (default: ``LEDGER['CONNECTION']``)."""
+    return client_for(ledger_settings.connection if spec is None else spec)
 
 
 # -- entry points ---------------------------------------------------------------------
@@ -520,12 +405,14 @@ def get_dispatch_registry(**overrides: Any) -> DispatchRegistry:
         )
     if issubclass(backend, MemoryDispatchRegistry):
         key: tuple[Any, ...] = (path, config.ttl)
-        return _cached(_registries, key, lambda: backend(ttl=config.ttl))
+        memory: DispatchRegistry = cached(registries, key, lambda: backend(ttl=config.ttl))
+        return memory
     # Keyed by the connection actually used, so a registry follows LEDGER['CONNECTION'].
     spec = ledger_settings.connection if config.connection is None else config.connection
     key = (path, repr(spec), config.namespace, config.ttl)
     client = connection(spec)
     factory: Callable[..., DispatchRegistry] = backend
-    return _cached(
-        _registries, key, lambda: factory(client, namespace=config.namespace, ttl=config.ttl)
+    registry: DispatchRegistry = cached(
+        registries, key, lambda: factory(client, namespace=config.namespace, ttl=config.ttl)
     )
+    return registry

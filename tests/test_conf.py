@@ -16,12 +16,12 @@ from django_ledger import AdmissionStatus, Ledger
 from django_ledger.conf import (
     DEFAULTS,
     QueueSettings,
-    cluster_nodes,
     connection,
     get_ledger,
     ledger_settings,
     reset_connections,
 )
+from django_ledger.connections import cluster_nodes
 from tests.redis_server import RedisServer
 
 

@@ -1,0 +1,152 @@
+"""Redis clients for the Django layer: one per process and connection spec.
+
+A fork (gunicorn, multiprocessing) must not share its parent's sockets, so every
+cache here is forgotten, without closing anything, in a child process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.core.exceptions import ImproperlyConfigured
+
+__all__ = [
+    "URL_SCHEMES",
+    "cached",
+    "client_for",
+    "cluster_nodes",
+    "connection_kind",
+    "registries",
+    "reset_connections",
+    "url_problem",
+]
+
+URL_SCHEMES = ("redis", "rediss", "unix")
+
+_T = TypeVar("_T")
+_lock = threading.Lock()
+_pid = os.getpid()
+_clients: dict[str, Any] = {}
+#: Dispatch registries built by ``conf.get_dispatch_registry``, per process like clients.
+registries: dict[tuple[Any, ...], Any] = {}
+
+
+def connection_kind(spec: Any) -> str:
+    """Classify a connection spec: ``"url"``, ``"cluster"`` or ``"alias"``.
+
+    Raise ``ImproperlyConfigured`` for anything else (the checks say it first).
+    """
+    if isinstance(spec, dict) and set(spec) == {"CLUSTER"}:
+        return "cluster"
+    if isinstance(spec, str) and spec:
+        return "url" if "://" in spec else "alias"
+    raise ImproperlyConfigured(
+        "a ledger connection must be a django-redis cache alias, a redis://, rediss:// or "
+        f"unix:// URL, or {{'CLUSTER': ['host:port', ...]}}, got {spec!r}"
+    )
+
+
+def cluster_nodes(spec: dict[str, Any]) -> list[tuple[str, int]]:
+    """Parse ``{"CLUSTER": ["host:port", ...]}``; raise ``ImproperlyConfigured`` if malformed."""
+    nodes = spec["CLUSTER"]
+    if isinstance(nodes, str) or not isinstance(nodes, list | tuple) or not nodes:
+        raise ImproperlyConfigured(
+            f"CLUSTER must be a non-empty list of 'host:port' startup nodes, got {nodes!r}"
+        )
+    parsed = []
+    for node in nodes:
+        host, _, port = node.rpartition(":") if isinstance(node, str) else ("", "", "")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ImproperlyConfigured(f"CLUSTER startup node {node!r} is not 'host:port'")
+        parsed.append((host.strip("[]"), int(port)))
+    return parsed
+
+
+def url_problem(url: str) -> str | None:
+    """Say why ``url`` is not a usable Redis URL, or ``None``."""
+    from redis.connection import parse_url as parse  # untyped in redis-py
+
+    parse_url: Callable[[str], dict[str, Any]] = parse
+    scheme = url.partition("://")[0]
+    if scheme not in URL_SCHEMES:
+        return f"scheme {scheme!r} is not one of redis://, rediss:// or unix://"
+    try:
+        parse_url(url)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def client_for(spec: Any) -> Any:
+    """Return the redis-py client for a connection spec.
+
+    A cache alias goes through ``django_redis.get_redis_connection`` (django-redis
+    keeps one pool per process); a URL or a cluster's startup nodes get one client,
+    and so one pool, per process, reused.
+    """
+    kind = connection_kind(spec)
+    if kind == "cluster":
+        nodes = cluster_nodes(spec)
+        key = "cluster:" + ",".join(f"{host}:{port}" for host, port in nodes)
+        return cached(_clients, key, lambda: _cluster(nodes))
+    if kind == "url":
+        problem = url_problem(spec)
+        if problem is not None:
+            raise ImproperlyConfigured(f"ledger connection URL {spec!r}: {problem}")
+        import redis
+
+        return cached(_clients, spec, lambda: redis.Redis.from_url(spec))
+    return _alias_connection(spec)
+
+
+def _alias_connection(alias: str) -> Any:
+    from django.core.cache import InvalidCacheBackendError
+
+    try:
+        from django_redis import get_redis_connection
+
+        return get_redis_connection(alias)
+    except InvalidCacheBackendError as exc:
+        raise ImproperlyConfigured(
+            f"ledger connection {alias!r} is not a cache alias in CACHES ({exc})"
+        ) from exc
+    except NotImplementedError as exc:
+        raise ImproperlyConfigured(
+            f"ledger connection {alias!r} is a cache that is not django-redis "
+            "(django_redis.cache.RedisCache)"
+        ) from exc
+
+
+def _cluster(nodes: list[tuple[str, int]]) -> Any:
+    from redis.cluster import ClusterNode, RedisCluster
+
+    node: Callable[[str, int], ClusterNode] = ClusterNode  # untyped in redis-py
+    return RedisCluster(startup_nodes=[node(host, port) for host, port in nodes])
+
+
+def cached(store: dict[Any, _T], key: Any, build: Callable[[], _T]) -> _T:
+    global _pid
+    with _lock:
+        if os.getpid() != _pid:
+            # A forked child (gunicorn, multiprocessing) must not share the parent's
+            # sockets: forget, without closing, what the parent built.
+            _clients.clear()
+            registries.clear()
+            _pid = os.getpid()
+        if key not in store:
+            store[key] = build()
+        return store[key]
+
+
+def reset_connections() -> None:
+    """Forget cached clients and registries (tests that repoint the setting use this)."""
+    with _lock:
+        for client in _clients.values():
+            close = getattr(client, "close", None)
+            if callable(close):
+                close()
+        _clients.clear()
+        registries.clear()

@@ -266,7 +266,7 @@ def main() -> None:
             + ", ".join(f"{k} {v:,.0f}" for k, v in raw.items())
         )
         print(
-            f"\n{'operation':<14}{'optimized/s':>14}{'reference/s':>14}{'baseline':>14}"
+            f"\n{'operation':<14}{'optimized/s':>14}{'reference/s':>14}{'baseline':>16}"
             f"{'opt/base':>10}{'calls/batch':>13}"
         )
         for name, base_name in BASELINE_OF.items():
@@ -275,7 +275,7 @@ def main() -> None:
             calls_text = f"{per_call:.2f}" if per_call is not None else ""
             print(
                 f"{name:<14}{median(o[name] for o in opts):>14,.0f}{ref[name]:>14,.0f}"
-                f"{base_name:>14}{ratio:>10.2f}{calls_text:>13}"
+                f"{base_name:>16}{ratio:>10.2f}{calls_text:>13}"
             )
         ours, bare, mem_ratio = memory_ratio(client)
         print(

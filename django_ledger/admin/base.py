@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters, ShowFacets
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -18,7 +20,7 @@ from django.utils.translation import gettext
 from .. import permissions
 from ..errors import LedgerError
 from .actions import Operation, act_view
-from .lookups import Spec
+from .lookups import Spec, split_key
 from .query import LedgerQuery, RecordQuery
 
 __all__ = ["LedgerModelAdmin"]
@@ -161,6 +163,30 @@ class LedgerModelAdmin(_ModelAdmin):
                 request, "admin/django_ledger/unavailable.html", context, status=503
             )
             return response.render()
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        return self.guard(request, self.open_key, request, object_id)
+
+    def open_key(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Check that this user may see the record ``object_id`` names; then ``detail`` it."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        key = unquote(object_id)
+        pair = split_key(key)
+        if pair is None or not self.can_view_queue(request, pair[0]):
+            return self.not_found(request, key)
+        queue, request_id = pair
+        return self.detail(request, key, queue, request_id)
+
+    def detail(self, request: HttpRequest, key: str, queue: str, request_id: str) -> HttpResponse:
+        """Show one id of ``queue`` (the admins of records and quarantine say how)."""
+        raise NotImplementedError
 
     def changelist_url(self) -> str:
         return reverse(

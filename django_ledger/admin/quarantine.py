@@ -7,8 +7,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin
-from django.contrib.admin.utils import quote, unquote
-from django.core.exceptions import PermissionDenied
+from django.contrib.admin.utils import quote
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -20,7 +19,7 @@ from .actions import OPERATIONS, bulk_action
 from .base import LedgerModelAdmin
 from .display import decode_error, escape_bytes
 from .filters import QueueFilter
-from .lookups import ALL_STATES, Spec, UnsupportedLookup, join_key, split_key
+from .lookups import ALL_STATES, Spec, UnsupportedLookup, join_key
 from .query import LedgerQuery, run_script
 
 __all__ = ["QuarantineQuery", "QuarantinedRecordAdmin"]
@@ -131,24 +130,8 @@ class QuarantinedRecordAdmin(LedgerModelAdmin):
     def has_restore_permission(self, request: HttpRequest) -> bool:
         return permissions.can(request.user, "restore")
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        return self.guard(request, self.detail, request, object_id)
-
-    def detail(self, request: HttpRequest, object_id: str) -> HttpResponse:
+    def detail(self, request: HttpRequest, key: str, queue: str, request_id: str) -> HttpResponse:
         """Show the quarantined bytes safely, why they fail, and what is stored now."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        key = unquote(object_id)
-        pair = split_key(key)
-        if pair is None or not self.can_view_queue(request, pair[0]):
-            return self.not_found(request, key)
-        queue, request_id = pair
         snap = operations.snapshot(get_ledger(queue), request_id)
         if snap is None or snap.quarantined is None:
             return self.not_found(request, key)

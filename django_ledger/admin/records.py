@@ -7,8 +7,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin
-from django.contrib.admin.utils import quote, unquote
-from django.core.exceptions import PermissionDenied
+from django.contrib.admin.utils import quote
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -21,7 +20,6 @@ from .actions import OPERATIONS, bulk_action
 from .base import LedgerModelAdmin
 from .display import escape_bytes, instant_text, pretty_payload, relative_text
 from .filters import QueueFilter, ScoreRangeFilter, StateFilter
-from .lookups import split_key
 
 __all__ = ["RecordAdmin"]
 
@@ -94,24 +92,8 @@ class RecordAdmin(LedgerModelAdmin):
     def has_purge_permission(self, request: HttpRequest) -> bool:
         return permissions.can(request.user, "purge")
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        return self.guard(request, self.detail, request, object_id)
-
-    def detail(self, request: HttpRequest, object_id: str) -> HttpResponse:
+    def detail(self, request: HttpRequest, key: str, queue: str, request_id: str) -> HttpResponse:
         """Show one record as stored, every field, and the actions this user may take."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
-        key = unquote(object_id)
-        pair = split_key(key)
-        if pair is None or not self.can_view_queue(request, pair[0]):
-            return self.not_found(request, key)
-        queue, request_id = pair
         ledger = get_ledger(queue)
         snap = operations.snapshot(ledger, request_id)
         if snap is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..importing import record_to_fields
 from ..records import Record
 from ..results import Admission, Settlement
 
@@ -16,20 +17,8 @@ __all__ = ["admission_data", "record_data", "settlement_data"]
 
 
 def record_data(record: Record) -> dict[str, Any]:
-    """Return ``record`` as ``RecordSerializer`` documents it."""
-    return {
-        "request_id": record.request_id,
-        "payload": record.payload,
-        "state": record.state.value,
-        "due_at": record.due_at,
-        "owner": record.owner,
-        "attempts": record.attempts,
-        "fence": record.fence,
-        "lease_until": record.lease_until,
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
-        "traceparent": record.traceparent,
-    }
+    """Return ``record`` as ``RecordSerializer`` documents it: the export format's fields."""
+    return record_to_fields(record)
 
 
 def admission_data(admission: Admission) -> dict[str, Any]:

@@ -71,3 +71,23 @@ def test_a_closed_gate_is_a_clear_error(queues: None) -> None:
 def test_bad_port(queues: None) -> None:
     with pytest.raises(CommandError, match="--port"):
         call_command("ledger_demo", "--port", "0", "--no-serve", stdout=io.StringIO())
+
+
+def test_prints_each_step_as_resolve_reads_it(queues: None) -> None:
+    out = demo()
+    expected = {
+        "completed": "COMPLETED",
+        "failed": "FAILED",
+        "retried": "PENDING",
+        "claimed": "CLAIMED",
+        "dead": "DEAD",
+        "later": "PENDING",
+    }
+    for step, state in expected.items():
+        line = re.search(rf"^  {step} +(demo-\S+): (\w+), attempts (\d+), fence (\d+)", out, re.M)
+        assert line is not None, out
+        assert line.group(2) == state
+        record = get_ledger("default").resolve(line.group(1)) or get_ledger("emails").resolve(
+            line.group(1)
+        )
+        assert record is not None and record.state.value == state

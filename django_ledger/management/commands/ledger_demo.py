@@ -40,10 +40,20 @@ class Command(BaseCommand):
             queues = ledger_settings.queue_names
             for name in queues:
                 ledger = get_ledger(name)
-                seed_demo(ledger)
+                seed = seed_demo(ledger)
                 counts = ledger.stats().as_dict()
                 figures = " ".join(f"{key}={counts[key]}" for key in STATS)
                 self.stdout.write(f"queue {name}: {figures}")
+                # Read back what each step left, as resolve() sees it.
+                steps = [step for step in seed.steps if step != "quarantined"]
+                records = ledger.resolve_many([seed.steps[step] for step in steps])
+                for step, record in zip(steps, records, strict=True):
+                    if record is not None:
+                        self.stdout.write(
+                            f"  {step:<9} {record.request_id}: {record.state.value}, "
+                            f"attempts {record.attempts}, fence {record.fence}"
+                            + (f", owner {record.owner}" if record.owner else "")
+                        )
         except (ImproperlyConfigured, LedgerError, RuntimeError) as exc:
             raise CommandError(f"could not seed the demo: {exc}") from exc
         url = f"http://127.0.0.1:{port}/admin/"

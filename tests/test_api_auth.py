@@ -233,10 +233,14 @@ def test_throttles_are_per_scope_and_answer_429_with_retry_after(
     )
 
 
-def test_the_schema_and_docs_are_public(api_anonymous: APIClient) -> None:
-    schema = api_anonymous.get("/api/schema/", {"format": "json"})
+def test_the_schema_and_docs_need_a_signed_in_user(
+    api_anonymous: APIClient, api_root: APIClient
+) -> None:
+    assert api_anonymous.get("/api/schema/", {"format": "json"}).status_code == 401
+    assert api_anonymous.get("/api/docs/").status_code == 401
+    schema = api_root.get("/api/schema/", {"format": "json"})
     assert schema.status_code == 200
     assert "/api/queues/{queue}/admit/" in schema.json()["paths"]
-    docs = api_anonymous.get("/api/docs/")
+    docs = api_root.get("/api/docs/")
     assert docs.status_code == 200
     assert b"swagger" in docs.content.lower()

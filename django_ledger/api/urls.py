@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from django.urls import URLPattern, path, register_converter
-from drf_spectacular.views import SpectacularSwaggerView
 
 from .views import (
     AdmissionViewSet,
     ClaimViewSet,
     DispatchViewSet,
+    DocsView,
     QuarantineViewSet,
     QueueViewSet,
     RecordViewSet,
@@ -70,7 +70,7 @@ urlpatterns: list[URLPattern] = [
     path("schema/", SchemaView.as_view(), name="schema"),
     path(
         "docs/",
-        SpectacularSwaggerView.as_view(url_name="django_ledger_api:schema"),
+        DocsView.as_view(url_name="django_ledger_api:schema"),
         name="docs",
     ),
 ]

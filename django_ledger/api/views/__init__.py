@@ -5,12 +5,13 @@ from .claims import ClaimViewSet
 from .dispatch import DispatchViewSet
 from .queues import QuarantineViewSet, QueueViewSet
 from .records import RecordViewSet
-from .schema import SchemaView
+from .schema import DocsView, SchemaView
 
 __all__ = [
     "AdmissionViewSet",
     "ClaimViewSet",
     "DispatchViewSet",
+    "DocsView",
     "QuarantineViewSet",
     "QueueViewSet",
     "RecordViewSet",

@@ -284,12 +284,21 @@ class Ledger:
 
     def renew(self, claim: Claim, lease: timedelta | float = 30) -> Settlement:
         """Extend ``claim``'s lease to now + ``lease`` if it still holds the record."""
-        check_claim(claim)
-        lease_ms = duration_ms(lease, "lease", positive=True)
-        settlement = self._settle_batch([(claim, "C", lease_ms)])[0]
-        if settlement.status is SettlementStatus.RENEWED and settlement.record is not None:
-            claim.lease_until = settlement.record.lease_until or claim.lease_until
-        return settlement
+        return self.renew_many([(claim, lease)])[0]
+
+    def renew_many(self, items: Iterable[tuple[Claim, timedelta | float]]) -> list[Settlement]:
+        """Renew many claims, one round trip per batch; each renewed Claim's lease moves on."""
+        work: list[tuple[Claim, str, int]] = []
+        for item in items:
+            if not isinstance(item, tuple | list) or len(item) != 2:
+                raise TypeError("each item must be a (claim, lease) pair")
+            check_claim(item[0])
+            work.append((item[0], "C", duration_ms(item[1], "lease", positive=True)))
+        settlements = self._settle_batch(work)
+        for (claim, _, _), answer in zip(work, settlements, strict=True):
+            if answer.status is SettlementStatus.RENEWED and answer.record is not None:
+                claim.lease_until = answer.record.lease_until or claim.lease_until
+        return settlements
 
     def settle(
         self, claim: Claim, state: State = State.COMPLETED, delay: timedelta | float = 0

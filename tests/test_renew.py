@@ -5,9 +5,18 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+import redis
 
 from django_ledger import Claim, Ledger, SettlementStatus, State
-from tests.ledger_helpers import advance, corrupt, dump, expire_and_repair, indexes_of, raw
+from tests.ledger_helpers import (
+    advance,
+    corrupt,
+    count_calls,
+    dump,
+    expire_and_repair,
+    indexes_of,
+    raw,
+)
 
 pytest_plugins = ["tests.ledger_fixtures"]
 
@@ -208,4 +217,44 @@ def test_bad_lease(ledger: Ledger, lease: object, error: type[Exception]) -> Non
     before = dump(ledger)
     with pytest.raises(error, match="lease"):
         ledger.renew(claim, lease=lease)  # type: ignore[arg-type]
+    assert dump(ledger) == before
+
+
+def test_renew_many_renews_each_claim_in_one_round_trip(
+    ledger: Ledger, redis_client: redis.Redis
+) -> None:
+    ledger.admit_many([(f"job-{i}", "p") for i in range(3)])
+    claims = ledger.claim_many("w", 3, lease=10)
+    assert len(claims) == 3
+    stale = Claim(claims[2].request_id, "p", "someone-else", 1, 1, claims[2].lease_until)
+    before = [claim.lease_until for claim in claims[:2]]
+    with count_calls(redis_client) as calls:
+        results = ledger.renew_many([(claims[0], 60), (claims[1], 60), (stale, 60)])
+    if ledger.optimized:
+        assert calls.evalsha == 1
+    assert [r.status for r in results] == [
+        SettlementStatus.RENEWED,
+        SettlementStatus.RENEWED,
+        SettlementStatus.LOST,
+    ]
+    assert results[2].reason == "superseded"
+    for claim, old in zip(claims[:2], before, strict=True):
+        assert claim.lease_until >= old + 49_000
+        record = ledger.resolve(claim.request_id)
+        assert record is not None and record.lease_until == claim.lease_until
+
+
+def test_renew_many_refuses_bad_items_before_any_write(ledger: Ledger) -> None:
+    ledger.admit("job", "p")
+    claim = ledger.claim("w", lease=10)
+    assert claim is not None
+    before = dump(ledger)
+    for items, error in [
+        ([("not a claim", 10)], TypeError),
+        ([claim], TypeError),
+        ([(claim, 10), (claim, -1)], ValueError),
+        ([(claim, 0)], ValueError),
+    ]:
+        with pytest.raises(error):
+            ledger.renew_many(items)  # type: ignore[arg-type]
     assert dump(ledger) == before

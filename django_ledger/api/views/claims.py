@@ -99,11 +99,9 @@ class ClaimViewSet(LedgerViewSet):
         items = self.validated(RenewBatchSerializer, request.data)["items"]
         claims = _read_tokens(ledger, items)
         default = ledger_settings.queue(queue).lease
-        # The ledger renews one claim per call (no renew_many yet).
-        results = [
-            ledger.renew(claim, item.get("lease", default))
-            for claim, item in zip(claims, items, strict=True)
-        ]
+        results = ledger.renew_many(
+            (claim, item.get("lease", default)) for claim, item in zip(claims, items, strict=True)
+        )
         return Response({"results": [settlement_data(r) for r in results]})
 
     @extend_schema(

@@ -15,7 +15,7 @@ from typing import Any
 from .errors import CorruptRecord, LedgerError
 from .ledger import Ledger
 from .records import Record, State, decode_record, encode_record
-from .reference import _write
+from .reference import write
 
 __all__ = [
     "RecordChanged",
@@ -85,7 +85,7 @@ def _current(ledger: Ledger, request_id: str, version: str) -> Snapshot:
 
 
 def _commit(ledger: Ledger, current: Snapshot, new: Record | None, **kwargs: Any) -> Record | None:
-    written = _write(
+    written = write(
         ledger,
         current.request_id,
         current.raw,

@@ -19,13 +19,13 @@ from .results import Admission, AdmissionStatus, Claim, Settlement, SettlementSt
 if TYPE_CHECKING:
     from .ledger import Ledger
 
-__all__ = ["admit", "claim", "import_one", "repair", "settle"]
+__all__ = ["admit", "claim", "import_one", "repair", "settle", "write"]
 
 _STATE_OF = {"K": State.COMPLETED, "F": State.FAILED, "P": State.PENDING, "C": State.CLAIMED}
 _RETRIES = 8
 
 
-def _write(
+def write(
     ledger: Ledger,
     request_id: str,
     expected: bytes,
@@ -37,6 +37,12 @@ def _write(
     max_records: int | None = None,
     gate: str = "",
 ) -> int:
+    """Replace the exact bytes ``expected`` (b"" = absent) by ``new`` (b"" = delete).
+
+    The one compare-and-set write of the reference path and of operator actions: the
+    record goes first, then the index its state calls for; time and gate conditions
+    are checked with the server clock in the same step. Answer ``write.lua``'s code.
+    """
     ready = lease = letter = score = ""
     if record is not None:
         if record.state is State.PENDING:
@@ -87,7 +93,7 @@ def admit(
             updated_at=now,
             traceparent=traceparent or None,
         )
-        code = _write(
+        code = write(
             ledger, request_id, b"", encode_record(record), record, max_records=ledger.max_records
         )
         if code == 1:
@@ -153,7 +159,7 @@ def claim(ledger: Ledger, owner: str, limit: int, lease_ms: int) -> list[Claim]:
                 lease_until=now + lease_ms,
                 updated_at=now,
             )
-            code = _write(
+            code = write(
                 ledger,
                 request_id,
                 raw,
@@ -205,10 +211,7 @@ def settle(ledger: Ledger, claim: Claim, target: str, ms: int) -> Settlement:
             )
         else:
             new = replace(record, state=_STATE_OF[target], lease_until=None, updated_at=now)
-        if (
-            _write(ledger, claim.request_id, raw, encode_record(new), new, deadline=lease_until)
-            == 1
-        ):
+        if write(ledger, claim.request_id, raw, encode_record(new), new, deadline=lease_until) == 1:
             status = SettlementStatus.RENEWED if target == "C" else SettlementStatus.SETTLED
             return Settlement(status, new)
         # The record or the clock moved under us: look again and answer from what is there.
@@ -236,13 +239,13 @@ def repair(ledger: Ledger, batch: list[tuple[str | bytes, bytes]]) -> list[int]:
                 new = replace(
                     record, state=State.PENDING, lease_until=None, due_at=now, updated_at=now
                 )
-            written = _write(
+            written = write(
                 ledger, request_id, raw, encode_record(new), new, not_before=lease_until
             )
             codes.append((4 if new.state is State.DEAD else 3) if written == 1 else 0)
         elif record.state.terminal and record.updated_at + ledger.retention_ms <= now:
             deadline = record.updated_at + ledger.retention_ms
-            written = _write(ledger, request_id, raw, b"", None, not_before=deadline)
+            written = write(ledger, request_id, raw, b"", None, not_before=deadline)
             codes.append(6 if written == 1 else 0)
         else:
             args: list[Any] = [request_id, raw, record.state.letter, record.index_score()]
@@ -251,7 +254,7 @@ def repair(ledger: Ledger, batch: list[tuple[str | bytes, bytes]]) -> list[int]:
 
 
 def import_one(ledger: Ledger, record: Record, raw: bytes, given: frozenset[str]) -> Admission:
-    code = _write(
+    code = write(
         ledger, record.request_id, b"", raw, record, max_records=ledger.max_records, gate="closed"
     )
     if code == -2:

@@ -1,17 +1,17 @@
 """django-ledger: reliable, idempotent delivery of work on Redis.
 
-The core (everything imported here) needs no Django settings; ``get_ledger`` and
-``get_dispatch_registry`` read the ``LEDGER`` setting when called.
+The core (``django_ledger.core``, everything imported here) needs no Django;
+``get_ledger`` and ``get_dispatch_registry`` read the ``LEDGER`` setting when called.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import CorruptRecord, LedgerError, LedgerUnavailable
-from .ledger import MAX_BATCH, MAX_BATCH_BYTES, Ledger
-from .records import Record, State
-from .results import (
+from .core.errors import CorruptRecord, LedgerError, LedgerUnavailable
+from .core.ledger import MAX_BATCH, MAX_BATCH_BYTES, Ledger
+from .core.records import Record, State
+from .core.results import (
     Admission,
     AdmissionStatus,
     Claim,
@@ -22,7 +22,7 @@ from .results import (
 )
 
 if TYPE_CHECKING:
-    from .dispatch import DispatchRegistry
+    from .core.dispatch import DispatchRegistry
 
 __all__ = [
     "MAX_BATCH",

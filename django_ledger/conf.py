@@ -9,13 +9,7 @@ and dispatch registries are built once per process and configuration, and
 
 from __future__ import annotations
 
-import math
-import os
-import re
-import socket
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings as django_settings
@@ -29,11 +23,27 @@ from .connections import (
     registries,
     reset_connections,
 )
-from .ledger import Ledger
-from .timing import MAX_DURATION_MS
+from .core.ledger import Ledger
+from .defaults import (
+    DEFAULTS,
+    DISPATCH_DEFAULTS,
+    DISPATCH_KEYS,
+    LIMITS,
+    QUEUE_KEYS,
+    TOP_DEFAULTS,
+    TOP_KEYS,
+    DispatchSettings,
+    Limit,
+    QueueSettings,
+    as_timedelta,
+    checked_name,
+    dispatch_settings_of,
+    groups_of,
+    usable_name,
+)
 
 if TYPE_CHECKING:
-    from .dispatch import DispatchRegistry
+    from .core.dispatch import DispatchRegistry
 
 __all__ = [
     "DEFAULTS",
@@ -41,128 +51,20 @@ __all__ = [
     "LIMITS",
     "QUEUE_KEYS",
     "TOP_DEFAULTS",
+    "TOP_KEYS",
     "URL_SCHEMES",
     "DispatchSettings",
     "Limit",
     "QueueSettings",
     "connection",
     "dispatch_node_id",
+    "dispatch_settings_of",
     "get_dispatch_registry",
     "get_ledger",
     "ledger_settings",
     "reset_connections",
+    "usable_name",
 ]
-
-#: What every queue gets unless the ``LEDGER`` setting says otherwise.
-DEFAULTS: dict[str, Any] = {
-    "MAX_PAYLOAD_BYTES": 1_048_576,
-    "MAX_RECORDS": 100_000,
-    "OPTIMIZED": True,
-    "MAX_ATTEMPTS": 16,
-    "RETENTION": timedelta(days=7),
-    "LEASE": timedelta(seconds=30),
-}
-#: ``LEDGER['DISPATCH']``: the dispatch registry.
-DISPATCH_DEFAULTS: dict[str, Any] = {
-    "BACKEND": "django_ledger.dispatch.RedisDispatchRegistry",
-    "CONNECTION": None,
-    "NAMESPACE": "kaal",
-    "TTL": 7 * 24 * 60 * 60,
-    "NODE_ID": None,
-}
-#: The top level of ``LEDGER`` (besides ``DEFAULTS`` and ``DISPATCH``).
-TOP_DEFAULTS: dict[str, Any] = {
-    "CONNECTION": "default",
-    "NAMESPACE": "ledger",
-    "QUEUES": {"default": {}},
-}
-#: Keys a queue's entry in ``QUEUES`` may hold: overrides of ``DEFAULTS``, and ``GROUPS``.
-QUEUE_KEYS = frozenset(DEFAULTS) | {"GROUPS"}
-#: Every top-level key; ``API`` belongs to the REST API (``django_ledger.api.conf``).
-TOP_KEYS = frozenset(TOP_DEFAULTS) | {"DEFAULTS", "DISPATCH", "API"}
-DISPATCH_KEYS = frozenset(DISPATCH_DEFAULTS)
-#: URL schemes a connection may use; anything else with ``://`` is a bad URL.
-
-_NAME = re.compile(r"[^\s{}\x00-\x1f\x7f]{1,100}")
-_MAX_DURATION_S = MAX_DURATION_MS / 1000
-
-
-@dataclass(frozen=True)
-class Limit:
-    """The type and range one numeric setting must have."""
-
-    kind: str  # "int", "bool" or "duration"
-    low: float = 0
-    high: float = 0
-    low_inclusive: bool = True
-
-    def problem(self, value: Any) -> str | None:
-        """Say what is wrong with ``value`` for this setting, or ``None``."""
-        if self.kind == "bool":
-            return None if isinstance(value, bool) else f"must be True or False, got {value!r}"
-        if self.kind == "int":
-            if not isinstance(value, int) or isinstance(value, bool):
-                return f"must be an int, got {value!r}"
-            number: float = value
-        else:
-            if isinstance(value, timedelta):
-                number = value.total_seconds()
-            elif isinstance(value, int | float) and not isinstance(value, bool):
-                number = value
-            else:
-                return f"must be a timedelta or a number of seconds, got {value!r}"
-            if not math.isfinite(number):
-                return f"must be finite, got {value!r}"
-        too_low = number < self.low if self.low_inclusive else number <= self.low
-        if too_low or number > self.high:
-            return f"must be {self.describe()}, got {value!r}"
-        return None
-
-    def describe(self) -> str:
-        unit = " seconds" if self.kind == "duration" else ""
-        low = "at least" if self.low_inclusive else "more than"
-        return f"{low} {_number(self.low)} and at most {_number(self.high)}{unit}"
-
-
-def _number(value: float) -> str:
-    return f"{int(value):,}" if value == int(value) else f"{value:g}"
-
-
-#: The range of every numeric setting (queue settings and the dispatch ``TTL``).
-LIMITS: dict[str, Limit] = {
-    "MAX_PAYLOAD_BYTES": Limit("int", 1, 512 * 1024 * 1024),
-    "MAX_RECORDS": Limit("int", 1, 2**32 - 1),
-    "OPTIMIZED": Limit("bool"),
-    "MAX_ATTEMPTS": Limit("int", 1, 1_000_000),
-    "RETENTION": Limit("duration", 0, _MAX_DURATION_S),
-    "LEASE": Limit("duration", 0, _MAX_DURATION_S, low_inclusive=False),
-    "TTL": Limit("int", 1, 10 * 366 * 24 * 3600),
-}
-
-
-@dataclass(frozen=True)
-class QueueSettings:
-    """One queue's settings, defaults filled in."""
-
-    name: str
-    max_payload_bytes: int
-    max_records: int
-    optimized: bool
-    max_attempts: int
-    retention: timedelta
-    lease: timedelta
-    groups: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class DispatchSettings:
-    """``LEDGER['DISPATCH']``, defaults filled in."""
-
-    backend: str
-    connection: Any
-    namespace: str
-    ttl: int
-    node_id: str
 
 
 class LedgerSettings:
@@ -199,7 +101,9 @@ class LedgerSettings:
     @property
     def namespace(self) -> str:
         """``LEDGER['NAMESPACE']``: the first half of every queue's hash tag."""
-        return _name(self.raw.get("NAMESPACE", TOP_DEFAULTS["NAMESPACE"]), "LEDGER['NAMESPACE']")
+        return checked_name(
+            self.raw.get("NAMESPACE", TOP_DEFAULTS["NAMESPACE"]), "LEDGER['NAMESPACE']"
+        )
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -249,14 +153,14 @@ class LedgerSettings:
                 raise ImproperlyConfigured(f"{where} {problem}")
             values[key] = value
         return QueueSettings(
-            name=_name(name, "a queue name in LEDGER['QUEUES']"),
+            name=checked_name(name, "a queue name in LEDGER['QUEUES']"),
             max_payload_bytes=values["MAX_PAYLOAD_BYTES"],
             max_records=values["MAX_RECORDS"],
             optimized=values["OPTIMIZED"],
             max_attempts=values["MAX_ATTEMPTS"],
-            retention=_as_timedelta(values["RETENTION"]),
-            lease=_as_timedelta(values["LEASE"]),
-            groups=_groups(overrides.get("GROUPS"), name),
+            retention=as_timedelta(values["RETENTION"]),
+            lease=as_timedelta(values["LEASE"]),
+            groups=groups_of(overrides.get("GROUPS"), name),
         )
 
     @property
@@ -270,66 +174,7 @@ class LedgerSettings:
         return dispatch_settings_of(self.dispatch)
 
 
-def dispatch_settings_of(config: dict[str, Any]) -> DispatchSettings:
-    """Check and type a full ``DISPATCH`` dict (defaults already merged)."""
-    backend = config["BACKEND"]
-    if not isinstance(backend, str) or not backend:
-        raise ImproperlyConfigured(
-            f"LEDGER['DISPATCH']['BACKEND'] must be a dotted path, got {backend!r}"
-        )
-    problem = LIMITS["TTL"].problem(config["TTL"])
-    if problem is not None:
-        raise ImproperlyConfigured(f"LEDGER['DISPATCH']['TTL'] {problem}")
-    node_id = config["NODE_ID"]
-    if node_id is not None and (not isinstance(node_id, str) or not node_id.strip()):
-        raise ImproperlyConfigured(
-            f"LEDGER['DISPATCH']['NODE_ID'] must be None or a non-empty str, got {node_id!r}"
-        )
-    return DispatchSettings(
-        backend=backend,
-        connection=config["CONNECTION"],
-        namespace=_name(config["NAMESPACE"], "LEDGER['DISPATCH']['NAMESPACE']"),
-        ttl=config["TTL"],
-        node_id=node_id or default_node_id(),
-    )
-
-
 ledger_settings = LedgerSettings()
-
-
-def usable_name(value: object) -> bool:
-    """Say whether ``value`` can be a namespace or queue name (part of a hash tag)."""
-    return isinstance(value, str) and _NAME.fullmatch(value) is not None
-
-
-def _name(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not usable_name(value):
-        raise ImproperlyConfigured(
-            f"{where} must be 1 to 100 characters without whitespace, braces or control "
-            f"characters, got {value!r}"
-        )
-    return value
-
-
-def _groups(value: Any, queue: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise ImproperlyConfigured(
-            f"LEDGER['QUEUES'][{queue!r}]['GROUPS'] must be a list of group names, got {value!r}"
-        )
-    for group in value:
-        if not isinstance(group, str) or not group:
-            raise ImproperlyConfigured(
-                f"LEDGER['QUEUES'][{queue!r}]['GROUPS'] holds {group!r}, not a group name"
-            )
-    return tuple(value)
-
-
-def _as_timedelta(value: Any) -> timedelta:
-    if isinstance(value, timedelta):
-        return value
-    return timedelta(seconds=value)
 
 
 # -- connections ----------------------------------------------------------------------
@@ -366,11 +211,6 @@ def get_ledger(queue: str = "default") -> Ledger:
         ) from exc
 
 
-def default_node_id() -> str:
-    """Return this process's node id: host name and process id."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 def dispatch_node_id() -> str:
     """Return ``LEDGER['DISPATCH']['NODE_ID']``, or host name and process id."""
     return ledger_settings.dispatch_settings.node_id
@@ -384,7 +224,7 @@ def get_dispatch_registry(**overrides: Any) -> DispatchRegistry:
     its records live as long as the process; any other backend is called with the
     Redis client, ``namespace=`` and ``ttl=``.
     """
-    from .dispatch import DispatchRegistry, MemoryDispatchRegistry
+    from .core.dispatch import DispatchRegistry, MemoryDispatchRegistry
 
     unknown = sorted(key for key in overrides if key.upper() not in DISPATCH_KEYS)
     if unknown:

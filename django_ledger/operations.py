@@ -12,10 +12,10 @@ import hashlib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .errors import CorruptRecord, LedgerError
-from .ledger import Ledger
-from .records import Record, State, decode_record, encode_record
-from .reference import write
+from .core.errors import CorruptRecord, LedgerError
+from .core.ledger import Ledger
+from .core.records import Record, State, decode_record, encode_record
+from .core.reference import write
 
 __all__ = [
     "RecordChanged",
@@ -86,7 +86,7 @@ def _current(ledger: Ledger, request_id: str, version: str) -> Snapshot:
 
 def _commit(ledger: Ledger, current: Snapshot, new: Record | None, **kwargs: Any) -> Record | None:
     written = write(
-        ledger,
+        ledger.runner,
         current.request_id,
         current.raw,
         b"" if new is None else encode_record(new),

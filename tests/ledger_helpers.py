@@ -16,8 +16,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from django_ledger import Ledger, State
-from django_ledger.results import RepairReport
-from django_ledger.scripts import SCRIPT_NAMES, source
+from django_ledger.core.results import RepairReport
+from django_ledger.core.scripts import SCRIPT_NAMES, source
 from tests.redis_server import free_port
 
 #: A valid W3C trace context.

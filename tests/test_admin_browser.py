@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from django_ledger.conf import get_ledger
-from django_ledger.ledger import Ledger
+from django_ledger.core.ledger import Ledger
 
 CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parent.parent

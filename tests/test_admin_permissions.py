@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from django_ledger import State
 from django_ledger.conf import get_ledger
-from django_ledger.ledger import Ledger
+from django_ledger.core.ledger import Ledger
 
 pytestmark = pytest.mark.django_db
 

@@ -16,8 +16,8 @@ from django.urls import reverse
 
 from django_ledger import Record, State
 from django_ledger.conf import get_ledger
-from django_ledger.ledger import Ledger
-from django_ledger.records import encode_record
+from django_ledger.core.ledger import Ledger
+from django_ledger.core.records import encode_record
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,7 @@ from django.urls import reverse
 
 from django_ledger import State
 from django_ledger.conf import connection, get_ledger, reset_connections
-from django_ledger.ledger import Ledger
+from django_ledger.core.ledger import Ledger
 from tests.redis_server import free_port
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from django_ledger import Admission, AdmissionStatus, Ledger, Record, State
-from django_ledger.records import id_problem
+from django_ledger.core.records import id_problem
 from tests.ledger_helpers import (
     TRACEPARENT,
     advance,

@@ -10,7 +10,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from django_ledger import Ledger, State
-from django_ledger.records import encode_record
+from django_ledger.core.records import encode_record
 from tests.api_helpers import error_code, post_json, url
 from tests.ledger_helpers import GARBAGE
 

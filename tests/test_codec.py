@@ -27,7 +27,7 @@ from django_ledger import (
     SettlementStatus,
     State,
 )
-from django_ledger.records import checksum, decode_record, encode_record
+from django_ledger.core.records import checksum, decode_record, encode_record
 
 # -- strategies ---------------------------------------------------------------------
 

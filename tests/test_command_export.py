@@ -15,8 +15,8 @@ from django.test import override_settings
 
 from django_ledger import State
 from django_ledger.conf import get_ledger, reset_connections
-from django_ledger.importing import FIELDS
-from django_ledger.ledger import Ledger
+from django_ledger.core.importing import FIELDS
+from django_ledger.core.ledger import Ledger
 from tests.redis_server import RedisServer
 
 TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from django_ledger import AdmissionStatus, State
 from django_ledger.conf import get_ledger, reset_connections
-from django_ledger.ledger import Ledger
+from django_ledger.core.ledger import Ledger
 from tests.redis_server import RedisServer
 
 NOW = 1_764_493_200_000

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import redis
 
-from django_ledger import Ledger, SettlementStatus, State, reference
+from django_ledger import Ledger, SettlementStatus, State
+from django_ledger.core.runner import Runner
 from tests.redis_server import RedisServer
 
 WORKERS = 4
@@ -119,18 +120,18 @@ def test_reference_claim_losing_a_race_still_takes_the_next_due_record(
     ledger.admit("first", "p")
     ledger.admit("second", "p", delay=0.001)
     ledger.clock_skew_ms = rival.clock_skew_ms = 1_000
-    read = reference._now_and_raw
+    read = Runner.now_and_raw
     raced: list[str] = []
 
-    def rival_claims_first(on: Ledger, request_id: str) -> Any:
+    def rival_claims_first(on: Runner, request_id: str) -> Any:
         # The rival's claim lands between this claim's index read and its record read.
-        if on is ledger and not raced:
+        if on is ledger.runner and not raced:
             won = rival.claim("rival")
             assert won is not None
             raced.append(won.request_id)
         return read(on, request_id)
 
-    monkeypatch.setattr(reference, "_now_and_raw", rival_claims_first)
+    monkeypatch.setattr(Runner, "now_and_raw", rival_claims_first)
     claim = ledger.claim("worker")
     assert raced == ["first"]
     assert claim is not None and claim.request_id == "second"

@@ -37,7 +37,7 @@ from hypothesis.stateful import (
 )
 
 from django_ledger import Admission, Claim, CorruptRecord, Ledger, Record, Settlement, State
-from django_ledger.records import decode_record
+from django_ledger.core.records import decode_record
 
 UNIT = 60_000  # ms: every duration in the test is a whole number of these
 HALF = UNIT // 2

@@ -25,7 +25,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from django_ledger import dispatch
-from django_ledger.dispatch import (
+from django_ledger.core.dispatch import (
     CorruptDispatch,
     Dispatch,
     DispatchRegistry,
@@ -34,7 +34,7 @@ from django_ledger.dispatch import (
     MemoryDispatchRegistry,
     RedisDispatchRegistry,
 )
-from django_ledger.errors import LedgerError, LedgerUnavailable
+from django_ledger.core.errors import LedgerError, LedgerUnavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRE = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
@@ -609,7 +609,7 @@ def test_redis_down_raises_dispatch_unavailable() -> None:
 CLAIM_IN_A_PROCESS = """
 import json, sys
 import redis
-from django_ledger.dispatch import RedisDispatchRegistry
+from django_ledger.core.dispatch import RedisDispatchRegistry
 
 url, namespace, key, epoch, node_id = sys.argv[1:]
 client = redis.Redis.from_url(url)

@@ -13,7 +13,7 @@ from django.test import override_settings
 
 import django_ledger
 from django_ledger.conf import dispatch_node_id, get_dispatch_registry, reset_connections
-from django_ledger.dispatch import MemoryDispatchRegistry, RedisDispatchRegistry
+from django_ledger.core.dispatch import MemoryDispatchRegistry, RedisDispatchRegistry
 from tests.redis_server import RedisServer
 
 FIRE = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)

@@ -46,7 +46,7 @@ from django_ledger import (
     SettlementStatus,
     State,
 )
-from django_ledger.importing import FIELDS
+from django_ledger.core.importing import FIELDS
 from tests.redis_server import RedisServer, delete_namespace
 
 DOCUMENTED = (TypeError, ValueError, LedgerError)

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from django_ledger import AdmissionStatus, Ledger, State
-from django_ledger.importing import record_to_fields
+from django_ledger.core.importing import record_to_fields
 from tests.ledger_helpers import (
     TRACEPARENT,
     corrupt,

@@ -17,8 +17,8 @@ from django_ledger import (
     SettlementStatus,
     State,
 )
-from django_ledger.records import decode_record
-from django_ledger.results import RepairReport
+from django_ledger.core.records import decode_record
+from django_ledger.core.results import RepairReport
 
 MakeLedger = Callable[..., Ledger]
 HOUR = 3_600_000

@@ -10,26 +10,32 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from .. import operations, permissions
 from ..conf import get_ledger, ledger_settings
-from ..errors import LedgerError
-from ..ledger import Ledger
+from ..core.errors import LedgerError
+from ..core.ledger import Ledger
 from ..operations import RecordChanged, Snapshot
+from .base import LedgerModelAdmin
 from .lookups import split_key
 
-if TYPE_CHECKING:
-    from .base import LedgerModelAdmin
-
-__all__ = ["MAX_SELECTED", "OPERATIONS", "Operation", "act_view", "bulk_action", "confirm"]
+__all__ = [
+    "MAX_SELECTED",
+    "OPERATIONS",
+    "ActionsAdmin",
+    "Operation",
+    "act_view",
+    "bulk_action",
+    "confirm",
+]
 
 #: Most records one confirmation page acts on.
 MAX_SELECTED = 100
@@ -166,7 +172,7 @@ def _reachable(request: HttpRequest, op: Operation, key: str) -> tuple[str, str]
 
 
 def confirm(
-    model_admin: LedgerModelAdmin,
+    model_admin: ActionsAdmin,
     request: HttpRequest,
     op: Operation,
     keys: list[str],
@@ -211,7 +217,7 @@ def confirm(
     return TemplateResponse(request, "admin/django_ledger/confirm_action.html", context)
 
 
-def act_view(model_admin: LedgerModelAdmin, request: HttpRequest, name: str) -> HttpResponse:
+def act_view(model_admin: ActionsAdmin, request: HttpRequest, name: str) -> HttpResponse:
     """GET: the confirmation page for ``?key=..&version=..``; POST: act on what it showed."""
     op = model_admin.operations.get(name)
     if op is None:
@@ -273,3 +279,24 @@ def bulk_action(name: str) -> Callable[[Any, HttpRequest, Any], HttpResponse | N
     action.__name__ = f"{name}_selected"
     description = f"{op.label}: selected %(verbose_name_plural)s"
     return admin.action(permissions=[op.permission], description=description)(action)
+
+
+class ActionsAdmin(LedgerModelAdmin):
+    """A ledger admin with operator actions: each confirmed on its own page, then run."""
+
+    #: Operator actions this admin offers, by name.
+    operations: dict[str, Operation] = {}
+
+    def get_urls(self) -> list[URLPattern]:
+        info = (self.opts.app_label, self.opts.model_name)
+        extra = [
+            path(
+                "act/<str:name>/",
+                self.admin_site.admin_view(self.act),
+                name=f"{info[0]}_{info[1]}_act",
+            ),
+        ]
+        return extra + super().get_urls()
+
+    def act(self, request: HttpRequest, name: str) -> HttpResponse:
+        return self.guard(request, act_view, self, request, name)

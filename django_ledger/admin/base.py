@@ -12,14 +12,13 @@ from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext
 
 from .. import permissions
-from ..errors import LedgerError
-from .actions import Operation, act_view
+from ..core.errors import LedgerError
 from .lookups import Spec, split_key
 from .query import LedgerQuery, RecordQuery
 
@@ -36,8 +35,6 @@ class LedgerModelAdmin(_ModelAdmin):
 
     #: The ``permissions.can`` action that lets a user see this admin's pages.
     view_action = "view"
-    #: Operator actions this admin offers, by name.
-    operations: dict[str, Operation] = {}
     #: Whether an id must be quarantined for this admin to show or act on it.
     needs_quarantine = False
     query_class: type[LedgerQuery] = RecordQuery
@@ -107,20 +104,6 @@ class LedgerModelAdmin(_ModelAdmin):
         )
 
     # -- views ----------------------------------------------------------------------
-
-    def get_urls(self) -> list[URLPattern]:
-        info = (self.opts.app_label, self.opts.model_name)
-        extra = [
-            path(
-                "act/<str:name>/",
-                self.admin_site.admin_view(self.act),
-                name=f"{info[0]}_{info[1]}_act",
-            ),
-        ]
-        return extra + super().get_urls()
-
-    def act(self, request: HttpRequest, name: str) -> HttpResponse:
-        return self.guard(request, act_view, self, request, name)
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         try:

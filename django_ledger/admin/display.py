@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from ..errors import CorruptRecord
-from ..records import decode_record, ms_to_datetime
+from ..core.errors import CorruptRecord
+from ..core.records import decode_record, ms_to_datetime
 
 __all__ = [
     "decode_error",

@@ -10,7 +10,7 @@ from django.http import HttpRequest
 from rangefilter.filters import DateTimeRangeFilter
 
 from .. import permissions
-from ..records import State
+from ..core.records import State
 from .lookups import to_ms
 
 __all__ = ["QueueFilter", "ScoreRangeFilter", "StateFilter"]

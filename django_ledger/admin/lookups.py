@@ -16,7 +16,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
-from ..records import State
+from ..core.records import State
 
 __all__ = [
     "ALL_STATES",

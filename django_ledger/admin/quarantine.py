@@ -15,8 +15,7 @@ from django.urls import reverse
 from .. import operations, permissions
 from ..conf import get_ledger
 from ..models import LedgerEntry, QuarantinedRecord
-from .actions import OPERATIONS, bulk_action
-from .base import LedgerModelAdmin
+from .actions import OPERATIONS, ActionsAdmin, bulk_action
 from .display import decode_error, escape_bytes
 from .filters import QueueFilter
 from .lookups import ALL_STATES, Spec, UnsupportedLookup, join_key
@@ -105,7 +104,7 @@ class QuarantineQuery(LedgerQuery):
 
 
 @admin.register(QuarantinedRecord)
-class QuarantinedRecordAdmin(LedgerModelAdmin):
+class QuarantinedRecordAdmin(ActionsAdmin):
     view_action = "view_quarantine"
     operations = {name: OPERATIONS[name] for name in ("discard", "restore")}
     needs_quarantine = True

@@ -15,10 +15,10 @@ from django.core.exceptions import MultipleObjectsReturned
 from django.db.models import Q
 
 from ..conf import get_ledger
-from ..ledger import Ledger
+from ..core.ledger import Ledger
+from ..core.records import State, ms_to_datetime
+from ..core.scripts import source
 from ..models import LedgerEntry
-from ..records import State, ms_to_datetime
-from ..scripts import source
 from .lookups import ALL_STATES, SCORE_FIELD, Spec, UnsupportedLookup, join_key
 
 __all__ = ["MAX_MATERIALIZE", "LedgerQuery", "RecordQuery", "run_script"]

@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from .. import permissions
 from ..conf import get_ledger, ledger_settings
+from ..core.records import State, ms_to_datetime
+from ..core.results import Stats
 from ..models import Queue, Record
-from ..records import State, ms_to_datetime
-from ..results import Stats
 from .base import LedgerModelAdmin
 from .display import duration_text, instant_text
 from .lookups import Spec

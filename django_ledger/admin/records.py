@@ -14,10 +14,9 @@ from django.urls import reverse
 
 from .. import operations, permissions
 from ..conf import get_ledger
+from ..core.records import State
 from ..models import LedgerEntry, Record
-from ..records import State
-from .actions import OPERATIONS, bulk_action
-from .base import LedgerModelAdmin
+from .actions import OPERATIONS, ActionsAdmin, bulk_action
 from .display import escape_bytes, instant_text, pretty_payload, relative_text
 from .filters import QueueFilter, ScoreRangeFilter, StateFilter
 
@@ -32,7 +31,7 @@ def _when(value: datetime | None) -> str:
 
 
 @admin.register(Record)
-class RecordAdmin(LedgerModelAdmin):
+class RecordAdmin(ActionsAdmin):
     operations = {name: OPERATIONS[name] for name in ("retry", "fail", "purge")}
     list_display = (
         "request_id",

@@ -16,7 +16,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from ..errors import CorruptRecord, LedgerError, LedgerUnavailable
+from ..core.errors import CorruptRecord, LedgerError, LedgerUnavailable
 from .conf import api_settings
 
 __all__ = ["ApiError", "error_body", "exception_handler"]

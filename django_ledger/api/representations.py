@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..importing import record_to_fields
-from ..records import Record
-from ..results import Admission, Settlement
+from ..core.importing import record_to_fields
+from ..core.records import Record
+from ..core.results import Admission, Settlement
 
 __all__ = ["admission_data", "record_data", "settlement_data"]
 

@@ -14,9 +14,9 @@ from django.core.validators import ProhibitNullCharactersValidator
 from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
-from ..ledger import MAX_BATCH
-from ..records import State
-from ..timing import MAX_DURATION_MS
+from ..core.ledger import MAX_BATCH
+from ..core.records import State
+from ..core.timing import MAX_DURATION_MS
 
 __all__ = [
     "AdmissionBatchSerializer",

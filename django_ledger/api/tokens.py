@@ -14,8 +14,8 @@ from typing import Any
 
 from django.core import signing
 
-from ..ledger import Ledger
-from ..results import Claim
+from ..core.ledger import Ledger
+from ..core.results import Claim
 from .errors import ApiError
 
 __all__ = ["issue_token", "read_token"]

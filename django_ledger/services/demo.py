@@ -6,9 +6,9 @@ import json
 import secrets
 from dataclasses import dataclass, field
 
-from ..ledger import Ledger
-from ..records import State
-from ..results import Claim
+from ..core.ledger import Ledger
+from ..core.records import State
+from ..core.results import Claim
 
 __all__ = ["DemoSeed", "ensure_admin", "seed_demo"]
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ..importing import FIELDS
+from ..core.importing import FIELDS
 
 __all__ = ["INT_FIELDS", "Row", "read_csv", "read_jsonl"]
 

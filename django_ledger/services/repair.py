@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..conf import get_ledger, ledger_settings
-from ..errors import LedgerError
-from ..ledger import Ledger
-from ..results import RepairReport
+from ..core.errors import LedgerError
+from ..core.ledger import Ledger
+from ..core.results import RepairReport
 
 __all__ = ["QueueRepair", "configured_queues", "repair_queue", "repair_queues"]
 

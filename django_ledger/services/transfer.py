@@ -8,11 +8,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ..errors import CorruptRecord, LedgerError
-from ..importing import FIELDS, prepare_import, record_to_fields
-from ..ledger import Ledger
-from ..records import Record, decode_record
-from ..results import AdmissionStatus
+from ..core.errors import CorruptRecord, LedgerError
+from ..core.importing import FIELDS, prepare_import, record_to_fields
+from ..core.ledger import Ledger
+from ..core.records import Record, decode_record
+from ..core.results import AdmissionStatus
 from .formats import Row
 
 __all__ = [

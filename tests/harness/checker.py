@@ -27,7 +27,7 @@ from typing import Any
 import redis
 
 from django_ledger import CorruptRecord, Ledger, RepairReport, State
-from django_ledger.records import decode_record
+from django_ledger.core.records import decode_record
 from tests.harness.config import Config, number_of, payload_of, request_id
 from tests.harness.logs import AgentLogs
 

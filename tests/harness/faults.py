@@ -19,7 +19,7 @@ from pathlib import Path
 import redis
 
 from django_ledger import CorruptRecord
-from django_ledger.records import decode_record
+from django_ledger.core.records import decode_record
 from tests.harness.config import FAULT_KINDS, Config
 from tests.harness.fleet import Fleet
 from tests.harness.proxy import FaultProxy

@@ -8,8 +8,8 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from ...ledger import MAX_BATCH, MAX_BATCH_BYTES
-from ...results import Admission, AdmissionStatus
+from ...core.ledger import MAX_BATCH, MAX_BATCH_BYTES
+from ...core.results import Admission, AdmissionStatus
 from ..conf import api_settings
 from ..errors import ApiError
 from ..representations import admission_data

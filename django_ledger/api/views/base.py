@@ -13,7 +13,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.serializers import Serializer
 
 from ... import conf
-from ...ledger import Ledger
+from ...core.ledger import Ledger
 from ..conf import THROTTLE_SCOPES
 from ..errors import ApiError, exception_handler
 from ..permissions import LedgerPermission

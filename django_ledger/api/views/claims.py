@@ -9,9 +9,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ...conf import ledger_settings
-from ...ledger import MAX_BATCH, Ledger
-from ...records import State, owner_problem
-from ...results import Claim, Settlement, SettlementStatus
+from ...core.ledger import MAX_BATCH, Ledger
+from ...core.records import State, owner_problem
+from ...core.results import Claim, Settlement, SettlementStatus
 from ..errors import ApiError
 from ..representations import settlement_data
 from ..schema import QUEUE, RETRY_AFTER, errors

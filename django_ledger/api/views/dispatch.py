@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ... import conf
-from ...dispatch import CorruptDispatch, Dispatch
+from ...core.dispatch import CorruptDispatch, Dispatch
 from ..errors import ApiError
 from ..schema import RETRY_AFTER, errors
 from ..serializers import (

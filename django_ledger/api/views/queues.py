@@ -9,9 +9,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ...conf import ledger_settings
-from ...errors import CorruptRecord
+from ...core.errors import CorruptRecord
+from ...core.records import decode_record
 from ...permissions import can, can_reach_queue
-from ...records import decode_record
 from ..pagination import QuarantinePagination
 from ..schema import QUEUE, RETRY_AFTER, errors
 from ..serializers import (

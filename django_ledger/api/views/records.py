@@ -9,9 +9,9 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from ...errors import CorruptRecord
-from ...ledger import MAX_BATCH
-from ...records import Record, State, decode_record, id_problem
+from ...core.errors import CorruptRecord
+from ...core.ledger import MAX_BATCH
+from ...core.records import Record, State, decode_record, id_problem
 from ..errors import ApiError
 from ..pagination import RecordPagination
 from ..representations import record_data

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_ledger.conf import get_ledger, ledger_settings
-from django_ledger.errors import LedgerError
+from django_ledger.core.errors import LedgerError
 from django_ledger.services import ensure_admin, seed_demo
 
 STATS = ("pending_due", "pending_later", "claimed", "completed", "failed", "dead", "quarantined")

@@ -8,7 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_ledger.conf import get_ledger
-from django_ledger.errors import LedgerError
+from django_ledger.core.errors import LedgerError
 from django_ledger.services import ExportResult, export_queue
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from django_ledger.results import RepairReport
+from django_ledger.core.results import RepairReport
 from django_ledger.services import QueueRepair, configured_queues, repair_queues
 
 BAR_WIDTH = 30

@@ -9,15 +9,13 @@ than the fused scripts and exists to hold them to the same answers.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .answers import imported
 from .errors import CorruptRecord
 from .records import Record, State, decode_record, encode_record
 from .results import Admission, AdmissionStatus, Claim, Settlement, SettlementStatus
-
-if TYPE_CHECKING:
-    from .ledger import Ledger
+from .runner import Runner
 
 __all__ = ["admit", "claim", "import_one", "repair", "settle", "write"]
 
@@ -26,7 +24,7 @@ _RETRIES = 8
 
 
 def write(
-    ledger: Ledger,
+    runner: Runner,
     request_id: str,
     expected: bytes,
     new: bytes,
@@ -64,26 +62,22 @@ def write(
         "" if max_records is None else max_records,
         gate,
     ]
-    return int(ledger.run(ledger.scripts.write, args))
-
-
-def _now_and_raw(ledger: Ledger, request_id: str) -> tuple[int, bytes | None]:
-    with ledger.translate_errors():
-        pipe = ledger.redis.pipeline(transaction=False)
-        pipe.time()
-        pipe.hget(ledger.records_key, request_id)
-        (seconds, micros), raw = pipe.execute()
-    return int(seconds) * 1000 + int(micros) // 1000 + ledger.clock_skew_ms, raw
+    return int(runner.run(runner.scripts.write, args))
 
 
 def admit(
-    ledger: Ledger, request_id: str, data: bytes, delay_ms: int, traceparent: str
+    runner: Runner,
+    request_id: str,
+    data: bytes,
+    delay_ms: int,
+    traceparent: str,
+    max_records: int,
 ) -> Admission:
     payload = data.decode("utf-8")
     for _ in range(_RETRIES):
-        now, raw = _now_and_raw(ledger, request_id)
+        now, raw = runner.now_and_raw(request_id)
         if raw is not None:
-            return _classify(ledger, request_id, payload, raw)
+            return _classify(runner, request_id, payload, raw)
         record = Record(
             request_id,
             payload,
@@ -94,7 +88,7 @@ def admit(
             traceparent=traceparent or None,
         )
         code = write(
-            ledger, request_id, b"", encode_record(record), record, max_records=ledger.max_records
+            runner, request_id, b"", encode_record(record), record, max_records=max_records
         )
         if code == 1:
             return Admission(request_id, AdmissionStatus.ADMITTED, None, record)
@@ -104,12 +98,12 @@ def admit(
     raise RuntimeError(f"admission of {request_id!r} kept racing")  # pragma: no cover
 
 
-def _classify(ledger: Ledger, request_id: str, payload: str, raw: bytes) -> Admission:
+def _classify(runner: Runner, request_id: str, payload: str, raw: bytes) -> Admission:
     try:
         existing = decode_record(request_id, raw)
     except CorruptRecord:
-        with ledger.translate_errors():
-            quarantined = ledger.redis.hexists(ledger.quarantine_key, request_id)
+        with runner.translate_errors():
+            quarantined = runner.redis.hexists(runner.quarantine_key, request_id)
         reason = "quarantined" if quarantined else "corrupt"
         return Admission(request_id, AdmissionStatus.CONFLICT, reason)
     if existing.payload == payload:
@@ -117,22 +111,22 @@ def _classify(ledger: Ledger, request_id: str, payload: str, raw: bytes) -> Admi
     return Admission(request_id, AdmissionStatus.CONFLICT, "payload_differs", existing)
 
 
-def claim(ledger: Ledger, owner: str, limit: int, lease_ms: int) -> list[Claim]:
+def claim(runner: Runner, owner: str, limit: int, lease_ms: int) -> list[Claim]:
     claims: list[Claim] = []
     skipped = 0
     budget = limit * 4 + 64
     while len(claims) < limit and budget > 0:
-        now = ledger.server_time_ms()
-        with ledger.translate_errors():
-            ids = ledger.redis.zrangebyscore(
-                ledger.ready_key, "-inf", now, start=skipped, num=limit - len(claims)
+        now = runner.server_time_ms()
+        with runner.translate_errors():
+            ids = runner.redis.zrangebyscore(
+                runner.ready_key, "-inf", now, start=skipped, num=limit - len(claims)
             )
         if not ids:
             break
         for raw_id in ids:
             budget -= 1
             request_id = raw_id.decode("utf-8")
-            now, raw = _now_and_raw(ledger, request_id)
+            now, raw = runner.now_and_raw(request_id)
             try:
                 record = None if raw is None else decode_record(request_id, raw)
             except CorruptRecord:
@@ -146,8 +140,8 @@ def claim(ledger: Ledger, owner: str, limit: int, lease_ms: int) -> list[Claim]:
                 # Step over an entry that stays in the index (corrupt, or disagreeing with
                 # its record: repair sorts it out), but not one a rival just claimed: that
                 # one has left the index, and counting it would skip a due record.
-                with ledger.translate_errors():
-                    still_indexed = ledger.redis.zscore(ledger.ready_key, request_id) is not None
+                with runner.translate_errors():
+                    still_indexed = runner.redis.zscore(runner.ready_key, request_id) is not None
                 skipped += 1 if still_indexed else 0
                 continue
             new = replace(
@@ -160,7 +154,7 @@ def claim(ledger: Ledger, owner: str, limit: int, lease_ms: int) -> list[Claim]:
                 updated_at=now,
             )
             code = write(
-                ledger,
+                runner,
                 request_id,
                 raw,
                 encode_record(new),
@@ -185,9 +179,9 @@ def claim(ledger: Ledger, owner: str, limit: int, lease_ms: int) -> list[Claim]:
     return claims
 
 
-def settle(ledger: Ledger, claim: Claim, target: str, ms: int) -> Settlement:
+def settle(runner: Runner, claim: Claim, target: str, ms: int) -> Settlement:
     for _ in range(_RETRIES):
-        now, raw = _now_and_raw(ledger, claim.request_id)
+        now, raw = runner.now_and_raw(claim.request_id)
         if raw is None:
             return Settlement(SettlementStatus.LOST, None, "missing")
         try:
@@ -211,16 +205,21 @@ def settle(ledger: Ledger, claim: Claim, target: str, ms: int) -> Settlement:
             )
         else:
             new = replace(record, state=_STATE_OF[target], lease_until=None, updated_at=now)
-        if write(ledger, claim.request_id, raw, encode_record(new), new, deadline=lease_until) == 1:
+        if write(runner, claim.request_id, raw, encode_record(new), new, deadline=lease_until) == 1:
             status = SettlementStatus.RENEWED if target == "C" else SettlementStatus.SETTLED
             return Settlement(status, new)
         # The record or the clock moved under us: look again and answer from what is there.
     return Settlement(SettlementStatus.LOST, None, "contended")  # pragma: no cover
 
 
-def repair(ledger: Ledger, batch: list[tuple[str | bytes, bytes]]) -> list[int]:
+def repair(
+    runner: Runner,
+    batch: list[tuple[str | bytes, bytes]],
+    retention_ms: int,
+    max_attempts: int,
+) -> list[int]:
     """Repair each (id, observed bytes) pair; answer the codes ``repair.lua`` answers."""
-    now = ledger.server_time_ms()
+    now = runner.server_time_ms()
     codes = []
     for request_id, raw in batch:
         try:
@@ -228,40 +227,42 @@ def repair(ledger: Ledger, batch: list[tuple[str | bytes, bytes]]) -> list[int]:
                 raise CorruptRecord(repr(request_id), "request id is not UTF-8")
             record = decode_record(request_id, raw)
         except CorruptRecord:
-            code = int(ledger.run(ledger.scripts.quarantine, [request_id, raw]))
+            code = int(runner.run(runner.scripts.quarantine, [request_id, raw]))
             codes.append({0: 0, 1: 1, 2: 5}[code])
             continue
         lease_until = record.lease_until
         if record.state is State.CLAIMED and lease_until is not None and now >= lease_until:
-            if record.attempts >= ledger.max_attempts:
+            if record.attempts >= max_attempts:
                 new = replace(record, state=State.DEAD, lease_until=None, updated_at=now)
             else:
                 new = replace(
                     record, state=State.PENDING, lease_until=None, due_at=now, updated_at=now
                 )
             written = write(
-                ledger, request_id, raw, encode_record(new), new, not_before=lease_until
+                runner, request_id, raw, encode_record(new), new, not_before=lease_until
             )
             codes.append((4 if new.state is State.DEAD else 3) if written == 1 else 0)
-        elif record.state.terminal and record.updated_at + ledger.retention_ms <= now:
-            deadline = record.updated_at + ledger.retention_ms
-            written = write(ledger, request_id, raw, b"", None, not_before=deadline)
+        elif record.state.terminal and record.updated_at + retention_ms <= now:
+            deadline = record.updated_at + retention_ms
+            written = write(runner, request_id, raw, b"", None, not_before=deadline)
             codes.append(6 if written == 1 else 0)
         else:
             args: list[Any] = [request_id, raw, record.state.letter, record.index_score()]
-            codes.append(int(ledger.run(ledger.scripts.reindex, args)))
+            codes.append(int(runner.run(runner.scripts.reindex, args)))
     return codes
 
 
-def import_one(ledger: Ledger, record: Record, raw: bytes, given: frozenset[str]) -> Admission:
+def import_one(
+    runner: Runner, record: Record, raw: bytes, given: frozenset[str], max_records: int
+) -> Admission:
     code = write(
-        ledger, record.request_id, b"", raw, record, max_records=ledger.max_records, gate="closed"
+        runner, record.request_id, b"", raw, record, max_records=max_records, gate="closed"
     )
     if code == -2:
         return Admission(record.request_id, AdmissionStatus.REJECTED, "gate_open")
     if code == 0:
-        with ledger.translate_errors():
-            stored = ledger.redis.hget(ledger.records_key, record.request_id)
+        with runner.translate_errors():
+            stored = runner.redis.hget(runner.records_key, record.request_id)
         if stored is None:  # pragma: no cover - purged between the two calls
             return Admission(record.request_id, AdmissionStatus.CONFLICT, "contended")
         return imported(record, given, 2, stored)

@@ -1,40 +1,21 @@
-"""System checks of the ``LEDGER`` setting and, with ``--deploy``, of Redis itself.
-
-Every message has a stable id (``django_ledger.E001`` ...), listed with its fix in
-``docs/checks.md``. ``register_checks`` runs from ``LedgerConfig.ready()``.
-"""
+"""Checks of the ``LEDGER`` setting: its shape, names, connections, limits and backend."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from . import conf, connections
+from .. import connections
+from .. import defaults as setting
+from .base import error as _error
+from .base import safe as _safe
 
-__all__ = ["check_rangefilter", "check_redis", "check_settings", "register_checks"]
-
-TAG = "django_ledger"
-DOCS = "see docs/checks.md"
-
-
-def register_checks() -> None:
-    """Register the checks (called once, from ``AppConfig.ready``)."""
-    checks.register(check_settings, TAG)
-    checks.register(check_rangefilter, TAG)
-    checks.register(check_redis, TAG, deploy=True)
-
-
-def _error(id_: int, msg: str, hint: str, obj: str) -> checks.Error:
-    return checks.Error(msg, hint=hint, obj=obj, id=f"django_ledger.E{id_:03d}")
-
-
-# -- the setting ----------------------------------------------------------------------
+__all__ = ["check_settings"]
 
 
 def check_settings(
@@ -52,17 +33,17 @@ def check_settings(
             )
         ]
     errors: list[checks.CheckMessage] = []
-    errors += _unknown_keys(raw, conf.TOP_KEYS, "LEDGER")
-    if "NAMESPACE" in raw and not conf.usable_name(raw["NAMESPACE"]):
+    errors += _unknown_keys(raw, setting.TOP_KEYS, "LEDGER")
+    if "NAMESPACE" in raw and not setting.usable_name(raw["NAMESPACE"]):
         errors.append(_bad_namespace(raw["NAMESPACE"], "LEDGER['NAMESPACE']"))
     errors += _check_connection(
-        raw.get("CONNECTION", conf.TOP_DEFAULTS["CONNECTION"]), "LEDGER['CONNECTION']"
+        raw.get("CONNECTION", setting.TOP_DEFAULTS["CONNECTION"]), "LEDGER['CONNECTION']"
     )
     defaults = _section(raw, "DEFAULTS", errors)
     if defaults is not None:
-        errors += _unknown_keys(defaults, frozenset(conf.DEFAULTS), "LEDGER['DEFAULTS']")
+        errors += _unknown_keys(defaults, frozenset(setting.DEFAULTS), "LEDGER['DEFAULTS']")
         errors += _check_limits(defaults, "LEDGER['DEFAULTS']")
-    errors += _check_queues(raw.get("QUEUES", conf.TOP_DEFAULTS["QUEUES"]))
+    errors += _check_queues(raw.get("QUEUES", setting.TOP_DEFAULTS["QUEUES"]))
     _section(raw, "API", errors)  # its keys are the REST API's to check
     dispatch = _section(raw, "DISPATCH", errors)
     if dispatch is not None:
@@ -124,7 +105,7 @@ def _check_queues(queues: Any) -> list[checks.CheckMessage]:
     errors: list[checks.CheckMessage] = []
     for name, overrides in queues.items():
         where = f"LEDGER['QUEUES'][{name!r}]"
-        if not conf.usable_name(name):
+        if not setting.usable_name(name):
             errors.append(
                 _error(
                     4,
@@ -145,11 +126,11 @@ def _check_queues(queues: Any) -> list[checks.CheckMessage]:
                 )
             )
             continue
-        errors += _unknown_keys(overrides, conf.QUEUE_KEYS, where)
+        errors += _unknown_keys(overrides, setting.QUEUE_KEYS, where)
         errors += _check_limits(overrides, where)
         if "GROUPS" in overrides:
             try:
-                conf._groups(overrides["GROUPS"], str(name))
+                setting.groups_of(overrides["GROUPS"], str(name))
             except ImproperlyConfigured as exc:
                 errors.append(
                     _error(
@@ -163,13 +144,13 @@ def _check_queues(queues: Any) -> list[checks.CheckMessage]:
 
 
 def _check_limits(section: dict[str, Any], where: str) -> Iterator[checks.CheckMessage]:
-    for key, limit in conf.LIMITS.items():
+    for key, limit in setting.LIMITS.items():
         if key in section and key != "TTL":
             yield from _check_limit(section[key], key, limit, f"{where}[{key!r}]")
 
 
 def _check_limit(
-    value: Any, key: str, limit: conf.Limit, where: str
+    value: Any, key: str, limit: setting.Limit, where: str
 ) -> Iterator[checks.CheckMessage]:
     problem = limit.problem(value)
     if problem is not None:
@@ -265,12 +246,12 @@ def _is_django_redis(backend: str) -> bool:
 
 def _check_dispatch(dispatch: dict[str, Any]) -> list[checks.CheckMessage]:
     where = "LEDGER['DISPATCH']"
-    errors: list[checks.CheckMessage] = list(_unknown_keys(dispatch, conf.DISPATCH_KEYS, where))
-    config = {**conf.DISPATCH_DEFAULTS, **dispatch}
+    errors: list[checks.CheckMessage] = list(_unknown_keys(dispatch, setting.DISPATCH_KEYS, where))
+    config = {**setting.DISPATCH_DEFAULTS, **dispatch}
     errors += _check_backend(config["BACKEND"])
-    if not conf.usable_name(config["NAMESPACE"]):
+    if not setting.usable_name(config["NAMESPACE"]):
         errors.append(_bad_namespace(config["NAMESPACE"], f"{where}['NAMESPACE']"))
-    errors += _check_limit(config["TTL"], "TTL", conf.LIMITS["TTL"], f"{where}['TTL']")
+    errors += _check_limit(config["TTL"], "TTL", setting.LIMITS["TTL"], f"{where}['TTL']")
     node_id = config["NODE_ID"]
     if node_id is not None and (not isinstance(node_id, str) or not node_id.strip()):
         errors.append(
@@ -287,7 +268,7 @@ def _check_dispatch(dispatch: dict[str, Any]) -> list[checks.CheckMessage]:
 
 
 def _check_backend(path: Any) -> list[checks.CheckMessage]:
-    from .dispatch import DispatchRegistry
+    from ..core.dispatch import DispatchRegistry
 
     where = "LEDGER['DISPATCH']['BACKEND']"
     hint = (
@@ -303,156 +284,3 @@ def _check_backend(path: Any) -> list[checks.CheckMessage]:
     if not isinstance(backend, type) or not issubclass(backend, DispatchRegistry):
         return [_error(21, f"{path!r} is not a DispatchRegistry subclass.", hint, where)]
     return []
-
-
-# -- installed apps ---------------------------------------------------------------------
-
-
-def check_rangefilter(
-    app_configs: Sequence[Any] | None = None, **kwargs: Any
-) -> list[checks.CheckMessage]:
-    """The admin's date-range filters need ``rangefilter`` in ``INSTALLED_APPS``."""
-    if apps.is_installed("rangefilter"):
-        return []
-    return [
-        _error(
-            40,
-            "'rangefilter' is not in INSTALLED_APPS; the ledger admin's date-range filters need it.",
-            "Add 'rangefilter' (from django-admin-rangefilter) to INSTALLED_APPS.",
-            "INSTALLED_APPS",
-        )
-    ]
-
-
-# -- deployment: Redis itself -----------------------------------------------------------
-
-
-def check_redis(
-    app_configs: Sequence[Any] | None = None, **kwargs: Any
-) -> list[checks.CheckMessage]:
-    """Ping every configured Redis: version, eviction policy and persistence."""
-    if check_settings():
-        return []  # the configuration checks have already said what is wrong
-    targets = {"LEDGER['CONNECTION']": conf.ledger_settings.connection}
-    dispatch = conf.ledger_settings.dispatch_settings
-    backend = import_string(dispatch.backend)
-    from .dispatch import MemoryDispatchRegistry
-
-    messages: list[checks.CheckMessage] = []
-    if issubclass(backend, MemoryDispatchRegistry):
-        messages.append(
-            checks.Warning(
-                "The dispatch registry is MemoryDispatchRegistry: claim_dispatch is at most "
-                "once per process only, not across processes or hosts.",
-                hint="Use django_ledger.dispatch.RedisDispatchRegistry in production.",
-                obj="LEDGER['DISPATCH']['BACKEND']",
-                id="django_ledger.W003",
-            )
-        )
-    elif dispatch.connection is not None and dispatch.connection != targets["LEDGER['CONNECTION']"]:
-        targets["LEDGER['DISPATCH']['CONNECTION']"] = dispatch.connection
-    for where, spec in targets.items():
-        messages += _inspect(spec, where)
-    return messages
-
-
-def _inspect(spec: Any, where: str) -> list[checks.CheckMessage]:
-    import redis
-
-    try:
-        messages: list[checks.CheckMessage] = []
-        for name, client in _nodes(spec):
-            messages += _inspect_node(client, name, where)
-        return messages
-    except (redis.RedisError, OSError, ImproperlyConfigured) as exc:
-        return [
-            _error(
-                50,
-                f"Redis at {_safe(spec)} is unreachable: {exc}.",
-                "Start Redis or fix the connection; the ledger cannot admit or claim without it.",
-                where,
-            )
-        ]
-
-
-def _nodes(spec: Any) -> Iterator[tuple[str, Any]]:
-    """Yield (name, standalone client) for each server behind a connection spec."""
-    import redis
-    from redis.cluster import RedisCluster
-
-    if connections.connection_kind(spec) == "url":
-        # A client of its own with timeouts, so an unreachable host cannot hang `check`.
-        client = redis.Redis.from_url(spec, socket_connect_timeout=5, socket_timeout=5)
-        try:
-            yield _safe(spec), client
-        finally:
-            client.close()
-        return
-    client = conf.connection(spec)
-    if isinstance(client, RedisCluster):
-        get_nodes: Callable[[], list[Any]] = client.get_nodes  # untyped in redis-py
-        for node in get_nodes():
-            yield node.name, client.get_redis_connection(node)
-    else:
-        yield _safe(spec), client
-
-
-def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessage]:
-    import redis
-
-    server = client.info("server")
-    memory = client.info("memory")
-    persistence = client.info("persistence")
-    messages: list[checks.CheckMessage] = [
-        checks.Info(
-            f"Redis {server.get('redis_version', '?')} answers at {name} ({where}).",
-            obj=where,
-            id="django_ledger.I001",
-        )
-    ]
-    policy = memory.get("maxmemory_policy", "noeviction")
-    if policy != "noeviction":
-        messages.append(
-            checks.Warning(
-                f"Redis at {name} evicts keys under memory pressure (maxmemory-policy {policy}): "
-                "it would silently drop ledger records.",
-                hint="Set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, "
-                "and in redis.conf); a full Redis then refuses writes instead of losing records.",
-                obj=where,
-                id="django_ledger.W001",
-            )
-        )
-    if int(persistence.get("aof_enabled", 0)):
-        return messages
-    try:
-        save = client.config_get("save").get("save", "")
-    except redis.ResponseError:
-        messages.append(
-            checks.Info(
-                f"Redis at {name} refuses CONFIG GET, so RDB snapshots could not be verified; "
-                "AOF is off.",
-                hint="Make sure the server persists (appendonly yes is recommended).",
-                obj=where,
-                id="django_ledger.I002",
-            )
-        )
-        return messages
-    if not str(save).strip():
-        messages.append(
-            checks.Warning(
-                f"Redis at {name} persists nothing (appendonly no, no RDB save points): a restart "
-                "loses every record.",
-                hint="Set appendonly yes (appendfsync everysec or always) in redis.conf.",
-                obj=where,
-                id="django_ledger.W002",
-            )
-        )
-    return messages
-
-
-def _safe(spec: Any) -> str:
-    """Show a connection spec without a password."""
-    if isinstance(spec, str) and "://" in spec and "@" in spec:
-        scheme, _, rest = spec.partition("://")
-        return f"{scheme}://***@{rest.rpartition('@')[2]}"
-    return repr(spec) if not isinstance(spec, str) else spec

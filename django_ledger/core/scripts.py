@@ -31,7 +31,7 @@ SCRIPT_NAMES = (
 @cache
 def source(name: str) -> str:
     """Return the full source of script ``name``: the codec prelude, then its body."""
-    folder = resources.files("django_ledger") / "lua"
+    folder = resources.files("django_ledger.core") / "lua"
     prelude = (folder / "codec.lua").read_text(encoding="utf-8")
     return prelude + "\n" + (folder / f"{name}.lua").read_text(encoding="utf-8")
 

@@ -1,0 +1,25 @@
+"""System checks of the ``LEDGER`` setting and, with ``--deploy``, of Redis itself.
+
+Every message has a stable id (``django_ledger.E001`` ...), listed with its fix in
+``docs/checks.md``. ``register_checks`` runs from ``LedgerConfig.ready()``. One module
+per thing checked: ``settings`` (the ``LEDGER`` setting), ``installed`` (the apps beside
+this one), ``servers`` (Redis itself, with ``--deploy``).
+"""
+
+from __future__ import annotations
+
+from django.core import checks
+
+from .base import TAG
+from .installed import check_rangefilter
+from .servers import check_redis
+from .settings import check_settings
+
+__all__ = ["check_rangefilter", "check_redis", "check_settings", "register_checks"]
+
+
+def register_checks() -> None:
+    """Register the checks (called once, from ``AppConfig.ready``)."""
+    checks.register(check_settings, TAG)
+    checks.register(check_rangefilter, TAG)
+    checks.register(check_redis, TAG, deploy=True)

@@ -1,0 +1,140 @@
+"""With ``--deploy``: checks of Redis itself (version, eviction policy, persistence)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from .. import conf, connections
+from .base import error as _error
+from .base import safe as _safe
+from .settings import check_settings
+
+__all__ = ["check_redis"]
+
+
+def check_redis(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Ping every configured Redis: version, eviction policy and persistence."""
+    if check_settings():
+        return []  # the configuration checks have already said what is wrong
+    targets = {"LEDGER['CONNECTION']": conf.ledger_settings.connection}
+    dispatch = conf.ledger_settings.dispatch_settings
+    backend = import_string(dispatch.backend)
+    from ..core.dispatch import MemoryDispatchRegistry
+
+    messages: list[checks.CheckMessage] = []
+    if issubclass(backend, MemoryDispatchRegistry):
+        messages.append(
+            checks.Warning(
+                "The dispatch registry is MemoryDispatchRegistry: claim_dispatch is at most "
+                "once per process only, not across processes or hosts.",
+                hint="Use django_ledger.dispatch.RedisDispatchRegistry in production.",
+                obj="LEDGER['DISPATCH']['BACKEND']",
+                id="django_ledger.W003",
+            )
+        )
+    elif dispatch.connection is not None and dispatch.connection != targets["LEDGER['CONNECTION']"]:
+        targets["LEDGER['DISPATCH']['CONNECTION']"] = dispatch.connection
+    for where, spec in targets.items():
+        messages += _inspect(spec, where)
+    return messages
+
+
+def _inspect(spec: Any, where: str) -> list[checks.CheckMessage]:
+    import redis
+
+    try:
+        messages: list[checks.CheckMessage] = []
+        for name, client in _nodes(spec):
+            messages += _inspect_node(client, name, where)
+        return messages
+    except (redis.RedisError, OSError, ImproperlyConfigured) as exc:
+        return [
+            _error(
+                50,
+                f"Redis at {_safe(spec)} is unreachable: {exc}.",
+                "Start Redis or fix the connection; the ledger cannot admit or claim without it.",
+                where,
+            )
+        ]
+
+
+def _nodes(spec: Any) -> Iterator[tuple[str, Any]]:
+    """Yield (name, standalone client) for each server behind a connection spec."""
+    import redis
+    from redis.cluster import RedisCluster
+
+    if connections.connection_kind(spec) == "url":
+        # A client of its own with timeouts, so an unreachable host cannot hang `check`.
+        client = redis.Redis.from_url(spec, socket_connect_timeout=5, socket_timeout=5)
+        try:
+            yield _safe(spec), client
+        finally:
+            client.close()
+        return
+    client = conf.connection(spec)
+    if isinstance(client, RedisCluster):
+        get_nodes: Callable[[], list[Any]] = client.get_nodes  # untyped in redis-py
+        for node in get_nodes():
+            yield node.name, client.get_redis_connection(node)
+    else:
+        yield _safe(spec), client
+
+
+def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessage]:
+    import redis
+
+    server = client.info("server")
+    memory = client.info("memory")
+    persistence = client.info("persistence")
+    messages: list[checks.CheckMessage] = [
+        checks.Info(
+            f"Redis {server.get('redis_version', '?')} answers at {name} ({where}).",
+            obj=where,
+            id="django_ledger.I001",
+        )
+    ]
+    policy = memory.get("maxmemory_policy", "noeviction")
+    if policy != "noeviction":
+        messages.append(
+            checks.Warning(
+                f"Redis at {name} evicts keys under memory pressure (maxmemory-policy {policy}): "
+                "it would silently drop ledger records.",
+                hint="Set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, "
+                "and in redis.conf); a full Redis then refuses writes instead of losing records.",
+                obj=where,
+                id="django_ledger.W001",
+            )
+        )
+    if int(persistence.get("aof_enabled", 0)):
+        return messages
+    try:
+        save = client.config_get("save").get("save", "")
+    except redis.ResponseError:
+        messages.append(
+            checks.Info(
+                f"Redis at {name} refuses CONFIG GET, so RDB snapshots could not be verified; "
+                "AOF is off.",
+                hint="Make sure the server persists (appendonly yes is recommended).",
+                obj=where,
+                id="django_ledger.I002",
+            )
+        )
+        return messages
+    if not str(save).strip():
+        messages.append(
+            checks.Warning(
+                f"Redis at {name} persists nothing (appendonly no, no RDB save points): a restart "
+                "loses every record.",
+                hint="Set appendonly yes (appendfsync everysec or always) in redis.conf.",
+                obj=where,
+                id="django_ledger.W002",
+            )
+        )
+    return messages

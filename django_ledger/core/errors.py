@@ -1,0 +1,29 @@
+"""Exceptions the ledger raises."""
+
+from __future__ import annotations
+
+__all__ = ["CorruptRecord", "LedgerError", "LedgerUnavailable"]
+
+
+class LedgerError(Exception):
+    """Base class of every error the ledger raises on its own account."""
+
+
+class CorruptRecord(LedgerError):
+    """Stored bytes failed to decode or their checksum did not hold."""
+
+    def __init__(self, request_id: str, reason: str) -> None:
+        super().__init__(f"record {request_id!r} is corrupt: {reason}")
+        self.request_id = request_id
+        self.reason = reason
+
+
+class LedgerUnavailable(LedgerError):
+    """Redis could not be reached or dropped the connection mid-call.
+
+    The outcome of the interrupted call is unknown, and every ledger operation is safe
+    to call again with the same arguments: admission reconciles by request id, a
+    replayed COMPLETED or FAILED settlement of the same claim answers ``SETTLED`` again,
+    and a replayed give-back (PENDING) answers ``LOST`` (``not_claimed``) because the
+    record is already back to PENDING (``docs/guarantees.md`` has the whole table).
+    """

@@ -1,0 +1,99 @@
+"""The fused path: each operation a whole transport batch in one script call.
+
+Each function takes the queue's ``Runner`` and a batch already checked by ``Ledger``,
+and turns the script's reply into the ledger's answers. The reference path
+(``reference.py``) gives the same answers with reads and compare-and-set writes.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from .answers import ADMIT_CODES, admitted, imported, settlement
+from .records import Record, decode_record
+from .results import Admission, AdmissionStatus, Claim, Settlement
+from .runner import Runner
+
+__all__ = ["admit", "claim", "import_records", "repair", "settle"]
+
+
+def admit(
+    runner: Runner,
+    batch: list[tuple[int, str, bytes]],
+    delay_ms: int,
+    traceparent: str,
+    max_records: int,
+) -> list[Admission]:
+    args: list[Any] = [max_records, delay_ms, traceparent]
+    for _, request_id, data in batch:
+        args += (request_id, data)
+    reply = runner.run(runner.scripts.admit, args)
+    now = reply[0]
+    trace = traceparent or None
+    answers = []
+    for i, (_, request_id, data) in enumerate(batch):
+        code, detail = reply[1 + 2 * i], reply[2 + 2 * i]
+        status, reason = ADMIT_CODES[code]
+        if code == 1:
+            make = partial(admitted, request_id, data, now, delay_ms, trace)
+        elif detail:
+            make = partial(decode_record, request_id, detail)
+        else:
+            make = None
+        answers.append(Admission(request_id, status, reason, make=make))
+    return answers
+
+
+def claim(runner: Runner, owner: str, limit: int, lease_ms: int) -> list[Claim]:
+    reply = runner.run(runner.scripts.claim, [owner, lease_ms, limit])
+    return [
+        Claim(
+            reply[i].decode("utf-8"),
+            reply[i + 1].decode("utf-8"),
+            owner,
+            reply[i + 2],
+            reply[i + 3],
+            reply[i + 4],
+            reply[i + 5].decode("ascii") or None,
+        )
+        for i in range(1, len(reply), 6)
+    ]
+
+
+def settle(runner: Runner, batch: list[tuple[Claim, str, int]]) -> list[Settlement]:
+    args: list[Any] = []
+    for claim, target, ms in batch:
+        args += (claim.request_id, claim.owner, claim.fence, target, ms)
+    reply = runner.run(runner.scripts.settle, args)
+    results = []
+    for i, (claim, target, _) in enumerate(batch):
+        code, detail = reply[1 + 2 * i], reply[2 + 2 * i]
+        results.append(settlement(claim, target, code, detail))
+    return results
+
+
+def repair(
+    runner: Runner, batch: list[tuple[str | bytes, bytes]], retention_ms: int, max_attempts: int
+) -> list[int]:
+    args: list[Any] = [retention_ms, max_attempts]
+    for request_id, raw in batch:
+        args += (request_id, raw)
+    return list(runner.run(runner.scripts.repair, args))
+
+
+def import_records(
+    runner: Runner, batch: list[tuple[int, Record, bytes, frozenset[str]]], max_records: int
+) -> list[Admission]:
+    args: list[Any] = [max_records]
+    for _, record, raw, _ in batch:
+        args += (record.request_id, raw)
+    reply = runner.run(runner.scripts.import_records, args)
+    if reply == [-2]:
+        return [
+            Admission(r.request_id, AdmissionStatus.REJECTED, "gate_open") for _, r, _, _ in batch
+        ]
+    return [
+        imported(record, given, reply[2 * i], reply[2 * i + 1])
+        for i, (_, record, _, given) in enumerate(batch)
+    ]

@@ -48,6 +48,7 @@ def fused_twin(ledger: Ledger) -> Ledger:
         optimized=True,
         max_attempts=ledger.max_attempts,
         retention=ledger.retention,
+        max_retained=ledger.max_retained,
     )
 
 

@@ -305,16 +305,21 @@ def test_full_at_max_records(ledger_factory: Callable[..., Ledger]) -> None:
     assert dump(ledger) == before
 
 
-def test_terminal_records_count_until_purged(ledger_factory: Callable[..., Ledger]) -> None:
-    ledger = ledger_factory(max_records=1, retention=60)
-    ledger.admit("a", "p")
-    claim = ledger.claim("w")
-    assert claim is not None
-    ledger.settle(claim)
-    assert ledger.admit("b", "p").status is FULL
-    advance(ledger, 61_000)
-    assert repair_all(ledger).purged == 1
-    assert ledger.admit("b", "p").status is ADMITTED
+def test_ended_records_never_make_a_queue_full(ledger_factory: Callable[..., Ledger]) -> None:
+    # The probe's case: a drained queue of ten answered FULL while its ended records stayed.
+    ledger = ledger_factory(max_records=10, retention=60)
+    ledger.admit_many([(f"r{n}", "p") for n in range(10)])
+    assert ledger.admit("r10", "p").status is FULL  # ten live records: full
+    claims = ledger.claim_many("w", 10)
+    ledger.settle_many([(claim, State.COMPLETED) for claim in claims[:7]])
+    ledger.settle_many([(claim, State.FAILED) for claim in claims[7:]])
+    stats = ledger.stats()
+    assert (stats.pending, stats.claimed, stats.completed, stats.failed) == (0, 0, 7, 3)
+    answers = ledger.admit_many([(f"s{n}", "p") for n in range(11)])
+    assert [a.status for a in answers] == [ADMITTED] * 10 + [FULL]
+    # The ended records are still kept, so their ids are still recognised.
+    assert ledger.admit("r0", "p").status is DUPLICATE
+    assert ledger.stats().total == 20
 
 
 def test_quarantined_ids_count_toward_max_records(ledger_factory: Callable[..., Ledger]) -> None:

@@ -106,7 +106,10 @@ def test_every_record_is_claimed_exactly_once(
     }
     records = ledger.resolve_many(ids)
     assert all(r is not None and r.state is State.COMPLETED for r in records)
-    assert {(r.attempts, r.fence) for r in records if r is not None} == {(1, 1)}
+    assert {r.attempts for r in records if r is not None} == {1}
+    # Every claim took its own fence from the queue-wide counter, whichever process made it.
+    fences = [r.fence for r in records if r is not None]
+    assert len(set(fences)) == len(fences) == len(ids)
     assert all(r is not None and r.owner == owner_of[r.request_id] for r in records)
     stats = ledger.stats()
     assert (stats.pending, stats.claimed, stats.completed) == (0, 0, total)

@@ -46,6 +46,7 @@ OPTIONS: dict[str, Any] = {
     "max_payload_bytes": 16,
     "max_attempts": 2,
     "retention": 60 * 60,  # an hour
+    "max_retained": 6,  # ended records past six are purged, oldest first
 }
 IDS = [f"r{i:02d}" for i in range(20)]  # more than max_records: FULL happens
 BAD_IDS = ["", "bad\nid"]
@@ -77,6 +78,11 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
             self.gate = False
             #: Claims of the same record, (optimized, reference), stale ones included.
             self.claims: list[tuple[Claim, Claim]] = []
+            # Fences come from each queue's counter in claim order, and two records due in
+            # one slot may be claimed in either order: each side's fences are compared
+            # through the claim they were given to (imported fences stand for themselves).
+            self.canon: tuple[dict[tuple[str, int], Any], dict[tuple[str, int], Any]] = ({}, {})
+            self.top_fence = [0, 0]
 
         def teardown(self) -> None:
             client.delete(*self.opt.keys, *self.ref.keys)
@@ -86,14 +92,17 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
         def slot(self, ms: int | None) -> int | None:
             return None if ms is None else (ms - self.t0) // HALF
 
-        def record_view(self, record: Record | None) -> tuple[Any, ...] | None:
+        def fence_view(self, request_id: str, fence: int, side: int) -> Any:
+            return self.canon[side].get((request_id, fence), fence)
+
+        def record_view(self, record: Record | None, side: int) -> tuple[Any, ...] | None:
             if record is None:
                 return None
             return (
                 record.request_id,
                 record.state,
                 record.attempts,
-                record.fence,
+                self.fence_view(record.request_id, record.fence, side),
                 record.owner,
                 record.payload,
                 record.traceparent,
@@ -103,15 +112,15 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
                 self.slot(record.updated_at),
             )
 
-        def admission_view(self, admission: Admission) -> tuple[Any, ...]:
+        def admission_view(self, admission: Admission, side: int) -> tuple[Any, ...]:
             return (
                 admission.request_id,
                 admission.status,
                 admission.reason,
-                self.record_view(admission.record),
+                self.record_view(admission.record, side),
             )
 
-        def claim_view(self, claim: Claim | None) -> tuple[Any, ...] | None:
+        def claim_view(self, claim: Claim | None, side: int) -> tuple[Any, ...] | None:
             if claim is None:
                 return None
             return (
@@ -119,13 +128,17 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
                 claim.payload,
                 claim.owner,
                 claim.attempt,
-                claim.fence,
+                self.fence_view(claim.request_id, claim.fence, side),
                 self.slot(claim.lease_until),
                 claim.traceparent,
             )
 
-        def settlement_view(self, settlement: Settlement) -> tuple[Any, ...]:
-            return (settlement.status, settlement.reason, self.record_view(settlement.record))
+        def settlement_view(self, settlement: Settlement, side: int) -> tuple[Any, ...]:
+            return (
+                settlement.status,
+                settlement.reason,
+                self.record_view(settlement.record, side),
+            )
 
         def identities(self, ledger: Ledger) -> list[Record | str | None]:
             """Every id of the pool: its record, "corrupt" or "quarantined", or None."""
@@ -139,8 +152,10 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
                     out.append("quarantined" if aside == raw else "corrupt")
             return out
 
-        def identity_view(self, identity: Record | str | None) -> Any:
-            return identity if not isinstance(identity, Record) else self.record_view(identity)
+        def identity_view(self, identity: Record | str | None, side: int) -> Any:
+            if not isinstance(identity, Record):
+                return identity
+            return self.record_view(identity, side)
 
         # -- what the ledgers should claim -----------------------------------------------
 
@@ -176,9 +191,19 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
             assert {claim.request_id for claim in opt} == expected
             assert set(by_id) == expected
             assert len(opt) == len(ref) == len(expected)
-            for claim in opt:
-                assert self.claim_view(claim) == self.claim_view(by_id[claim.request_id])
-                self.claims.append((claim, by_id[claim.request_id]))
+            for side, claims in enumerate((opt, ref)):
+                # Each claim's fence is new: above every fence its queue gave before.
+                fences = sorted(claim.fence for claim in claims)
+                assert len(set(fences)) == len(fences)
+                assert not fences or fences[0] > self.top_fence[side]
+                self.top_fence[side] = max([self.top_fence[side], *fences])
+            for claim in sorted(opt, key=lambda claim: claim.request_id):
+                pair = (claim, by_id[claim.request_id])
+                given = ("claim", len(self.claims))
+                for side, one in enumerate(pair):
+                    self.canon[side][(one.request_id, one.fence)] = given
+                assert self.claim_view(pair[0], 0) == self.claim_view(pair[1], 1)
+                self.claims.append(pair)
 
         # -- rules -----------------------------------------------------------------------
 
@@ -204,7 +229,7 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
                 ledger.admit(request_id, payload, delay * UNIT / 1000, trace)
                 for ledger in self.ledgers
             )
-            assert self.admission_view(opt) == self.admission_view(ref)
+            assert self.admission_view(opt, 0) == self.admission_view(ref, 1)
 
         @rule(
             requests=st.lists(
@@ -216,7 +241,9 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
         )
         def admit_many(self, requests: list[tuple[str, str]], delay: int) -> None:
             opt, ref = (ledger.admit_many(requests, delay * UNIT / 1000) for ledger in self.ledgers)
-            assert [self.admission_view(a) for a in opt] == [self.admission_view(a) for a in ref]
+            assert [self.admission_view(a, 0) for a in opt] == [
+                self.admission_view(a, 1) for a in ref
+            ]
 
         @rule(owner=st.sampled_from(OWNERS), lease=st.integers(1, 3))
         def claim(self, owner: str, lease: int) -> None:
@@ -245,8 +272,8 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
                 ledger.renew(claim, lease * UNIT / 1000)
                 for ledger, claim in zip(self.ledgers, pair, strict=True)
             )
-            assert self.settlement_view(opt) == self.settlement_view(ref)
-            assert self.claim_view(pair[0]) == self.claim_view(pair[1])
+            assert self.settlement_view(opt, 0) == self.settlement_view(ref, 1)
+            assert self.claim_view(pair[0], 0) == self.claim_view(pair[1], 1)
 
         @precondition(lambda self: self.claims)
         @rule(data=st.data(), state=st.sampled_from(SETTLE_STATES), delay=DELAYS)
@@ -256,7 +283,44 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
                 ledger.settle(claim, state, delay * UNIT / 1000)
                 for ledger, claim in zip(self.ledgers, pair, strict=True)
             )
-            assert self.settlement_view(opt) == self.settlement_view(ref)
+            assert self.settlement_view(opt, 0) == self.settlement_view(ref, 1)
+
+        @precondition(lambda self: self.claims)
+        @rule(
+            data=st.data(),
+            state=st.sampled_from(SETTLE_STATES),
+            owner=st.sampled_from(OWNERS),
+            limit=st.integers(0, 6),
+            lease=st.integers(1, 3),
+        )
+        def settle_and_claim(
+            self, data: st.DataObject, state: State, owner: str, limit: int, lease: int
+        ) -> None:
+            pair = data.draw(st.sampled_from(self.claims), label="claim")
+            # A retry is given back a unit or more ahead, so what is due now stays as it is.
+            delay = 0 if state is not State.PENDING else data.draw(st.integers(1, 3), "delay")
+            if limit:
+                limit, expected = self.whole_slots(limit)
+            else:
+                expected = set()
+            answers = [
+                ledger.settle_and_claim(
+                    [(claim, state, delay * UNIT / 1000)], owner, limit, lease * UNIT / 1000
+                )
+                for ledger, claim in zip(self.ledgers, pair, strict=True)
+            ]
+            (opt, opt_claims), (ref, ref_claims) = answers
+            assert self.settlement_view(opt[0], 0) == self.settlement_view(ref[0], 1)
+            self.record_claims(opt_claims, ref_claims, expected)
+
+        @precondition(lambda self: self.claims)
+        @rule(data=st.data())
+        def release(self, data: st.DataObject) -> None:
+            pair = data.draw(st.sampled_from(self.claims), label="claim")
+            opt, ref = (
+                ledger.release([claim])[0] for ledger, claim in zip(self.ledgers, pair, strict=True)
+            )
+            assert self.settlement_view(opt, 0) == self.settlement_view(ref, 1)
 
         @precondition(lambda self: self.claims)
         @rule(data=st.data())
@@ -279,7 +343,9 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
                 )
                 for side, ledger in enumerate(self.ledgers)
             )
-            assert [self.settlement_view(s) for s in opt] == [self.settlement_view(s) for s in ref]
+            assert [self.settlement_view(s, 0) for s in opt] == [
+                self.settlement_view(s, 1) for s in ref
+            ]
 
         @rule(count=st.sampled_from([3, 100]))
         def repair(self, count: int) -> None:
@@ -367,7 +433,7 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
                 ledger.import_record(request_id, payload, state, base + due * UNIT, owner, **extra)
                 for ledger in self.ledgers
             )
-            assert self.admission_view(opt) == self.admission_view(ref)
+            assert self.admission_view(opt, 0) == self.admission_view(ref, 1)
             if opt.status.value == "ADMITTED" and state is State.CLAIMED:
                 # Whoever held it before the migration may still settle it.
                 record = self.opt.resolve(request_id)
@@ -390,7 +456,9 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
         @invariant()
         def every_identity_agrees(self) -> None:
             opt, ref = (self.identities(ledger) for ledger in self.ledgers)
-            assert [self.identity_view(i) for i in opt] == [self.identity_view(i) for i in ref]
+            assert [self.identity_view(i, 0) for i in opt] == [
+                self.identity_view(i, 1) for i in ref
+            ]
 
         @invariant()
         def counters_agree(self) -> None:

@@ -16,6 +16,7 @@ ADMIT_CODES = {
     4: (AdmissionStatus.FULL, "max_records"),
     5: (AdmissionStatus.CONFLICT, "quarantined"),
     6: (AdmissionStatus.CONFLICT, "corrupt"),
+    7: (AdmissionStatus.REJECTED, "id_control_character"),
 }
 REPAIR_FIELDS = {
     0: "stale",

@@ -3,11 +3,32 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
+from typing import TypeAlias
 
 from .records import State
 from .results import Claim
+from .timing import duration_ms
 
-__all__ = ["check_claim", "check_name", "positive_int", "settle_target"]
+__all__ = [
+    "SettleItem",
+    "Work",
+    "check_claim",
+    "check_name",
+    "positive_int",
+    "settle_target",
+    "settle_work",
+    "work_size",
+]
+
+#: What ``settle_many`` takes: (claim, state[, delay[, result]]).
+SettleItem: TypeAlias = (
+    tuple[Claim, State]
+    | tuple[Claim, State, timedelta | float]
+    | tuple[Claim, State, timedelta | float, str | bytes | None]
+)
+#: One checked settlement for the scripts: claim, target letter, milliseconds, result bytes.
+Work: TypeAlias = tuple[Claim, str, int, bytes]
 
 _NAME = re.compile(r"[^\s{}\x00-\x1f\x7f]{1,100}")
 
@@ -59,3 +80,27 @@ def positive_int(value: object, name: str, *, upper: int | None = None) -> int:
         bound = f" and at most {upper}" if upper is not None else ""
         raise ValueError(f"{name} must be at least 1{bound}, got {value}")
     return value
+
+
+def settle_work(item: object) -> Work:
+    """Check one ``settle_many`` item and return it as the scripts take it."""
+    if not isinstance(item, tuple | list) or not 2 <= len(item) <= 4:
+        raise TypeError("each item must be (claim, state[, delay[, result]])")
+    claim, state = item[0], item[1]
+    delay = item[2] if len(item) > 2 else 0
+    result = item[3] if len(item) > 3 else None
+    check_claim(claim)
+    if result is None:
+        data = b""
+    elif isinstance(result, str):
+        data = result.encode("utf-8")
+    elif isinstance(result, bytes):
+        data = result
+    else:
+        raise TypeError(f"result must be str, bytes or None, not {type(result).__name__}")
+    return (claim, settle_target(state), duration_ms(delay, "delay"), data)
+
+
+def work_size(item: Work) -> int:
+    """The bytes one settlement adds to a transport batch."""
+    return len(item[0].request_id) + len(item[0].owner) + len(item[3])

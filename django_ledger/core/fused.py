@@ -11,11 +11,12 @@ from functools import partial
 from typing import Any
 
 from .answers import ADMIT_CODES, admitted, imported, settlement
+from .arguments import Work
 from .records import Record, decode_record
 from .results import Admission, AdmissionStatus, Claim, Settlement
 from .runner import Runner
 
-__all__ = ["admit", "claim", "import_records", "repair", "settle"]
+__all__ = ["admit", "claim", "import_records", "repair", "settle", "settle_and_claim"]
 
 
 def admit(
@@ -47,6 +48,11 @@ def admit(
 
 def claim(runner: Runner, owner: str, limit: int, lease_ms: int) -> list[Claim]:
     reply = runner.run(runner.scripts.claim, [owner, lease_ms, limit])
+    return claims_of(reply, 1, owner)
+
+
+def claims_of(reply: list[Any], start: int, owner: str) -> list[Claim]:
+    """Read the claims a script appended to its reply from ``start`` on."""
     return [
         Claim(
             reply[i].decode("utf-8"),
@@ -57,20 +63,35 @@ def claim(runner: Runner, owner: str, limit: int, lease_ms: int) -> list[Claim]:
             reply[i + 4],
             reply[i + 5].decode("ascii") or None,
         )
-        for i in range(1, len(reply), 6)
+        for i in range(start, len(reply), 6)
     ]
 
 
-def settle(runner: Runner, batch: list[tuple[Claim, str, int]]) -> list[Settlement]:
+def _settle_args(batch: list[Work]) -> list[Any]:
     args: list[Any] = []
-    for claim, target, ms in batch:
-        args += (claim.request_id, claim.owner, claim.fence, target, ms)
-    reply = runner.run(runner.scripts.settle, args)
-    results = []
-    for i, (claim, target, _) in enumerate(batch):
-        code, detail = reply[1 + 2 * i], reply[2 + 2 * i]
-        results.append(settlement(claim, target, code, detail))
-    return results
+    for claim, target, ms, result in batch:
+        args += (claim.request_id, claim.owner, claim.fence, target, ms, result)
+    return args
+
+
+def _settlements(batch: list[Work], reply: list[Any], start: int) -> list[Settlement]:
+    return [
+        settlement(claim, target, reply[start + 2 * i], reply[start + 1 + 2 * i])
+        for i, (claim, target, _, _) in enumerate(batch)
+    ]
+
+
+def settle(runner: Runner, batch: list[Work], max_retained: int) -> list[Settlement]:
+    reply = runner.run(runner.scripts.settle, [max_retained, *_settle_args(batch)])
+    return _settlements(batch, reply, 1)
+
+
+def settle_and_claim(
+    runner: Runner, batch: list[Work], max_retained: int, owner: str, limit: int, lease_ms: int
+) -> tuple[list[Settlement], list[Claim]]:
+    args = [max_retained, owner, lease_ms, limit, len(batch), *_settle_args(batch)]
+    reply = runner.run(runner.scripts.settle_claim, args)
+    return _settlements(batch, reply, 2), claims_of(reply, 2 + 2 * len(batch), owner)
 
 
 def repair(

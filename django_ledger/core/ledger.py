@@ -15,7 +15,15 @@ from typing import Any
 
 from . import fused, reference
 from .answers import REPAIR_FIELDS
-from .arguments import check_claim, check_name, positive_int, settle_target
+from .arguments import (
+    SettleItem,
+    Work,
+    check_claim,
+    check_name,
+    positive_int,
+    settle_work,
+    work_size,
+)
 from .records import (
     Record,
     State,
@@ -63,6 +71,7 @@ class Ledger:
         optimized: bool = True,
         max_attempts: int = 16,
         retention: timedelta | float = timedelta(days=7),
+        max_retained: int = 100_000,
     ) -> None:
         self.namespace = check_name(namespace, "namespace")
         self.queue = check_name(queue, "queue")
@@ -71,6 +80,7 @@ class Ledger:
         )
         self.max_records = positive_int(max_records, "max_records")
         self.max_attempts = positive_int(max_attempts, "max_attempts")
+        self.max_retained = positive_int(max_retained, "max_retained")
         if not isinstance(optimized, bool):
             raise TypeError("optimized must be a bool")
         self.optimized = optimized
@@ -108,6 +118,16 @@ class Ledger:
     @property
     def quarantine_key(self) -> str:
         return self.runner.quarantine_key
+
+    @property
+    def fences_key(self) -> str:
+        """The queue-wide fence counter: every claim's fence comes from it."""
+        return self.runner.fences_key
+
+    @property
+    def results_key(self) -> str:
+        """Results stored with settlements (``settle(..., result=)``), by request id."""
+        return self.runner.results_key
 
     @property
     def terminal_keys(self) -> dict[State, str]:
@@ -245,46 +265,108 @@ class Ledger:
 
     def renew_many(self, items: Iterable[tuple[Claim, timedelta | float]]) -> list[Settlement]:
         """Renew many claims, one round trip per batch; each renewed Claim's lease moves on."""
-        work: list[tuple[Claim, str, int]] = []
+        work: list[Work] = []
         for item in items:
             if not isinstance(item, tuple | list) or len(item) != 2:
                 raise TypeError("each item must be a (claim, lease) pair")
             check_claim(item[0])
-            work.append((item[0], "C", duration_ms(item[1], "lease", positive=True)))
+            work.append((item[0], "C", duration_ms(item[1], "lease", positive=True), b""))
         settlements = self._settle_batch(work)
-        for (claim, _, _), answer in zip(work, settlements, strict=True):
+        for (claim, *_), answer in zip(work, settlements, strict=True):
             if answer.status is SettlementStatus.RENEWED and answer.record is not None:
                 claim.lease_until = answer.record.lease_until or claim.lease_until
         return settlements
 
     def settle(
-        self, claim: Claim, state: State = State.COMPLETED, delay: timedelta | float = 0
+        self,
+        claim: Claim,
+        state: State = State.COMPLETED,
+        delay: timedelta | float = 0,
+        result: str | bytes | None = None,
     ) -> Settlement:
-        """End ``claim`` as COMPLETED or FAILED, or give it back as PENDING after ``delay``."""
-        return self.settle_many([(claim, state, delay)])[0]
+        """End ``claim`` as COMPLETED or FAILED, or give it back as PENDING after ``delay``.
 
-    def settle_many(
-        self, items: Iterable[tuple[Claim, State] | tuple[Claim, State, timedelta | float]]
-    ) -> list[Settlement]:
-        """Settle many claims, one round trip per batch; only a lost item fails."""
-        work: list[tuple[Claim, str, int]] = []
-        for item in items:
-            if not isinstance(item, tuple | list) or len(item) not in (2, 3):
-                raise TypeError("each item must be (claim, state) or (claim, state, delay)")
-            claim, state = item[0], item[1]
-            delay = item[2] if len(item) == 3 else 0
+        ``result`` (text or bytes) is stored under the request id in the same script call
+        as the settlement, and only if the settlement is applied; ``results`` reads it.
+        """
+        return self.settle_many([(claim, state, delay, result)])[0]
+
+    def settle_many(self, items: Iterable[SettleItem]) -> list[Settlement]:
+        """Settle many claims, one round trip per batch; only a lost item fails.
+
+        Items are ``(claim, state)``, ``(claim, state, delay)`` or ``(claim, state, delay,
+        result)``.
+        """
+        return self._settle_batch([settle_work(item) for item in items])
+
+    def release(self, claims: Iterable[Claim]) -> list[Settlement]:
+        """Give back claims whose work never started: PENDING, due now, the attempt unspent.
+
+        For a worker that stops with prefetched claims in hand. A compare-and-set like
+        every settlement: a claim that no longer holds its record answers ``LOST``.
+        """
+        work: list[Work] = []
+        for claim in claims:
             check_claim(claim)
-            work.append((claim, settle_target(state), duration_ms(delay, "delay")))
+            work.append((claim, "R", 0, b""))
         return self._settle_batch(work)
 
-    def _settle_batch(self, work: list[tuple[Claim, str, int]]) -> list[Settlement]:
+    def settle_and_claim(
+        self,
+        items: Iterable[SettleItem],
+        owner: str,
+        limit: int,
+        lease: timedelta | float = 30,
+    ) -> tuple[list[Settlement], list[Claim]]:
+        """Settle ``items``, then claim up to ``limit`` more for ``owner``.
+
+        Optimized, the last transport batch of settlements and the claims travel in one
+        script call: a worker that has just finished gets its next work in the same round
+        trip. ``limit`` may be 0 (settle only).
+        """
+        work = [settle_work(item) for item in items]
+        problem = owner_problem(owner)
+        if problem is not None:
+            raise ValueError(f"owner is not usable ({problem})")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_BATCH:
+            raise ValueError(f"limit must be an int from 0 to {MAX_BATCH}, got {limit!r}")
+        lease_ms = duration_ms(lease, "lease", positive=True)
+        if not self.optimized:
+            settled = self._settle_batch(work)
+            return settled, reference.claim(self.runner, owner, limit, lease_ms) if limit else []
+        parts = list(batches(work, work_size)) or [[]]
+        settlements: list[Settlement] = []
+        for part in parts[:-1]:
+            settlements += fused.settle(self.runner, part, self.max_retained)
+        last, claims = fused.settle_and_claim(
+            self.runner, parts[-1], self.max_retained, owner, limit, lease_ms
+        )
+        return settlements + last, claims
+
+    def _settle_batch(self, work: list[Work]) -> list[Settlement]:
         results: list[Settlement] = []
-        for batch in batches(work, lambda item: len(item[0].request_id) + len(item[0].owner)):
+        for batch in batches(work, work_size):
             if self.optimized:
-                results += fused.settle(self.runner, batch)
+                results += fused.settle(self.runner, batch, self.max_retained)
             else:
-                results += [reference.settle(self.runner, *item) for item in batch]
+                results += [
+                    reference.settle(self.runner, *item, max_retained=self.max_retained)
+                    for item in batch
+                ]
         return results
+
+    def results(self, request_ids: Iterable[str]) -> list[bytes | None]:
+        """Return the results stored with settlements, in input order (``None``: none)."""
+        ids = list(request_ids)
+        for request_id in ids:
+            problem = id_problem(request_id)
+            if problem is not None:
+                raise ValueError(f"request id {request_id!r} is not usable ({problem})")
+        found: list[bytes | None] = []
+        with self.translate_errors():
+            for start in range(0, len(ids), 1000):
+                found += self.redis.hmget(self.results_key, ids[start : start + 1000])
+        return found
 
     # -- reads ----------------------------------------------------------------------
 
@@ -359,9 +441,10 @@ class Ledger:
         if not str(cursor).isdigit() or len(str(cursor)) > 20:
             raise ValueError(f"cursor must be a cursor returned by repair, got {cursor!r}")
         positive_int(count, "count", upper=10_000)
-        swept = self.run(self.scripts.sweep, [self.retention_ms, count])
-        report = self.repair_records(zip(swept[1::2], swept[2::2], strict=True))
+        swept = self.run(self.scripts.sweep, [self.retention_ms, count, self.max_retained])
+        report = self.repair_records(zip(swept[2::2], swept[3::2], strict=True))
         report.reindexed += swept[0]
+        report.purged += swept[1]
         report.scanned = 0
         with self.translate_errors():
             next_cursor, page = self.redis.hscan(self.records_key, int(cursor), count=count)

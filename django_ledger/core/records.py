@@ -53,7 +53,8 @@ MAX_COUNTER = 2**53
 _LAYOUT = struct.Struct(">8scQQQQQQHB")
 _BODY = struct.Struct(">cQQQQQQHB")
 _HEAD = 1 + _LAYOUT.size
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: C0, DEL, C1 and the line and paragraph separators (codec.lua's has_control, alike).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 

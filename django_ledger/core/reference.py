@@ -34,12 +34,16 @@ def write(
     not_before: int | None = None,
     max_records: int | None = None,
     gate: str = "",
+    max_retained: int | None = None,
+    result: bytes = b"",
 ) -> int:
     """Replace the exact bytes ``expected`` (b"" = absent) by ``new`` (b"" = delete).
 
     The one compare-and-set write of the reference path and of operator actions: the
     record goes first, then the index its state calls for; time and gate conditions
-    are checked with the server clock in the same step. Answer ``write.lua``'s code.
+    are checked with the server clock in the same step; ``result`` is stored with the
+    record, and a terminal write purges the oldest ended records past ``max_retained``.
+    Answer ``write.lua``'s code.
     """
     ready = lease = letter = score = ""
     if record is not None:
@@ -61,6 +65,8 @@ def write(
         "" if not_before is None else not_before,
         "" if max_records is None else max_records,
         gate,
+        "" if max_retained is None else max_retained,
+        result,
     ]
     return int(runner.run(runner.scripts.write, args))
 
@@ -113,6 +119,9 @@ def _classify(runner: Runner, request_id: str, payload: str, raw: bytes) -> Admi
 
 def claim(runner: Runner, owner: str, limit: int, lease_ms: int) -> list[Claim]:
     claims: list[Claim] = []
+    with runner.translate_errors():
+        if runner.redis.exists(runner.gate_key):
+            return claims  # closed: not even a fence is taken (write.lua checks again)
     skipped = 0
     budget = limit * 4 + 64
     while len(claims) < limit and budget > 0:
@@ -144,12 +153,14 @@ def claim(runner: Runner, owner: str, limit: int, lease_ms: int) -> list[Claim]:
                     still_indexed = runner.redis.zscore(runner.ready_key, request_id) is not None
                 skipped += 1 if still_indexed else 0
                 continue
+            # A fence taken and then not used (the write below refused) is only a gap.
+            fence = int(runner.run(runner.scripts.fence, [record.fence]))
             new = replace(
                 record,
                 state=State.CLAIMED,
                 owner=owner,
                 attempts=record.attempts + 1,
-                fence=record.fence + 1,
+                fence=fence,
                 lease_until=now + lease_ms,
                 updated_at=now,
             )
@@ -179,7 +190,9 @@ def claim(runner: Runner, owner: str, limit: int, lease_ms: int) -> list[Claim]:
     return claims
 
 
-def settle(runner: Runner, claim: Claim, target: str, ms: int) -> Settlement:
+def settle(
+    runner: Runner, claim: Claim, target: str, ms: int, result: bytes, *, max_retained: int
+) -> Settlement:
     for _ in range(_RETRIES):
         now, raw = runner.now_and_raw(claim.request_id)
         if raw is None:
@@ -203,9 +216,28 @@ def settle(runner: Runner, claim: Claim, target: str, ms: int) -> Settlement:
             new = replace(
                 record, state=State.PENDING, lease_until=None, due_at=now + ms, updated_at=now
             )
+        elif target == "R":
+            new = replace(
+                record,
+                state=State.PENDING,
+                lease_until=None,
+                due_at=now,
+                attempts=record.attempts - 1,
+                updated_at=now,
+            )
         else:
             new = replace(record, state=_STATE_OF[target], lease_until=None, updated_at=now)
-        if write(runner, claim.request_id, raw, encode_record(new), new, deadline=lease_until) == 1:
+        written = write(
+            runner,
+            claim.request_id,
+            raw,
+            encode_record(new),
+            new,
+            deadline=lease_until,
+            max_retained=max_retained if new.state.terminal else None,
+            result=result,
+        )
+        if written == 1:
             status = SettlementStatus.RENEWED if target == "C" else SettlementStatus.SETTLED
             return Settlement(status, new)
         # The record or the clock moved under us: look again and answer from what is there.
@@ -255,8 +287,15 @@ def repair(
 def import_one(
     runner: Runner, record: Record, raw: bytes, given: frozenset[str], max_records: int
 ) -> Admission:
+    live = not record.state.terminal  # only live records make a queue full
     code = write(
-        runner, record.request_id, b"", raw, record, max_records=max_records, gate="closed"
+        runner,
+        record.request_id,
+        b"",
+        raw,
+        record,
+        max_records=max_records if live else None,
+        gate="closed",
     )
     if code == -2:
         return Admission(record.request_id, AdmissionStatus.REJECTED, "gate_open")

@@ -21,7 +21,18 @@ from .transport import Translate
 __all__ = ["KEY_NAMES", "Runner"]
 
 #: The suffixes of a queue's keys, in the order every script takes them in ``KEYS``.
-KEY_NAMES = ("records", "ready", "leases", "gate", "quarantine", "completed", "failed", "dead")
+KEY_NAMES = (
+    "records",
+    "ready",
+    "leases",
+    "gate",
+    "quarantine",
+    "completed",
+    "failed",
+    "dead",
+    "fences",
+    "results",
+)
 
 
 class Runner:
@@ -58,6 +69,14 @@ class Runner:
     @property
     def quarantine_key(self) -> str:
         return self.keys[4]
+
+    @property
+    def fences_key(self) -> str:
+        return self.keys[8]
+
+    @property
+    def results_key(self) -> str:
+        return self.keys[9]
 
     @property
     def terminal_keys(self) -> dict[State, str]:

@@ -18,6 +18,8 @@ SCRIPT_NAMES = (
     "admit",
     "claim",
     "settle",
+    "settle_claim",
+    "fence",
     "repair",
     "import_records",
     "stats",
@@ -28,12 +30,18 @@ SCRIPT_NAMES = (
 )
 
 
+#: Scripts that claim or settle: the shared ``ops.lua`` follows the codec prelude.
+_OPS = frozenset({"claim", "settle", "settle_claim"})
+
+
 @cache
 def source(name: str) -> str:
     """Return the full source of script ``name``: the codec prelude, then its body."""
     folder = resources.files("django_ledger.core") / "lua"
-    prelude = (folder / "codec.lua").read_text(encoding="utf-8")
-    return prelude + "\n" + (folder / f"{name}.lua").read_text(encoding="utf-8")
+    parts = (
+        ["codec.lua", "ops.lua", f"{name}.lua"] if name in _OPS else ["codec.lua", f"{name}.lua"]
+    )
+    return "\n".join((folder / part).read_text(encoding="utf-8") for part in parts)
 
 
 class Scripts:
@@ -46,6 +54,8 @@ class Scripts:
     admit: Any
     claim: Any
     settle: Any
+    settle_claim: Any
+    fence: Any
     repair: Any
     import_records: Any
     stats: Any

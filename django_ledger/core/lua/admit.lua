@@ -1,15 +1,16 @@
 -- admit.lua: admit a batch of requests.
--- KEYS: the standard eight (codec.lua).
+-- KEYS: the standard ten (codec.lua).
 -- ARGV[1] skew, ARGV[2] max_records, ARGV[3] delay ms, ARGV[4] traceparent ('' for none),
 -- ARGV[5..] pairs of request id, payload.
 -- Returns {now, code, detail, code, detail, ...} in input order, code:
 --   1 admitted, 2 duplicate (detail: stored bytes), 3 conflict (detail: stored bytes),
---   4 full, 5 quarantined, 6 corrupt.
+--   4 full (live records at max_records), 5 quarantined, 6 corrupt,
+--   7 the id holds a control character (checked here too, for callers other than ours).
 local now = server_now()
 local max = tonumber(ARGV[2])
 local due = now + tonumber(ARGV[3])
 local tp = ARGV[4]
-local size = redis.call('HLEN', KEYS[1])
+local size = live_count()
 local ids = {}
 for i = 5, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
 -- One read for the whole batch; ids admitted earlier in this batch are in `fresh`.
@@ -20,7 +21,9 @@ for k, id in ipairs(ids) do
   local payload = ARGV[4 + 2 * k]
   local raw = fresh[id] or stored[k]
   local code, detail = 1, ''
-  if raw then
+  if has_control(id) then
+    code = 7
+  elseif raw then
     local r = decode(id, raw)
     if not r then
       -- Quarantined ids stay in records so their identity is remembered.

@@ -3,7 +3,8 @@
 -- Every writing script receives the same KEYS, all with the queue's hash tag:
 --   KEYS[1] records (hash)    KEYS[2] ready (zset)      KEYS[3] leases (zset)
 --   KEYS[4] gate (string)     KEYS[5] quarantine (hash) KEYS[6] completed (zset)
---   KEYS[7] failed (zset)     KEYS[8] dead (zset)
+--   KEYS[7] failed (zset)     KEYS[8] dead (zset)       KEYS[9] fences (string counter)
+--   KEYS[10] results (hash: request_id -> the result a settlement stored with it)
 -- and ARGV[1] = a clock skew in ms (0 outside tests) added to the server clock.
 --
 -- Record encoding version 1 (records.py and docs/encoding.md describe the same bytes):
@@ -127,4 +128,60 @@ local function unindex(id)
   local n = 0
   for _, k in ipairs({2, 3, 6, 7, 8}) do n = n + redis.call('ZREM', KEYS[k], id) end
   return n
+end
+
+-- The next fence of a claim whose record holds `floor`: the queue-wide counter moves on,
+-- and never below the record's own fence (an imported record may hold a larger one), so
+-- a fence is greater than every earlier fence of its id, also across a purge.
+local function next_fence(floor)
+  local f = redis.call('INCR', KEYS[9])
+  if f <= floor then
+    f = floor + 1
+    redis.call('SET', KEYS[9], f)
+  end
+  return f
+end
+
+-- Delete a record and the result stored with it.
+local function forget(id)
+  redis.call('HDEL', KEYS[1], id)
+  redis.call('HDEL', KEYS[10], id)
+end
+
+-- Live records make a queue full: PENDING and CLAIMED (counted by their indexes) and
+-- quarantined ids. Ended records never do; they are bounded apart (trim_ended).
+local function live_count()
+  return redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3]) + redis.call('HLEN', KEYS[5])
+end
+
+-- Purge the oldest ended records while more than max_retained are kept, at most `budget`
+-- of them; returns how many went. The record goes only if it is still ended as its index
+-- says (anything else is repair's to sort out: the stale entry alone is dropped).
+local function trim_ended(max_retained, budget)
+  local ended = redis.call('ZCARD', KEYS[6]) + redis.call('ZCARD', KEYS[7])
+    + redis.call('ZCARD', KEYS[8])
+  local purged = 0
+  while ended > max_retained and purged < budget do
+    local id, index, score
+    for _, k in ipairs({6, 7, 8}) do
+      local head = redis.call('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')
+      if head[1] and (not score or tonumber(head[2]) < score) then
+        id, index, score = head[1], k, tonumber(head[2])
+      end
+    end
+    if not id then break end
+    redis.call('ZREM', KEYS[index], id)
+    local raw = redis.call('HGET', KEYS[1], id)
+    local r = raw and decode(id, raw)
+    if r and INDEX_OF[r.s] == index then forget(id) end
+    ended, purged = ended - 1, purged + 1
+  end
+  return purged
+end
+
+-- Whether an id holds a control character: C0, DEL, C1 (U+0080..U+009F) or the line and
+-- paragraph separators U+2028 and U+2029 (records.py refuses the same).
+local function has_control(s)
+  return string.find(s, '[%z\1-\31\127]') ~= nil or string.find(s, '\194[\128-\159]') ~= nil
+    or string.find(s, '\226\128[\168\169]') ~= nil
 end

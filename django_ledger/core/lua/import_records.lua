@@ -1,5 +1,5 @@
 -- import_records.lua: write a batch of records exactly as given (offline migration).
--- KEYS: the standard eight (codec.lua).
+-- KEYS: the standard ten (codec.lua).
 -- ARGV[1] skew, ARGV[2] max records, ARGV[3..] pairs of id, encoded bytes.
 -- Returns {-2} while the gate is open (nothing written), else one code and detail per
 -- pair: 1 written, 2 the id exists (detail: stored bytes, the caller compares),
@@ -7,7 +7,7 @@
 -- The gate is checked here, atomically with the writes: imports only run offline.
 if redis.call('EXISTS', KEYS[4]) == 0 then return {-2} end
 local max = tonumber(ARGV[2])
-local size = redis.call('HLEN', KEYS[1])
+local size = live_count()
 local out = {}
 for i = 3, #ARGV, 2 do
   local id, raw = ARGV[i], ARGV[i + 1]
@@ -15,16 +15,17 @@ for i = 3, #ARGV, 2 do
   local code, detail = 1, ''
   if old then
     code, detail = 2, old
-  elseif size >= max then
-    code = 4
   else
     local r = decode(id, raw)
+    local live = r and INDEX_OF[r.s] <= 3
     if not r then
       code = 6
+    elseif live and size >= max then
+      code = 4  -- only live records make a queue full
     else
       redis.call('HSET', KEYS[1], id, raw)
       redis.call('ZADD', KEYS[INDEX_OF[r.s]], score_of(r), id)
-      size = size + 1
+      if live then size = size + 1 end
     end
   end
   out[#out + 1] = code

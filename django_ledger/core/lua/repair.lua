@@ -1,5 +1,5 @@
 -- repair.lua: repair a page of records, each against the exact bytes the caller read.
--- KEYS: the standard eight (codec.lua).
+-- KEYS: the standard ten (codec.lua).
 -- ARGV[1] skew, ARGV[2] retention ms, ARGV[3] max attempts, ARGV[4..] pairs of id, observed bytes.
 -- Returns one code per pair: 0 stale (changed since read: left alone), 1 fine,
 -- 2 reindexed, 3 expired lease returned to PENDING, 4 DEAD, 5 quarantined, 6 purged.
@@ -33,7 +33,7 @@ local function repair(id, raw)
     return code
   end
   if INDEX_OF[r.s] > 3 and r.updated + retention <= now then
-    redis.call('HDEL', KEYS[1], id)
+    forget(id)
     unindex(id)
     return 6
   end

@@ -1,12 +1,15 @@
 -- sweep.lua: find by the indexes what repair must look at now, whatever the scan's cursor.
--- KEYS: the standard eight (codec.lua).
--- ARGV[1] skew, ARGV[2] retention ms, ARGV[3] most entries to look at per index.
--- Drops index entries whose record is gone (only a script that failed midway, or a hand,
--- leaves them) and returns {dropped, id, bytes, id, bytes, ...}: the records whose lease
--- has expired or whose retention has ended, for the caller to repair against these bytes.
+-- KEYS: the standard ten (codec.lua).
+-- ARGV[1] skew, ARGV[2] retention ms, ARGV[3] most entries to look at per index,
+-- ARGV[4] max retained. First purges up to ARGV[3] of the oldest ended records past
+-- max retained (ended records are bounded by count as well as by retention). Drops index
+-- entries whose record is gone (only a script that failed midway, or a hand, leaves
+-- them). Returns {dropped, purged, id, bytes, ...}: the records whose lease has expired
+-- or whose retention has ended, for the caller to repair against these bytes.
 local now = server_now()
 local limit = tonumber(ARGV[3])
-local out, seen, dropped = {0}, {}, 0
+local out, seen, dropped = {0, 0}, {}, 0
+out[2] = trim_ended(tonumber(ARGV[4]), limit)
 
 local function visit(index, upto, collect)
   local ids = redis.call('ZRANGEBYSCORE', KEYS[index], '-inf', upto, 'LIMIT', 0, limit)

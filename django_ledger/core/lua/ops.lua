@@ -1,0 +1,141 @@
+-- ops.lua: claiming and settling, shared by claim.lua, settle.lua and settle_claim.lua
+-- (prepended after codec.lua), so a worker can settle and claim in one script call.
+
+-- Claim up to `limit` due PENDING records for `owner` until now + lease, appending
+-- {id, payload, attempt, fence, lease_until, traceparent} per claim to `out`.
+local function claim_due(now, owner, lease, limit, out)
+  -- The gate is checked here, in the same atomic step as the claim itself.
+  if redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
+  local got, skipped = 0, 0
+  -- Bound the work one call may do when the head of the index holds corrupt records.
+  local budget = limit * 4 + 64
+  while got < limit and budget > 0 do
+    local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', skipped, limit - got)
+    if #ids == 0 then break end
+    local stored = redis.call('HMGET', KEYS[1], unpack(ids))
+    local records, taken, leases = {}, {}, {}
+    for k, id in ipairs(ids) do
+      budget = budget - 1
+      local raw = stored[k]
+      local r = raw and decode(id, raw)
+      if not raw then
+        -- An index entry without a record: the record is the truth, drop the entry.
+        taken[#taken + 1] = id
+      elseif not r then
+        skipped = skipped + 1  -- corrupt: left for repair to quarantine
+      elseif r.s ~= 'P' or r.due > now then
+        -- The index disagrees with the record: put the entry where the record says.
+        redis.call('ZREM', KEYS[2], id)
+        redis.call('ZADD', KEYS[INDEX_OF[r.s]], score_of(r), id)
+      else
+        r.s, r.owner, r.att, r.fence = 'C', owner, r.att + 1, next_fence(r.fence)
+        r.lease, r.updated = now + lease, now
+        records[#records + 1] = id
+        records[#records + 1] = encode(id, r)
+        taken[#taken + 1] = id
+        leases[#leases + 1] = r.lease
+        leases[#leases + 1] = id
+        got = got + 1
+        out[#out + 1] = id
+        out[#out + 1] = payload_of(r)
+        out[#out + 1] = r.att
+        out[#out + 1] = r.fence
+        out[#out + 1] = r.lease
+        out[#out + 1] = traceparent_of(r)
+      end
+    end
+    -- Records first, then the indexes they derive (one command each for the round).
+    if #records > 0 then redis.call('HSET', KEYS[1], unpack(records)) end
+    if #taken > 0 then redis.call('ZREM', KEYS[2], unpack(taken)) end
+    if #leases > 0 then redis.call('ZADD', KEYS[3], unpack(leases)) end
+  end
+  return got
+end
+
+-- Settle the items ARGV[first], ARGV[first + 6], ...: six each, request id, owner, fence,
+-- target, ms, result. Target 'C' renews the lease to now + ms; 'P' gives the record back
+-- due at now + ms (a retry); 'R' gives it back due now without spending the attempt
+-- (it never started); 'K' (COMPLETED) or 'F' (FAILED) end it. A result ('' for none) is
+-- stored in the results hash in the same step as the settlement it comes with.
+-- Appends {code, detail} per item to `out`: 1 applied (detail: the new bytes), 2 already
+-- settled this way by this claim (detail: the stored bytes), 0 lost (detail: reason).
+-- Returns how many records the batch ended.
+local function settle_items(now, first, last, out)
+  local ids = {}
+  for i = first, last, 6 do ids[#ids + 1] = ARGV[i] end
+  if #ids == 0 then return 0 end
+  -- One read for the batch; `latest` holds what this batch already wrote, so an id that
+  -- comes twice is judged against its newest bytes, as if the items ran one by one.
+  local stored = redis.call('HMGET', KEYS[1], unpack(ids))
+  local latest, final, order, results = {}, {}, {}, {}
+  for k, id in ipairs(ids) do
+    local i = first + 6 * (k - 1)
+    local owner, fence, target, ms = ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], tonumber(ARGV[i + 4])
+    local raw = latest[id] or stored[k]
+    local r = raw and decode(id, raw)
+    local code, detail = 0, ''
+    if not raw then
+      detail = 'missing'
+    elseif not r then
+      detail = 'corrupt'
+    elseif r.fence ~= fence or r.owner ~= owner then
+      detail = 'superseded'
+    elseif r.s ~= 'C' then
+      -- A replay of the settlement that already ended this claim answers the same again.
+      if r.s == target and (target == 'K' or target == 'F') then
+        code, detail = 2, raw
+      else
+        detail = 'not_claimed'
+      end
+    elseif now >= r.lease then
+      -- Judged by the server clock, in the same step as the write.
+      detail = 'lease_expired'
+    else
+      if target == 'C' then
+        r.lease = now + ms
+      else
+        r.lease = nil
+        if target == 'R' then
+          r.s, r.due, r.att = 'P', now, r.att - 1
+        else
+          r.s = target
+          if target == 'P' then r.due = now + ms end
+        end
+      end
+      r.updated = now
+      raw = encode(id, r)
+      if not final[id] then order[#order + 1] = id end
+      latest[id] = raw
+      final[id] = r
+      if ARGV[i + 5] ~= '' then
+        results[#results + 1] = id
+        results[#results + 1] = ARGV[i + 5]
+      end
+      code, detail = 1, raw
+    end
+    out[#out + 1] = code
+    out[#out + 1] = detail
+  end
+  local ended = 0
+  if #order > 0 then
+    -- Records first, then their indexes: every applied id was CLAIMED (in leases) before
+    -- this batch, and ends in the index its last state calls for.
+    local records, adds = {}, {[2] = {}, [3] = {}, [6] = {}, [7] = {}}
+    for _, id in ipairs(order) do
+      records[#records + 1] = id
+      records[#records + 1] = latest[id]
+      local index = INDEX_OF[final[id].s]
+      local add = adds[index]
+      add[#add + 1] = score_of(final[id])
+      add[#add + 1] = id
+      if index > 3 then ended = ended + 1 end
+    end
+    redis.call('HSET', KEYS[1], unpack(records))
+    if #results > 0 then redis.call('HSET', KEYS[10], unpack(results)) end
+    redis.call('ZREM', KEYS[3], unpack(order))
+    for index, add in pairs(adds) do
+      if #add > 0 then redis.call('ZADD', KEYS[index], unpack(add)) end
+    end
+  end
+  return ended
+end

@@ -23,7 +23,7 @@ CONTROLS = [*range(0x00, 0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]
 
 def _lua_admit(ledger: Ledger, request_id: str) -> int:
     """Call admit.lua directly, as a client other than this library would; answer its code."""
-    reply = ledger.run(ledger.scripts.admit, [ledger.max_records, 0, "", request_id, "payload"])
+    reply = ledger.run(ledger.scripts.admit, [ledger.max_records, 0, "", 0, request_id, "payload"])
     return int(reply[1])
 
 

@@ -106,6 +106,7 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
                 record.owner,
                 record.payload,
                 record.traceparent,
+                record.priority,
                 self.slot(record.due_at),
                 self.slot(record.lease_until),
                 self.slot(record.created_at),
@@ -159,8 +160,8 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
 
         # -- what the ledgers should claim -----------------------------------------------
 
-        def due_slots(self) -> list[tuple[int, str]]:
-            """(due slot, id) of every PENDING record due now, earliest first."""
+        def due_slots(self) -> list[tuple[tuple[int, int], str]]:
+            """((-priority, due slot), id) of every PENDING record due now, in claim order."""
             now_slot = self.skew // HALF
             due = []
             quarantined = self.opt.redis.hkeys(self.opt.quarantine_key)
@@ -174,7 +175,7 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
                     due_slot = self.slot(record.due_at)
                     assert due_slot is not None
                     if due_slot <= now_slot:
-                        due.append((due_slot, record.request_id))
+                        due.append(((-record.priority, due_slot), record.request_id))
             return sorted(due)
 
         def whole_slots(self, limit: int) -> tuple[int, set[str]]:
@@ -238,9 +239,13 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
                 max_size=8,
             ),
             delay=DELAYS,
+            priority=st.sampled_from([0, 0, 5, -5, 100]),
         )
-        def admit_many(self, requests: list[tuple[str, str]], delay: int) -> None:
-            opt, ref = (ledger.admit_many(requests, delay * UNIT / 1000) for ledger in self.ledgers)
+        def admit_many(self, requests: list[tuple[str, str]], delay: int, priority: int) -> None:
+            opt, ref = (
+                ledger.admit_many(requests, delay * UNIT / 1000, priority=priority)
+                for ledger in self.ledgers
+            )
             assert [self.admission_view(a, 0) for a in opt] == [
                 self.admission_view(a, 1) for a in ref
             ]

@@ -83,6 +83,7 @@ def test_every_field_is_written_exactly(closed: Ledger) -> None:
         created_at=DUE - 10_000,
         updated_at=DUE + 5_000,
         traceparent=TRACEPARENT,
+        priority=-3,
     )
     assert admission.status is ADMITTED
     record = closed.resolve("full")
@@ -99,6 +100,7 @@ def test_every_field_is_written_exactly(closed: Ledger) -> None:
         "created_at": DUE - 10_000,
         "updated_at": DUE + 5_000,
         "traceparent": TRACEPARENT,
+        "priority": -3,
     }
     assert indexes_of(closed, "full") == {"completed": DUE + 5_000}
 

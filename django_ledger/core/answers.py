@@ -28,7 +28,9 @@ REPAIR_FIELDS = {
 }
 
 
-def admitted(request_id: str, data: bytes, now: int, delay_ms: int, trace: str | None) -> Record:
+def admitted(
+    request_id: str, data: bytes, now: int, delay_ms: int, trace: str | None, priority: int = 0
+) -> Record:
     """Build the record an admission just stored, as the admit script encoded it."""
     return Record(
         request_id,
@@ -38,6 +40,7 @@ def admitted(request_id: str, data: bytes, now: int, delay_ms: int, trace: str |
         created_at=now,
         updated_at=now,
         traceparent=trace,
+        priority=priority,
     )
 
 

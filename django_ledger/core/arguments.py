@@ -6,7 +6,7 @@ import re
 from datetime import timedelta
 from typing import TypeAlias
 
-from .records import State
+from .records import MAX_PRIORITY, MIN_PRIORITY, State
 from .results import Claim
 from .timing import duration_ms
 
@@ -15,6 +15,7 @@ __all__ = [
     "Work",
     "check_claim",
     "check_name",
+    "check_priority",
     "positive_int",
     "settle_target",
     "settle_work",
@@ -104,3 +105,12 @@ def settle_work(item: object) -> Work:
 def work_size(item: Work) -> int:
     """The bytes one settlement adds to a transport batch."""
     return len(item[0].request_id) + len(item[0].owner) + len(item[3])
+
+
+def check_priority(priority: object) -> int:
+    """Refuse a priority that is not an int from -100 to 100."""
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority must be an int, not {type(priority).__name__}")
+    if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        raise ValueError(f"priority must be from {MIN_PRIORITY} to {MAX_PRIORITY}, got {priority}")
+    return priority

@@ -25,8 +25,9 @@ def admit(
     delay_ms: int,
     traceparent: str,
     max_records: int,
+    priority: int = 0,
 ) -> list[Admission]:
-    args: list[Any] = [max_records, delay_ms, traceparent]
+    args: list[Any] = [max_records, delay_ms, traceparent, priority]
     for _, request_id, data in batch:
         args += (request_id, data)
     reply = runner.run(runner.scripts.admit, args)
@@ -37,7 +38,7 @@ def admit(
         code, detail = reply[1 + 2 * i], reply[2 + 2 * i]
         status, reason = ADMIT_CODES[code]
         if code == 1:
-            make = partial(admitted, request_id, data, now, delay_ms, trace)
+            make = partial(admitted, request_id, data, now, delay_ms, trace, priority)
         elif detail:
             make = partial(decode_record, request_id, detail)
         else:

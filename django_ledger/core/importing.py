@@ -24,6 +24,7 @@ FIELDS = (
     "created_at",
     "updated_at",
     "traceparent",
+    "priority",
 )
 _REQUIRED = ("request_id", "payload", "state", "due_at")
 
@@ -42,6 +43,7 @@ def record_to_fields(record: Record) -> dict[str, Any]:
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "traceparent": record.traceparent,
+        "priority": record.priority,
     }
 
 
@@ -117,6 +119,11 @@ def prepare_import(
         raise ValueError(f"only a CLAIMED record has a lease_until, not a {state.value} one")
     created_at = _instant(fields, "created_at", now)
     updated_at = _instant(fields, "updated_at", now)
+    priority = fields.get("priority", 0)
+    if priority is None:
+        priority = 0
+    if isinstance(priority, bool) or not isinstance(priority, int) or not -100 <= priority <= 100:
+        raise ValueError(f"priority must be an int from -100 to 100, got {priority!r}")
     record = Record(
         request_id=request_id,
         payload=payload,
@@ -129,6 +136,7 @@ def prepare_import(
         created_at=created_at,
         updated_at=updated_at,
         traceparent=traceparent,
+        priority=priority,
     )
     try:
         size = len(payload.encode("utf-8"))

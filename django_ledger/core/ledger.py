@@ -20,6 +20,7 @@ from .arguments import (
     Work,
     check_claim,
     check_name,
+    check_priority,
     positive_int,
     settle_work,
     work_size,
@@ -177,15 +178,21 @@ class Ledger:
         payload: str,
         delay: timedelta | float = 0,
         traceparent: str | None = None,
+        priority: int = 0,
     ) -> Admission:
-        """Admit one request, once by its id."""
-        return self.admit_many([(request_id, payload)], delay, traceparent)[0]
+        """Admit one request, once by its id.
+
+        ``priority`` (-100 to 100, default 0): among records due now, a higher one is
+        claimed first; equal priorities in due order.
+        """
+        return self.admit_many([(request_id, payload)], delay, traceparent, priority)[0]
 
     def admit_many(
         self,
         requests: Iterable[tuple[str, str]],
         delay: timedelta | float = 0,
         traceparent: str | None = None,
+        priority: int = 0,
     ) -> list[Admission]:
         """Admit requests in transport batches; results come in input order.
 
@@ -193,6 +200,7 @@ class Ledger:
         calling again with the same requests reconciles (``DUPLICATE`` for those).
         """
         delay_ms = duration_ms(delay, "delay")
+        check_priority(priority)
         trace_problem = traceparent_problem(traceparent)
         results: list[Admission | None] = []
         ready: list[tuple[int, str, bytes]] = []
@@ -220,12 +228,18 @@ class Ledger:
         for batch in batches(ready, lambda item: utf8_len(item[1]) + len(item[2])):
             if self.optimized:
                 answers = fused.admit(
-                    self.runner, batch, delay_ms, traceparent or "", self.max_records
+                    self.runner, batch, delay_ms, traceparent or "", self.max_records, priority
                 )
             else:
                 answers = [
                     reference.admit(
-                        self.runner, request_id, data, delay_ms, traceparent or "", self.max_records
+                        self.runner,
+                        request_id,
+                        data,
+                        delay_ms,
+                        traceparent or "",
+                        self.max_records,
+                        priority,
                     )
                     for _, request_id, data in batch
                 ]

@@ -19,6 +19,11 @@ scripts in ``django_ledger/lua/codec.lua`` read and write the same bytes)::
 
 H covers every byte after it and binds the request id, so a record copied under another
 id fails to decode, without the id being stored twice.
+
+Version 2 is version 1 with one more byte at offset 61, the priority as a signed 8-bit
+integer (-100..100, never 0), before the owner; its H is over the id, 0x00, the version
+byte ``2`` and bytes[9:]. Records of priority 0 are written as version 1, so a queue that
+never uses priorities holds exactly the bytes it always did.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ from .errors import CorruptRecord
 __all__ = [
     "MAX_ID_BYTES",
     "MAX_OWNER_BYTES",
+    "MAX_PRIORITY",
+    "MIN_PRIORITY",
+    "PRIORITY_STEP",
     "Record",
     "State",
     "decode_record",
@@ -48,11 +56,19 @@ __all__ = [
 MAX_ID_BYTES = 256
 MAX_OWNER_BYTES = 256
 VERSION = b"1"
+VERSION_PRIORITY = b"2"
+#: Priorities run from -100 to 100; a higher one is claimed first among due records.
+MIN_PRIORITY, MAX_PRIORITY = -100, 100
+#: How far apart priorities lie in the ready index: a PENDING record's score is
+#: ``due_at - priority * PRIORITY_STEP`` (exact in a double: |score| < 2**53), so one
+#: sorted set orders by priority first, then due time (codec.lua's score_of, the same).
+PRIORITY_STEP = 2**43
 #: Largest attempts, fence or instant the format holds exactly (Lua numbers are doubles).
 MAX_COUNTER = 2**53
 _LAYOUT = struct.Struct(">8scQQQQQQHB")
 _BODY = struct.Struct(">cQQQQQQHB")
 _HEAD = 1 + _LAYOUT.size
+_PRIORITY = struct.Struct(">b")
 #: C0, DEL, C1 and the line and paragraph separators (codec.lua's has_control, alike).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
@@ -110,6 +126,7 @@ class Record:
     created_at: int = 0
     updated_at: int = 0
     traceparent: str | None = None
+    priority: int = 0
 
     @property
     def due_datetime(self) -> datetime:
@@ -130,7 +147,7 @@ class Record:
     def index_score(self) -> int | None:
         """Return the score of this record in its state's index, if it has one."""
         if self.state is State.PENDING:
-            return self.due_at
+            return self.due_at - self.priority * PRIORITY_STEP
         if self.state is State.CLAIMED:
             return self.lease_until
         return self.updated_at
@@ -188,7 +205,10 @@ def checksum(request_id: bytes, body: bytes) -> bytes:
 
 
 def encode_record(record: Record) -> bytes:
-    """Encode ``record`` (version 1). Raise ``ValueError`` for what the format cannot hold."""
+    """Encode ``record`` (version 1, or 2 with a priority).
+
+    Raise ``ValueError`` for what the format cannot hold.
+    """
     try:
         owner = record.owner.encode("utf-8")
         trace = (record.traceparent or "").encode("utf-8")
@@ -223,21 +243,39 @@ def encode_record(record: Record) -> bytes:
         )
     except struct.error as exc:
         raise ValueError(f"record {record.request_id!r} has a field out of range: {exc}") from exc
+    version = VERSION
+    if record.priority:
+        if type(record.priority) is not int or not MIN_PRIORITY <= record.priority <= MAX_PRIORITY:
+            raise ValueError(f"record {record.request_id!r} has a priority outside -100..100")
+        version = VERSION_PRIORITY
+        body += _PRIORITY.pack(record.priority)
     body += owner + trace + payload
-    return VERSION + checksum(request_id, body) + body
+    # Version 2 binds its version byte into H too: a flipped version byte never decodes.
+    bound = body if version == VERSION else version + body
+    return version + checksum(request_id, bound) + body
 
 
 def decode_record(request_id: str, raw: bytes) -> Record:
     """Decode and verify stored bytes; raise ``CorruptRecord`` naming the id if they fail."""
-    if len(raw) < _HEAD or raw[:1] != VERSION:
+    version = raw[:1]
+    if len(raw) < _HEAD or version not in (VERSION, VERSION_PRIORITY):
         raise CorruptRecord(request_id, "unknown encoding version or truncated header")
     head, letter, due_at, lease, attempts, fence, created_at, updated_at, olen, tlen = (
         _LAYOUT.unpack_from(raw, 1)
     )
-    tail_at = _HEAD + olen
+    start, priority = _HEAD, 0
+    if version == VERSION_PRIORITY:
+        if len(raw) < _HEAD + 1:
+            raise CorruptRecord(request_id, "unknown encoding version or truncated header")
+        (priority,) = _PRIORITY.unpack_from(raw, _HEAD)
+        start += 1
+        if not priority or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+            raise CorruptRecord(request_id, f"priority {priority} is not -100..100 or is 0")
+    tail_at = start + olen
     if len(raw) < tail_at + tlen:
         raise CorruptRecord(request_id, "field lengths exceed the record")
-    if _digest(request_id.encode("utf-8", "surrogatepass") + b"\0" + raw[9:]) != head:
+    bound = raw[9:] if version == VERSION else version + raw[9:]
+    if _digest(request_id.encode("utf-8", "surrogatepass") + b"\0" + bound) != head:
         raise CorruptRecord(request_id, "checksum mismatch")
     state = _BY_LETTER.get(letter)
     if state is None:
@@ -245,7 +283,7 @@ def decode_record(request_id: str, raw: bytes) -> Record:
     if (lease > 0) != (state is State.CLAIMED):
         raise CorruptRecord(request_id, "lease does not match state")
     try:
-        owner = raw[_HEAD:tail_at].decode("utf-8")
+        owner = raw[start:tail_at].decode("utf-8")
         trace = raw[tail_at : tail_at + tlen].decode("utf-8")
         payload = raw[tail_at + tlen :].decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -262,4 +300,5 @@ def decode_record(request_id: str, raw: bytes) -> Record:
         created_at=created_at,
         updated_at=updated_at,
         traceparent=trace or None,
+        priority=priority,
     )

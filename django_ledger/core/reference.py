@@ -13,7 +13,7 @@ from typing import Any
 
 from .answers import imported
 from .errors import CorruptRecord
-from .records import Record, State, decode_record, encode_record
+from .records import PRIORITY_STEP, Record, State, decode_record, encode_record
 from .results import Admission, AdmissionStatus, Claim, Settlement, SettlementStatus
 from .runner import Runner
 
@@ -48,7 +48,7 @@ def write(
     ready = lease = letter = score = ""
     if record is not None:
         if record.state is State.PENDING:
-            ready = str(record.due_at)
+            ready = str(record.index_score())
         elif record.state is State.CLAIMED:
             lease = str(record.lease_until)
         else:
@@ -78,6 +78,7 @@ def admit(
     delay_ms: int,
     traceparent: str,
     max_records: int,
+    priority: int = 0,
 ) -> Admission:
     payload = data.decode("utf-8")
     for _ in range(_RETRIES):
@@ -92,6 +93,7 @@ def admit(
             created_at=now,
             updated_at=now,
             traceparent=traceparent or None,
+            priority=priority,
         )
         code = write(
             runner, request_id, b"", encode_record(record), record, max_records=max_records
@@ -117,6 +119,19 @@ def _classify(runner: Runner, request_id: str, payload: str, raw: bytes) -> Admi
     return Admission(request_id, AdmissionStatus.CONFLICT, "payload_differs", existing)
 
 
+def _next_band(runner: Runner, start: int | str) -> tuple[int, int, int] | None:
+    """The next priority band of ``ready`` from score ``start``: (low, earliest due, next)."""
+    with runner.translate_errors():
+        head = runner.redis.zrangebyscore(
+            runner.ready_key, start, "+inf", start=0, num=1, withscores=True
+        )
+    if not head:
+        return None
+    score = int(head[0][1])
+    low = score // PRIORITY_STEP * PRIORITY_STEP
+    return low, score - low, low + PRIORITY_STEP
+
+
 def claim(runner: Runner, owner: str, limit: int, lease_ms: int) -> list[Claim]:
     claims: list[Claim] = []
     with runner.translate_errors():
@@ -124,14 +139,20 @@ def claim(runner: Runner, owner: str, limit: int, lease_ms: int) -> list[Claim]:
             return claims  # closed: not even a fence is taken (write.lua checks again)
     skipped = 0
     budget = limit * 4 + 64
-    while len(claims) < limit and budget > 0:
+    # Priority bands, highest first (codec.lua's next_band); the earliest due first in each.
+    band = _next_band(runner, "-inf")
+    while band is not None and len(claims) < limit and budget > 0:
+        low, earliest, after = band
         now = runner.server_time_ms()
-        with runner.translate_errors():
-            ids = runner.redis.zrangebyscore(
-                runner.ready_key, "-inf", now, start=skipped, num=limit - len(claims)
-            )
+        ids: list[bytes] = []
+        if earliest <= now:
+            with runner.translate_errors():
+                ids = runner.redis.zrangebyscore(
+                    runner.ready_key, low, low + now, start=skipped, num=limit - len(claims)
+                )
         if not ids:
-            break
+            band, skipped = _next_band(runner, after), 0
+            continue
         for raw_id in ids:
             budget -= 1
             request_id = raw_id.decode("utf-8")

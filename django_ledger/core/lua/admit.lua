@@ -1,7 +1,7 @@
 -- admit.lua: admit a batch of requests.
 -- KEYS: the standard ten (codec.lua).
 -- ARGV[1] skew, ARGV[2] max_records, ARGV[3] delay ms, ARGV[4] traceparent ('' for none),
--- ARGV[5..] pairs of request id, payload.
+-- ARGV[5] priority (-100..100), ARGV[6..] pairs of request id, payload.
 -- Returns {now, code, detail, code, detail, ...} in input order, code:
 --   1 admitted, 2 duplicate (detail: stored bytes), 3 conflict (detail: stored bytes),
 --   4 full (live records at max_records), 5 quarantined, 6 corrupt,
@@ -10,15 +10,16 @@ local now = server_now()
 local max = tonumber(ARGV[2])
 local due = now + tonumber(ARGV[3])
 local tp = ARGV[4]
+local prio = tonumber(ARGV[5])
 local size = live_count()
 local ids = {}
-for i = 5, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+for i = 6, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
 -- One read for the whole batch; ids admitted earlier in this batch are in `fresh`.
 local stored = redis.call('HMGET', KEYS[1], unpack(ids))
 local fresh, records, index = {}, {}, {}
 local out = {now}
 for k, id in ipairs(ids) do
-  local payload = ARGV[4 + 2 * k]
+  local payload = ARGV[5 + 2 * k]
   local raw = fresh[id] or stored[k]
   local code, detail = 1, ''
   if has_control(id) then
@@ -36,13 +37,14 @@ for k, id in ipairs(ids) do
   elseif size >= max then
     code = 4
   else
-    raw = encode(id, {
+    local r = {
       s = 'P', due = due, att = 0, fence = 0, created = now, updated = now,
-      owner = '', tlen = #tp, tail = (tp == '' and payload) or tp .. payload})
+      owner = '', tlen = #tp, tail = (tp == '' and payload) or tp .. payload, prio = prio}
+    raw = encode(id, r)
     fresh[id] = raw
     records[#records + 1] = id
     records[#records + 1] = raw
-    index[#index + 1] = due
+    index[#index + 1] = score_of(r)
     index[#index + 1] = id
     size = size + 1
   end

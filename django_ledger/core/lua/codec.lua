@@ -78,22 +78,32 @@ end
 
 -- Decode and verify; nil when the bytes are corrupt (callers never act on them).
 -- The payload is not split out: r.tail holds traceparent .. payload as stored.
+-- Version 2 carries a priority byte (signed, never 0) at offset 61 and binds its
+-- version byte into H; version 1 is priority 0.
 local function decode(id, raw)
-  if #raw < 61 or string.byte(raw, 1) ~= 49 then return nil end
+  local version = string.byte(raw, 1)
+  if #raw < 61 or (version ~= 49 and version ~= 50) then return nil end
   local h, s, due, lease, att, fence, created, updated, olen, tlen = struct.unpack(LAYOUT, raw, 2)
-  local tail_at = 62 + olen
+  local owner_at, prio, bound = 62, 0, ''
+  if version == 50 then
+    if #raw < 62 then return nil end
+    prio = struct.unpack('>b', raw, 62)
+    if prio == 0 or prio < -100 or prio > 100 then return nil end
+    owner_at, bound = 63, '2'
+  end
+  local tail_at = owner_at + olen
   if #raw < tail_at - 1 + tlen or not INDEX_OF[s] or (s == 'C') ~= (lease > 0) then return nil end
   -- The tail (traceparent .. payload) is cut once and reused, for the digest and after.
   local tail = string.sub(raw, tail_at)
-  if digest(id .. '\0' .. string.sub(raw, 10, tail_at - 1) .. tail) ~= h then return nil end
+  if digest(id .. '\0' .. bound .. string.sub(raw, 10, tail_at - 1) .. tail) ~= h then return nil end
   -- Only text with bytes >= 0x80 needs the exact check.
-  if high_bit(raw, 62, #raw) and not (utf8_ok(raw, 62, tail_at - 1)
+  if high_bit(raw, owner_at, #raw) and not (utf8_ok(raw, owner_at, tail_at - 1)
       and utf8_ok(raw, tail_at, tail_at + tlen - 1) and utf8_ok(raw, tail_at + tlen, #raw)) then
     return nil
   end
   local r = {
     s = s, due = due, att = att, fence = fence, created = created, updated = updated,
-    owner = string.sub(raw, 62, tail_at - 1), tlen = tlen, tail = tail,
+    owner = string.sub(raw, owner_at, tail_at - 1), tlen = tlen, tail = tail, prio = prio,
   }
   if lease > 0 then r.lease = lease end
   return r
@@ -103,6 +113,10 @@ local function encode(id, r)
   local head = struct.pack(BODY, r.s, r.due, r.lease or 0, r.att, r.fence,
     r.created, r.updated, #r.owner, r.tlen)
   -- Each concatenation below is one copy: the body is never built on its own.
+  if r.prio and r.prio ~= 0 then
+    head = head .. struct.pack('>b', r.prio)
+    return '2' .. digest(id .. '\0' .. '2' .. head .. r.owner .. r.tail) .. head .. r.owner .. r.tail
+  end
   return '1' .. digest(id .. '\0' .. head .. r.owner .. r.tail) .. head .. r.owner .. r.tail
 end
 
@@ -116,11 +130,21 @@ local function traceparent_of(r)
   return string.sub(r.tail, 1, r.tlen)
 end
 
--- The score a record has in its state's index.
+-- Priorities lie PRIORITY_STEP apart in the ready index (records.py, the same): a
+-- PENDING record's score is due - prio * step, so the index orders by priority first.
+local PRIORITY_STEP = 8796093022208  -- 2^43
+
+-- A whole number as Redis reads it exactly: Lua hands numbers to redis.call with 14
+-- significant digits, too few for a priority band's scores.
+local function exact(n)
+  return string.format('%.0f', n)
+end
+
+-- The score a record has in its state's index (a string: exact()).
 local function score_of(r)
-  if r.s == 'P' then return r.due end
-  if r.s == 'C' then return r.lease end
-  return r.updated
+  if r.s == 'P' then return exact(r.due - (r.prio or 0) * PRIORITY_STEP) end
+  if r.s == 'C' then return exact(r.lease) end
+  return exact(r.updated)
 end
 
 -- Remove id from every index; returns how many entries went.
@@ -184,4 +208,16 @@ end
 local function has_control(s)
   return string.find(s, '[%z\1-\31\127]') ~= nil or string.find(s, '\194[\128-\159]') ~= nil
     or string.find(s, '\226\128[\168\169]') ~= nil
+end
+
+-- The next priority band of the ready index at or above score `from` ('-inf' to start),
+-- highest priority first: returns its lowest score, the due time of its earliest entry,
+-- and where the band after it starts; nil when no band is left. One ZRANGEBYSCORE per
+-- band in use (O(log n)), never a scan of entries.
+local function next_band(from)
+  local head = redis.call('ZRANGEBYSCORE', KEYS[2], from, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if not head[1] then return nil end
+  local score = tonumber(head[2])
+  local low = math.floor(score / PRIORITY_STEP) * PRIORITY_STEP
+  return low, score - low, exact(low + PRIORITY_STEP)
 end

@@ -1,6 +1,48 @@
 -- ops.lua: claiming and settling, shared by claim.lua, settle.lua and settle_claim.lua
 -- (prepended after codec.lua), so a worker can settle and claim in one script call.
 
+-- Claim the records of `ids` (read from the ready index) that are due PENDING ones;
+-- answer the counts claim_due carries from round to round.
+local function claim_ids(ids, now, owner, lease, out, got, skipped, budget)
+  local stored = redis.call('HMGET', KEYS[1], unpack(ids))
+  local records, taken, leases = {}, {}, {}
+  for k, id in ipairs(ids) do
+    budget = budget - 1
+    local raw = stored[k]
+    local r = raw and decode(id, raw)
+    if not raw then
+      -- An index entry without a record: the record is the truth, drop the entry.
+      taken[#taken + 1] = id
+    elseif not r then
+      skipped = skipped + 1  -- corrupt: left for repair to quarantine
+    elseif r.s ~= 'P' or r.due > now then
+      -- The index disagrees with the record: put the entry where the record says.
+      redis.call('ZREM', KEYS[2], id)
+      redis.call('ZADD', KEYS[INDEX_OF[r.s]], score_of(r), id)
+    else
+      r.s, r.owner, r.att, r.fence = 'C', owner, r.att + 1, next_fence(r.fence)
+      r.lease, r.updated = now + lease, now
+      records[#records + 1] = id
+      records[#records + 1] = encode(id, r)
+      taken[#taken + 1] = id
+      leases[#leases + 1] = r.lease
+      leases[#leases + 1] = id
+      got = got + 1
+      out[#out + 1] = id
+      out[#out + 1] = payload_of(r)
+      out[#out + 1] = r.att
+      out[#out + 1] = r.fence
+      out[#out + 1] = r.lease
+      out[#out + 1] = traceparent_of(r)
+    end
+  end
+  -- Records first, then the indexes they derive (one command each for the round).
+  if #records > 0 then redis.call('HSET', KEYS[1], unpack(records)) end
+  if #taken > 0 then redis.call('ZREM', KEYS[2], unpack(taken)) end
+  if #leases > 0 then redis.call('ZADD', KEYS[3], unpack(leases)) end
+  return got, skipped, budget
+end
+
 -- Claim up to `limit` due PENDING records for `owner` until now + lease, appending
 -- {id, payload, attempt, fence, lease_until, traceparent} per claim to `out`.
 local function claim_due(now, owner, lease, limit, out)
@@ -9,45 +51,21 @@ local function claim_due(now, owner, lease, limit, out)
   local got, skipped = 0, 0
   -- Bound the work one call may do when the head of the index holds corrupt records.
   local budget = limit * 4 + 64
-  while got < limit and budget > 0 do
-    local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', skipped, limit - got)
-    if #ids == 0 then break end
-    local stored = redis.call('HMGET', KEYS[1], unpack(ids))
-    local records, taken, leases = {}, {}, {}
-    for k, id in ipairs(ids) do
-      budget = budget - 1
-      local raw = stored[k]
-      local r = raw and decode(id, raw)
-      if not raw then
-        -- An index entry without a record: the record is the truth, drop the entry.
-        taken[#taken + 1] = id
-      elseif not r then
-        skipped = skipped + 1  -- corrupt: left for repair to quarantine
-      elseif r.s ~= 'P' or r.due > now then
-        -- The index disagrees with the record: put the entry where the record says.
-        redis.call('ZREM', KEYS[2], id)
-        redis.call('ZADD', KEYS[INDEX_OF[r.s]], score_of(r), id)
-      else
-        r.s, r.owner, r.att, r.fence = 'C', owner, r.att + 1, next_fence(r.fence)
-        r.lease, r.updated = now + lease, now
-        records[#records + 1] = id
-        records[#records + 1] = encode(id, r)
-        taken[#taken + 1] = id
-        leases[#leases + 1] = r.lease
-        leases[#leases + 1] = id
-        got = got + 1
-        out[#out + 1] = id
-        out[#out + 1] = payload_of(r)
-        out[#out + 1] = r.att
-        out[#out + 1] = r.fence
-        out[#out + 1] = r.lease
-        out[#out + 1] = traceparent_of(r)
-      end
+  -- Priority bands, highest first; within a band, the earliest due first.
+  local low, earliest, after = next_band('-inf')
+  while low and got < limit and budget > 0 do
+    local ids = {}
+    if earliest <= now then
+      ids = redis.call('ZRANGEBYSCORE', KEYS[2], exact(low), exact(low + now),
+        'LIMIT', skipped, limit - got)
     end
-    -- Records first, then the indexes they derive (one command each for the round).
-    if #records > 0 then redis.call('HSET', KEYS[1], unpack(records)) end
-    if #taken > 0 then redis.call('ZREM', KEYS[2], unpack(taken)) end
-    if #leases > 0 then redis.call('ZADD', KEYS[3], unpack(leases)) end
+    if #ids == 0 then
+      -- Nothing (more) due in this band: on to the next one in use.
+      low, earliest, after = next_band(after)
+      skipped = 0
+    else
+      got, skipped, budget = claim_ids(ids, now, owner, lease, out, got, skipped, budget)
+    end
   end
   return got
 end

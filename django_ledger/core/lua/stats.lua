@@ -2,11 +2,15 @@
 -- KEYS: the standard ten (codec.lua). ARGV[1] skew.
 -- Returns {now, pending_due, pending_later, claimed, expired_leases, completed, failed,
 -- dead, quarantined, total, gate, oldest_due_at or -1}.
+-- Pending records are counted band by band (one per priority in use, codec.lua).
 local now = server_now()
-local due = redis.call('ZCOUNT', KEYS[2], '-inf', now)
-local oldest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-local oldest_at = -1
-if oldest[2] then oldest_at = tonumber(oldest[2]) end
+local due, oldest_at = 0, -1
+local low, earliest, after = next_band('-inf')
+while low do
+  due = due + redis.call('ZCOUNT', KEYS[2], exact(low), exact(low + now))
+  if oldest_at < 0 or earliest < oldest_at then oldest_at = earliest end
+  low, earliest, after = next_band(after)
+end
 return {
   now, due, redis.call('ZCARD', KEYS[2]) - due,
   redis.call('ZCARD', KEYS[3]), redis.call('ZCOUNT', KEYS[3], '-inf', now),

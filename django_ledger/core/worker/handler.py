@@ -1,0 +1,165 @@
+"""What the worker runs: a handler turns one claimed job into an outcome.
+
+The runtime (``runtime.py``) owns everything Redis: claims, renewals, settlements, repair.
+A handler owns what a job means. ``TaskHandler`` (in the Django layer) runs Django tasks;
+``CallableHandler`` wraps a plain function for raw queues (``LEDGER['QUEUES'][name]
+['HANDLER']``), with the retry policy below.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..records import State
+from ..results import Claim
+
+__all__ = [
+    "Backoff",
+    "CallableHandler",
+    "Handler",
+    "Job",
+    "Outcome",
+    "Plan",
+]
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with full jitter: a uniform draw from 0 to min(cap, base * 2**n).
+
+    ``n`` is the number of attempts made before this retry (0 after the first). Defaults:
+    the first retry within 5 s, the second within 10 s, ... never more than 10 minutes.
+    """
+
+    base: float = 5.0
+    cap: float = 600.0
+
+    def __post_init__(self) -> None:
+        if not (0 < self.base <= self.cap):
+            raise ValueError(f"backoff needs 0 < base <= cap, got {self.base} and {self.cap}")
+
+    def ceiling(self, attempt: int) -> float:
+        """The most a retry after ``attempt`` attempts waits, in seconds."""
+        return float(min(self.cap, self.base * 2 ** max(0, min(attempt - 1, 60))))
+
+    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
+        return (rng or random).uniform(0, self.ceiling(attempt))
+
+
+@dataclass
+class Job:
+    """One claimed record on its way through a worker."""
+
+    claim: Claim
+    queue: str
+    worker_id: str
+    #: When this attempt started, in epoch ms by the Redis server's clock.
+    started_at: int
+    #: The result document stored by earlier attempts (``None`` on a first attempt).
+    previous_result: bytes | None = None
+    #: Set when a renewal answered LOST: the outcome of this run will be refused.
+    lost: threading.Event = field(default_factory=threading.Event)
+    #: Set when the worker gives up waiting for this run (time-out or a forced stop).
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the runtime needs to know of a job before running it."""
+
+    #: Seconds the run may take, or ``None`` for no limit.
+    timeout: float | None = None
+    #: The lease renewals ask for, in seconds (``None``: the queue's).
+    lease: float | None = None
+    #: A label for logs and metrics (the task path for tasks).
+    name: str = ""
+    #: Whether the run is a coroutine function's (run on the worker's event loop).
+    is_async: bool = False
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run settles: COMPLETED, FAILED, or PENDING again after ``delay`` seconds."""
+
+    state: State
+    delay: float = 0.0
+    #: Stored with the settlement (``Ledger.settle(..., result=)``).
+    result: str | None = None
+    #: Why, for the outcome's log line (an exception class path, "timeout", ...).
+    reason: str = ""
+
+
+class Handler(Protocol):
+    """Turns jobs into outcomes. Every method is called from worker threads."""
+
+    def plan(self, job: Job) -> Plan:
+        """Say how to run ``job`` (cheap: no I/O); raising settles it FAILED at once."""
+        ...
+
+    def run(self, job: Job, plan: Plan) -> Outcome | Awaitable[Outcome]:
+        """Run ``job``; an exception escaping is a bug of the handler, settled as a retry."""
+        ...
+
+    def timed_out(self, job: Job, plan: Plan) -> Outcome:
+        """Say how a run that outlived ``plan.timeout`` settles (it is not waited for)."""
+        ...
+
+
+class CallableHandler:
+    """Call ``func(job)`` for each job: a return completes it, an exception retries it.
+
+    Retries back off (``Backoff``) until ``max_attempts`` claims, then FAILED. ``func``
+    may return a string, stored as the result; a coroutine function runs on the loop.
+    """
+
+    def __init__(
+        self,
+        func: Callable[[Job], Any],
+        *,
+        max_attempts: int,
+        backoff: Backoff | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        import inspect
+
+        self.func = func
+        self.max_attempts = max_attempts
+        self.backoff = backoff or Backoff()
+        self.timeout = timeout
+        self.is_async = inspect.iscoroutinefunction(func)
+        self.name = getattr(func, "__qualname__", repr(func))
+
+    def plan(self, job: Job) -> Plan:
+        return Plan(timeout=self.timeout, name=self.name, is_async=self.is_async)
+
+    def run(self, job: Job, plan: Plan) -> Outcome | Awaitable[Outcome]:
+        if self.is_async:
+            return self._run_async(job)
+        try:
+            value = self.func(job)
+        except Exception as exc:
+            return self.failed(job, exc)
+        return self.completed(value)
+
+    async def _run_async(self, job: Job) -> Outcome:
+        try:
+            value = await self.func(job)
+        except Exception as exc:
+            return self.failed(job, exc)
+        return self.completed(value)
+
+    def completed(self, value: Any) -> Outcome:
+        return Outcome(State.COMPLETED, result=value if isinstance(value, str) else None)
+
+    def failed(self, job: Job, exc: BaseException) -> Outcome:
+        reason = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        if job.claim.attempt >= self.max_attempts:
+            return Outcome(State.FAILED, reason=reason)
+        return Outcome(State.PENDING, self.backoff.delay(job.claim.attempt), reason=reason)
+
+    def timed_out(self, job: Job, plan: Plan) -> Outcome:
+        return self.failed(job, TimeoutError(f"ran past {plan.timeout} s"))

@@ -30,15 +30,18 @@ from .defaults import (
     DISPATCH_KEYS,
     LIMITS,
     QUEUE_KEYS,
+    TIMEOUT_DEFAULTS,
     TOP_DEFAULTS,
     TOP_KEYS,
     DispatchSettings,
     Limit,
     QueueSettings,
+    Timeouts,
     as_timedelta,
     checked_name,
     dispatch_settings_of,
     groups_of,
+    timeouts_of,
     usable_name,
 )
 
@@ -50,12 +53,14 @@ __all__ = [
     "DISPATCH_DEFAULTS",
     "LIMITS",
     "QUEUE_KEYS",
+    "TIMEOUT_DEFAULTS",
     "TOP_DEFAULTS",
     "TOP_KEYS",
     "URL_SCHEMES",
     "DispatchSettings",
     "Limit",
     "QueueSettings",
+    "Timeouts",
     "connection",
     "dispatch_node_id",
     "dispatch_settings_of",
@@ -97,6 +102,11 @@ class LedgerSettings:
     def connection(self) -> Any:
         """``LEDGER['CONNECTION']``: a cache alias, a URL or ``{"CLUSTER": [...]}``."""
         return self.raw.get("CONNECTION", TOP_DEFAULTS["CONNECTION"])
+
+    @property
+    def timeouts(self) -> Timeouts:
+        """``LEDGER['TIMEOUTS']`` over its defaults: the connect and socket time-outs."""
+        return timeouts_of({**TIMEOUT_DEFAULTS, **self._section("TIMEOUTS")})
 
     @property
     def namespace(self) -> str:
@@ -158,10 +168,16 @@ class LedgerSettings:
             max_records=values["MAX_RECORDS"],
             optimized=values["OPTIMIZED"],
             max_attempts=values["MAX_ATTEMPTS"],
+            max_retained=values["MAX_RETAINED"],
             retention=as_timedelta(values["RETENTION"]),
             lease=as_timedelta(values["LEASE"]),
             groups=groups_of(overrides.get("GROUPS"), name),
         )
+
+    @property
+    def schedules(self) -> Any:
+        """``LEDGER['SCHEDULES']`` as given: ``schedules.config`` checks and types it."""
+        return self.raw.get("SCHEDULES")
 
     @property
     def dispatch(self) -> dict[str, Any]:
@@ -181,8 +197,12 @@ ledger_settings = LedgerSettings()
 
 
 def connection(spec: Any = None) -> Any:
-    """Return the redis-py client for a connection spec (default: ``LEDGER['CONNECTION']``)."""
-    return client_for(ledger_settings.connection if spec is None else spec)
+    """Return the redis-py client for a connection spec (default: ``LEDGER['CONNECTION']``).
+
+    A client built from a URL or cluster nodes gets ``LEDGER['TIMEOUTS']``.
+    """
+    spec = ledger_settings.connection if spec is None else spec
+    return client_for(spec, ledger_settings.timeouts)
 
 
 # -- entry points ---------------------------------------------------------------------
@@ -202,6 +222,7 @@ def get_ledger(queue: str = "default") -> Ledger:
             max_records=config.max_records,
             optimized=config.optimized,
             max_attempts=config.max_attempts,
+            max_retained=config.max_retained,
             retention=config.retention,
         )
     except ValueError as exc:

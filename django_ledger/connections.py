@@ -1,5 +1,7 @@
-"""Redis clients for the Django layer: one per process and connection spec.
+"""Redis clients for the Django layer: one per process, connection spec and time-outs.
 
+A client built here from a URL or cluster nodes gets ``LEDGER['TIMEOUTS']``, so a Redis
+that stalls cannot hold a request for ever; a cache alias keeps django-redis's options.
 A fork (gunicorn, multiprocessing) must not share its parent's sockets, so every
 cache here is forgotten, without closing anything, in a child process.
 """
@@ -13,7 +15,11 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
+from .core.errors import LedgerError, LedgerUnavailable
+from .defaults import TIMEOUT_DEFAULTS, Timeouts, timeouts_of
+
 __all__ = [
+    "DEFAULT_TIMEOUTS",
     "URL_SCHEMES",
     "cached",
     "client_for",
@@ -25,11 +31,12 @@ __all__ = [
 ]
 
 URL_SCHEMES = ("redis", "rediss", "unix")
+DEFAULT_TIMEOUTS = timeouts_of(TIMEOUT_DEFAULTS)
 
 _T = TypeVar("_T")
 _lock = threading.Lock()
 _pid = os.getpid()
-_clients: dict[str, Any] = {}
+_clients: dict[tuple[Any, ...], Any] = {}
 #: Dispatch registries built by ``conf.get_dispatch_registry``, per process like clients.
 registries: dict[tuple[Any, ...], Any] = {}
 
@@ -80,25 +87,32 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-def client_for(spec: Any) -> Any:
+def client_for(spec: Any, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> Any:
     """Return the redis-py client for a connection spec.
 
     A cache alias goes through ``django_redis.get_redis_connection`` (django-redis
-    keeps one pool per process); a URL or a cluster's startup nodes get one client,
-    and so one pool, per process, reused.
+    keeps one pool per process, with the cache's own options); a URL or a cluster's
+    startup nodes get one client, and so one pool, per process and ``timeouts``,
+    reused. A URL's own query arguments (``?socket_timeout=``) win over ``timeouts``.
     """
     kind = connection_kind(spec)
     if kind == "cluster":
         nodes = cluster_nodes(spec)
-        key = "cluster:" + ",".join(f"{host}:{port}" for host, port in nodes)
-        return cached(_clients, key, lambda: _cluster(nodes))
+        key = ("cluster", tuple(nodes), timeouts)
+        return cached(_clients, key, lambda: _cluster(nodes, timeouts))
     if kind == "url":
         problem = url_problem(spec)
         if problem is not None:
             raise ImproperlyConfigured(f"ledger connection URL {spec!r}: {problem}")
         import redis
 
-        return cached(_clients, spec, lambda: redis.Redis.from_url(spec))
+        return cached(
+            _clients,
+            ("url", spec, timeouts),
+            lambda: redis.Redis.from_url(
+                spec, socket_connect_timeout=timeouts.connect, socket_timeout=timeouts.socket
+            ),
+        )
     return _alias_connection(spec)
 
 
@@ -120,11 +134,24 @@ def _alias_connection(alias: str) -> Any:
         ) from exc
 
 
-def _cluster(nodes: list[tuple[str, int]]) -> Any:
+def _cluster(nodes: list[tuple[str, int]], timeouts: Timeouts) -> Any:
+    from redis import exceptions
     from redis.cluster import ClusterNode, RedisCluster
 
     node: Callable[[str, int], ClusterNode] = ClusterNode  # untyped in redis-py
-    return RedisCluster(startup_nodes=[node(host, port) for host, port in nodes])
+    try:
+        # Reads the cluster's slots from a startup node at once, so it can fail here.
+        return RedisCluster(
+            startup_nodes=[node(host, port) for host, port in nodes],
+            socket_connect_timeout=timeouts.connect,
+            socket_timeout=timeouts.socket,
+        )
+    except (exceptions.RedisError, exceptions.RedisClusterException, OSError) as exc:
+        where = ", ".join(f"{host}:{port}" for host, port in nodes)
+        unreachable = (exceptions.ConnectionError, exceptions.TimeoutError, OSError)
+        if isinstance(exc, unreachable) or isinstance(exc.__cause__, unreachable):
+            raise LedgerUnavailable(f"Redis Cluster at {where} is unavailable: {exc}") from exc
+        raise LedgerError(f"Redis Cluster at {where} refused the client: {exc}") from exc
 
 
 def cached(store: dict[Any, _T], key: Any, build: Callable[[], _T]) -> _T:

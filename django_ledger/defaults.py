@@ -24,16 +24,24 @@ __all__ = [
     "DISPATCH_KEYS",
     "LIMITS",
     "QUEUE_KEYS",
+    "SCHEDULE_DEFAULTS",
+    "SCHEDULE_KEYS",
+    "TIMEOUT_DEFAULTS",
+    "TIMEOUT_KEYS",
+    "TIMEOUT_LIMIT",
     "TOP_DEFAULTS",
     "TOP_KEYS",
     "DispatchSettings",
     "Limit",
     "QueueSettings",
+    "Timeouts",
     "as_timedelta",
     "checked_name",
     "default_node_id",
+    "dispatch_groups_of",
     "dispatch_settings_of",
     "groups_of",
+    "timeouts_of",
     "usable_name",
 ]
 
@@ -43,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_RECORDS": 100_000,
     "OPTIMIZED": True,
     "MAX_ATTEMPTS": 16,
+    "MAX_RETAINED": 100_000,
     "RETENTION": timedelta(days=7),
     "LEASE": timedelta(seconds=30),
 }
@@ -53,6 +62,10 @@ DISPATCH_DEFAULTS: dict[str, Any] = {
     "NAMESPACE": "kaal",
     "TTL": 7 * 24 * 60 * 60,
     "NODE_ID": None,
+    # Key prefix -> the auth groups whose members may use the keys it starts (in the
+    # API); a key no prefix starts is for users who reach every queue (see
+    # django_ledger.permissions.can_reach_dispatch_key).
+    "GROUPS": {},
 }
 #: The top level of ``LEDGER`` (besides ``DEFAULTS`` and ``DISPATCH``).
 TOP_DEFAULTS: dict[str, Any] = {
@@ -60,10 +73,38 @@ TOP_DEFAULTS: dict[str, Any] = {
     "NAMESPACE": "ledger",
     "QUEUES": {"default": {}},
 }
-#: Keys a queue's entry in ``QUEUES`` may hold: overrides of ``DEFAULTS``, and ``GROUPS``.
-QUEUE_KEYS = frozenset(DEFAULTS) | {"GROUPS"}
+#: ``LEDGER['TIMEOUTS']``: seconds a client the ledger builds (from a URL or cluster
+#: nodes) waits to connect, and for each reply, before it gives up. Without them an
+#: older redis-py (before 8) waits for ever on a Redis that stalls.
+TIMEOUT_DEFAULTS: dict[str, Any] = {"CONNECT": 5, "SOCKET": 10}
+TIMEOUT_KEYS = frozenset(TIMEOUT_DEFAULTS)
+#: Keys a queue's entry in ``QUEUES`` may hold: overrides of ``DEFAULTS``, ``GROUPS``, and
+#: ``HANDLER`` (the dotted path of a function the worker calls with each raw job).
+#: The task options a queue may set for its tasks (``django_ledger.tasks.options``) too.
+QUEUE_KEYS = frozenset(DEFAULTS) | {
+    "GROUPS",
+    "HANDLER",
+    "BACKOFF_BASE",
+    "BACKOFF_CAP",
+    "RETRY_ON",
+    "TIMEOUT",
+    "UNIQUE",
+}
+#: ``LEDGER['SCHEDULES'][key]``: what a schedule gets unless it says otherwise. ``TASK``
+#: and one of ``CRON`` or ``EVERY`` have no default (``django_ledger.schedules.config``).
+SCHEDULE_DEFAULTS: dict[str, Any] = {
+    "TIMEZONE": "UTC",
+    "ARGS": (),
+    "KWARGS": {},
+    "QUEUE": None,  # None: the task's own queue_name, else "default"
+    "PRIORITY": 0,
+    "MISFIRE": "latest",
+    "GRACE": timedelta(hours=1),
+    "ENABLED": True,
+}
+SCHEDULE_KEYS = frozenset(SCHEDULE_DEFAULTS) | {"TASK", "CRON", "EVERY"}
 #: Every top-level key; ``API`` belongs to the REST API (``django_ledger.api.conf``).
-TOP_KEYS = frozenset(TOP_DEFAULTS) | {"DEFAULTS", "DISPATCH", "API"}
+TOP_KEYS = frozenset(TOP_DEFAULTS) | {"DEFAULTS", "DISPATCH", "API", "TIMEOUTS", "SCHEDULES"}
 DISPATCH_KEYS = frozenset(DISPATCH_DEFAULTS)
 #: URL schemes a connection may use; anything else with ``://`` is a bad URL.
 
@@ -118,10 +159,13 @@ LIMITS: dict[str, Limit] = {
     "MAX_RECORDS": Limit("int", 1, 2**32 - 1),
     "OPTIMIZED": Limit("bool"),
     "MAX_ATTEMPTS": Limit("int", 1, 1_000_000),
+    "MAX_RETAINED": Limit("int", 1, 2**32 - 1),
     "RETENTION": Limit("duration", 0, _MAX_DURATION_S),
     "LEASE": Limit("duration", 0, _MAX_DURATION_S, low_inclusive=False),
     "TTL": Limit("int", 1, 10 * 366 * 24 * 3600),
 }
+#: The range of each of ``TIMEOUTS``: more than nothing, at most an hour.
+TIMEOUT_LIMIT = Limit("duration", 0, 3600, low_inclusive=False)
 
 
 @dataclass(frozen=True)
@@ -133,6 +177,7 @@ class QueueSettings:
     max_records: int
     optimized: bool
     max_attempts: int
+    max_retained: int
     retention: timedelta
     lease: timedelta
     groups: tuple[str, ...] = ()
@@ -147,6 +192,8 @@ class DispatchSettings:
     namespace: str
     ttl: int
     node_id: str
+    #: ``GROUPS`` as (key prefix, group names) pairs, the longest prefix first.
+    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def dispatch_settings_of(config: dict[str, Any]) -> DispatchSettings:
@@ -170,7 +217,33 @@ def dispatch_settings_of(config: dict[str, Any]) -> DispatchSettings:
         namespace=checked_name(config["NAMESPACE"], "LEDGER['DISPATCH']['NAMESPACE']"),
         ttl=config["TTL"],
         node_id=node_id or default_node_id(),
+        groups=dispatch_groups_of(config["GROUPS"]),
     )
+
+
+def dispatch_groups_of(value: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Check ``DISPATCH['GROUPS']`` and return its (prefix, groups) pairs, longest first."""
+    where = "LEDGER['DISPATCH']['GROUPS']"
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(
+            f"{where} must be a dict of key prefix -> list of group names, got {value!r}"
+        )
+    pairs: list[tuple[str, tuple[str, ...]]] = []
+    for prefix, groups in value.items():
+        if not isinstance(prefix, str):
+            raise ImproperlyConfigured(f"{where} has the key {prefix!r}, not a key prefix (a str)")
+        if isinstance(groups, str) or not isinstance(groups, list | tuple):
+            raise ImproperlyConfigured(
+                f"{where}[{prefix!r}] must be a list of group names, got {groups!r}"
+            )
+        for group in groups:
+            if not isinstance(group, str) or not group:
+                raise ImproperlyConfigured(f"{where}[{prefix!r}] holds {group!r}, not a group name")
+        pairs.append((prefix, tuple(groups)))
+    pairs.sort(key=lambda pair: len(pair[0]), reverse=True)
+    return tuple(pairs)
 
 
 def usable_name(value: object) -> bool:
@@ -211,3 +284,23 @@ def as_timedelta(value: Any) -> timedelta:
 def default_node_id() -> str:
     """Return this process's node id: host name and process id."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """``LEDGER['TIMEOUTS']`` in seconds: redis-py's connect and socket time-outs."""
+
+    connect: float
+    socket: float
+
+
+def timeouts_of(config: dict[str, Any]) -> Timeouts:
+    """Check and type a full ``TIMEOUTS`` dict (defaults already merged)."""
+    seconds: dict[str, float] = {}
+    for key in ("CONNECT", "SOCKET"):
+        value = config[key]
+        problem = TIMEOUT_LIMIT.problem(value)
+        if problem is not None:
+            raise ImproperlyConfigured(f"LEDGER['TIMEOUTS'][{key!r}] {problem}")
+        seconds[key] = as_timedelta(value).total_seconds()
+    return Timeouts(connect=seconds["CONNECT"], socket=seconds["SOCKET"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.db import models
 
-__all__ = ["STATE_CHOICES", "LedgerEntry", "QuarantinedRecord", "Queue", "Record"]
+__all__ = ["STATE_CHOICES", "LedgerEntry", "QuarantinedRecord", "Queue", "Record", "Schedule", "Worker"]
 
 #: The record states, and ``CORRUPT`` for stored bytes that do not decode.
 STATE_CHOICES = [
@@ -101,3 +101,24 @@ class Queue(LedgerEntry):
         permissions = [("operate_queue", "Can close and open queue gates")]
         verbose_name = "queue"
         verbose_name_plural = "queues"
+
+
+class Schedule(LedgerEntry):
+    """A schedule of ``LEDGER['SCHEDULES']``: its next fires, its dispatches, its pause."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ("view",)
+        permissions = [("operate_schedule", "Can pause, resume and trigger schedules")]
+        verbose_name = "schedule"
+        verbose_name_plural = "schedules"
+
+
+class Worker(LedgerEntry):
+    """A running ``ledger_worker``, as its heartbeat in Redis tells it (view only)."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ("view",)
+        verbose_name = "worker"
+        verbose_name_plural = "workers"

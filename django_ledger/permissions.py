@@ -1,8 +1,11 @@
-"""Who may do what to which queue: shared by the admin and the API.
+"""Who may do what to which queue and dispatch key: shared by the admin and the API.
 
 Actions map to model permissions of this app (``django_ledger.<codename>``). A queue
 may further be limited to some groups with ``LEDGER['QUEUES'][name]['GROUPS']``;
-superusers reach every queue.
+superusers reach every queue. Dispatch keys follow the same model:
+``LEDGER['DISPATCH']['GROUPS']`` limits the keys a prefix starts to some groups, and a
+key that no prefix starts belongs to no tenant, so only a user who reaches every queue
+may use it (in a project without queue groups, every permitted user).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import Any
 
 from .conf import ledger_settings
 
-__all__ = ["ACTIONS", "allowed_queues", "can", "can_reach_queue"]
+__all__ = ["ACTIONS", "allowed_queues", "can", "can_reach_dispatch_key", "can_reach_queue"]
 
 #: action -> permission codename (app label ``django_ledger``).
 ACTIONS = {
@@ -40,6 +43,23 @@ def can_reach_queue(user: Any, queue: str) -> bool:
     if not groups:
         return True
     return bool(user.groups.filter(name__in=list(groups)).exists())
+
+
+def can_reach_dispatch_key(user: Any, key: str) -> bool:
+    """Return whether ``user`` may log, claim, find or check the dispatches of ``key``.
+
+    The longest prefix in ``LEDGER['DISPATCH']['GROUPS']`` that starts ``key`` names
+    the groups it belongs to (an empty list: every user); a key no prefix starts is
+    reachable only by a user who reaches every configured queue.
+    """
+    if not getattr(user, "is_authenticated", False):
+        return False
+    if getattr(user, "is_superuser", False):
+        return True
+    for prefix, groups in ledger_settings.dispatch_settings.groups:
+        if key.startswith(prefix):
+            return not groups or bool(user.groups.filter(name__in=list(groups)).exists())
+    return all(can_reach_queue(user, queue) for queue in ledger_settings.queue_names)
 
 
 def can(user: Any, action: str, queue: str | None = None) -> bool:

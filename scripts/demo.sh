@@ -5,22 +5,115 @@
 #
 # Makes the virtualenv .venv (Python 3.11+) with the project installed, starts a
 # redis-server of its own on a free port with its data in .demo/redis (kept between
-# runs), and runs `manage.py ledger_demo` (migrate, admin user, seed data, server on
-# http://127.0.0.1:8000/). Ctrl-C stops both. Never touches the Redis on port 6379.
+# runs: rm -rf .demo starts clean), writes .demo/env (the demo's REDIS_URL and
+# database: manage.py run from another terminal reads it while the demo runs), and
+# runs `manage.py ledger_demo` (migrate, admin user, seed each queue once, server on
+# http://127.0.0.1:8000/). Ctrl-C or SIGTERM stops everything, however the script was
+# started, and removes .demo/env. Never touches the Redis on port 6379.
+#
+# Environment:
+#   DEMO_DIR         the demo's folder (default: .demo in the project root)
+#   DEMO_REDIS_PORT  the demo Redis's port (default: 6390 when free, else any free port)
+#   DEMO_PYTHON      an interpreter that has the project installed: used as it is, with
+#                    no virtualenv made and nothing installed (the tests use this)
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+SCRIPT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
+cd "$(dirname "$SCRIPT")/.."
 # shellcheck source=scripts/_redis.sh
 . scripts/_redis.sh
 
-VENV=.venv
-DEMO_DIR="$PWD/.demo"
+# A script's background job starts with SIGINT ignored, and bash can neither trap nor
+# reset a signal ignored on entry (trap -p then lists it as ''). So start again, once,
+# through a Python that puts INT and TERM back to their defaults first.
+if [ -z "${_DEMO_SIGNALS_RESET:-}" ] && [ -n "$(trap -p INT TERM)" ]; then
+    export _DEMO_SIGNALS_RESET=1
+    python="${DEMO_PYTHON:-$(find_base_python || command -v python3)}"
+    exec "$python" -c '
+import os, signal, sys
+# Python itself ignores SIGPIPE and SIGXFSZ: give bash the defaults of those too.
+for number in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ):
+    signal.signal(number, signal.SIG_DFL)
+os.execvp("bash", ["bash", *sys.argv[1:]])
+' "$SCRIPT" "$@"
+fi
+unset _DEMO_SIGNALS_RESET
 
-make_venv "$VENV"
-log "installing the project into $VENV"
-"$VENV/bin/python" -m pip install -q -e .
+DEMO_DIR="$(mkdir -p "${DEMO_DIR:-.demo}" && cd "${DEMO_DIR:-.demo}" && pwd)"
+export DEMO_DIR
+ENV_FILE="$DEMO_DIR/env"
+
+# -- the demo's processes: each in the background, stopped in reverse order ----------
+pids=()
+names=()
+
+start_bg() { # start_bg NAME COMMAND...: run COMMAND in the background as NAME
+    local name="$1"
+    shift
+    "$@" &
+    pids+=("$!")
+    names+=("$name")
+}
+
+stop_pid() { # stop_pid PID: TERM it, KILL it after 10 s, and wait for it
+    local pid="$1" watchdog=""
+    kill -TERM "$pid" 2>/dev/null || return 0
+    if [ -n "${PY:-}" ]; then
+        "$PY" -c 'import os, signal, sys, time
+time.sleep(10)
+os.kill(int(sys.argv[1]), signal.SIGKILL)' "$pid" >/dev/null 2>&1 &
+        watchdog=$!
+    fi
+    # A signal trapped meanwhile interrupts wait; a child not yet waited for still
+    # answers kill -0 (as a zombie), so this loops until it is really gone.
+    while kill -0 "$pid" 2>/dev/null; do
+        wait "$pid" 2>/dev/null || true
+    done
+    if [ -n "$watchdog" ]; then
+        kill "$watchdog" 2>/dev/null || true
+        wait "$watchdog" 2>/dev/null || true
+    fi
+}
+
+stop_all() {
+    local i
+    trap ':' INT TERM # a second Ctrl-C must not cut the stopping short
+    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+        stop_pid "${pids[i]}"
+    done
+    if [ -f "$ENV_FILE" ] && grep -qx "DEMO_PID=$$" "$ENV_FILE"; then
+        rm -f "$ENV_FILE"
+    fi
+    log "demo stopped"
+}
+trap stop_all EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# One demo per folder: two redis-servers appending to one AOF would ruin it.
+if [ -f "$ENV_FILE" ]; then
+    other="$(sed -n 's/^DEMO_PID=//p' "$ENV_FILE")"
+    if [ -n "$other" ] && kill -0 "$other" 2>/dev/null; then
+        log "ERROR: a demo is running already (pid $other, settings in $ENV_FILE)"
+        exit 1
+    fi
+    rm -f "$ENV_FILE" # left by a demo that was killed outright
+fi
+
+if [ -n "${DEMO_PYTHON:-}" ]; then
+    PY="$DEMO_PYTHON"
+    VENV="$(dirname "$(dirname "$PY")")"
+    log "using $PY as it is (DEMO_PYTHON): no virtualenv made, nothing installed"
+else
+    VENV=.venv
+    PY="$VENV/bin/python"
+    make_venv "$VENV"
+    log "installing the project into $VENV"
+    "$PY" -m pip install -q -e .
+fi
 ensure_redis_server "$VENV"
 
-port="${DEMO_REDIS_PORT:-$("$VENV/bin/python" -c '
+port="${DEMO_REDIS_PORT:-$("$PY" -c '
 import socket
 for port in [6390, 0]:
     with socket.socket() as s:
@@ -37,28 +130,12 @@ if [ "$port" = 6379 ]; then
 fi
 
 mkdir -p "$DEMO_DIR/redis"
-"$REDIS_SERVER_BIN" --port "$port" --bind 127.0.0.1 --dir "$DEMO_DIR/redis" \
-    --save "" --appendonly yes --appendfsync everysec --daemonize no \
-    --logfile redis.log </dev/null >>"$DEMO_DIR/redis/stdout.log" 2>&1 &
-redis_pid=$!
-
-demo_pid=""
-stop_all() {
-    local pid
-    for pid in $demo_pid $redis_pid; do
-        if kill -0 "$pid" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
-            wait "$pid" 2>/dev/null || true
-        fi
-    done
-    log "demo stopped"
-}
-trap stop_all EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+start_bg redis-server "$REDIS_SERVER_BIN" --port "$port" --bind 127.0.0.1 \
+    --dir "$DEMO_DIR/redis" --save "" --appendonly yes --appendfsync everysec \
+    --daemonize no --logfile redis.log </dev/null >>"$DEMO_DIR/redis/stdout.log" 2>&1
 
 export REDIS_URL="redis://127.0.0.1:$port/0"
-"$VENV/bin/python" - "$REDIS_URL" "$redis_pid" <<'PY' || { tail -n 20 "$DEMO_DIR/redis/redis.log" >&2; exit 1; }
+"$PY" - "$REDIS_URL" "${pids[0]}" <<'PY' || { tail -n 20 "$DEMO_DIR/redis/redis.log" >&2; exit 1; }
 import sys, time
 import redis
 url, pid = sys.argv[1], int(sys.argv[2])
@@ -73,12 +150,35 @@ while time.monotonic() < deadline:
     time.sleep(0.05)
 sys.exit(f"redis-server (pid {pid}) did not answer on {url} within 10 s")
 PY
-log "redis-server $REDIS_URL (data in .demo/redis)"
+log "redis-server $REDIS_URL (data in $DEMO_DIR/redis)"
 
 export DATABASE_PATH="${DATABASE_PATH:-$DEMO_DIR/db.sqlite3}"
 export DJANGO_DEBUG="${DJANGO_DEBUG:-1}"
-# In the background and waited for, so that a signal to this script (Ctrl-C, or a
-# TERM from a supervisor) runs the traps at once and stops the server and Redis.
-"$VENV/bin/python" manage.py ledger_demo "$@" &
-demo_pid=$!
-wait "$demo_pid"
+export LEDGER_NAMESPACE="${LEDGER_NAMESPACE:-ledger}"
+cat >"$ENV_FILE.tmp" <<EOF
+# The running demo's settings, written by scripts/demo.sh and removed when it stops.
+# testproject/settings.py reads them when REDIS_URL is not set in the environment.
+REDIS_URL=$REDIS_URL
+DATABASE_PATH=$DATABASE_PATH
+DJANGO_DEBUG=$DJANGO_DEBUG
+LEDGER_NAMESPACE=$LEDGER_NAMESPACE
+DEMO_PID=$$
+EOF
+mv "$ENV_FILE.tmp" "$ENV_FILE"
+log "settings in $ENV_FILE: manage.py in another terminal uses this demo while it runs"
+
+start_bg "the admin server" "$PY" manage.py ledger_demo "$@"
+# Another process of the demo (a worker, say) is one more start_bg line here.
+
+# Wait for whichever process ends first, then stop the rest (the EXIT trap). A signal
+# interrupts the wait at once and runs its trap.
+status=0
+wait -n || status=$?
+for i in "${!pids[@]}"; do
+    if ! kill -0 "${pids[i]}" 2>/dev/null; then # waited for already: not to be stopped
+        log "${names[i]} ended with status $status: stopping the demo"
+        unset 'pids[i]'
+    fi
+done
+pids=("${pids[@]}")
+exit "$status"

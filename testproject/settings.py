@@ -1,24 +1,36 @@
 """Settings of the test and demo project.
 
-Everything a deployment changes comes from the environment: ``REDIS_URL`` (the test
-suite points it at the redis-server it starts), ``LEDGER_NAMESPACE``, ``DATABASE_PATH``, ``DJANGO_DEBUG``,
-``DJANGO_SECRET_KEY`` and ``DJANGO_ALLOWED_HOSTS``.
+Everything a deployment changes comes from the environment: ``REDIS_URL`` (required:
+the test suite points it at the redis-server it starts), ``LEDGER_NAMESPACE``,
+``DATABASE_PATH``, ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY`` and ``DJANGO_ALLOWED_HOSTS``.
+When ``REDIS_URL`` is not set, they come from ``.demo/env`` (``$DEMO_DIR/env``), which
+``scripts/demo.sh`` writes while the demo runs (``testproject/env.py``); with neither,
+these settings raise ``ImproperlyConfigured`` rather than guess a server.
 """
 
-import os
+import importlib.util
+import json
+import sys
 from pathlib import Path
+
+import django
+
+from testproject.env import environment, redis_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+_env, _env_file = environment(BASE_DIR)
+if "mypy" in sys.modules and not _env.get("REDIS_URL"):
+    # django-stubs imports these settings to read the models and never connects; a
+    # host under .invalid (RFC 6761) resolves nowhere, so nothing can reach a server.
+    _env["REDIS_URL"] = "redis://unconfigured.invalid:6379/0"
+REDIS_URL = redis_url(_env, _env_file)
 
-SECRET_KEY = os.environ.get(
-    "DJANGO_SECRET_KEY", "django-insecure-ledger-testproject-not-for-production"
-)
-DEBUG = os.environ.get("DJANGO_DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}
+SECRET_KEY = _env.get("DJANGO_SECRET_KEY", "django-insecure-ledger-testproject-not-for-production")
+DEBUG = _env.get("DJANGO_DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}
 ALLOWED_HOSTS = [
     host.strip()
-    for host in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
+    for host in _env.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
     if host.strip()
 ]
 
@@ -33,6 +45,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_ledger",
 ]
 
@@ -67,7 +80,7 @@ TEMPLATES = [
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
-        "NAME": os.environ.get("DATABASE_PATH", str(BASE_DIR / "db.sqlite3")),
+        "NAME": _env.get("DATABASE_PATH", str(BASE_DIR / "db.sqlite3")),
     }
 }
 
@@ -81,12 +94,27 @@ CACHES = {
 
 LEDGER = {
     "CONNECTION": REDIS_URL,
-    "NAMESPACE": os.environ.get("LEDGER_NAMESPACE", "ledger"),
+    "NAMESPACE": _env.get("LEDGER_NAMESPACE", "ledger"),
     "QUEUES": {
         "default": {},
         "emails": {},
         "reports": {"MAX_ATTEMPTS": 3},
     },
+    # LEDGER_SCHEDULES: JSON of LEDGER['SCHEDULES'] (EVERY and GRACE in seconds), for
+    # the scheduler tests' processes and the demo; none by default.
+    "SCHEDULES": json.loads(_env.get("LEDGER_SCHEDULES") or "{}"),
+}
+
+# Django's task framework on the ledger (docs/tasks.md): django.tasks on Django 6.0+,
+# the django-tasks backport (an app of its own) on 5.2.
+if django.VERSION < (6, 0) and importlib.util.find_spec("django_tasks") is not None:
+    INSTALLED_APPS.append("django_tasks")
+TASKS = {
+    "default": {
+        "BACKEND": "django_ledger.tasks.LedgerBackend",
+        "QUEUES": ["default", "emails", "reports"],
+        "OPTIONS": {},
+    }
 }
 
 REST_FRAMEWORK = {

@@ -4,6 +4,7 @@ from importlib.util import find_spec
 
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path
+from django.views.generic import RedirectView
 
 
 def _has_module(name: str) -> bool:
@@ -14,7 +15,12 @@ def _has_module(name: str) -> bool:
         return False
 
 
+# The project has no site of its own besides the admin: no "View site" link to a 404,
+# and the root leads to the admin.
+admin.site.site_url = None
+
 urlpatterns: list[URLPattern | URLResolver] = [
+    path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),
     path("admin/", admin.site.urls),
 ]
 

@@ -1,7 +1,8 @@
 """A throwaway redis-server for tests: own port, own directory, never port 6379.
 
 The suite starts one per test process (see ``tests/redis_plugin.py``); tests that
-kill or restart Redis start their own through the ``fresh_redis`` fixture. The
+kill, pause or restart Redis start their own through the ``fresh_redis`` fixture
+(``unixsocket=True`` also listens on a socket in the server's directory). The
 binary is ``$REDIS_SERVER_BIN`` or the ``redis-server`` on ``PATH``.
 """
 
@@ -29,6 +30,8 @@ FORBIDDEN_PORT = 6379
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0
 PORT_ATTEMPTS = 5
+# sun_path holds 108 bytes on Linux (104 on macOS), its terminating NUL included.
+UNIX_PATH_MAX = 100
 
 # Strong references: a server whose object was dropped must still be stopped at exit.
 _LIVE: set[RedisServer] = set()
@@ -90,17 +93,20 @@ class RedisServer:
         appendonly: bool = False,
         appendfsync: str = "always",
         port: int | None = None,
+        unixsocket: bool = False,
         extra_args: Sequence[str] = (),
     ) -> None:
         if port == FORBIDDEN_PORT:
             raise ValueError(f"port {FORBIDDEN_PORT} belongs to the machine's Redis, not the tests")
         self.appendonly = appendonly
         self.appendfsync = appendfsync
+        self.unixsocket = unixsocket
         self.extra_args = tuple(extra_args)
         self._port = port
         self._pinned = port is not None
         self._dir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._paused = False
 
     # -- addresses -----------------------------------------------------------
 
@@ -113,6 +119,17 @@ class RedisServer:
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def socket_path(self) -> Path:
+        """The unix socket the server also listens on (``unixsocket=True``)."""
+        if not self.unixsocket:
+            raise RedisServerError("the server was not started with unixsocket=True")
+        return self.dir / "redis.sock"
+
+    @property
+    def unix_url(self) -> str:
+        return f"unix://{self.socket_path}"
 
     @property
     def dir(self) -> Path:
@@ -163,11 +180,31 @@ class RedisServer:
         self._pinned = True
         return self.start()
 
+    def pause(self) -> None:
+        """Stop the server with SIGSTOP: it keeps its sockets and answers nothing.
+
+        The kernel still accepts connections into its listen backlog, so clients
+        connect and then wait for replies that do not come, as with a stalled host.
+        """
+        process = self._process
+        if process is None or process.poll() is not None:
+            raise RedisServerError("only a running server can be paused")
+        process.send_signal(signal.SIGSTOP)
+        self._paused = True
+
+    def resume(self) -> None:
+        """Continue a paused server (SIGCONT); it answers what waited meanwhile."""
+        process = self._process
+        if self._paused and process is not None and process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+        self._paused = False
+
     def stop(self) -> None:
         """Shut down gracefully (SIGTERM: flushes the AOF, writes no RDB)."""
         process = self._process
         if process is None:
             return
+        self.resume()  # a paused process would hold SIGTERM until continued
         if process.poll() is None:
             process.terminate()
             try:
@@ -185,6 +222,7 @@ class RedisServer:
         if process.poll() is None:
             process.kill()
             process.wait()
+        self._paused = False
 
     def cleanup(self) -> None:
         """Stop the server if it runs and delete its directory."""
@@ -223,8 +261,17 @@ class RedisServer:
             "--appendfsync", self.appendfsync,
             "--daemonize", "no",
             "--logfile", "redis.log",
+            *self._unixsocket_args(),
             *self.extra_args,
         ]  # fmt: skip
+
+    def _unixsocket_args(self) -> list[str]:
+        if not self.unixsocket:
+            return []
+        path = str(self.socket_path)
+        if len(path.encode()) > UNIX_PATH_MAX:
+            raise RedisServerError(f"unix socket path {path!r} is too long; set a shorter TMPDIR")
+        return ["--unixsocket", path, "--unixsocketperm", "700"]
 
     def _spawn(self) -> None:
         output = (self.dir / "stdout.log").open("ab")

@@ -4,9 +4,13 @@ Logs in, filters records by a due-time range, opens a record, retries it and see
 change, and saves screenshots of the records list, a record, the quarantine and the
 queue health page under ``tests/screenshots/`` (or the folder named by the environment
 variable ``LEDGER_SCREENSHOTS``: ``LEDGER_SCREENSHOTS=docs/screenshots`` refreshes the
-ones the docs show). Skipped when Chromium or Playwright is
-missing (CI installs both: the ``chromium`` Debian package and ``playwright`` from
-PyPI; never ``playwright install``).
+ones the docs show). A second test looks at the demo's records at 1,400 px for what a
+user saw (issue 14): a list cut at the right or ids wrapped, double full stops, a
+confirmation page without its last heading, a "View site" that leads nowhere, an ended
+record "due ... ago", settings in Python's spelling; its screenshots (``*-1400.png``) always go to
+``tests/screenshots/``.
+Skipped when Chromium or Playwright is missing (CI installs both: the ``chromium``
+Debian package and ``playwright`` from PyPI; never ``playwright install``).
 """
 
 from __future__ import annotations
@@ -20,13 +24,20 @@ from typing import Any
 
 import pytest
 import redis
+from django.contrib.admin.utils import quote
+from django.urls import reverse
 
+from django_ledger.admin.lookups import join_key
 from django_ledger.conf import get_ledger
 from django_ledger.core.ledger import Ledger
+from django_ledger.services.demo import seed_demo
+from tests.redis_server import free_port
 
 CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / os.environ.get("LEDGER_SCREENSHOTS", "tests/screenshots")
+#: The 1,400 px screenshots are for looking at, not for the docs: always here.
+CHECKS = ROOT / "tests" / "screenshots"
 HOUR = 3_600_000
 PASSWORD = "correct horse battery staple"
 
@@ -46,7 +57,7 @@ def admin_ledger(namespace: str, settings: Any) -> Ledger:
 
 
 @pytest.fixture
-def browser_page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     # Playwright's sync API runs an event loop in this thread; Django's ORM calls in
     # the test's teardown are still synchronous and safe.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -58,10 +69,28 @@ def browser_page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
         )
         try:
-            context = browser.new_context(viewport={"width": 1600, "height": 900})
-            yield context.new_page()
+            yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture
+def browser_page(browser: Any) -> Any:
+    return browser.new_context(viewport={"width": 1600, "height": 900}).new_page()
+
+
+def log_in(page: Any, live_server: Any, django_user_model: Any) -> None:
+    django_user_model.objects.create_superuser("operator", "operator@example.com", PASSWORD)
+    page.goto(f"{live_server.url}/admin/")
+    page.fill("#id_username", "operator")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_selector("#content-main")
+
+
+def record_url(live_server: Any, queue: str, request_id: str) -> str:
+    key = quote(join_key(queue, request_id))
+    return live_server.url + reverse("admin:django_ledger_record_change", args=(key,))
 
 
 def utc(ms: int) -> tuple[str, str]:
@@ -84,7 +113,6 @@ def test_filter_open_retry_and_screenshots(
     browser_page: Any,
 ) -> None:
     page = browser_page
-    django_user_model.objects.create_superuser("operator", "operator@example.com", PASSWORD)
     for i in range(12):
         admin_ledger.admit(
             f"order-{i:03d}", f'{{"order": {i}, "lines": [{i}, {i + 1}]}}', delay=i * 1800
@@ -96,11 +124,7 @@ def test_filter_open_retry_and_screenshots(
     now = admin_ledger.server_time_ms()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 
-    page.goto(f"{live_server.url}/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_selector("#content-main")
+    log_in(page, live_server, django_user_model)
     page.click("#django_ledger-record a")
     page.wait_for_selector("#result_list")
     assert "order-000" in listed(page)
@@ -152,3 +176,117 @@ def test_filter_open_retry_and_screenshots(
     page.wait_for_selector("#figures")
     assert page.locator("[data-figure=claimed]").inner_text() == "1"
     page.screenshot(path=str(SCREENSHOTS / "queue-health.png"), full_page=True)
+
+
+def fits(page: Any, *one_line: str) -> None:
+    """Assert the changelist shows every column, and each cell of ``one_line`` on one line."""
+    widths = page.evaluate(
+        "() => { const r = document.querySelector('#changelist .results');"
+        " return [r.scrollWidth, r.clientWidth]; }"
+    )
+    assert widths[0] <= widths[1], f"the list is cut: {widths[0]} px wide in {widths[1]}"
+    table = page.locator("#result_list").bounding_box()
+    assert table is not None and table["x"] + table["width"] <= 1400
+    for selector in one_line:
+        lines = page.evaluate(
+            "(s) => [...document.querySelectorAll('#result_list ' + s)].map(e => {"
+            " const range = document.createRange(); range.selectNodeContents(e);"
+            " return [e.textContent, range.getClientRects().length]; })",
+            selector,
+        )
+        assert lines and all(count == 1 for _, count in lines), lines
+
+
+def test_what_a_user_saw_at_1400_px(
+    live_server: Any,
+    django_user_model: Any,
+    admin_ledger: Ledger,
+    browser: Any,
+    settings: Any,
+) -> None:
+    page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+    for queue in ("default", "emails"):
+        seed_demo(get_ledger(queue))
+    admin_ledger.admit("order-1043:receipt", '{"to": "ada@example.com"}')
+    CHECKS.mkdir(parents=True, exist_ok=True)
+    log_in(page, live_server, django_user_model)
+    # "View site" led to a 404: the project has no site but the admin.
+    assert page.locator("#user-tools a", has_text="View site").count() == 0
+    assert "VIEW SITE" not in page.locator("#user-tools").inner_text().upper()
+    page.goto(f"{live_server.url}/")
+    assert page.url.endswith("/admin/")
+
+    # The records list fits: no column cut at the right, every id and owner on one line.
+    page.goto(f"{live_server.url}/admin/django_ledger/record/")
+    page.wait_for_selector("#result_list")
+    page.screenshot(path=str(CHECKS / "records-list-1400.png"), full_page=True)
+    fits(page, "th.field-request_id a", "td.field-owner", "td.field-state")
+
+    # A date that does not parse: one full stop, not two.
+    page.goto(f"{live_server.url}/admin/django_ledger/record/?due_at__range__gte_0=2026-02-30")
+    page.wait_for_selector("ul.messagelist")
+    message = page.locator("ul.messagelist").inner_text()
+    assert "Enter a valid date." in message and ".." not in message, message
+
+    # The confirmation page for two records: every column headed, said of two records.
+    page.goto(f"{live_server.url}/admin/django_ledger/record/?q=demo-pending")
+    page.wait_for_selector("#result_list")
+    page.locator("#result_list input.action-select").first.check()
+    page.locator("#result_list input.action-select").nth(1).check()
+    page.select_option("select[name=action]", "retry_selected")
+    page.click("button[name=index]")
+    page.wait_for_selector("#confirm-items")
+    page.screenshot(path=str(CHECKS / "confirm-two-1400.png"), full_page=True)
+    headings = page.locator("#confirm-items thead th").all_inner_texts()
+    assert len(headings) == 5 and all(text.strip() for text in headings), headings
+    warning = page.locator("#confirm-warning").inner_text()
+    assert warning.startswith("The records go back") and "The record " not in warning
+    assert page.locator("#content").inner_text().count("Each record is acted on") == 1
+
+    # An ended record is not "due ... ago".
+    page.goto(record_url(live_server, "default", "demo-completed"))
+    page.wait_for_selector("#record-fields")
+    due_row = page.locator("#record-fields tr", has=page.locator("[data-field=due-at]"))
+    assert "ago" not in due_row.inner_text() and "in " not in due_row.inner_text()
+    page.screenshot(path=str(CHECKS / "record-ended-1400.png"), full_page=True)
+    page.goto(record_url(live_server, "default", "demo-later"))
+    page.wait_for_selector("#record-fields")
+    due_row = page.locator("#record-fields tr", has=page.locator("[data-field=due-at]"))
+    assert "in 59 min" in due_row.inner_text() or "in 1 h" in due_row.inner_text()
+
+    # The demo's corrupt bytes look like a torn record, not like a label.
+    page.goto(f"{live_server.url}/admin/django_ledger/quarantinedrecord/?queue=default")
+    page.wait_for_selector("#result_list")
+    page.screenshot(path=str(CHECKS / "quarantine-1400.png"), full_page=True)
+    fits(page, "th.field-request_id a")
+    listing = page.locator("#result_list").inner_text()
+    assert "not a record" not in listing and "\\x00" in listing
+    assert page.locator("#result_list td.field-error").first.inner_text() == "checksum mismatch"
+
+    # Queue settings as people read them.
+    page.goto(f"{live_server.url}/admin/django_ledger/queue/default/change/")
+    page.wait_for_selector("#queue-settings")
+    page.screenshot(path=str(CHECKS / "queue-health-1400.png"), full_page=True)
+    setting = {
+        name: page.locator(f"[data-setting={name}]").inner_text()
+        for name in (
+            "most-records",
+            "most-payload-bytes",
+            "retention-of-ended-records",
+            "default-lease",
+        )
+    }
+    assert setting == {
+        "most-records": "100,000",
+        "most-payload-bytes": "1,048,576 bytes (1 MiB)",
+        "retention-of-ended-records": "7 days",
+        "default-lease": "30 seconds",
+    }
+
+    # Redis gone: the page says so in one sentence with one full stop.
+    settings.LEDGER = {**settings.LEDGER, "CONNECTION": f"redis://127.0.0.1:{free_port()}/0"}
+    answer = page.goto(f"{live_server.url}/admin/django_ledger/record/")
+    assert answer is not None and answer.status == 503
+    error = page.locator("p.errornote").inner_text()
+    assert "Connection refused." in error and ".." not in error, error
+    page.screenshot(path=str(CHECKS / "unavailable-1400.png"), full_page=True)

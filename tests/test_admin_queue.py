@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import re
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -12,7 +13,8 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.messages import get_messages
 from django.test import Client
 
-from django_ledger import State
+from django_ledger import AdmissionStatus, State
+from django_ledger.admin.display import duration_text
 from django_ledger.conf import get_ledger
 from django_ledger.core.ledger import Ledger
 
@@ -21,6 +23,8 @@ pytestmark = pytest.mark.django_db
 QUEUES = "/admin/django_ledger/queue/"
 HEALTH = "/admin/django_ledger/queue/default/change/"
 ROW = re.compile(r'<th class="field-request_id"><a href="[^"]*">([^<]*)</a></th>')
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MINUTE = 60_000
 
 
 @pytest.fixture
@@ -90,11 +94,36 @@ def test_health_page_shows_the_stats_snapshot(admin_client: Client, admin_ledger
     assert "Most attempts" in text
 
 
+def read_at(text: str) -> int:
+    """Return the instant (epoch ms, the server's clock) the page's snapshot was read at."""
+    match = re.search(r"One snapshot, read at (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) UTC", text)
+    assert match, "no snapshot time"
+    moment = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=UTC)
+    return (moment - EPOCH) // timedelta(milliseconds=1)
+
+
 def test_oldest_due_age(admin_client: Client, admin_ledger: Ledger) -> None:
-    admin_ledger.admit("waiting", "x")
-    time.sleep(0.05)
-    age = figure(admin_client.get(HEALTH).content.decode(), "oldest-due")
-    assert age.endswith(" s") and float(age.split()[0]) >= 0.0
+    now = admin_ledger.server_time_ms()
+    oldest = now - 90 * MINUTE  # due an hour and a half ago: the one waiting longest
+    admin_ledger.close_gate()
+    try:
+        for request_id, due_at in [
+            ("oldest", oldest),
+            ("newer", now - MINUTE),
+            ("later", now + 60 * MINUTE),
+        ]:
+            answer = admin_ledger.import_record(request_id, "x", State.PENDING, due_at)
+            assert answer.status is AdmissionStatus.ADMITTED
+    finally:
+        admin_ledger.open_gate()
+    admin_ledger.admit("fresh", "x")
+    text = admin_client.get(HEALTH).content.decode()
+    assert figure(text, "pending-due") == "3" and figure(text, "pending-due-later") == "1"
+    # How long the oldest due record had waited when the counters were read (1 h 30 min
+    # and the moments since): not the newer one's minute, nor the fresh one's instant.
+    waited = read_at(text) - oldest
+    assert waited >= 90 * MINUTE
+    assert figure(text, "oldest-due") == duration_text(waited)
 
 
 def test_expired_leases_waiting_for_repair(admin_client: Client, admin_ledger: Ledger) -> None:

@@ -134,6 +134,8 @@ def test_a_payload_over_the_queue_limit_is_413(
     response = admit(api_root, {"request_id": "r1", "payload": "x" * 11})
     assert response.status_code == 413
     assert error_code(response) == "payload_too_large"
+    # The message says the limit, in words a person reads.
+    assert "limit of 10 bytes" in response.json()["error"]["message"]
     assert admit(api_root, {"request_id": "r1", "payload": "x" * 10}).status_code == 201
 
 

@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 from django_ledger import MAX_BATCH, Ledger, State, get_ledger
 from django_ledger.api import tokens
 from tests.api_helpers import error_code, post_json, url
+from tests.redis_server import delete_namespace
 
 pytest_plugins = ["tests.api_fixtures"]
 
@@ -197,7 +198,9 @@ def test_an_expired_lease_is_409_claim_lost_never_a_silent_success(
 ) -> None:
     (got,) = claimed(api_root, api_ledger, lease=0.001)
     deadline = time.monotonic() + 5
-    while api_ledger.server_time_ms() <= got["lease_until"] and time.monotonic() < deadline:
+    while api_ledger.server_time_ms() <= got["lease_until"]:
+        if time.monotonic() > deadline:
+            pytest.fail("the lease did not end on the server's clock within 5s")
         time.sleep(0.005)
     for path, body in ((RENEW, {"token": got["token"]}), (SETTLE, {"token": got["token"]})):
         response = post_json(api_root, path, body)
@@ -293,6 +296,33 @@ def test_a_token_of_another_queue_is_refused(api_root: APIClient, api_ledger: Le
     assert error_code(response) == "claim_token_wrong_queue"
     record = emails.resolve("r0")
     assert record is not None and record.state is State.CLAIMED
+
+
+def test_a_token_of_another_namespace_is_refused(
+    api_root: APIClient, api_ledger: Ledger, settings: Any, redis_client: Any
+) -> None:
+    # The same id, claimed by the same owner, with the same fence and attempt, in two
+    # namespaces: only the namespace named in the token tells the claims apart.
+    (got,) = claimed(api_root, api_ledger)
+    other = f"{api_ledger.namespace}-other"
+    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": other}
+    try:
+        twin = get_ledger("default")
+        twin.admit("r0", "payload 0")
+        twin_claim = twin.claim("w1")
+        assert twin_claim is not None
+        assert (twin_claim.fence, twin_claim.attempt) == (got["fence"], got["attempt"])
+        for path in (RENEW, SETTLE):
+            response = post_json(api_root, path, {"token": got["token"]})
+            assert response.status_code == 400
+            assert error_code(response) == "claim_token_wrong_queue"
+        record = twin.resolve("r0")
+        assert record is not None and record.state is State.CLAIMED
+        assert record.lease_until == twin_claim.lease_until
+    finally:
+        delete_namespace(redis_client, other)
+    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": api_ledger.namespace}
+    assert post_json(api_root, SETTLE, {"token": got["token"]}).status_code == 200
 
 
 def test_a_token_signed_under_an_old_secret_key_fallback_still_settles(
@@ -398,9 +428,13 @@ def test_invalid_renewals_and_settlements_are_400(
 def test_a_whole_worker_loop_over_http(api_root: APIClient, api_ledger: Ledger) -> None:
     api_ledger.admit_many([(f"job-{i}", str(i)) for i in range(10)])
     done = 0
-    while (response := claim(api_root, owner="loop", limit=3)).status_code == 200:
+    for _ in range(10):  # 4 rounds of 3 suffice: a loop that never ends fails instead
+        response = claim(api_root, owner="loop", limit=3)
+        if response.status_code != 200:
+            break
         items = [{"token": c["token"]} for c in response.json()["claims"]]
         results = post_json(api_root, SETTLE_BATCH, {"items": items}).json()["results"]
         done += sum(r["status"] == "SETTLED" for r in results)
+    assert response.status_code == 204
     assert done == 10
     assert api_ledger.stats().completed == 10

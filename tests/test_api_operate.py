@@ -21,11 +21,19 @@ GATE = url("default", "gate/")
 QUARANTINE = url("default", "quarantine/")
 
 
+#: Pages one repair cycle of these tests may take before it counts as a hang.
+MAX_PAGES = 1_000
+#: Seconds a test waits for a lease to end on the server's clock.
+LEASE_WAIT = 5.0
+
+
 def repair_cycle(api_root: APIClient, count: int = 2) -> tuple[dict[str, int], int]:
     """Run one full cycle through the API; return summed counts and pages."""
     totals: dict[str, int] = {}
     cursor, pages = "0", 0
     while True:
+        if pages >= MAX_PAGES:
+            pytest.fail(f"the repair cycle did not end within {MAX_PAGES} pages")
         response = post_json(api_root, REPAIR, {"cursor": cursor, "count": count})
         assert response.status_code == 200, response.content
         body = response.json()
@@ -165,7 +173,10 @@ def test_expired_leases_come_back_through_repair(api_root: APIClient, api_ledger
     api_ledger.admit("r1", "p")
     claim = api_ledger.claim("w", lease=0.001)
     assert claim is not None
+    deadline = time.monotonic() + LEASE_WAIT
     while api_ledger.server_time_ms() <= claim.lease_until:
+        if time.monotonic() > deadline:
+            pytest.fail(f"the lease did not end on the server's clock within {LEASE_WAIT}s")
         time.sleep(0.002)
     totals, _ = repair_cycle(api_root)
     assert totals["expired"] == 1

@@ -44,6 +44,7 @@ def test_resolve_one_record(api_root: APIClient, api_ledger: Ledger) -> None:
         "created_at": stored.created_at,
         "updated_at": stored.updated_at,
         "traceparent": None,
+        "priority": 0,
     }
 
 

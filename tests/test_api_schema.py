@@ -71,6 +71,8 @@ def test_every_api_url_is_documented_once(schema: dict[str, Any]) -> None:
 def test_every_operation_needs_credentials_and_documents_refusals(schema: dict[str, Any]) -> None:
     assert set(schema["components"]["securitySchemes"]) == {"tokenAuth", "cookieAuth"}
     for path, method, operation in operations(schema):
+        if path == "/api/token/":
+            continue  # open to anyone: see the next test
         assert operation["security"] == [{"tokenAuth": []}, {"cookieAuth": []}], path
         for status in ("401", "403", "429", "503"):
             response = operation["responses"][status]
@@ -79,6 +81,22 @@ def test_every_operation_needs_credentials_and_documents_refusals(schema: dict[s
         assert "Retry-After" in operation["responses"]["503"]["headers"]
         if "{queue}" in path:
             assert "404" in operation["responses"], (path, method)
+
+
+def test_the_token_endpoint_needs_no_credentials_and_documents_its_refusals(
+    schema: dict[str, Any],
+) -> None:
+    operation = schema["paths"]["/api/token/"]["post"]
+    assert operation["security"] == [{}]
+    assert set(operation["responses"]) == {"200", "400", "413", "429"}
+    for status in ("400", "413", "429"):
+        ref = operation["responses"][status]["content"]["application/json"]["schema"]["$ref"]
+        assert ref == "#/components/schemas/Error"
+    body = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    assert set(schema["components"]["schemas"][body.rsplit("/", 1)[1]]["required"]) == {
+        "username",
+        "password",
+    }
 
 
 def test_the_error_shape_is_one_object_with_a_stable_code(schema: dict[str, Any]) -> None:

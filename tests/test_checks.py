@@ -13,8 +13,10 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import modify_settings, override_settings
 
+from django_ledger import LedgerUnavailable
 from django_ledger.checks import check_rangefilter, check_redis, check_settings
 from django_ledger.conf import reset_connections
+from tests.redis_cluster import redis_cluster
 from tests.redis_server import RedisServer, free_port
 
 MEMORY = "django_ledger.dispatch.MemoryDispatchRegistry"
@@ -74,6 +76,16 @@ ERRORS: list[tuple[str, Any]] = [
     ("E014", {"CONNECTION": {"CLUSTER": []}}),
     ("E014", {"CONNECTION": {"CLUSTER": ["10.0.0.1"]}}),
     ("E014", {"CONNECTION": {"CLUSTER": "10.0.0.1:7000"}}),
+    ("E015", {"TIMEOUTS": {"CONNECT": 0}}),
+    ("E015", {"TIMEOUTS": {"SOCKET": -1}}),
+    ("E015", {"TIMEOUTS": {"SOCKET": 3601}}),
+    ("E015", {"TIMEOUTS": {"SOCKET": timedelta(hours=2)}}),
+    ("E015", {"TIMEOUTS": {"CONNECT": "5s"}}),
+    ("E015", {"TIMEOUTS": {"CONNECT": None}}),
+    ("E015", {"TIMEOUTS": {"SOCKET": float("nan")}}),
+    ("E015", {"TIMEOUTS": {"SOCKET": True}}),
+    ("E002", {"TIMEOUTS": {"READ": 5}}),
+    ("E003", {"TIMEOUTS": 5}),
     ("E020", {"DISPATCH": {"BACKEND": "django_ledger.dispatch.Nope"}}),
     ("E020", {"DISPATCH": {"BACKEND": None}}),
     ("E021", {"DISPATCH": {"BACKEND": "django_ledger.ledger.Ledger"}}),
@@ -118,6 +130,7 @@ def test_a_valid_setting_passes() -> None:
         DEFAULTS={"MAX_ATTEMPTS": 5, "LEASE": timedelta(minutes=2), "RETENTION": 0},
         QUEUES={"default": None, "emails": {"GROUPS": ["mailers"], "OPTIMIZED": False}},
         API={"PAGE_SIZE": 50},
+        TIMEOUTS={"CONNECT": 0.5, "SOCKET": timedelta(minutes=1)},
     )
     config["DISPATCH"] = {"BACKEND": MEMORY, "TTL": 3600, "NODE_ID": "web-1", "NAMESPACE": "cron"}
     with override_settings(LEDGER=config, CACHES=CACHES):
@@ -147,6 +160,24 @@ def test_several_problems_are_all_reported() -> None:
             "django_ledger.E030",
             "django_ledger.E030",
         ]
+
+
+def test_each_bad_timeout_names_its_key_and_the_range() -> None:
+    with override_settings(LEDGER=base(TIMEOUTS={"SOCKET": "10", "CONNECT": 0}), CACHES=CACHES):
+        messages = check_settings()
+    assert [(m.id, m.obj, m.msg) for m in messages] == [
+        (
+            "django_ledger.E015",
+            "LEDGER['TIMEOUTS']['CONNECT']",
+            "CONNECT must be more than 0 and at most 3,600 seconds, got 0.",
+        ),
+        (
+            "django_ledger.E015",
+            "LEDGER['TIMEOUTS']['SOCKET']",
+            "SOCKET must be a timedelta or a number of seconds, got '10'.",
+        ),
+    ]
+    assert "default 5" in str(messages[0].hint) and "default 10" in str(messages[1].hint)
 
 
 @modify_settings(INSTALLED_APPS={"remove": "rangefilter"})
@@ -234,3 +265,31 @@ def test_deploy_fails_when_redis_is_unreachable(redis_server: RedisServer) -> No
 def test_deploy_skips_redis_when_the_setting_is_wrong() -> None:
     with override_settings(LEDGER={"CONNECTION": 5}):
         assert check_redis() == []
+
+
+def test_deploy_fails_when_a_cluster_is_unreachable() -> None:
+    config = {
+        "CONNECTION": {"CLUSTER": [f"127.0.0.1:{free_port()}"]},
+        "TIMEOUTS": {"CONNECT": 0.5, "SOCKET": 0.5},
+        "DISPATCH": {"BACKEND": MEMORY},
+    }
+    with override_settings(LEDGER=config):
+        messages = check_redis()
+    assert ids(messages) == ["django_ledger.W003", "django_ledger.E050"]
+    assert "unreachable" in messages[1].msg
+
+
+def test_deploy_reaches_every_node_of_a_cluster() -> None:
+    with redis_cluster(2) as nodes:
+        config = {
+            "CONNECTION": {"CLUSTER": [f"127.0.0.1:{nodes[0].port}"]},
+            "DISPATCH": {"BACKEND": MEMORY},
+        }
+        with override_settings(LEDGER=config):
+            messages = check_redis()
+    answers = sorted(
+        m.msg.split(" answers at ")[1].split(" ")[0]
+        for m in messages
+        if m.id == "django_ledger.I001"
+    )
+    assert answers == sorted(f"127.0.0.1:{node.port}" for node in nodes)

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from django_ledger import State
+from django_ledger import State, operations
 from django_ledger.conf import get_ledger, reset_connections
 from django_ledger.core.importing import FIELDS
 from django_ledger.core.ledger import Ledger
@@ -135,3 +135,79 @@ def test_bad_options(source: Ledger, tmp_path: Path) -> None:
         export("--queue", "nope")
     with pytest.raises(CommandError, match="cannot write"):
         export("-o", str(tmp_path / "missing" / "dir.jsonl"))
+
+
+class LiveQueue(io.StringIO):
+    """Standard output that keeps the queue busy: a burst of writes every ``every`` lines.
+
+    The export writes each HSCAN page as it reads it, so every burst falls between two
+    pages of the walk: new records (enough to make Redis grow and rehash the hash),
+    claims, renewals and settlements of old ones, and purges of ended ones (the hash
+    shrinks: HSCAN may then return a field twice).
+    """
+
+    def __init__(self, ledger: Ledger, every: int, doomed: list[str]) -> None:
+        super().__init__()
+        self.ledger = ledger
+        self.every = every
+        self.doomed = list(doomed)
+        self.lines = 0
+        self.bursts = 0
+        self.lines_after_first_burst = 0
+        self.admitted: list[str] = []
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        new_lines = text.count("\n")
+        self.lines += new_lines
+        if self.bursts:
+            self.lines_after_first_burst += new_lines
+        if new_lines and self.lines % self.every == 0:
+            self.burst()
+        return written
+
+    def burst(self) -> None:
+        self.bursts += 1
+        ids = [f"new-{self.bursts}-{n}" for n in range(1500)]
+        self.ledger.admit_many([(request_id, BIG) for request_id in ids])
+        self.admitted += ids
+        claims = self.ledger.claim_many("live-worker", 30, lease=600)
+        for claim in claims[:10]:
+            self.ledger.settle(claim, State.COMPLETED)
+        for claim in claims[10:20]:
+            self.ledger.settle(claim, State.FAILED)
+        for claim in claims[20:]:
+            self.ledger.renew(claim, lease=900)
+        for request_id in self.doomed[:300]:
+            raw = self.ledger.redis.hget(self.ledger.records_key, request_id)
+            operations.purge(self.ledger, request_id, operations.version_of(raw))
+        del self.doomed[:300]
+
+
+BIG = "x" * 100  # over 64 bytes: a real hash table, which HSCAN walks page by page
+
+
+def test_export_under_live_writes_has_each_record_exactly_once(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    with settings_for(redis_server.url, namespace):
+        ledger = get_ledger()
+        doomed = [f"ended-{n}" for n in range(900)]  # purged during the walk
+        ledger.admit_many([(request_id, BIG) for request_id in doomed])
+        for claim in ledger.claim_many("worker", len(doomed), lease=600):
+            ledger.settle(claim, State.COMPLETED)
+        present = [f"old-{n}" for n in range(3000)]  # there for the whole walk
+        ledger.admit_many([(request_id, BIG) for request_id in present])
+        stdout = LiveQueue(ledger, every=500, doomed=doomed)
+        err = io.StringIO()
+        call_command("ledger_export", stdout=stdout, stderr=err)
+        assert stdout.bursts >= 2 and stdout.lines_after_first_burst > 0, "no write fell mid-walk"
+        assert not stdout.doomed, "not every ended record was purged during the walk"
+        exported = [json.loads(line) for line in stdout.getvalue().splitlines()]
+        ids = [line["request_id"] for line in exported]
+        assert len(ids) == len(set(ids)), "a record was exported twice"
+        assert set(present) <= set(ids), "a record present for the whole walk was missed"
+        assert set(ids) <= set(present) | set(stdout.admitted) | set(doomed)
+        assert f"exported {len(ids)} record(s) of queue default" in err.getvalue()
+        assert {line["state"] for line in exported} <= {"PENDING", "CLAIMED", "COMPLETED", "FAILED"}
+    reset_connections()

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,7 @@ from django.test import override_settings
 from django_ledger import State
 from django_ledger.conf import get_ledger, reset_connections
 from django_ledger.core.ledger import Ledger
+from tests.redis_cluster import redis_cluster, slot_owner
 from tests.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,3 +198,156 @@ def test_sigterm_stops_a_loop_cleanly(redis_server: RedisServer, namespace: str)
         process.kill()
     assert process.returncode == 0, err
     assert out.rstrip().endswith("stopped on signal, after the page in hand")
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Poll ``condition`` until it holds; fail, saying ``what`` did not happen, at the deadline."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {timeout:.0f} s"
+        time.sleep(0.01)
+
+
+def test_one_queues_redis_fails_and_the_others_are_repaired() -> None:
+    with redis_cluster(2) as nodes:
+        # A namespace whose queues default and reports live on one node, emails on the other.
+        while True:
+            namespace = f"t{uuid.uuid4().hex[:12]}"
+            owners = {
+                q: slot_owner(nodes, f"{{{namespace}:{q}}}")
+                for q in ("default", "emails", "reports")
+            }
+            if owners["default"] is owners["reports"] is not owners["emails"]:
+                break
+        settings = {
+            **config("unused", namespace),
+            "CONNECTION": {"CLUSTER": [f"127.0.0.1:{node.port}" for node in nodes]},
+            "TIMEOUTS": {"CONNECT": 1, "SOCKET": 5},
+        }
+        with override_settings(LEDGER=settings):
+            for queue in ("default", "emails", "reports"):
+                ledger = get_ledger(queue)
+                ledger.admit_many([(f"{queue}-{n}", "x") for n in range(3)])
+                ledger.redis.zrem(ledger.ready_key, f"{queue}-0")  # a lost index entry
+            owners["emails"].kill()
+            out, err = io.StringIO(), io.StringIO()
+            with pytest.raises(CommandError, match=r"repair failed 2 time\(s\)"):
+                call_command(
+                    "ledger_repair", "--max-cycles", "2", "--interval", "0", stdout=out, stderr=err
+                )
+            repaired = cycles(out.getvalue())
+            assert [(cycle, queue) for cycle, queue, _ in repaired] == [
+                (1, "default"), (1, "reports"), (2, "default"), (2, "reports"),
+            ]  # fmt: skip
+            assert [counts["reindexed"] for _, _, counts in repaired] == [1, 1, 0, 0]
+            failed = err.getvalue().splitlines()
+            assert [line.split(":")[0] for line in failed] == [
+                "cycle 1 queue emails", "cycle 2 queue emails",
+            ]  # fmt: skip
+            assert all("ERROR: Redis is unavailable" in line for line in failed), failed
+            for queue in ("default", "reports"):
+                ledger = get_ledger(queue)
+                assert ledger.redis.zscore(ledger.ready_key, f"{queue}-0") is not None
+        reset_connections()
+
+
+class StallingProxy:
+    """A TCP path to a Redis that can stop delivering, as a network that drops packets.
+
+    Bytes pass both ways until ``stall()``; from then on nothing passes, and ``held`` is
+    set as soon as a request or a reply is held back: a call is then waiting for a reply
+    that cannot come.
+    """
+
+    def __init__(self, upstream: int) -> None:
+        self.upstream = upstream
+        self.held = threading.Event()
+        self._stalled = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._sockets: list[socket.socket] = [self._listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def stall(self) -> None:
+        self._stalled.set()
+
+    def close(self) -> None:
+        for sock in self._sockets:
+            sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            server = socket.create_connection(("127.0.0.1", self.upstream))
+            self._sockets += [client, server]
+            for source, target in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
+
+    def _pump(self, source: socket.socket, target: socket.socket) -> None:
+        while True:
+            try:
+                data = source.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            if self._stalled.is_set():
+                self.held.set()
+                continue  # dropped: neither the request nor its reply arrives
+            try:
+                target.sendall(data)
+            except OSError:
+                return
+
+
+def test_a_second_ctrl_c_stops_at_once(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    with override_settings(LEDGER=config(redis_server.url, namespace)):
+        get_ledger().admit_many([(f"d{n}", BIG) for n in range(300)])
+    reset_connections()
+    proxy = StallingProxy(redis_server.port)
+    env = {
+        **os.environ,
+        "REDIS_URL": f"redis://127.0.0.1:{proxy.port}/0",
+        "LEDGER_NAMESPACE": namespace,
+        "PYTHONUNBUFFERED": "1",
+    }
+    out, err = tmp_path / "out", tmp_path / "err"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "ledger_repair", "--loop", "--interval", "0", "--count", "10"],
+            cwd=ROOT, env=env, stdout=stdout, stderr=stderr,
+        )  # fmt: skip
+    try:
+        wait_until(
+            lambda: "cycle 1 queue" in out.read_text() or process.poll() is not None,
+            "no cycle ended",
+        )
+        assert process.poll() is None, err.read_text()
+        # The network stops delivering: the page in hand waits for a reply that cannot come.
+        proxy.stall()
+        assert proxy.held.wait(60), "the command sent nothing more"
+        process.send_signal(signal.SIGINT)  # the first Ctrl-C: stop after the page in hand
+        # The second stops it at once, though the page in hand never finished. (Sent again
+        # until the command is gone, in case two signals close together count as one.)
+        deadline = time.monotonic() + 60
+        while process.poll() is None:
+            assert time.monotonic() < deadline, "a second Ctrl-C did not stop the command"
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=0.5)
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        proxy.close()
+    errors = err.read_text()
+    assert process.returncode == -signal.SIGINT, (process.returncode, errors)
+    assert "KeyboardInterrupt" in errors
+    assert not re.search(r"queue \S+: .* ERROR:", errors), errors  # no time-out ended the page
+    assert "stopped on signal" not in out.read_text()

@@ -51,6 +51,7 @@ def test_defaults_when_the_setting_is_empty() -> None:
             max_records=100_000,
             optimized=True,
             max_attempts=16,
+            max_retained=100_000,
             retention=timedelta(days=7),
             lease=timedelta(seconds=30),
         )

@@ -64,14 +64,27 @@ class Engine:
     expire_records: Callable[[], None]
 
 
+#: Seconds a test waits for the server to do what it must (expire a key): generous, so a
+#: slow machine passes, and finite, so a regression fails instead of hanging the suite.
+WAIT = 30.0
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT) -> None:
+    """Poll ``condition`` until it holds; fail, saying ``what`` did not happen, at the deadline."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {timeout:.0f} s"
+        time.sleep(0.01)
+
+
 def _expire_redis_records(client: redis.Redis, namespace: str) -> None:
     # Let the server expire every record (not the index), as time would.
     for record_key in client.scan_iter(match=f"{namespace}:cron_dispatch:*"):
         client.pexpire(record_key, 1)
-    deadline = time.monotonic() + 5
-    while any(client.scan_iter(match=f"{namespace}:cron_dispatch:*")):
-        assert time.monotonic() < deadline, "records did not expire"
-        time.sleep(0.01)
+    wait_until(
+        lambda: not any(client.scan_iter(match=f"{namespace}:cron_dispatch:*")),
+        "the records did not expire",
+    )
 
 
 @pytest.fixture(params=["redis", "memory"])
@@ -515,8 +528,7 @@ def test_history_skips_a_record_that_expired(
         redis_registry.log_dispatch("r", FIRE + timedelta(minutes=minute), "n")
     gone = redis_registry.build_redis_key("r", FIRE + timedelta(minutes=3))
     redis_client.pexpire(gone, 1)
-    while redis_client.exists(gone):
-        time.sleep(0.005)
+    wait_until(lambda: not redis_client.exists(gone), "the record did not expire")
     history = redis_registry.history("r", limit=3)
     assert [d.fire_time for d in history] == [FIRE + timedelta(minutes=m) for m in (4, 2, 1)]
 
@@ -525,10 +537,9 @@ def test_records_expire_on_the_server(redis_client: redis.Redis, namespace: str)
     registry = RedisDispatchRegistry(redis_client, namespace=namespace, ttl=1)
     registry.log_dispatch("daily_report", FIRE, "node-1")
     assert 0 < redis_client.pttl(registry.build_redis_key("daily_report", FIRE)) <= 1000
-    deadline = time.monotonic() + 5
-    while registry.is_dispatched("daily_report", FIRE):
-        assert time.monotonic() < deadline, "the record outlived its ttl"
-        time.sleep(0.05)
+    wait_until(
+        lambda: not registry.is_dispatched("daily_report", FIRE), "the record outlived its ttl"
+    )
     assert registry.history("daily_report") == []
     assert registry.claim_dispatch("daily_report", FIRE, "node-2")
 
@@ -644,11 +655,11 @@ def test_one_of_many_processes_wins_each_claim(
     results: dict[str, list[bool]] = {}
     try:
         # Release them together, once every one is connected and waiting.
-        deadline = time.monotonic() + 60
-        while int(redis_client.get(f"{namespace}:test:ready") or 0) < contenders:
-            assert time.monotonic() < deadline, "claimers did not start"
+        def all_ready() -> bool:
             assert all(p.poll() is None for p in processes.values()), "a claimer died"
-            time.sleep(0.01)
+            return int(redis_client.get(f"{namespace}:test:ready") or 0) >= contenders
+
+        wait_until(all_ready, "the claimers did not start", timeout=60)
         redis_client.rpush(f"{namespace}:test:go", *["go"] * contenders)
         for node_id, process in processes.items():
             out, err = process.communicate(timeout=60)

@@ -6,14 +6,21 @@ import os
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 import django_ledger
+from django_ledger.checks import check_settings
 from django_ledger.conf import dispatch_node_id, get_dispatch_registry, reset_connections
-from django_ledger.core.dispatch import MemoryDispatchRegistry, RedisDispatchRegistry
+from django_ledger.core.dispatch import (
+    Dispatch,
+    DispatchRegistry,
+    MemoryDispatchRegistry,
+    RedisDispatchRegistry,
+)
 from tests.redis_server import RedisServer
 
 FIRE = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
@@ -124,3 +131,86 @@ def test_node_id_defaults_to_host_and_process() -> None:
         pytest.raises(ImproperlyConfigured),
     ):
         dispatch_node_id()
+
+
+class HashDispatchRegistry(DispatchRegistry):
+    """A custom backend for the test below: every fire of a namespace in one Redis hash."""
+
+    def __init__(
+        self, redis: Any, namespace: str = "kaal", ttl: int = DispatchRegistry.DEFAULT_TTL
+    ) -> None:
+        super().__init__(ttl)
+        self.redis = redis
+        self.namespace = namespace
+
+    @property
+    def hash_key(self) -> str:
+        return f"{self.namespace}:fires"
+
+    def _field(self, key: str, fire_time: Any) -> str:
+        return f"{key}:{int(fire_time.timestamp())}"
+
+    def _record(self, key: str, fire_time: Any, node_id: str, status: str) -> Dispatch:
+        return Dispatch(key, fire_time, datetime.now(UTC), node_id, status)
+
+    def log_dispatch(
+        self, key: str, fire_time: Any, node_id: str, status: str = "dispatched"
+    ) -> Dispatch:
+        record = self._record(key, fire_time, node_id, status)
+        self.redis.hset(self.hash_key, self._field(key, fire_time), record.to_json())
+        return record
+
+    def find_dispatch(self, key: str, fire_time: Any) -> Dispatch | None:
+        raw = self.redis.hget(self.hash_key, self._field(key, fire_time))
+        return None if raw is None else Dispatch.from_json(raw)
+
+    def claim_dispatch(self, key: str, fire_time: Any, node_id: str) -> bool:
+        record = self._record(key, fire_time, node_id, "dispatched")
+        return bool(self.redis.hsetnx(self.hash_key, self._field(key, fire_time), record.to_json()))
+
+    def history(self, key: str, limit: int = 50) -> list[Dispatch]:
+        records = [Dispatch.from_json(raw) for raw in self.redis.hvals(self.hash_key)]
+        mine = sorted((r for r in records if r.key == key), key=lambda r: r.fire_time, reverse=True)
+        return mine[:limit]
+
+
+def test_a_custom_backend_is_built_from_the_settings(
+    redis_server: RedisServer, fresh_redis: RedisServer, namespace: str
+) -> None:
+    backend = f"{__name__}.HashDispatchRegistry"
+    config = {
+        "CONNECTION": redis_server.url,
+        "TIMEOUTS": {"CONNECT": 2, "SOCKET": 3},
+        "DISPATCH": {
+            "BACKEND": backend,
+            "CONNECTION": fresh_redis.url,
+            "NAMESPACE": namespace,
+            "TTL": 120,
+        },
+    }
+    with override_settings(LEDGER=config):
+        assert check_settings() == []
+        registry = get_dispatch_registry()
+        assert type(registry) is HashDispatchRegistry
+        # Called as Backend(client, namespace=..., ttl=...), the client its own connection's.
+        assert (registry.namespace, registry.ttl) == (namespace, 120)
+        options = registry.redis.connection_pool.connection_kwargs
+        assert (options["port"], options["socket_connect_timeout"], options["socket_timeout"]) == (
+            fresh_redis.port,
+            2,
+            3,
+        )
+        assert registry.claim_dispatch("nightly", FIRE, "node-a")
+        # Built once per process and configuration: the same registry, the same answers.
+        assert get_dispatch_registry() is registry
+        assert not get_dispatch_registry().claim_dispatch("nightly", FIRE, "node-b")
+        shorter = get_dispatch_registry(ttl=60)
+        assert type(shorter) is HashDispatchRegistry and shorter is not registry
+        assert shorter.ttl == 60
+        assert [d.node_id for d in shorter.history("nightly")] == ["node-a"]
+    # It wrote through the configured connection, in its own layout, and nowhere else.
+    with fresh_redis.client() as client:
+        stored = client.hget(f"{namespace}:fires", f"nightly:{int(FIRE.timestamp())}")
+    assert stored is not None and Dispatch.from_json(stored).node_id == "node-a"
+    with redis_server.client() as client:
+        assert not client.exists(f"{namespace}:fires")

@@ -498,6 +498,7 @@ def import_fields(queue: Queue) -> st.SearchStrategy[Any]:
         "created_at": st.one_of(instants, anything),
         "updated_at": st.one_of(instants, anything),
         "traceparent": st.one_of(st.just(TRACEPARENT), tricky_text, anything),
+        "priority": st.one_of(st.integers(-101, 101), anything),
     }
     required = st.fixed_dictionaries({name: values[name] for name in FIELDS[:4]})
     extra = st.fixed_dictionaries(
@@ -547,37 +548,66 @@ def test_import(queue: Queue, data: st.DataObject) -> None:
 
 @pytest.mark.parametrize("optimized", [True, False])
 def test_settle_with_a_bytes_request_id(queue: Queue, optimized: bool) -> None:
+    # A claim rebuilt from a broker with its request id as bytes is the wrong type: a
+    # TypeError that writes nothing, and the real claim still holds the record.
     ledger = queue.optimized if optimized else queue.reference
     claim = fresh_claim(queue)
     spoiled = replace(claim, request_id=claim.request_id.encode())  # type: ignore[arg-type]
     before = digest(queue)
-    try:
-        answer = ledger.settle(spoiled, State.COMPLETED)
-        record = answer.record
-    except DOCUMENTED:
-        assert digest(queue) == before, "a call that raised wrote to Redis"
-    else:
-        assert answer.status is SettlementStatus.SETTLED
-        assert record is not None and record.state is State.COMPLETED
+    with pytest.raises(TypeError, match="request_id and owner must be str"):
+        ledger.settle(spoiled, State.COMPLETED)
+    assert digest(queue) == before, "a refused settlement wrote to Redis"
+    record = ledger.resolve(claim.request_id)
+    assert record is not None
+    assert (record.state, record.owner, record.fence) == (State.CLAIMED, "holder", claim.fence)
+    settled = ledger.settle(claim, State.COMPLETED)
+    assert settled.status is SettlementStatus.SETTLED
+
+
+#: The largest fence an import takes, and what it refuses beyond it (importing.py).
+LARGEST_IMPORTED_FENCE = 2**32
 
 
 @pytest.mark.parametrize("optimized", [True, False])
-@pytest.mark.parametrize("fence", [2**32, 2**53 - 1, 2**53])
+@pytest.mark.parametrize("fence", [0, 7, 2**31, LARGEST_IMPORTED_FENCE])
 def test_an_imported_fence_still_grows(queue: Queue, optimized: bool, fence: int) -> None:
     # Found by the fuzz: an imported fence of 2**53 could not grow (Lua numbers are
-    # doubles), so every later claim repeated it. Import now refuses such fences.
+    # doubles), so every later claim repeated it. Every fence an import takes must be
+    # outgrown by the next claim of that id, and by each claim after it.
     ledger = Ledger(queue.client, queue.namespace, f"fence{optimized}{fence}", optimized=optimized)
+    ledger.admit("other", "payload")  # the queue's own claims came first
+    first = ledger.claim("worker")
+    assert first is not None
     ledger.close_gate()
     try:
         answer = ledger.import_record("top", "payload", State.PENDING, 0, fence=fence)
-    except ValueError:
-        return
     finally:
         ledger.open_gate()
     assert answer.status is AdmissionStatus.ADMITTED
     claim = ledger.claim("worker")
-    assert claim is not None
+    assert claim is not None and claim.request_id == "top"
     assert claim.fence > fence
+    assert ledger.settle(claim, State.PENDING).status is SettlementStatus.SETTLED
+    again = ledger.claim("worker")
+    assert again is not None and again.request_id == "top"
+    assert again.fence > claim.fence
+
+
+@pytest.mark.parametrize("optimized", [True, False])
+@pytest.mark.parametrize("fence", [LARGEST_IMPORTED_FENCE + 1, 2**53 - 1, 2**53, 2**64])
+def test_a_fence_too_large_to_grow_is_not_imported(
+    queue: Queue, optimized: bool, fence: int
+) -> None:
+    ledger = Ledger(queue.client, queue.namespace, f"big{optimized}{fence}", optimized=optimized)
+    ledger.close_gate()
+    try:
+        before = digest(queue)
+        with pytest.raises(ValueError, match=r"fence must be a whole number from 0 to 2\*\*32"):
+            ledger.import_record("top", "payload", State.PENDING, 0, fence=fence)
+        assert digest(queue) == before, "a refused import wrote to Redis"
+    finally:
+        ledger.open_gate()
+    assert ledger.resolve("top") is None
 
 
 @pytest.mark.parametrize("call", ["admit", "claim", "retention"])

@@ -9,5 +9,7 @@ from __future__ import annotations
 from .quarantine import QuarantinedRecordAdmin
 from .queues import QueueAdmin
 from .records import RecordAdmin
+from .schedules import ScheduleAdmin
+from .workers import WorkerAdmin
 
-__all__ = ["QuarantinedRecordAdmin", "QueueAdmin", "RecordAdmin"]
+__all__ = ["QuarantinedRecordAdmin", "QueueAdmin", "RecordAdmin", "ScheduleAdmin", "WorkerAdmin"]

@@ -25,6 +25,7 @@ from ..core.errors import LedgerError
 from ..core.ledger import Ledger
 from ..operations import RecordChanged, Snapshot
 from .base import LedgerModelAdmin
+from .display import sentence
 from .lookups import split_key
 
 __all__ = [
@@ -87,7 +88,12 @@ class Operation:
     refusal: Callable[[Snapshot], str | None]
     #: Whether the record (or quarantined id) is gone afterwards.
     removes: bool = False
+    #: What the action does, said of one record and of several.
     warning: str = ""
+    warning_many: str = ""
+
+    def warning_for(self, count: int) -> str:
+        return self.warning if count == 1 else self.warning_many
 
 
 OPERATIONS = {
@@ -101,6 +107,7 @@ OPERATIONS = {
             operations.retry_now,
             _decodes,
             warning="The record goes back to PENDING, due now; a worker holding it loses its claim.",
+            warning_many="The records go back to PENDING, due now; a worker holding one loses its claim.",
         ),
         Operation(
             "fail",
@@ -110,6 +117,7 @@ OPERATIONS = {
             operations.mark_failed,
             _not_ended,
             warning="The record ends as FAILED; a worker holding it loses its claim.",
+            warning_many="The records end as FAILED; a worker holding one loses its claim.",
         ),
         Operation(
             "purge",
@@ -120,6 +128,7 @@ OPERATIONS = {
             _ended,
             removes=True,
             warning="The record is deleted now, before its retention ends; its id can be admitted again.",
+            warning_many="The records are deleted now, before their retention ends; their ids can be admitted again.",
         ),
         Operation(
             "discard",
@@ -130,6 +139,7 @@ OPERATIONS = {
             _quarantined,
             removes=True,
             warning="The corrupt bytes and the id both go; the id can be admitted again.",
+            warning_many="The corrupt bytes and the ids all go; the ids can be admitted again.",
         ),
         Operation(
             "restore",
@@ -139,6 +149,7 @@ OPERATIONS = {
             operations.restore,
             _restorable,
             warning="The record goes back into service as its stored bytes now say.",
+            warning_many="The records go back into service as their stored bytes now say.",
         ),
     )
 }
@@ -197,11 +208,12 @@ def confirm(
     if len(items) == 1 and items[0].refusal:
         model_admin.message_user(
             request,
-            f"{op.label}: {items[0].request_id!r} refused: {items[0].refusal}.",
+            sentence(f"{op.label}: {items[0].request_id!r} refused: {items[0].refusal}"),
             messages.ERROR,
         )
         return HttpResponseRedirect(_safe_next(request, next_url) or model_admin.changelist_url())
     opts = model_admin.model._meta
+    acting = [item for item in items if not item.refusal]
     context = {
         **model_admin.admin_site.each_context(request),
         "title": f"{op.label}: are you sure?",
@@ -209,7 +221,9 @@ def confirm(
         "opts": opts,
         "op": op,
         "items": items,
-        "acting": [item for item in items if not item.refusal],
+        "acting": acting,
+        "warning": op.warning_for(len(acting) or len(items)),
+        "several": len(acting or items) > 1,
         "form_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_act", args=(op.name,)),
         "next": next_url,
         "cancel_url": _safe_next(request, next_url) or model_admin.changelist_url(),
@@ -239,10 +253,12 @@ def act_view(model_admin: ActionsAdmin, request: HttpRequest, name: str) -> Http
         try:
             op.run(get_ledger(queue), request_id, version)
         except RecordChanged as exc:
-            model_admin.message_user(request, f"{op.label}: refused: {exc}", messages.ERROR)
+            model_admin.message_user(
+                request, sentence(f"{op.label}: refused: {exc}"), messages.ERROR
+            )
         except LedgerError as exc:
             model_admin.message_user(
-                request, f"{op.label}: {request_id!r} refused: {exc}", messages.ERROR
+                request, sentence(f"{op.label}: {request_id!r} refused: {exc}"), messages.ERROR
             )
         else:
             done += 1

@@ -19,6 +19,7 @@ from django.utils.translation import gettext
 
 from .. import permissions
 from ..core.errors import LedgerError
+from .display import sentence
 from .lookups import Spec, split_key
 from .query import LedgerQuery, RecordQuery
 
@@ -112,7 +113,9 @@ class LedgerModelAdmin(_ModelAdmin):
             # The admin answers with its normal error page (a redirect to "?e=1");
             # this message says what was wrong with the URL.
             reason = str(exc) or "no such page"
-            self.message_user(request, f"The list cannot show that: {reason}.", messages.ERROR)
+            self.message_user(
+                request, sentence(f"The list cannot show that: {reason}"), messages.ERROR
+            )
             raise
 
     def changelist_view(
@@ -140,7 +143,7 @@ class LedgerModelAdmin(_ModelAdmin):
                 "title": "The ledger is unavailable",
                 "subtitle": None,
                 "opts": self.opts,
-                "error": str(exc),
+                "error": sentence(str(exc)),
             }
             response = TemplateResponse(
                 request, "admin/django_ledger/unavailable.html", context, status=503

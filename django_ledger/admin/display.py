@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 
 from ..core.errors import CorruptRecord
 from ..core.records import decode_record, ms_to_datetime
 
 __all__ = [
+    "bytes_text",
+    "count_text",
     "decode_error",
     "duration_text",
     "escape_bytes",
     "instant_text",
+    "period_text",
     "pretty_payload",
     "relative_text",
+    "sentence",
 ]
 
 # Printable ASCII but the backslash, which escapes everything else.
@@ -87,3 +92,38 @@ def relative_text(ms: int | None, now: int) -> str:
     if ms >= now:
         return f"in {duration_text(ms - now)}"
     return f"{duration_text(now - ms)} ago"
+
+
+def sentence(text: str) -> str:
+    """Return ``text`` ending in one full stop: messages often end in one already."""
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
+def count_text(value: int) -> str:
+    """Return a count with thousands separated: ``'100,000'``."""
+    return f"{value:,}"
+
+
+def bytes_text(value: int) -> str:
+    """Return a size in bytes, and in KiB or MiB when it is a whole number of them."""
+    for unit, size in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if value >= size and value % size == 0:
+            return f"{value:,} bytes ({value // size:,} {unit})"
+    return f"{value:,} bytes"
+
+
+_UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+
+
+def period_text(value: timedelta) -> str:
+    """Return a setting's duration in words: ``'7 days'``, ``'1 hour 30 minutes'``."""
+    ms = round(value.total_seconds() * 1000)
+    if ms % 1000:
+        return f"{ms / 1000:g} seconds"
+    seconds, parts = ms // 1000, []
+    for unit, size in _UNITS:
+        if seconds >= size:
+            count, seconds = divmod(seconds, size)
+            parts.append(f"{count:,} {unit}" + ("" if count == 1 else "s"))
+    return " ".join(parts) or "0 seconds"

@@ -19,7 +19,7 @@ from ..core.records import State, ms_to_datetime
 from ..core.results import Stats
 from ..models import Queue, Record
 from .base import LedgerModelAdmin
-from .display import duration_text, instant_text
+from .display import bytes_text, count_text, duration_text, instant_text, period_text
 from .lookups import Spec
 from .query import RecordQuery
 
@@ -81,6 +81,19 @@ class QueueAdmin(LedgerModelAdmin):
                 {
                     "name": name,
                     "stats": stats,
+                    "counts": [
+                        count_text(value)
+                        for value in (
+                            stats.pending_due,
+                            stats.pending_later,
+                            stats.claimed,
+                            stats.expired_leases,
+                            stats.completed,
+                            stats.failed,
+                            stats.dead,
+                            stats.quarantined,
+                        )
+                    ],
                     "oldest_due": duration_text(stats.oldest_due_age_ms),
                     "url": self.change_url(name),
                 }
@@ -123,6 +136,13 @@ class QueueAdmin(LedgerModelAdmin):
             "oldest_due": duration_text(stats.oldest_due_age_ms),
             "oldest_due_at": instant_text(stats.oldest_due_at),
             "config": config,
+            "settings": [
+                ("Most records", count_text(config.max_records)),
+                ("Most payload bytes", bytes_text(config.max_payload_bytes)),
+                ("Most attempts", count_text(config.max_attempts)),
+                ("Retention of ended records", period_text(config.retention)),
+                ("Default lease", period_text(config.lease)),
+            ],
             "can_operate": permissions.can(request.user, "operate", queue),
             "can_see_records": can_see_records,
             "can_see_quarantine": permissions.can(request.user, "view_quarantine", queue),
@@ -175,17 +195,20 @@ class QueueAdmin(LedgerModelAdmin):
         return TemplateResponse(request, "admin/django_ledger/confirm_gate.html", context)
 
 
-def _figures(stats: Stats) -> list[tuple[str, Any]]:
+def _figures(stats: Stats) -> list[tuple[str, str]]:
     return [
-        ("Pending, due", stats.pending_due),
-        ("Pending, due later", stats.pending_later),
-        ("Claimed", stats.claimed),
-        ("Expired leases waiting for repair", stats.expired_leases),
-        ("Completed", stats.completed),
-        ("Failed", stats.failed),
-        ("Dead", stats.dead),
-        ("Quarantined", stats.quarantined),
-        ("Total records", stats.total),
+        (label, count_text(value))
+        for label, value in (
+            ("Pending, due", stats.pending_due),
+            ("Pending, due later", stats.pending_later),
+            ("Claimed", stats.claimed),
+            ("Expired leases waiting for repair", stats.expired_leases),
+            ("Completed", stats.completed),
+            ("Failed", stats.failed),
+            ("Dead", stats.dead),
+            ("Quarantined", stats.quarantined),
+            ("Total records", stats.total),
+        )
     ]
 
 

@@ -14,11 +14,13 @@ from django.urls import reverse
 
 from .. import operations, permissions
 from ..conf import get_ledger
+from ..core.records import Record as StoredRecord
 from ..core.records import State
 from ..models import LedgerEntry, Record
 from .actions import OPERATIONS, ActionsAdmin, bulk_action
 from .display import escape_bytes, instant_text, pretty_payload, relative_text
 from .filters import QueueFilter, ScoreRangeFilter, StateFilter
+from .tasks import TaskFilter, task_section
 
 __all__ = ["RecordAdmin"]
 
@@ -51,6 +53,7 @@ class RecordAdmin(ActionsAdmin):
         ("due_at", ScoreRangeFilter),
         ("lease_until", ScoreRangeFilter),
         ("updated_at", ScoreRangeFilter),
+        TaskFilter,  # last: it reads the records of the queues the others leave
     )
     search_fields = ("=request_id",)
     # Each index is sorted by its score alone: due time (pending), lease expiry
@@ -126,13 +129,14 @@ class RecordAdmin(ActionsAdmin):
         if record is not None:
             payload, is_json = pretty_payload(record.payload)
             context.update(
+                task=task_section(ledger, record),
                 payload=payload,
                 payload_is_json=is_json,
                 fields=[
                     ("Request id", record.request_id, ""),
                     ("Queue", queue, ""),
                     ("State", record.state.value, _state_note(record.state)),
-                    ("Due at", instant_text(record.due_at), relative_text(record.due_at, now)),
+                    ("Due at", instant_text(record.due_at), _due_note(record, now)),
                     ("Owner", record.owner or "-", ""),
                     ("Attempts", record.attempts, f"of at most {ledger.max_attempts}"),
                     ("Fence", record.fence, ""),
@@ -180,6 +184,11 @@ class RecordAdmin(ActionsAdmin):
             if permissions.can(request.user, op.permission, queue)
         ]
         return TemplateResponse(request, "admin/django_ledger/record_detail.html", context)
+
+
+def _due_note(record: StoredRecord, now: int) -> str:
+    """Say how far off a waiting record's due time is; a claimed or ended one waits no more."""
+    return relative_text(record.due_at, now) if record.state is State.PENDING else ""
 
 
 def _state_note(state: State) -> str:

@@ -27,6 +27,7 @@ THROTTLE_SCOPES = {
     "claim": "ledger.claim",
     "read": "ledger.read",
     "operate": "ledger.operate",
+    "token": "ledger.token",
 }
 
 

@@ -9,7 +9,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 
 from .serializers import ErrorSerializer
 
-__all__ = ["IDEMPOTENCY_KEY", "QUEUE", "REQUEST_ID", "RETRY_AFTER", "errors"]
+__all__ = ["IDEMPOTENCY_KEY", "QUEUE", "REQUEST_ID", "RETRY_AFTER", "errors", "refusals"]
 
 QUEUE = OpenApiParameter(
     "queue",
@@ -51,6 +51,7 @@ _MEANINGS = {
     404: "Unknown queue, or not found.",
     409: "Conflict (error.code says why).",
     413: "Too large.",
+    415: "The body is not application/json.",
     429: "Throttled; see Retry-After.",
     503: "Ledger full or Redis unavailable; see Retry-After.",
 }
@@ -58,7 +59,12 @@ _MEANINGS = {
 
 def errors(*statuses: int) -> dict[int, Any]:
     """Document error responses: 401, 403, 429 and 503 always, plus ``statuses``."""
-    wanted = sorted({401, 403, 429, 503, *statuses})
+    return refusals(401, 403, 429, 503, *statuses)
+
+
+def refusals(*statuses: int) -> dict[int, Any]:
+    """Document the error responses ``statuses``, and no others."""
     return {
-        status: OpenApiResponse(ErrorSerializer, description=_MEANINGS[status]) for status in wanted
+        status: OpenApiResponse(ErrorSerializer, description=_MEANINGS[status])
+        for status in sorted(set(statuses))
     }

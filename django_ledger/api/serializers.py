@@ -52,6 +52,8 @@ __all__ = [
     "SettlementBatchSerializer",
     "SettlementSerializer",
     "StatsSerializer",
+    "TokenRequestSerializer",
+    "TokenSerializer",
 ]
 
 MAX_SECONDS = MAX_DURATION_MS / 1000
@@ -114,6 +116,9 @@ class RecordSerializer(serializers.Serializer[Any]):
     created_at = serializers.IntegerField()
     updated_at = serializers.IntegerField()
     traceparent = serializers.CharField(allow_null=True)
+    priority = serializers.IntegerField(
+        help_text="-100 to 100: among records due now, a higher one is claimed first."
+    )
 
 
 class AdmissionSerializer(serializers.Serializer[Any]):
@@ -251,6 +256,10 @@ class DispatchClaimResultSerializer(serializers.Serializer[Any]):
     dispatch = DispatchSerializer()
 
 
+class TokenSerializer(serializers.Serializer[Any]):
+    token = serializers.CharField(help_text="Send it as `Authorization: Token <token>`.")
+
+
 class ErrorDetailSerializer(serializers.Serializer[Any]):
     code = serializers.CharField(help_text="Stable: branch on it.")
     message = serializers.CharField(help_text="For people.")
@@ -344,3 +353,24 @@ class DispatchClaimSerializer(DispatchQuerySerializer):
 
 class DispatchLogSerializer(DispatchClaimSerializer):
     status = TextField(default="dispatched")
+
+
+class CredentialField(serializers.CharField):
+    """A username or password exactly as typed: no trimming, no number read as text.
+
+    NUL and lone surrogates stay refused, as Django's own login form refuses them.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class TokenRequestSerializer(serializers.Serializer[Any]):
+    username = CredentialField(max_length=255)
+    password = CredentialField(max_length=4096, style={"input_type": "password"})

@@ -13,6 +13,8 @@ from .views import (
     QueueViewSet,
     RecordViewSet,
     SchemaView,
+    TaskResultViewSet,
+    TokenView,
 )
 
 app_name = "django_ledger_api"
@@ -36,6 +38,7 @@ register_converter(RequestIdConverter, "ledger_request_id")
 Q = "queues/<str:queue>/"
 
 urlpatterns: list[URLPattern] = [
+    path("token/", TokenView.as_view(), name="token"),
     path("queues/", QueueViewSet.as_view({"get": "queues"}), name="queues"),
     path(Q + "admit/", AdmissionViewSet.as_view({"post": "admit"}), name="admit"),
     path(Q + "admit/batch/", AdmissionViewSet.as_view({"post": "admit_batch"}), name="admit-batch"),
@@ -59,6 +62,11 @@ urlpatterns: list[URLPattern] = [
         name="record",
     ),
     path(Q + "resolve/", RecordViewSet.as_view({"get": "resolve"}), name="resolve"),
+    path(
+        Q + "results/<ledger_request_id:request_id>",
+        TaskResultViewSet.as_view({"get": "retrieve"}),
+        name="task-result",
+    ),
     path(Q + "stats/", QueueViewSet.as_view({"get": "stats"}), name="stats"),
     path(Q + "quarantine/", QuarantineViewSet.as_view({"get": "list"}), name="quarantine"),
     path(Q + "repair/", QueueViewSet.as_view({"post": "repair"}), name="repair"),

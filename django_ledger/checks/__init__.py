@@ -11,15 +11,31 @@ from __future__ import annotations
 from django.core import checks
 
 from .base import TAG
-from .installed import check_rangefilter
+from .installed import check_api, check_rangefilter
 from .servers import check_redis
 from .settings import check_settings
+from .worker import check_handlers
 
-__all__ = ["check_rangefilter", "check_redis", "check_settings", "register_checks"]
+__all__ = [
+    "check_api",
+    "check_handlers",
+    "check_rangefilter",
+    "check_redis",
+    "check_settings",
+    "register_checks",
+]
 
 
 def register_checks() -> None:
     """Register the checks (called once, from ``AppConfig.ready``)."""
     checks.register(check_settings, TAG)
+    from .schedules import check_schedules  # LEDGER['SCHEDULES'], E070 to E079
+
+    checks.register(check_schedules, TAG)
+    checks.register(check_handlers, TAG)
+    from .tasks import check_tasks  # TASKS' LedgerBackends, task options: E060-E064, W060
+
+    checks.register(check_tasks, TAG)
     checks.register(check_rangefilter, TAG)
+    checks.register(check_api, TAG, checks.Tags.urls)
     checks.register(check_redis, TAG, deploy=True)

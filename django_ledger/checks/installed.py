@@ -1,16 +1,27 @@
-"""Checks of ``INSTALLED_APPS``: what the admin and the API need beside the app."""
+"""What the admin and the API need beside the app: apps in ``INSTALLED_APPS`` and, once
+the API is mounted, drf-spectacular's schema class."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.apps import apps
+from django.conf import settings
 from django.core import checks
+from django.urls import URLPattern, URLResolver, get_resolver
 
 from .base import error as _error
 
-__all__ = ["check_rangefilter"]
+__all__ = ["API_APPS", "check_api", "check_rangefilter"]
+
+#: What the REST API needs in ``INSTALLED_APPS``, and what for.
+API_APPS = {
+    "rest_framework": "Django REST framework",
+    "rest_framework.authtoken": "token authentication, /api/token/ and ledger_token",
+    "drf_spectacular": "the templates of the /api/docs/ page",
+    "drf_spectacular_sidecar": "the Swagger UI files of the /api/docs/ page",
+}
 
 
 def check_rangefilter(
@@ -27,3 +38,67 @@ def check_rangefilter(
             "INSTALLED_APPS",
         )
     ]
+
+
+def check_api(app_configs: Sequence[Any] | None = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """A project that mounts the REST API needs its apps and drf-spectacular's schema class."""
+    if not getattr(settings, "ROOT_URLCONF", None) or not _api_mounted():
+        return []
+    return _missing_apps() + _schema_class()
+
+
+def _missing_apps() -> list[checks.CheckMessage]:
+    return [
+        _error(
+            41,
+            f"{app!r} is not in INSTALLED_APPS; the ledger API, which the URLs mount, "
+            f"needs it for {purpose}.",
+            f"Add {app!r} to INSTALLED_APPS (see docs/api.md, 'Mounting it'), and migrate.",
+            "INSTALLED_APPS",
+        )
+        for app, purpose in API_APPS.items()
+        if not apps.is_installed(app)
+    ]
+
+
+def _schema_class() -> list[checks.CheckMessage]:
+    from drf_spectacular.openapi import AutoSchema
+    from rest_framework.settings import api_settings
+
+    schema_class: Any
+    try:
+        schema_class = api_settings.DEFAULT_SCHEMA_CLASS  # imported from its dotted path
+    except ImportError:
+        schema_class = None
+    if isinstance(schema_class, type) and issubclass(schema_class, AutoSchema):
+        return []
+    return [
+        _error(
+            42,
+            "REST_FRAMEWORK['DEFAULT_SCHEMA_CLASS'] is not drf-spectacular's AutoSchema; the "
+            "ledger API's schema (/api/schema/, and the /api/docs/ page over it) needs it.",
+            "Set REST_FRAMEWORK = {'DEFAULT_SCHEMA_CLASS': 'drf_spectacular.openapi.AutoSchema'}.",
+            "REST_FRAMEWORK",
+        )
+    ]
+
+
+def _api_mounted() -> bool:
+    """Say whether the project's URLs route to a view of ``django_ledger.api``."""
+    return any(
+        getattr(getattr(pattern.callback, "cls", None), "__module__", "").startswith(
+            "django_ledger.api."
+        )
+        for pattern in _patterns(get_resolver().url_patterns)
+    )
+
+
+def _patterns(patterns: Sequence[Any]) -> Iterator[URLPattern]:
+    """Yield every URL pattern, included ones too, without recursion."""
+    stack = list(patterns)
+    while stack:
+        pattern = stack.pop()
+        if isinstance(pattern, URLResolver):
+            stack.extend(pattern.url_patterns)
+        elif isinstance(pattern, URLPattern):
+            yield pattern

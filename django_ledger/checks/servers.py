@@ -10,6 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from .. import conf, connections
+from ..core.errors import LedgerError
 from .base import error as _error
 from .base import safe as _safe
 from .settings import check_settings
@@ -54,11 +55,11 @@ def _inspect(spec: Any, where: str) -> list[checks.CheckMessage]:
         for name, client in _nodes(spec):
             messages += _inspect_node(client, name, where)
         return messages
-    except (redis.RedisError, OSError, ImproperlyConfigured) as exc:
+    except (redis.RedisError, OSError, ImproperlyConfigured, LedgerError) as exc:
         return [
             _error(
                 50,
-                f"Redis at {_safe(spec)} is unreachable: {exc}.",
+                f"Redis at {_safe(spec)} is unreachable: {str(exc).rstrip('.')}.",
                 "Start Redis or fix the connection; the ledger cannot admit or claim without it.",
                 where,
             )

@@ -39,6 +39,9 @@ def check_settings(
     errors += _check_connection(
         raw.get("CONNECTION", setting.TOP_DEFAULTS["CONNECTION"]), "LEDGER['CONNECTION']"
     )
+    timeouts = _section(raw, "TIMEOUTS", errors)
+    if timeouts is not None:
+        errors += _check_timeouts(timeouts)
     defaults = _section(raw, "DEFAULTS", errors)
     if defaults is not None:
         errors += _unknown_keys(defaults, frozenset(setting.DEFAULTS), "LEDGER['DEFAULTS']")
@@ -206,6 +209,23 @@ def _check_connection(spec: Any, where: str) -> list[checks.CheckMessage]:
     return _check_alias(spec, where)
 
 
+def _check_timeouts(timeouts: dict[str, Any]) -> list[checks.CheckMessage]:
+    errors = list(_unknown_keys(timeouts, setting.TIMEOUT_KEYS, "LEDGER['TIMEOUTS']"))
+    for key in sorted(setting.TIMEOUT_KEYS & set(timeouts)):
+        problem = setting.TIMEOUT_LIMIT.problem(timeouts[key])
+        if problem is not None:
+            errors.append(
+                _error(
+                    15,
+                    f"{key} {problem}.",
+                    f"Give a timedelta or a number of seconds, {setting.TIMEOUT_LIMIT.describe()} "
+                    f"(default {setting.TIMEOUT_DEFAULTS[key]}), or leave it out.",
+                    f"LEDGER['TIMEOUTS'][{key!r}]",
+                )
+            )
+    return errors
+
+
 def _check_alias(alias: str, where: str) -> list[checks.CheckMessage]:
     caches = getattr(settings, "CACHES", {})
     if alias not in caches:
@@ -264,6 +284,18 @@ def _check_dispatch(dispatch: dict[str, Any]) -> list[checks.CheckMessage]:
         )
     if config["CONNECTION"] is not None:
         errors += _check_connection(config["CONNECTION"], f"{where}['CONNECTION']")
+    try:
+        setting.dispatch_groups_of(config["GROUPS"])
+    except ImproperlyConfigured as exc:
+        errors.append(
+            _error(
+                23,
+                f"{exc}.",
+                "Map key prefixes to lists of auth group names, e.g. "
+                "'GROUPS': {'emails:': ['emails-team']}, or leave it out.",
+                f"{where}['GROUPS']",
+            )
+        )
     return errors
 
 

@@ -78,14 +78,20 @@ class ResultDoc:
     return_value: Any = None
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+def _dumps(value: Any, *, sort_keys: bool = False) -> str:
+    return json.dumps(
+        value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=sort_keys
+    )
 
 
 def encode_task(
     task: str, args: list[Any], kwargs: dict[str, Any], options: dict[str, Any] | None = None
 ) -> str:
-    """Encode a task payload; raise ``TypeError`` or ``ValueError`` for what JSON cannot hold."""
+    """Encode a task payload; raise ``TypeError`` or ``ValueError`` for what JSON cannot hold.
+
+    The encoding is canonical (object keys sorted, no spaces): the same call gives the
+    same bytes, which is what idempotent admission compares.
+    """
     if not isinstance(task, str) or not task:
         raise TypeError("task must be a non-empty dotted path")
     unknown = sorted(set(options or {}) - OPTION_NAMES)
@@ -95,7 +101,7 @@ def encode_task(
     document["kwargs"] = dict(kwargs)
     if options:
         document["options"] = dict(options)
-    return _dumps(document)
+    return _dumps(document, sort_keys=True)
 
 
 def decode_task(payload: str) -> TaskPayload:

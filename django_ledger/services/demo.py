@@ -1,18 +1,48 @@
-"""The demo: an admin user, and a queue with a record in every state."""
+"""The demo: an admin user, and a queue with a record in every state.
+
+Seeding never touches a record the demo did not make. The lifecycle runs for real
+(admit, claim, renew, settle, expire, repair) in a staging queue of the demo's own, made
+for the one call and deleted after it, so a claim can only take what the demo admitted
+there. Each resulting record then goes into the target queue by an insert-only
+compare-and-set (``write.lua`` with "must be absent"), which never writes over an id
+that is already there, the demo's or anyone's. A queue that holds any of the demo's ids
+was seeded before and is left as it is: seeding happens once.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 from dataclasses import dataclass, field
 
+from ..core.errors import CorruptRecord
 from ..core.ledger import Ledger
-from ..core.records import State
-from ..core.results import Claim
+from ..core.records import Record, State, decode_record, encode_record
+from ..core.reference import write
+from ..core.results import AdmissionStatus, Claim
 
-__all__ = ["DemoSeed", "ensure_admin", "seed_demo"]
+__all__ = ["STEPS", "DemoRecord", "DemoSeed", "demo_ids", "ensure_admin", "read_demo", "seed_demo"]
 
 WORKER = "demo-worker"
+#: What seeding makes, in order; the record of step ``s`` is ``demo-s``.
+STEPS = (
+    "completed",
+    "failed",
+    "retried",
+    "claimed",
+    "expired",
+    "dead",
+    "pending",
+    "later",
+    "quarantined",
+)
+PREFIX = "demo-"
+
+
+def demo_ids() -> list[str]:
+    """Return the request ids the demo makes in each queue, in step order."""
+    return [PREFIX + step for step in STEPS]
 
 
 def ensure_admin(username: str = "admin") -> str:
@@ -33,56 +63,162 @@ def ensure_admin(username: str = "admin") -> str:
     return password
 
 
+@dataclass(frozen=True)
+class DemoRecord:
+    """One of the demo's ids as the queue holds it now."""
+
+    request_id: str
+    #: The record, or ``None`` when its stored bytes do not decode.
+    record: Record | None
+    quarantined: bool
+
+    @property
+    def state(self) -> str:
+        if self.record is not None:
+            return self.record.state.value
+        return "QUARANTINED" if self.quarantined else "CORRUPT"
+
+
 @dataclass
 class DemoSeed:
-    """What seeding did to one queue: step -> the request id it touched."""
+    """What seeding did to one queue."""
 
     queue: str
-    steps: dict[str, str] = field(default_factory=dict)
+    #: False when the queue held the demo's ids already and was left as it is.
+    seeded: bool
+    #: The demo's ids the queue holds now, read after seeding.
+    records: list[DemoRecord] = field(default_factory=list)
 
 
-def seed_demo(ledger: Ledger, run: str | None = None) -> DemoSeed:
-    """Admit, claim, renew, settle, expire and corrupt records so every state shows.
+def seed_demo(ledger: Ledger) -> DemoSeed:
+    """Put a record in every state into ``ledger``'s queue, once; touch nothing else.
 
-    Ids carry ``run`` (random by default), so seeding twice adds records rather
-    than colliding. The steps claim whatever is due first: on a queue that already
-    holds due records, those are the ones that move.
+    Raise ``RuntimeError`` when the queue's gate is closed (an operator is working
+    offline) or the queue is full.
     """
-    run = run or secrets.token_hex(3)
-    seed = DemoSeed(ledger.queue)
+    if ledger.gate_closed:
+        raise RuntimeError(f"queue {ledger.queue!r} has its gate closed; open it to seed")
+    existing = read_demo(ledger)
+    if existing:
+        return DemoSeed(ledger.queue, False, existing)
+    staging = Ledger(
+        ledger.redis,
+        ledger.namespace,
+        f"{PREFIX}staging-{secrets.token_hex(6)}",
+        max_payload_bytes=ledger.max_payload_bytes,
+        max_attempts=ledger.max_attempts,
+        retention=ledger.retention,
+    )
+    try:
+        staged = _stage(staging, ledger.queue)
+        _insert(ledger, staged)
+    finally:
+        with staging.translate_errors():
+            staging.redis.delete(*staging.keys)
+    return DemoSeed(ledger.queue, True, read_demo(ledger))
+
+
+def read_demo(ledger: Ledger) -> list[DemoRecord]:
+    """Return the demo's ids that ``ledger``'s queue holds (as records or quarantined)."""
+    ids = demo_ids()
+    with ledger.translate_errors():
+        pipe = ledger.redis.pipeline(transaction=False)
+        pipe.hmget(ledger.records_key, ids)
+        pipe.hmget(ledger.quarantine_key, ids)
+        raws, quarantined = pipe.execute()
+    found = []
+    for request_id, raw, copy in zip(ids, raws, quarantined, strict=True):
+        if raw is None and copy is None:
+            continue
+        record = None
+        if raw is not None:
+            with contextlib.suppress(CorruptRecord):
+                record = decode_record(request_id, raw)
+        found.append(DemoRecord(request_id, record, copy is not None))
+    return found
+
+
+def _stage(staging: Ledger, queue: str) -> list[tuple[str, bytes]]:
+    """Make every state in ``staging`` (empty, the demo's alone); return (id, bytes) pairs."""
+    with staging.translate_errors():
+        if staging.redis.exists(*staging.keys):
+            raise RuntimeError(f"staging queue {staging.queue!r} is not empty")
+
+    def payload(step: str) -> str:
+        return json.dumps({"queue": queue, "step": step, "to": f"{step}@example.com"})
 
     def admit(step: str, delay: float = 0) -> str:
-        request_id = f"demo-{run}-{step}"
-        payload = json.dumps({"queue": ledger.queue, "step": step, "to": f"{step}@example.com"})
-        ledger.admit(request_id, payload, delay=delay)
+        request_id = PREFIX + step
+        answer = staging.admit(request_id, payload(step), delay=delay)
+        if answer.status is not AdmissionStatus.ADMITTED:
+            raise RuntimeError(f"staging refused {request_id!r}: {answer.status.value}")
         return request_id
 
-    def claim(step: str, lease: float = 30, on: Ledger = ledger) -> Claim:
-        admit(step)
+    def claim(step: str, lease: float = 30, on: Ledger = staging) -> Claim:
+        request_id = admit(step)
         got = on.claim(WORKER, lease=lease)
-        if got is None:  # the gate is closed: nothing can be claimed
-            raise RuntimeError(f"queue {ledger.queue!r} has its gate closed; open it to seed")
-        seed.steps[step] = got.request_id
+        # Nothing else is due in staging, so this is the record just admitted; say so
+        # loudly if it ever is not, rather than act on someone else's.
+        if got is None or got.request_id != request_id:
+            taken = None if got is None else got.request_id
+            raise RuntimeError(f"claimed {taken!r} instead of {request_id!r} in staging")
         return got
 
-    ledger.settle(claim("completed"), State.COMPLETED)
-    ledger.settle(claim("failed"), State.FAILED)
-    ledger.settle(claim("retried"), State.PENDING, delay=300)
+    staging.settle(claim("completed"), State.COMPLETED)
+    staging.settle(claim("failed"), State.FAILED)
+    staging.settle(claim("retried"), State.PENDING, delay=300)
     held = claim("claimed", lease=60)
-    ledger.renew(held, lease=600)
+    staging.renew(held, lease=600)
     # A lease that ran out: repair gives it back (PENDING), or ends it DEAD once a
     # record has had max_attempts claims (a twin ledger with max_attempts=1 here).
-    _expire(ledger, claim("expired", lease=1))
-    strict = Ledger(ledger.redis, ledger.namespace, ledger.queue, max_attempts=1)
+    _expire(staging, claim("expired", lease=1))
+    strict = Ledger(staging.redis, staging.namespace, staging.queue, max_attempts=1)
     _expire(strict, claim("dead", lease=1, on=strict))
-    seed.steps["pending"] = admit("pending")
-    seed.steps["later"] = admit("later", delay=3600)
-    garbage = f"demo-{run}-quarantined"
-    with ledger.translate_errors():
-        ledger.redis.hset(ledger.records_key, garbage, b"not a record")
-    ledger.repair_records([(garbage, b"not a record")])
-    seed.steps["quarantined"] = garbage
-    return seed
+    admit("pending")
+    admit("later", delay=3600)
+    made = [PREFIX + step for step in STEPS if step != "quarantined"]
+    with staging.translate_errors():
+        raws = staging.redis.hmget(staging.records_key, made)
+    staged = list(zip(made, raws, strict=True))
+    garbage = PREFIX + "quarantined"
+    staged.append((garbage, _torn(garbage, payload("quarantined"), staging.server_time_ms())))
+    return staged
+
+
+def _insert(ledger: Ledger, staged: list[tuple[str, bytes]]) -> None:
+    """Write each record into ``ledger``'s queue only where its id is absent."""
+    for request_id, raw in staged:
+        try:
+            record: Record | None = decode_record(request_id, raw)
+        except CorruptRecord:
+            record = None  # the torn record: stored unindexed, then quarantined by repair
+        code = write(
+            ledger.runner,
+            request_id,
+            b"",
+            raw,
+            record,
+            max_records=ledger.max_records,
+            gate="open",
+        )
+        if code == -1:
+            raise RuntimeError(
+                f"queue {ledger.queue!r} is full: it holds its MAX_RECORDS ({ledger.max_records:,})"
+            )
+        if code == -2:
+            raise RuntimeError(f"queue {ledger.queue!r} has its gate closed; open it to seed")
+        if code == 1 and record is None:
+            # A compare-and-set on the bytes just written: only this id moves.
+            ledger.repair_records([(request_id, raw)])
+        # code 0: the id appeared meanwhile; it is not the demo's to overwrite.
+
+
+def _torn(request_id: str, payload: str, now: int) -> bytes:
+    """Return a record's bytes cut off halfway through its payload, as a torn write leaves them."""
+    whole = encode_record(
+        Record(request_id, payload, State.PENDING, now, created_at=now, updated_at=now)
+    )
+    return whole[: len(whole) - len(payload) // 2]
 
 
 def _expire(ledger: Ledger, claim: Claim) -> None:

@@ -14,7 +14,9 @@ from ..core.importing import FIELDS
 __all__ = ["INT_FIELDS", "Row", "read_csv", "read_jsonl"]
 
 #: Fields a CSV cell spells as a whole number.
-INT_FIELDS = frozenset({"due_at", "attempts", "fence", "lease_until", "created_at", "updated_at"})
+INT_FIELDS = frozenset(
+    {"due_at", "attempts", "fence", "lease_until", "created_at", "updated_at", "priority"}
+)
 
 
 @dataclass(frozen=True)

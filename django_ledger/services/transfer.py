@@ -106,11 +106,12 @@ def import_lines(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     result = ImportResult(ledger.queue, dry_run=dry_run)
-    now = ledger.server_time_ms()
-    if not dry_run:
-        ledger.close_gate()
-        result.gate = "left closed"
     try:
+        # Closing the gate is a write too: a full or unreachable Redis refuses it here.
+        now = ledger.server_time_ms()
+        if not dry_run:
+            ledger.close_gate()
+            result.gate = "left closed"
         _import(ledger, lines, batch_size, result, now, progress)
     except ImportAborted:
         raise

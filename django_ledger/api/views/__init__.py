@@ -5,7 +5,9 @@ from .claims import ClaimViewSet
 from .dispatch import DispatchViewSet
 from .queues import QuarantineViewSet, QueueViewSet
 from .records import RecordViewSet
+from .results import TaskResultViewSet
 from .schema import DocsView, SchemaView
+from .token import TokenView
 
 __all__ = [
     "AdmissionViewSet",
@@ -16,4 +18,6 @@ __all__ = [
     "QueueViewSet",
     "RecordViewSet",
     "SchemaView",
+    "TaskResultViewSet",
+    "TokenView",
 ]

@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ...core.ledger import MAX_BATCH, MAX_BATCH_BYTES
+from ...core.records import MAX_ID_BYTES
 from ...core.results import Admission, AdmissionStatus
 from ..conf import api_settings
 from ..errors import ApiError
@@ -52,7 +53,7 @@ class AdmissionViewSet(LedgerViewSet):
         data = self.validated(AdmitSerializer, request.data)
         request_id = _request_id(data.get("request_id"), request.headers.get("Idempotency-Key"))
         admission = ledger.admit(request_id, data["payload"], data["delay"], data["traceparent"])
-        return admission_response(admission)
+        return admission_response(admission, ledger.max_payload_bytes)
 
     @extend_schema(
         operation_id="admit_batch",
@@ -91,7 +92,7 @@ class AdmissionViewSet(LedgerViewSet):
         return Response({"results": [admission_data(r) for r in results if r is not None]})
 
 
-def admission_response(admission: Admission) -> Response:
+def admission_response(admission: Admission, max_payload_bytes: int | None = None) -> Response:
     """Answer one admission: 201, 200, or the refusal with its stable code."""
     status = admission.status
     if status is AdmissionStatus.ADMITTED:
@@ -111,7 +112,30 @@ def admission_response(admission: Admission) -> Response:
             wait=api_settings.full_retry_after,
         )
     code = 413 if reason in TOO_LARGE else 400
-    raise ApiError(code, reason, f"The request was refused ({reason}).", details)
+    raise ApiError(code, reason, refusal_message(reason, max_payload_bytes), details)
+
+
+def refusal_message(reason: str, max_payload_bytes: int | None = None) -> str:
+    """Say in words why an admission was refused, with the limit it passed."""
+    if reason == "payload_too_large" and max_payload_bytes is not None:
+        return (
+            f"The payload is over this queue's limit of {max_payload_bytes:,} bytes "
+            "(UTF-8); raise the queue's MAX_PAYLOAD_BYTES or send less."
+        )
+    return _REFUSALS.get(reason, f"The request was refused ({reason}).")
+
+
+_REFUSALS = {
+    "id_empty": "The request id is empty.",
+    "id_too_long": f"The request id is over {MAX_ID_BYTES} UTF-8 bytes.",
+    "id_not_utf8": "The request id is not valid Unicode (it holds a lone surrogate).",
+    "id_control_character": (
+        "The request id holds a control character (U+0000 to U+001F, U+007F to U+009F, "
+        "U+2028 or U+2029)."
+    ),
+    "payload_not_utf8": "The payload is not valid Unicode (it holds a lone surrogate).",
+    "traceparent_invalid": "The traceparent is not W3C trace context (00-<32 hex>-<16 hex>-<2 hex>).",
+}
 
 
 _CONFLICTS = {

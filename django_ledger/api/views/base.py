@@ -1,4 +1,11 @@
-"""What every API view shares: authentication, permissions, throttles, errors."""
+"""What every API view shares: authentication, permissions, throttles, parsing, errors.
+
+Each class sets every DRF policy itself, so the project's ``REST_FRAMEWORK`` defaults
+(authentication, permissions, parsers, renderers, negotiation, versioning, exception
+handler) leave the API's contract as ``docs/api.md`` writes it. The one they cannot
+set is ``DEFAULT_SCHEMA_CLASS``: drf-spectacular's ``extend_schema`` builds on it when
+the views are imported (``django_ledger.E042`` checks it).
+"""
 
 from __future__ import annotations
 
@@ -8,51 +15,56 @@ from typing import Any, ClassVar
 
 from rest_framework import viewsets
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
-from rest_framework.parsers import JSONParser
-from rest_framework.renderers import JSONRenderer
+from rest_framework.metadata import SimpleMetadata
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.serializers import Serializer
+from rest_framework.views import APIView
 
 from ... import conf
 from ...core.ledger import Ledger
 from ..conf import THROTTLE_SCOPES
 from ..errors import ApiError, exception_handler
+from ..parsers import LedgerJSONParser, LedgerJSONRenderer
 from ..permissions import LedgerPermission
 from ..throttling import LedgerScopedThrottle
 
-__all__ = ["LedgerViewSet"]
+__all__ = ["LedgerAPIView", "LedgerViewSet"]
 
 #: Bytes of JSON a body may take beyond what it carries (escapes, keys, tokens).
 BODY_SLACK = 64 * 1024
 
 
-class LedgerViewSet(viewsets.ViewSet):
-    """A ViewSet of the ledger API: its contract does not depend on project defaults."""
+class LedgerAPIView(APIView):
+    """A view of the ledger API: its contract does not depend on project defaults."""
 
     # Token first: an anonymous call then answers 401 with WWW-Authenticate: Token.
     authentication_classes = [TokenAuthentication, SessionAuthentication]
     permission_classes = [LedgerPermission]
     throttle_classes = [LedgerScopedThrottle]
-    renderer_classes = [JSONRenderer]
-    parser_classes = [JSONParser]
-    #: view action -> (ledger action whose permission it needs, throttle scope).
-    #: A ledger action of None needs only an authenticated user.
-    action_rules: ClassVar[dict[str, tuple[str | None, str]]] = {}
+    renderer_classes = [LedgerJSONRenderer]
+    parser_classes = [LedgerJSONParser]
+    content_negotiation_class = DefaultContentNegotiation
+    metadata_class = SimpleMetadata
+    versioning_class = None
+    #: The kind of call, whose throttle scope (``THROTTLE_SCOPES``) every call has.
+    throttle_kind: ClassVar[str] = "read"
+
+    @property
+    def throttle_scope(self) -> str:
+        return THROTTLE_SCOPES[self.throttle_kind]
 
     def get_exception_handler(self) -> Callable[..., Any]:
         return exception_handler
 
-    @property
-    def ledger_action(self) -> str | None:
-        return self.action_rules.get(self.action or "", (None, "read"))[0]
-
-    @property
-    def throttle_scope(self) -> str:
-        return THROTTLE_SCOPES[self.action_rules.get(self.action or "", (None, "read"))[1]]
-
-    @cached_property
-    def ledger(self) -> Ledger:
-        """The ledger of the queue in the URL (the permission check has vetted it)."""
-        return conf.get_ledger(self.kwargs["queue"])
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        """Render every refusal as the API's JSON error, whatever renders the view's answers."""
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if isinstance(response, Response) and response.exception:
+            response.accepted_renderer = LedgerJSONRenderer()
+            response.accepted_media_type = LedgerJSONRenderer.media_type
+        return response
 
     def check_body_size(self, limit: int) -> None:
         """Refuse a body over ``limit`` bytes (plus slack) before reading it."""
@@ -75,3 +87,24 @@ class LedgerViewSet(viewsets.ViewSet):
         serializer.is_valid(raise_exception=True)
         result: dict[str, Any] = serializer.validated_data
         return result
+
+
+class LedgerViewSet(LedgerAPIView, viewsets.ViewSet):
+    """A ViewSet of the ledger API, with a permission and a throttle scope per action."""
+
+    #: view action -> (ledger action whose permission it needs, throttle scope).
+    #: A ledger action of None needs only an authenticated user.
+    action_rules: ClassVar[dict[str, tuple[str | None, str]]] = {}
+
+    @property
+    def ledger_action(self) -> str | None:
+        return self.action_rules.get(self.action or "", (None, "read"))[0]
+
+    @property
+    def throttle_scope(self) -> str:
+        return THROTTLE_SCOPES[self.action_rules.get(self.action or "", (None, "read"))[1]]
+
+    @cached_property
+    def ledger(self) -> Ledger:
+        """The ledger of the queue in the URL (the permission check has vetted it)."""
+        return conf.get_ledger(self.kwargs["queue"])

@@ -1,4 +1,10 @@
-"""The dispatch registry: which node dispatched which cron fire."""
+"""The dispatch registry: which node dispatched which cron fire.
+
+Keys are shared like queues: ``LEDGER['DISPATCH']['GROUPS']`` maps key prefixes to
+the groups that may use them (``django_ledger.permissions.can_reach_dispatch_key``).
+A key the caller may not use answers 403 ``dispatch_key_forbidden`` before the
+registry is asked anything, so the answer says nothing about what is stored.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,11 @@ from typing import Any, TypeVar
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 
 from ... import conf
 from ...core.dispatch import CorruptDispatch, Dispatch
+from ...permissions import can_reach_dispatch_key
 from ..errors import ApiError
 from ..schema import RETRY_AFTER, errors
 from ..serializers import (
@@ -38,6 +46,19 @@ class DispatchViewSet(LedgerViewSet):
         "check": ("view", "read"),
     }
 
+    def fire(self, serializer_class: type[Serializer[Any]], data: Any) -> dict[str, Any]:
+        """Validate a fire (key and time); refuse a key the caller may not use."""
+        fire = self.validated(serializer_class, data)
+        key = fire["key"]
+        if not can_reach_dispatch_key(self.request.user, key):
+            raise ApiError(
+                403,
+                "dispatch_key_forbidden",
+                f"The dispatch key {key!r} is not yours to use (LEDGER['DISPATCH']['GROUPS']).",
+                {"key": key},
+            )
+        return fire
+
     @extend_schema(
         operation_id="dispatch_log",
         summary="Record (or overwrite) the dispatch of one cron fire",
@@ -48,7 +69,7 @@ class DispatchViewSet(LedgerViewSet):
     def log(self, request: Request) -> Response:
         """Record the dispatch of a fire, by this node unless node_id is given."""
         self.check_body_size(4096)
-        data = self.validated(DispatchLogSerializer, request.data)
+        data = self.fire(DispatchLogSerializer, request.data)
         registry = conf.get_dispatch_registry()
         node_id = data.get("node_id") or conf.dispatch_node_id()
         dispatch = _call(
@@ -64,7 +85,7 @@ class DispatchViewSet(LedgerViewSet):
     )
     def find(self, request: Request) -> Response:
         """Return the kept dispatch of a fire (404 dispatch_not_found if none)."""
-        data = self.validated(DispatchQuerySerializer, request.query_params)
+        data = self.fire(DispatchQuerySerializer, request.query_params)
         registry = conf.get_dispatch_registry()
         dispatch = _call(registry.find_dispatch, data["key"], data["fire_time"])
         if dispatch is None:
@@ -79,7 +100,7 @@ class DispatchViewSet(LedgerViewSet):
     )
     def check(self, request: Request) -> Response:
         """Say whether a fire has a kept dispatch."""
-        data = self.validated(DispatchQuerySerializer, request.query_params)
+        data = self.fire(DispatchQuerySerializer, request.query_params)
         registry = conf.get_dispatch_registry()
         dispatched = _call(registry.is_dispatched, data["key"], data["fire_time"])
         return Response({"dispatched": dispatched})
@@ -97,7 +118,7 @@ class DispatchViewSet(LedgerViewSet):
     def claim(self, request: Request) -> Response:
         """Claim a fire for a node: 201 for the winner, 409 dispatch_taken for every other."""
         self.check_body_size(4096)
-        data = self.validated(DispatchClaimSerializer, request.data)
+        data = self.fire(DispatchClaimSerializer, request.data)
         registry = conf.get_dispatch_registry()
         node_id = data.get("node_id") or conf.dispatch_node_id()
         key, fire_time = data["key"], data["fire_time"]

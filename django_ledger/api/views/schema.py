@@ -1,25 +1,45 @@
-"""The schema endpoint."""
+"""The schema and the Swagger UI page over it, served like every other endpoint.
+
+Both need a signed-in user and refuse as the rest of the API does (the JSON error
+document, 401 with ``WWW-Authenticate: Token``). The page's Swagger UI comes from
+``drf_spectacular_sidecar``'s static files, never from a CDN, whatever
+``SPECTACULAR_SETTINGS`` says.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.http import HttpResponse
+from django.templatetags.static import static
+from drf_spectacular.renderers import (
+    OpenApiJsonRenderer,
+    OpenApiJsonRenderer2,
+    OpenApiYamlRenderer,
+    OpenApiYamlRenderer2,
+)
 from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
-from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import TemplateHTMLRenderer
 from rest_framework.request import Request
 
-__all__ = ["DocsView", "SchemaView"]
+from .base import LedgerAPIView
+
+__all__ = ["SIDECAR", "DocsView", "SchemaView"]
+
+#: Where drf_spectacular_sidecar keeps Swagger UI among the static files.
+SIDECAR = "drf_spectacular_sidecar/swagger-ui-dist/"
 
 
-class SchemaView(SpectacularAPIView):
+class SchemaView(LedgerAPIView, SpectacularAPIView):
     """The OpenAPI schema, for signed-in users, left out of itself whatever the settings."""
 
-    # Like every endpoint of the API: authenticated (by token or session), never public.
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
-    permission_classes = [IsAuthenticated]
+    renderer_classes = [
+        OpenApiYamlRenderer,
+        OpenApiYamlRenderer2,
+        OpenApiJsonRenderer,
+        OpenApiJsonRenderer2,
+    ]
 
     @extend_schema(exclude=True)
     def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -27,8 +47,22 @@ class SchemaView(SpectacularAPIView):
         return response
 
 
-class DocsView(SpectacularSwaggerView):
-    """The browsable docs page over the schema, for signed-in users."""
+class DocsView(LedgerAPIView, SpectacularSwaggerView):
+    """The Swagger UI page over the schema, for signed-in users, served from the app."""
 
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
-    permission_classes = [IsAuthenticated]
+    renderer_classes = [TemplateHTMLRenderer]
+
+    @extend_schema(exclude=True)
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
+        response: HttpResponse = super().get(request, *args, **kwargs)  # type: ignore[no-untyped-call]
+        return response
+
+    # drf-spectacular picks these from SPECTACULAR_SETTINGS (a CDN by default); the
+    # API ships its own copy, so the page works offline and never loads another version.
+    @staticmethod
+    def _swagger_ui_resource(filename: str) -> str:
+        return static(SIDECAR + filename)
+
+    @staticmethod
+    def _swagger_ui_favicon() -> str:
+        return static(SIDECAR + "favicon-32x32.png")

@@ -18,8 +18,9 @@ STATS = ("pending_due", "pending_later", "claimed", "completed", "failed", "dead
 class Command(BaseCommand):
     help = (
         "Run the demo: migrate the database, create (or reset) the superuser 'admin' with a "
-        "new random password, seed every configured queue with records in every state, print "
-        "each queue's counters, then serve the admin on 127.0.0.1."
+        "new random password, seed every configured queue once with records in every state "
+        "(touching no other record), print each queue's counters and the demo's records, "
+        "then serve the admin on 127.0.0.1."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -37,23 +38,21 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         password = ensure_admin("admin")
         try:
-            queues = ledger_settings.queue_names
-            for name in queues:
+            for name in ledger_settings.queue_names:
                 ledger = get_ledger(name)
                 seed = seed_demo(ledger)
                 counts = ledger.stats().as_dict()
                 figures = " ".join(f"{key}={counts[key]}" for key in STATS)
-                self.stdout.write(f"queue {name}: {figures}")
-                # Read back what each step left, as resolve() sees it.
-                steps = [step for step in seed.steps if step != "quarantined"]
-                records = ledger.resolve_many([seed.steps[step] for step in steps])
-                for step, record in zip(steps, records, strict=True):
-                    if record is not None:
-                        self.stdout.write(
-                            f"  {step:<9} {record.request_id}: {record.state.value}, "
-                            f"attempts {record.attempts}, fence {record.fence}"
-                            + (f", owner {record.owner}" if record.owner else "")
-                        )
+                done = "seeded" if seed.seeded else "seeded before, left as it is"
+                self.stdout.write(f"queue {name}: {done}: {figures}")
+                # Each of the demo's records as the queue holds it now; nothing else.
+                for item in seed.records:
+                    line = f"  {item.request_id}: {item.state}"
+                    if item.record is not None:
+                        line += f", attempts {item.record.attempts}, fence {item.record.fence}"
+                        if item.record.owner:
+                            line += f", owner {item.record.owner}"
+                    self.stdout.write(line)
         except (ImproperlyConfigured, LedgerError, RuntimeError) as exc:
             raise CommandError(f"could not seed the demo: {exc}") from exc
         url = f"http://127.0.0.1:{port}/admin/"

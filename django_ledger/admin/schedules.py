@@ -1,0 +1,301 @@
+"""Schedules: each one in words, its next fires, its last dispatches; pause, resume, fire now.
+
+The list and the detail read ``LEDGER['SCHEDULES']``, the scheduler's state in Redis and
+the dispatch registry. A user sees the schedules whose queue they reach, with
+``view_schedule``; ``operate_schedule`` lets them pause, resume and trigger. A pause is
+kept in Redis and honoured by every scheduler at its next tick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+
+from .. import permissions
+from ..conf import get_dispatch_registry
+from ..core.dispatch import Dispatch
+from ..core.schedule import Fire, Snapshot, datetime_of
+from ..models import Schedule
+from ..schedules.config import ScheduleConfig
+from ..services import scheduler
+from .base import LedgerModelAdmin
+from .display import instant_text, period_text
+
+__all__ = ["ScheduleAdmin"]
+
+#: Next fires on the detail page, and dispatches shown there.
+NEXT_FIRES: Final = 10
+HISTORY: Final = 20
+_ACTIONS: Final = {
+    "pause": ("Pause", "Paused", "No scheduler admits its fires until it is resumed; "
+              "fires that come due meanwhile are not run later."),
+    "resume": ("Resume", "Resumed", "Schedulers admit its fires again from their next tick; "
+               "fires that came due while it was paused are not run."),
+    "trigger": ("Fire now", "Fired", "One fire is admitted now, apart from the schedule "
+                "(request id schedule:KEY:manual:EPOCH); the next scheduled fires are unchanged."),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DispatchRow:
+    """One dispatch of a schedule as the page shows it."""
+
+    fire: Fire
+    dispatch: Dispatch
+    record_url: str | None
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(LedgerModelAdmin):
+    actions = None
+
+    # -- permissions ------------------------------------------------------------------
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        user = request.user
+        return bool(user.is_active and user.has_perm("django_ledger.view_schedule"))
+
+    def can_see(self, request: HttpRequest, config: ScheduleConfig) -> bool:
+        return self.has_view_permission(request) and permissions.can_reach_queue(
+            request.user, config.queue
+        )
+
+    def can_operate(self, request: HttpRequest, config: ScheduleConfig) -> bool:
+        return self.can_see(request, config) and request.user.has_perm(
+            "django_ledger.operate_schedule"
+        )
+
+    # -- urls and views ---------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        info = (self.opts.app_label, self.opts.model_name)
+        extra = [
+            path(
+                "<path:object_id>/do/<str:action>/",
+                self.admin_site.admin_view(self.act),
+                name=f"{info[0]}_{info[1]}_act",
+            ),
+        ]
+        return extra + super().get_urls()
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Any:
+        config = scheduler.schedules(strict=False).get(object_id)
+        if config is None or not self.can_see(request, config):
+            return None
+        return Schedule(key=object_id, queue=config.queue)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return self.guard(request, self.overview, request)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        return self.guard(request, self.detail_view, request, unquote(object_id))
+
+    def overview(self, request: HttpRequest) -> HttpResponse:
+        """List the schedules this user may see: next fire, state, last dispatch."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        state = scheduler.state()
+        registry = get_dispatch_registry()
+        rows = []
+        for key, config in scheduler.schedules(strict=False).items():
+            if not self.can_see(request, config):
+                continue
+            following = config.timing.next_after(state.now_ms // 1000)
+            last = registry.history(key, limit=1)
+            rows.append(
+                {
+                    "key": key,
+                    "url": self.change_url(key),
+                    "config": config,
+                    "words": config.timing.describe(),
+                    "state": _state_text(config, state),
+                    "next_utc": _utc(following),
+                    "next_local": _local(following, config),
+                    "last": last[0] if last else None,
+                }
+            )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Schedules",
+            "subtitle": None,
+            "opts": self.opts,
+            "rows": rows,
+            "now": instant_text(state.now_ms),
+        }
+        return TemplateResponse(request, "admin/django_ledger/schedule_list.html", context)
+
+    def detail_view(self, request: HttpRequest, key: str) -> HttpResponse:
+        """Show one schedule: settings, state, next fires, last dispatches, actions."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        config = scheduler.schedules(strict=False).get(key)
+        if config is None or not self.can_see(request, config):
+            return self.not_found(request, key)
+        state = scheduler.state()
+        found = scheduler.explain(key, NEXT_FIRES, now=state.now_ms // 1000)
+        pause = state.paused.get(key)
+        through = state.through.get(key)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Schedule {key}",
+            "subtitle": None,
+            "opts": self.opts,
+            "key": key,
+            "config": config,
+            "words": found.words,
+            "settings": _settings(config),
+            "now": instant_text(state.now_ms),
+            "state": _state_text(config, state),
+            "paused": pause is not None,
+            "pause": pause,
+            "paused_at": instant_text(pause.at_ms) if pause else "",
+            "through": _utc(through),
+            "pending": [
+                (_utc(epoch), entry.node, instant_text(entry.deadline_ms))
+                for epoch, entry in sorted(state.pending.get(key, {}).items())
+            ],
+            "fires": [(_utc_text(utc), _local_text(local)) for utc, local in found.rows()],
+            "dispatches": self._dispatches(request, config),
+            "can_operate": self.can_operate(request, config),
+            "urls": {action: self.action_url(key, action) for action in _ACTIONS},
+        }
+        return TemplateResponse(request, "admin/django_ledger/schedule_detail.html", context)
+
+    def act(self, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
+        """GET: confirm pausing, resuming or firing now; POST: do it."""
+        key = unquote(object_id)
+        config = scheduler.schedules(strict=False).get(key)
+        if action not in _ACTIONS or config is None:
+            raise Http404("no such schedule action")
+        if not self.can_operate(request, config):
+            raise PermissionDenied
+        return self.guard(request, self.act_confirmed, request, config, action)
+
+    def act_confirmed(
+        self, request: HttpRequest, config: ScheduleConfig, action: str
+    ) -> HttpResponse:
+        key = config.key
+        label, done, effect = _ACTIONS[action]
+        if request.method == "POST":
+            user = request.user.get_username()
+            if action == "pause":
+                scheduler.pause(key, user)
+                text = f"Paused schedule {key}."
+            elif action == "resume":
+                was = scheduler.resume(key)
+                text = f"Resumed schedule {key}." if was else f"Schedule {key} was not paused."
+            else:
+                fire, status = scheduler.trigger(key, user)
+                text = f"Fired schedule {key} now: {fire.request_id} {status}."
+            self.log_change(request, Schedule(key=key, queue=config.queue), f"{done} schedule")
+            self.message_user(request, text, messages.SUCCESS)
+            return HttpResponseRedirect(self.change_url(key))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"{label} schedule {key}: are you sure?",
+            "subtitle": None,
+            "opts": self.opts,
+            "key": key,
+            "label": label,
+            "effect": effect,
+            "cancel_url": self.change_url(key),
+        }
+        return TemplateResponse(request, "admin/django_ledger/confirm_schedule.html", context)
+
+    def action_url(self, key: str, action: str) -> str:
+        return reverse(
+            "admin:django_ledger_schedule_act",
+            args=(quote(key), action),
+            current_app=self.admin_site.name,
+        )
+
+    # -- reading ----------------------------------------------------------------------
+
+    def _dispatches(self, request: HttpRequest, config: ScheduleConfig) -> list[DispatchRow]:
+        registry = get_dispatch_registry()
+        found = [
+            (Fire(config.key, _epoch(d.fire_time)), d)
+            for d in registry.history(config.key, limit=HISTORY)
+        ]
+        found += [
+            (Fire(config.key, _epoch(d.fire_time), manual=True), d)
+            for d in registry.history(scheduler.manual_key(config.key), limit=HISTORY)
+        ]
+        found.sort(key=lambda pair: (pair[1].dispatched_at, pair[0].epoch), reverse=True)
+        linkable = permissions.can(request.user, "view", config.queue)
+        rows = []
+        for fire, dispatch in found[:HISTORY]:
+            url = None
+            if linkable:
+                url = reverse(
+                    "admin:django_ledger_record_change",
+                    args=(quote(f"{config.queue} {fire.request_id}"),),
+                    current_app=self.admin_site.name,
+                )
+            rows.append(DispatchRow(fire, dispatch, url))
+        return rows
+
+
+def _epoch(moment: datetime) -> int:
+    return int(moment.timestamp())
+
+
+def _state_text(config: ScheduleConfig, state: Snapshot) -> str:
+    if not config.enabled:
+        return "disabled (ENABLED is False)"
+    pause = state.paused.get(config.key)
+    if pause is not None:
+        return f"paused by {pause.by or 'an operator'}"
+    return "active"
+
+
+def _utc(epoch: int | None) -> str:
+    return "-" if epoch is None else _utc_text(datetime_of(epoch))
+
+
+def _local(epoch: int | None, config: ScheduleConfig) -> str:
+    if epoch is None:
+        return "-"
+    return _local_text(datetime_of(epoch).astimezone(config.timing.zone))
+
+
+def _utc_text(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _local_text(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S %Z (%z)")
+
+
+def _settings(config: ScheduleConfig) -> list[tuple[str, str]]:
+    when = ("CRON", config.cron) if config.cron is not None else ("EVERY", f"{config.every} s")
+    return [
+        ("TASK", config.task),
+        when,
+        ("TIMEZONE", config.timezone),
+        ("QUEUE", config.queue),
+        ("PRIORITY", str(config.priority)),
+        ("ARGS", repr(list(config.args))),
+        ("KWARGS", repr(config.kwargs)),
+        ("MISFIRE", str(config.misfire)),
+        ("GRACE", period_text(config.grace)),
+        ("ENABLED", str(config.enabled)),
+    ]

@@ -1,0 +1,142 @@
+"""Tasks in the admin: a record page's task section, and the records list's task filter.
+
+Needs no task framework: it reads the payload and result documents (``tasks.state``)
+and the task paths this process declared (``tasks.registry``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpRequest
+from django.utils.module_loading import autodiscover_modules
+
+from ..core.errors import CorruptRecord
+from ..core.ledger import Ledger
+from ..core.records import Record, decode_record
+from ..tasks.registry import declared_paths
+from ..tasks.state import TaskState, task_state
+from .display import instant_text
+from .lookups import join_key
+
+__all__ = ["MAX_TASK_MATCHES", "TaskFilter", "task_section"]
+
+#: Most records the task filter selects (it reads every record of the queues shown).
+MAX_TASK_MATCHES = 10_000
+_discovered = False
+
+
+def task_section(ledger: Ledger, record: Record) -> dict[str, Any] | None:
+    """What the record page shows of a task, or ``None`` when the payload is not one."""
+    raw_result = ledger.results([record.request_id])[0]
+    state = task_state(ledger.queue, record, raw_result)
+    if state.payload is None:
+        return None
+    return {
+        "name": state.payload.task.rpartition(".")[2],
+        "path": state.payload.task,
+        "status": state.status,
+        "args": _pretty(state.payload.args),
+        "kwargs": _pretty(state.payload.kwargs),
+        "options": _pretty(state.payload.options) if state.payload.options else "",
+        "times": [
+            ("Enqueued at", instant_text(state.enqueued_at)),
+            ("Started at", instant_text(state.started_at)),
+            ("Last attempted at", instant_text(state.last_attempted_at)),
+            ("Finished at", instant_text(state.finished_at)),
+        ],
+        "attempts": _attempts(state),
+        "has_return_value": state.has_return_value,
+        "return_value": _pretty(state.return_value) if state.has_return_value else "",
+        "result_problem": state.result_problem or "",
+    }
+
+
+def _attempts(state: TaskState) -> list[dict[str, Any]]:
+    rows = []
+    for number, attempt in enumerate(state.attempts, 1):
+        error = attempt.error or {}
+        traceback = str(error.get("traceback", ""))
+        rows.append(
+            {
+                "number": number,
+                "worker_id": attempt.worker_id,
+                "started_at": instant_text(attempt.started_at or None),
+                "finished_at": instant_text(attempt.finished_at),
+                "error_class": str(error.get("exception_class_path", "")),
+                "error_line": traceback.rstrip("\n").rpartition("\n")[2],
+                "traceback": traceback,
+            }
+        )
+    if state.record.state.name == "CLAIMED":
+        rows.append(
+            {
+                "number": len(rows) + 1,
+                "worker_id": state.record.owner,
+                "started_at": instant_text(state.record.updated_at),
+                "finished_at": "running",
+                "error_class": "",
+                "error_line": "",
+                "traceback": "",
+            }
+        )
+    return rows
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+class TaskFilter(admin.SimpleListFilter):
+    """The records of one task (by its path): declared tasks are the choices.
+
+    It reads every record of the queues the list shows (a payload is not indexed), and
+    selects at most ``MAX_TASK_MATCHES``: narrow by queue first on a large ledger.
+    """
+
+    title = "task"
+    parameter_name = "task"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        global _discovered
+        if not _discovered:
+            _discovered = True
+            # Each app's tasks module declares its tasks; without a task framework, none.
+            with contextlib.suppress(ImportError, ImproperlyConfigured):
+                autodiscover_modules("tasks")
+        return [(path, path.rpartition(".")[2] + f" ({path})") for path in declared_paths()]
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        value = self.value()
+        if value is None:
+            return queryset
+        if value not in {path for path, _ in self.lookup_choices}:
+            raise IncorrectLookupParameters(f"no task {value!r} to show")
+        return queryset.filter(key__in=matching_keys(queryset, value))
+
+
+def matching_keys(queryset: Any, path: str) -> list[str]:
+    """Return the keys of the records of task ``path`` in the queues of ``queryset``."""
+    needle = json.dumps({"task": path}, ensure_ascii=False)[1:-1].replace(": ", ":").encode()
+    keys: list[str] = []
+    for queue in queryset.spec.queues:
+        ledger = queryset.ledger(queue)
+        with ledger.translate_errors():
+            for raw_id, raw in ledger.redis.hscan_iter(ledger.records_key, count=1000):
+                if needle not in raw:
+                    continue
+                request_id = raw_id.decode("utf-8", "replace")
+                try:
+                    state = task_state(queue, decode_record(request_id, raw), None)
+                except CorruptRecord:
+                    continue  # corrupt: the quarantine's business
+                if state.task_path == path:
+                    keys.append(join_key(queue, request_id))
+                    if len(keys) >= MAX_TASK_MATCHES:
+                        return keys
+    return keys

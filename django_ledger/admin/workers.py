@@ -1,0 +1,211 @@
+"""Workers: who runs, on which queues, doing what since when, read from their heartbeats.
+
+Each ``ledger_worker`` writes a heartbeat to Redis that expires on its own
+(``django_ledger.core.worker.heartbeat``); this page lists the ones that have not
+expired, so a worker that died drops off within one heartbeat's lifetime. Nothing here
+writes. ``view_worker`` shows the page; a user sees the workers that serve a queue they
+reach, the running tasks of those queues only, and a task's record page link only with
+``view_record`` on its queue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from .. import permissions
+from ..core.transport import Translate
+from ..core.worker.heartbeat import Heartbeats, WorkerInfo
+from ..models import Worker
+from ..services import worker as worker_service
+from .base import LedgerModelAdmin
+from .display import count_text, instant_text, relative_text
+
+__all__ = ["WorkerAdmin"]
+
+
+@dataclass(frozen=True)
+class RunningRow:
+    """One task a worker runs, as this user may see it."""
+
+    request_id: str
+    queue: str
+    name: str
+    attempt: int
+    since: str
+    since_ago: str
+    record_url: str | None
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    """One live worker as the page shows it."""
+
+    info: WorkerInfo
+    url: str
+    started: str
+    started_ago: str
+    beat: str
+    beat_ago: str
+    counts: list[tuple[str, str]]
+    running: list[RunningRow]
+    #: Tasks it runs on queues this user does not reach: counted, never named.
+    hidden: int
+
+
+@admin.register(Worker)
+class WorkerAdmin(LedgerModelAdmin):
+    actions = None
+
+    # -- permissions ------------------------------------------------------------------
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        user = request.user
+        return bool(user.is_active and user.has_perm("django_ledger.view_worker"))
+
+    def can_see(self, request: HttpRequest, info: WorkerInfo) -> bool:
+        """Whether this user reaches a queue ``info`` serves (superusers: any worker)."""
+        user = request.user
+        if getattr(user, "is_superuser", False):
+            return True
+        return any(permissions.can_reach_queue(user, queue) for queue in info.queues)
+
+    # -- urls and views ---------------------------------------------------------------
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Any:
+        info = self._find(request, object_id)
+        return None if info is None else Worker(key=info.worker_id)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return self.guard(request, self.overview, request)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        return self.guard(request, self.detail_view, request, unquote(object_id))
+
+    def overview(self, request: HttpRequest) -> HttpResponse:
+        """List the live workers this user may see, with what each runs."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        now, found = _read()
+        rows = [self._row(request, info, now) for info in found if self.can_see(request, info)]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Workers",
+            "subtitle": None,
+            "opts": self.opts,
+            "rows": rows,
+            "now": instant_text(now),
+        }
+        return TemplateResponse(request, "admin/django_ledger/worker_list.html", context)
+
+    def detail_view(self, request: HttpRequest, worker_id: str) -> HttpResponse:
+        """Show one live worker: its heartbeat's every field and its running tasks."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        now, found = _read()
+        info = next((i for i in found if i.worker_id == worker_id), None)
+        if info is None or not self.can_see(request, info):
+            return self.not_found(request, worker_id)
+        row = self._row(request, info, now)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Worker {worker_id}",
+            "subtitle": None,
+            "opts": self.opts,
+            "row": row,
+            "fields": [
+                ("Worker id", info.worker_id),
+                ("Host", info.host),
+                ("Process id", str(info.pid)),
+                ("Queues", ", ".join(info.queues)),
+                ("Concurrency", count_text(info.concurrency)),
+                ("State", info.state),
+                ("Started", f"{row.started} ({row.started_ago})"),
+                ("Last beat", f"{row.beat} ({row.beat_ago})"),
+            ],
+            "now": instant_text(now),
+        }
+        return TemplateResponse(request, "admin/django_ledger/worker_detail.html", context)
+
+    # -- reading ----------------------------------------------------------------------
+
+    def _find(self, request: HttpRequest, worker_id: str) -> WorkerInfo | None:
+        _, found = _read()
+        info = next((i for i in found if i.worker_id == worker_id), None)
+        return info if info is not None and self.can_see(request, info) else None
+
+    def _row(self, request: HttpRequest, info: WorkerInfo, now: int) -> WorkerRow:
+        user = request.user
+        running, hidden = [], 0
+        for task in sorted(info.running, key=_since):
+            queue = str(task.get("queue", ""))
+            if not (getattr(user, "is_superuser", False) or permissions.can_reach_queue(user, queue)):
+                hidden += 1
+                continue
+            request_id = str(task.get("id", ""))
+            since = _since(task)
+            url = None
+            if permissions.can(user, "view", queue):
+                url = reverse(
+                    "admin:django_ledger_record_change",
+                    args=(quote(f"{queue} {request_id}"),),
+                    current_app=self.admin_site.name,
+                )
+            running.append(
+                RunningRow(
+                    request_id=request_id,
+                    queue=queue,
+                    name=str(task.get("name") or "-"),
+                    attempt=int(task.get("attempt", 0)),
+                    since=instant_text(since or None),
+                    since_ago=relative_text(since or None, now),
+                    record_url=url,
+                )
+            )
+        return WorkerRow(
+            info=info,
+            url=self.change_url(info.worker_id),
+            started=instant_text(info.started_at),
+            started_ago=relative_text(info.started_at, now),
+            beat=instant_text(info.beat_at or None),
+            beat_ago=relative_text(info.beat_at or None, now),
+            counts=[
+                ("processed", count_text(info.processed)),
+                ("failed", count_text(info.failed)),
+                ("retried", count_text(info.retried)),
+                ("lost", count_text(info.lost)),
+            ],
+            running=running,
+            hidden=hidden,
+        )
+
+
+def _read() -> tuple[int, list[WorkerInfo]]:
+    """The Redis server's clock (epoch ms) and every live heartbeat, or ``LedgerError``."""
+    beats: Heartbeats = worker_service.heartbeats()
+    with Translate("the worker heartbeats"):
+        seconds, micros = beats.redis.time()
+        found = beats.live()
+    return int(seconds) * 1000 + int(micros) // 1000, found
+
+
+def _since(task: dict[str, Any]) -> int:
+    value = task.get("since")
+    return int(value) if isinstance(value, int | float) else 0

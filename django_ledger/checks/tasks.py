@@ -1,0 +1,203 @@
+"""Checks of the task backend: ``TASKS`` entries naming ``LedgerBackend``, and task options.
+
+Importing this module needs no task framework: the backend's module is imported only
+for a ``TASKS`` entry that names it, and a missing framework is itself reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from importlib import import_module
+from typing import Any
+
+import django
+from django.apps import apps
+from django.conf import settings
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from .. import defaults as setting
+from ..tasks.options import (
+    BACKEND_OPTION_DEFAULTS,
+    QUEUE_OPTION_KEYS,
+    backend_option_problem,
+    normalize_option,
+)
+from .base import error as _error
+
+__all__ = ["check_tasks"]
+
+#: The paths ``TASKS[...]['BACKEND']`` may name the backend by.
+BACKEND_PATHS = frozenset(
+    {"django_ledger.tasks.LedgerBackend", "django_ledger.tasks.backend.LedgerBackend"}
+)
+
+
+def check_tasks(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Check every ``LedgerBackend`` of ``TASKS`` and the task options of every queue."""
+    queues = _ledger_queues()
+    errors: list[checks.CheckMessage] = list(_check_queue_options(queues))
+    tasks = getattr(settings, "TASKS", None)
+    if not isinstance(tasks, dict):
+        return errors
+    for alias, params in tasks.items():
+        if not isinstance(params, dict) or not _is_ledger_backend(params.get("BACKEND")):
+            continue
+        where = f"TASKS[{alias!r}]"
+        missing = _missing_framework()
+        if missing is not None:
+            errors.append(_error(64, missing, "pip install 'django-ledger[tasks]'.", where))
+            continue
+        errors += _check_backend(where, params, queues)
+    if (
+        errors
+        or django.VERSION >= (6, 0)
+        or not any(
+            isinstance(p, dict) and _is_ledger_backend(p.get("BACKEND")) for p in tasks.values()
+        )
+    ):
+        return errors
+    if not apps.is_installed("django_tasks"):
+        errors.append(
+            checks.Warning(
+                "The django-tasks backport is not in INSTALLED_APPS: its log lines for "
+                "task signals, its checks and its reset on a changed TASKS setting are off.",
+                hint="Add 'django_tasks' to INSTALLED_APPS (Django 5.2 only).",
+                obj="INSTALLED_APPS",
+                id="django_ledger.W060",
+            )
+        )
+    return errors
+
+
+def _ledger_queues() -> dict[str, dict[str, Any]]:
+    raw = getattr(settings, "LEDGER", {})
+    queues = raw.get("QUEUES", setting.TOP_DEFAULTS["QUEUES"]) if isinstance(raw, dict) else None
+    if not isinstance(queues, dict):
+        return {}  # check_settings says what is wrong with the shape
+    return {
+        name: overrides if isinstance(overrides, dict) else {} for name, overrides in queues.items()
+    }
+
+
+def _is_ledger_backend(path: Any) -> bool:
+    if not isinstance(path, str):
+        return False
+    if path in BACKEND_PATHS:
+        return True
+    if _missing_framework() is not None:
+        return False
+    try:
+        kind = import_string(path)
+    except ImportError:
+        return False  # Django's own check of TASKS says so
+    from ..tasks.backend import LedgerBackend
+
+    return isinstance(kind, type) and issubclass(kind, LedgerBackend)
+
+
+def _missing_framework() -> str | None:
+    try:
+        import_module("django_ledger.tasks.compat")
+    except ImproperlyConfigured as exc:
+        return f"{exc}."
+    return None
+
+
+def _check_backend(
+    where: str, params: dict[str, Any], queues: dict[str, dict[str, Any]]
+) -> Iterator[checks.CheckMessage]:
+    served = params.get("QUEUES", ["default"])
+    if isinstance(served, list | tuple | set):
+        for name in served:
+            if name not in queues:
+                known = ", ".join(repr(queue) for queue in queues) or "none"
+                yield _error(
+                    60,
+                    f"Task queue {name!r} is not a queue of LEDGER['QUEUES'] (it has {known}).",
+                    f"Add {name!r} to LEDGER['QUEUES'] (e.g. {{{name!r}: {{}}}}), or remove it here.",
+                    f"{where}['QUEUES']",
+                )
+    options = params.get("OPTIONS", {})
+    if not isinstance(options, dict):
+        yield _error(
+            61,
+            f"OPTIONS must be a dict, not {type(options).__name__}.",
+            "Give {'MAX_RESULT_BYTES': 65536} or leave OPTIONS out.",
+            f"{where}['OPTIONS']",
+        )
+        return
+    broken = False
+    for key, value in options.items():
+        problem = backend_option_problem(key, value)
+        if problem is not None:
+            broken = True
+            yield _error(
+                61,
+                f"{problem[0].upper()}{problem[1:]}.",
+                f"Known options: {', '.join(sorted(BACKEND_OPTION_DEFAULTS))}; see docs/tasks.md.",
+                f"{where}['OPTIONS'][{key!r}]",
+            )
+    if broken:
+        return
+    limit = options.get("MAX_RESULT_BYTES", BACKEND_OPTION_DEFAULTS["MAX_RESULT_BYTES"])
+    names = served if isinstance(served, list | tuple | set) and served else list(queues)
+    for name in names:
+        if name not in queues:
+            continue
+        payload_limit = _payload_limit(queues[name])
+        if isinstance(payload_limit, int) and limit > payload_limit:
+            yield _error(
+                62,
+                f"MAX_RESULT_BYTES ({limit:,}) is more than queue {name!r} allows: its "
+                f"MAX_PAYLOAD_BYTES is {payload_limit:,}, and a result is bounded like a payload.",
+                f"Lower MAX_RESULT_BYTES to at most {payload_limit:,}, or raise the queue's "
+                "MAX_PAYLOAD_BYTES.",
+                f"{where}['OPTIONS']['MAX_RESULT_BYTES']",
+            )
+
+
+def _payload_limit(overrides: dict[str, Any]) -> Any:
+    if "MAX_PAYLOAD_BYTES" in overrides:
+        return overrides["MAX_PAYLOAD_BYTES"]
+    raw = getattr(settings, "LEDGER", {})
+    defaults = raw.get("DEFAULTS") if isinstance(raw, dict) else None
+    if isinstance(defaults, dict) and "MAX_PAYLOAD_BYTES" in defaults:
+        return defaults["MAX_PAYLOAD_BYTES"]
+    return setting.DEFAULTS["MAX_PAYLOAD_BYTES"]
+
+
+def _check_queue_options(queues: dict[str, dict[str, Any]]) -> Iterator[checks.CheckMessage]:
+    for name, overrides in queues.items():
+        seconds: dict[str, float] = {}
+        for key, option in QUEUE_OPTION_KEYS.items():
+            if overrides.get(key) is None:
+                continue
+            where = f"LEDGER['QUEUES'][{name!r}][{key!r}]"
+            try:
+                value = normalize_option(option, overrides[key])
+            except (TypeError, ValueError) as exc:
+                yield _error(63, f"{exc}.", _OPTION_HINTS[key], where)
+                continue
+            if key in ("BACKOFF_BASE", "BACKOFF_CAP"):
+                seconds[key] = value
+        if seconds.get("BACKOFF_BASE", 0) > seconds.get("BACKOFF_CAP", float("inf")):
+            yield _error(
+                63,
+                f"BACKOFF_BASE ({seconds['BACKOFF_BASE']:g} s) is more than BACKOFF_CAP "
+                f"({seconds['BACKOFF_CAP']:g} s).",
+                "The cap bounds every retry's wait, the first one's too: raise it or lower the base.",
+                f"LEDGER['QUEUES'][{name!r}]",
+            )
+
+
+_OPTION_HINTS = {
+    "BACKOFF_BASE": "Give a timedelta or a number of seconds more than 0 (the default is 5).",
+    "BACKOFF_CAP": "Give a timedelta or a number of seconds more than 0 (the default is 600).",
+    "RETRY_ON": "Give a list of exception classes or dotted paths, e.g. [ConnectionError].",
+    "TIMEOUT": "Give a timedelta or a number of seconds (0: no limit).",
+    "UNIQUE": "Give True or False.",
+}

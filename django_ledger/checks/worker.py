@@ -1,0 +1,41 @@
+"""Checks of what the worker will run: each raw queue's ``HANDLER``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+from django.utils.module_loading import import_string
+
+from .base import error as _error
+
+__all__ = ["check_handlers"]
+
+
+def check_handlers(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Each ``LEDGER['QUEUES'][name]['HANDLER']`` must be a dotted path to a callable."""
+    raw = getattr(settings, "LEDGER", {})
+    queues = raw.get("QUEUES") if isinstance(raw, dict) else None
+    if not isinstance(queues, dict):
+        return []  # check_settings says what is wrong with the shape
+    errors: list[checks.CheckMessage] = []
+    for name, overrides in queues.items():
+        if not isinstance(overrides, dict) or "HANDLER" not in overrides:
+            continue
+        path, where = overrides["HANDLER"], f"LEDGER['QUEUES'][{name!r}]['HANDLER']"
+        hint = "Give the dotted path of a function that takes one argument, the job."
+        if not isinstance(path, str) or "." not in path:
+            errors.append(_error(80, f"Must be a dotted path, got {path!r}.", hint, where))
+            continue
+        try:
+            handler = import_string(path)
+        except ImportError as exc:
+            errors.append(_error(80, f"{path!r} does not import: {exc}.", hint, where))
+            continue
+        if not callable(handler):
+            errors.append(_error(81, f"{path!r} is not callable.", hint, where))
+    return errors

@@ -1,0 +1,54 @@
+"""The scheduler's Django-free core: fires, misfire policy, shared state, ticks, the loop.
+
+``fires`` computes when a cron expression (in a time zone) or an interval fires;
+``misfire`` decides which due fires to admit; ``state`` keeps each schedule's state in
+Redis with compare-and-set writes; ``ticker`` runs one tick (decide, claim the
+dispatch, admit); ``loop`` ticks until stopped. The Django layer
+(``django_ledger.schedules``, ``django_ledger.services.scheduler``) builds them from
+``LEDGER['SCHEDULES']``; ``docs/scheduler.md`` explains the design.
+"""
+
+from .fires import MACROS, BadTiming, Cron, Every, Timing, datetime_of, epoch_of, zone_of
+from .loop import SchedulerLoop
+from .misfire import MAX_FIRES, ON_TIME_MS, Decision, Misfire, decide
+from .state import Pause, Pending, ScheduleStore, Snapshot, state_key
+from .ticker import (
+    FIRE_LEASE_MS,
+    Admit,
+    Fire,
+    FireEvent,
+    Outcome,
+    Schedule,
+    Ticker,
+    TickReport,
+)
+
+__all__ = [
+    "FIRE_LEASE_MS",
+    "MACROS",
+    "MAX_FIRES",
+    "ON_TIME_MS",
+    "Admit",
+    "BadTiming",
+    "Cron",
+    "Decision",
+    "Every",
+    "Fire",
+    "FireEvent",
+    "Misfire",
+    "Outcome",
+    "Pause",
+    "Pending",
+    "Schedule",
+    "ScheduleStore",
+    "SchedulerLoop",
+    "Snapshot",
+    "TickReport",
+    "Ticker",
+    "Timing",
+    "datetime_of",
+    "decide",
+    "epoch_of",
+    "state_key",
+    "zone_of",
+]

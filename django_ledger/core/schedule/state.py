@@ -1,0 +1,186 @@
+"""The scheduler's shared state in Redis: one hash per namespace, ``{namespace}:schedules``.
+
+Fields, for each schedule key ``K`` (keys hold no whitespace, so a space separates):
+
+- ``through K``: the second through which ``K``'s fires are decided (epoch seconds);
+- ``pending K E``: fire ``E`` was decided for admission and is not known to be done
+  (JSON ``{"node": ..., "deadline": ms}``: who decided it, and until when it is theirs
+  to finish before any other node takes it over);
+- ``paused K``: an operator paused ``K`` (JSON ``{"by": ..., "at": ms}``).
+
+A decision moves ``through`` and adds its pending fires in one script call, a
+compare-and-set on the ``through`` the node read (``lua/schedule_commit.lua``); the
+other writes are single commands. The server clock is read with ``TIME``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Final
+
+import redis as redis_py
+
+from ..transport import Translate
+
+__all__ = ["Pause", "Pending", "ScheduleStore", "Snapshot", "state_key"]
+
+_SCRIPT: Final = "schedule_commit.lua"
+
+
+def state_key(namespace: str) -> str:
+    """Return the state hash's key for ``namespace``."""
+    return "{%s}:schedules" % namespace  # noqa: UP031 - braces are the hash tag
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A fire decided for admission: who decided it, and until when it is theirs."""
+
+    node: str
+    deadline_ms: int
+
+    def to_json(self) -> str:
+        return json.dumps({"node": self.node, "deadline": self.deadline_ms}, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Pause:
+    """An operator's pause of one schedule."""
+
+    by: str
+    at_ms: int
+
+
+@dataclass
+class Snapshot:
+    """The server clock and every schedule's state, read in one round trip."""
+
+    now_ms: int
+    through: dict[str, int] = field(default_factory=dict)
+    paused: dict[str, Pause] = field(default_factory=dict)
+    pending: dict[str, dict[int, Pending]] = field(default_factory=dict)
+    #: Schedules whose ``through`` field holds something no scheduler writes.
+    corrupt: dict[str, str] = field(default_factory=dict)
+
+
+class ScheduleStore:
+    """Read and write the scheduler's state hash on one redis-py client."""
+
+    def __init__(self, redis: Any, namespace: str) -> None:
+        self.redis = redis
+        self.namespace = namespace
+        self.key = state_key(namespace)
+        folder = resources.files("django_ledger.core") / "lua"
+        self._script = redis.register_script((folder / _SCRIPT).read_text(encoding="utf-8"))
+        #: Test seam: milliseconds added to the Redis server clock as this store reads it.
+        self.clock_skew_ms = 0
+
+    def __repr__(self) -> str:
+        return f"<ScheduleStore {self.key}>"
+
+    def _translate(self) -> Translate:
+        return Translate(self)
+
+    # -- reads ----------------------------------------------------------------------
+
+    def server_time_ms(self) -> int:
+        """Return the Redis server's clock (plus the test skew) in epoch milliseconds."""
+        with self._translate():
+            seconds, micros = self.redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000 + self.clock_skew_ms
+
+    def snapshot(self) -> Snapshot:
+        """Read the server clock and the whole state hash in one round trip."""
+        with self._translate():
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.time()
+            pipe.hgetall(self.key)
+            (seconds, micros), raw = pipe.execute()
+        snapshot = Snapshot(int(seconds) * 1000 + int(micros) // 1000 + self.clock_skew_ms)
+        for name, value in raw.items():
+            _read_field(snapshot, _text(name), _text(value))
+        return snapshot
+
+    # -- writes ---------------------------------------------------------------------
+
+    def start(self, key: str, through: int) -> bool:
+        """Record ``through`` for a schedule seen for the first time; say if this call did."""
+        with self._translate():
+            return bool(self.redis.hsetnx(self.key, f"through {key}", str(through)))
+
+    def commit(
+        self,
+        key: str,
+        expected: int | None,
+        through: int,
+        fires: Iterable[int],
+        pending: Pending,
+    ) -> bool:
+        """Move ``through`` from ``expected`` and hold ``fires`` pending; say if it won."""
+        args = [key, "" if expected is None else str(expected), str(through), pending.to_json()]
+        args += [str(fire) for fire in fires]
+        with self._translate():
+            try:
+                won = self.redis.evalsha(self._script.sha, 1, self.key, *args)
+            except redis_py.exceptions.NoScriptError:
+                won = self.redis.eval(self._script.script, 1, self.key, *args)
+        return bool(won)
+
+    def finish(self, key: str, epoch: int) -> None:
+        """Forget a pending fire: it is admitted (or given up), by whichever node."""
+        with self._translate():
+            self.redis.hdel(self.key, f"pending {key} {epoch}")
+
+    def pause(self, key: str, by: str) -> Pause:
+        """Pause ``key``: from their next tick, nodes admit none of its fires."""
+        with self._translate():
+            pause = Pause(by, self.server_time_ms())
+            value = json.dumps({"by": by, "at": pause.at_ms}, separators=(",", ":"))
+            self.redis.hset(self.key, f"paused {key}", value)
+        return pause
+
+    def resume(self, key: str) -> bool:
+        """Resume ``key``; fires that came due while it was paused stay unrun."""
+        with self._translate():
+            return bool(self.redis.hdel(self.key, f"paused {key}"))
+
+    def set_through(self, key: str, through: int) -> None:
+        """Set ``through`` outright (operators and tests; a tick uses ``commit``)."""
+        with self._translate():
+            self.redis.hset(self.key, f"through {key}", str(through))
+
+    def forget(self, key: str) -> int:
+        """Delete every field of ``key``: it starts afresh at its next tick."""
+        with self._translate():
+            names = [_text(name) for name in self.redis.hkeys(self.key)]
+            mine = [n for n in names if n.split(" ")[1:2] == [key]]
+            return int(self.redis.hdel(self.key, *mine)) if mine else 0
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _read_field(snapshot: Snapshot, name: str, value: str) -> None:
+    kind, _, rest = name.partition(" ")
+    try:
+        if kind == "through":
+            try:
+                snapshot.through[rest] = int(value)
+            except ValueError:
+                snapshot.corrupt[rest] = value
+        elif kind == "paused":
+            data = json.loads(value)
+            snapshot.paused[rest] = Pause(str(data.get("by", "")), int(data.get("at", 0)))
+        elif kind == "pending":
+            key, _, epoch = rest.rpartition(" ")
+            data = json.loads(value)
+            entry = Pending(str(data["node"]), int(data["deadline"]))
+            snapshot.pending.setdefault(key, {})[int(epoch)] = entry
+    except (ValueError, KeyError, TypeError, AttributeError):
+        # A pause or pending entry no scheduler wrote: ignore it rather than stop
+        # every schedule (a bad ``through`` is reported in ``corrupt``).
+        return

@@ -1,0 +1,92 @@
+"""Worker heartbeats in Redis: who is running, on which queues, doing what, since when.
+
+Each worker writes one JSON document under ``{namespace}:worker:{worker_id}`` with an
+expiry a few beats long, and scores its id in ``{namespace}:workers`` by the beat's time;
+a worker that dies simply stops beating, and its entry expires and drops off the list.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Heartbeats", "WorkerInfo"]
+
+
+@dataclass
+class WorkerInfo:
+    """What one heartbeat says of a worker."""
+
+    worker_id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    started_at: int
+    beat_at: int = 0
+    processed: int = 0
+    failed: int = 0
+    retried: int = 0
+    lost: int = 0
+    #: What runs now: one dict per job (id, queue, name, attempt, since in epoch ms).
+    running: list[dict[str, Any]] = field(default_factory=list)
+    state: str = "running"
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> WorkerInfo:
+        data = json.loads(raw)
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
+
+
+class Heartbeats:
+    """Write and read worker heartbeats for one namespace."""
+
+    def __init__(self, redis: Any, namespace: str) -> None:
+        self.redis = redis
+        self.namespace = namespace
+        self.index_key = f"{namespace}:workers"
+
+    def key(self, worker_id: str) -> str:
+        return f"{self.namespace}:worker:{worker_id}"
+
+    def beat(self, info: WorkerInfo, ttl_s: float) -> None:
+        """Write ``info``; it expires after ``ttl_s`` unless the next beat comes first."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self.key(info.worker_id), info.to_json(), px=max(1, int(ttl_s * 1000)))
+        pipe.zadd(self.index_key, {info.worker_id: info.beat_at})
+        pipe.execute()
+
+    def forget(self, worker_id: str) -> None:
+        """Remove a worker that stopped cleanly."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.delete(self.key(worker_id))
+        pipe.zrem(self.index_key, worker_id)
+        pipe.execute()
+
+    def live(self) -> list[WorkerInfo]:
+        """Every worker whose heartbeat has not expired, most recently started first."""
+        ids = [
+            m.decode() if isinstance(m, bytes) else m
+            for m in self.redis.zrange(self.index_key, 0, -1)
+        ]
+        if not ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for worker_id in ids:
+            pipe.get(self.key(worker_id))
+        found, gone = [], []
+        for worker_id, raw in zip(ids, pipe.execute(), strict=True):
+            if raw is None:
+                gone.append(worker_id)
+                continue
+            try:
+                found.append(WorkerInfo.from_json(raw))
+            except (ValueError, TypeError):
+                gone.append(worker_id)
+        if gone:
+            self.redis.zrem(self.index_key, *gone)
+        return sorted(found, key=lambda info: -info.started_at)

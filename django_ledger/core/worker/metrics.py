@@ -1,0 +1,79 @@
+"""Prometheus metrics of a worker, with ``prometheus-client`` installed (the ``metrics`` extra).
+
+``PrometheusMetrics`` implements the runtime's ``Metrics``; ``serve(port)`` exposes them
+over HTTP for scraping. Without the package, ``available()`` is false and the worker
+runs without metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["PrometheusMetrics", "available", "serve"]
+
+try:  # pragma: no cover - depends on what is installed
+    import prometheus_client as _prometheus
+except ImportError:  # pragma: no cover
+    _prometheus = None
+
+
+def available() -> bool:
+    return _prometheus is not None
+
+
+class PrometheusMetrics:
+    """Counters and histograms by queue, task and outcome, on one registry."""
+
+    def __init__(self, registry: Any = None) -> None:
+        if _prometheus is None:
+            raise RuntimeError("install prometheus-client (pip install 'django-ledger[metrics]')")
+        registry = registry if registry is not None else _prometheus.REGISTRY
+        self.registry = registry
+        self._tasks = _prometheus.Counter(
+            "ledger_tasks",
+            "Tasks settled, by queue, task and outcome (completed, failed, retry, lost).",
+            ["queue", "task", "outcome"],
+            registry=registry,
+        )
+        self._seconds = _prometheus.Histogram(
+            "ledger_task_seconds",
+            "Run time of a task attempt, by queue and task.",
+            ["queue", "task"],
+            registry=registry,
+            buckets=(0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800),
+        )
+        self._lost = _prometheus.Counter(
+            "ledger_lost_leases",
+            "Claims whose lease was lost (a renewal or a settlement answered LOST).",
+            ["queue"],
+            registry=registry,
+        )
+        self._in_flight = _prometheus.Gauge(
+            "ledger_in_flight",
+            "Claims this worker holds (running or prefetched).",
+            registry=registry,
+        )
+        self._depth = _prometheus.Gauge(
+            "ledger_queue_depth", "PENDING records of a queue.", ["queue"], registry=registry
+        )
+
+    def outcome(self, queue: str, name: str, outcome: str, seconds: float | None) -> None:
+        self._tasks.labels(queue, name or "-", outcome).inc()
+        if seconds is not None:
+            self._seconds.labels(queue, name or "-").observe(seconds)
+
+    def lost(self, queue: str) -> None:
+        self._lost.labels(queue).inc()
+
+    def in_flight(self, count: int) -> None:
+        self._in_flight.set(count)
+
+    def depth(self, queue: str, pending: int) -> None:
+        self._depth.labels(queue).set(pending)
+
+
+def serve(port: int, metrics: PrometheusMetrics, addr: str = "0.0.0.0") -> None:
+    """Serve ``/metrics`` on ``port`` from a daemon thread."""
+    if _prometheus is None:
+        raise RuntimeError("install prometheus-client (pip install 'django-ledger[metrics]')")
+    _prometheus.start_http_server(port, addr=addr, registry=metrics.registry)

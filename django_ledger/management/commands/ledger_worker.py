@@ -1,0 +1,223 @@
+"""``manage.py ledger_worker [QUEUE ...]``: run tasks, renew their leases, repair, stop cleanly.
+
+A thin face over ``django_ledger.core.worker``: it reads the settings, builds a handler per
+queue (Django tasks, or the queue's raw ``HANDLER``), owns the signals, and runs the
+runtime. ``--processes N`` runs N such workers as child processes and restarts any that
+ends on a time-out (see ``docs/worker.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...services.worker import WorkerOptions, build_worker, worker_queues
+
+#: Set in the environment of the children ``--processes`` starts.
+CHILD_ENV = "DJANGO_LEDGER_WORKER_CHILD"
+
+
+class Command(BaseCommand):
+    help = "Run the ledger's tasks: claim, run, renew, settle and repair, until stopped."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("queues", nargs="*", help="queues to serve (default: every task queue)")
+        parser.add_argument(
+            "--concurrency",
+            type=int,
+            default=None,
+            help="jobs at once (default 8, 1 with --processes)",
+        )
+        parser.add_argument("--processes", type=int, default=0, help="run N worker processes")
+        parser.add_argument(
+            "--prefetch",
+            type=int,
+            default=None,
+            help="claims held ready beyond the running ones (default: --concurrency)",
+        )
+        parser.add_argument("--burst", action="store_true", help="run what is due now, then exit 0")
+        parser.add_argument(
+            "--max-tasks", type=int, default=None, help="exit 0 after this many tasks"
+        )
+        parser.add_argument(
+            "--worker-id", default=None, help="this worker's id (default: host:pid:random)"
+        )
+        parser.add_argument(
+            "--shutdown-timeout",
+            type=float,
+            default=30.0,
+            help="seconds running tasks get to finish on a stop (default 30)",
+        )
+        parser.add_argument(
+            "--no-repair", action="store_true", help="do not run repair sweeps in this worker"
+        )
+        parser.add_argument(
+            "--reload", action="store_true", help="restart when code changes (development)"
+        )
+        parser.add_argument(
+            "--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port"
+        )
+        parser.add_argument(
+            "--scheduler", action="store_true", help="run the scheduler in this worker too"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self._log_to_stdout(options["verbosity"])
+        if options["processes"] and not os.environ.get(CHILD_ENV):
+            raise SystemExit(self._supervise(options))
+        if options["reload"]:
+            from django.utils import autoreload
+
+            autoreload.run_with_reloader(lambda: self._serve(options))
+            return
+        code = self._serve(options)
+        if code:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)  # a time-out or a forced stop: do not wait for stuck threads
+
+    # -- one worker --------------------------------------------------------------------
+
+    def _serve(self, options: dict[str, Any]) -> int:
+        child = bool(os.environ.get(CHILD_ENV))
+        concurrency = options["concurrency"] or (1 if child else 8)
+        worker_options = WorkerOptions(
+            queues=options["queues"],
+            concurrency=concurrency,
+            prefetch=options["prefetch"],
+            burst=options["burst"],
+            max_tasks=options["max_tasks"],
+            worker_id=options["worker_id"],
+            shutdown_timeout=options["shutdown_timeout"],
+            repair=not options["no_repair"],
+            metrics_port=options["metrics_port"],
+            exit_on_timeout=child,
+        )
+        try:
+            worker = build_worker(worker_options)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        scheduler = self._scheduler(options["scheduler"])
+        with _signals_stop(worker.request_stop):
+            try:
+                code = worker.run()
+            finally:
+                if scheduler is not None:
+                    scheduler.set()
+        return code
+
+    def _scheduler(self, wanted: bool) -> threading.Event | None:
+        if not wanted:
+            return None
+        try:
+            from ...services.scheduler import start_scheduler_thread  # type: ignore[attr-defined]
+        except ImportError as exc:
+            raise CommandError(f"the scheduler is not available: {exc}") from exc
+        stop = threading.Event()
+        start_scheduler_thread(stop)
+        return stop
+
+    def _log_to_stdout(self, verbosity: int) -> None:
+        logger = logging.getLogger("django_ledger")
+        if verbosity == 0 or logger.handlers or logging.getLogger().handlers:
+            return  # the project's LOGGING decides
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG if verbosity > 2 else logging.INFO)
+
+    # -- --processes N -----------------------------------------------------------------
+
+    def _supervise(self, options: dict[str, Any]) -> int:
+        """Run N children and restart one that ends on a time-out (or dies) until stopped."""
+        count = options["processes"]
+        if count < 1:
+            raise CommandError("--processes must be at least 1")
+        worker_queues(options["queues"])  # refuse unknown queues before starting anything
+        argv = [sys.executable, sys.argv[0], *_child_args(sys.argv[1:])]
+        env = {**os.environ, CHILD_ENV: "1"}
+        stopping = threading.Event()
+        forced = threading.Event()
+        tick = threading.Event()  # never set: a wait with a time-out between looks
+        children: dict[int, subprocess.Popen[bytes]] = {}
+
+        def start(slot: int) -> None:
+            children[slot] = subprocess.Popen(argv, env=env)
+
+        def stop(signum: int, frame: Any) -> None:
+            if stopping.is_set():
+                forced.set()
+            stopping.set()
+            for child in children.values():
+                if child.poll() is None:
+                    child.send_signal(signal.SIGKILL if forced.is_set() else signal.SIGTERM)
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for slot in range(count):
+                start(slot)
+            while True:
+                alive = False
+                for slot, child in list(children.items()):
+                    code = child.poll()
+                    if code is None:
+                        alive = True
+                        continue
+                    if stopping.is_set() or options["burst"] or options["max_tasks"]:
+                        continue
+                    self.stderr.write(
+                        f"worker process {child.pid} ended ({code}); starting another"
+                    )
+                    start(slot)
+                    alive = True
+                if not alive:
+                    break
+                tick.wait(0.1)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        codes = [child.returncode for child in children.values()]
+        return 1 if forced.is_set() else (0 if stopping.is_set() else max(codes, default=0))
+
+
+def _child_args(args: list[str]) -> list[str]:
+    """The command line without ``--processes N`` (the children are single workers)."""
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg == "--processes":
+            skip = True
+            continue
+        if arg.startswith("--processes="):
+            continue
+        out.append(arg)
+    return out
+
+
+@contextmanager
+def _signals_stop(request_stop: Any) -> Iterator[None]:
+    """SIGTERM or SIGINT asks the worker to stop; a second one stops it at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handle(signum: int, frame: Any) -> None:
+        request_stop()
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,362 @@
+"""``LEDGER['SCHEDULES']``: each schedule's settings, checked and typed.
+
+The system checks (``django_ledger.checks.schedules``) and the scheduler read the
+setting through ``problems`` and ``schedule_of`` here, so they agree: the checks report
+every problem with its id; the scheduler refuses to start on the first.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from ..core.schedule import BadTiming, Cron, Every, Misfire, Schedule, Timing, zone_of
+from ..defaults import LIMITS, SCHEDULE_DEFAULTS, SCHEDULE_KEYS, Limit, usable_name
+
+__all__ = [
+    "PRIORITY_RANGE",
+    "Problem",
+    "ScheduleConfig",
+    "configured_schedules",
+    "problems",
+    "schedule_of",
+]
+
+#: Priorities a schedule's fires may carry, as the task framework allows.
+PRIORITY_RANGE = range(-100, 101)
+_GRACE = Limit("duration", 0, LIMITS["RETENTION"].high, low_inclusive=False)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with ``LEDGER['SCHEDULES']``: its check id number, words and place."""
+
+    id: int
+    message: str
+    hint: str
+    where: str
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """One schedule, defaults filled in and every value checked."""
+
+    key: str
+    task: str
+    timing: Timing
+    cron: str | None
+    every: int | None
+    timezone: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    queue: str
+    priority: int
+    misfire: Misfire
+    grace: timedelta
+    enabled: bool
+
+    @property
+    def schedule(self) -> Schedule:
+        """The core's view of this schedule, for the ticker."""
+        return Schedule(
+            key=self.key,
+            timing=self.timing,
+            misfire=self.misfire,
+            grace_ms=self.grace // timedelta(milliseconds=1),
+            enabled=self.enabled,
+        )
+
+
+def configured_schedules(
+    raw: Any, queues: dict[str, Any], *, strict: bool = True
+) -> dict[str, ScheduleConfig]:
+    """Type every schedule of ``raw`` (``LEDGER['SCHEDULES']``).
+
+    With ``strict``, the first problem raises ``ImproperlyConfigured``; without it, a
+    schedule with problems is left out.
+    """
+    found = problems(raw, queues)
+    if found and strict:
+        first = found[0]
+        raise ImproperlyConfigured(
+            f"{first.where}: {first.message} (django_ledger.E{first.id:03d}; {first.hint})"
+        )
+    schedules: dict[str, ScheduleConfig] = {}
+    if not isinstance(raw, dict):
+        return schedules
+    for key, entry in raw.items():
+        if not usable_name(key) or any(p.where.startswith(_where(key)) for p in found):
+            continue
+        schedules[key] = schedule_of(key, entry, queues)
+    return schedules
+
+
+def schedule_of(key: str, entry: dict[str, Any], queues: dict[str, Any]) -> ScheduleConfig:
+    """Type one schedule that ``problems`` passed."""
+    config = {**SCHEDULE_DEFAULTS, **entry}
+    zone = zone_of(config["TIMEZONE"])
+    cron, every = config.get("CRON"), config.get("EVERY")
+    timing: Timing
+    if isinstance(cron, str):
+        timing = Cron(cron, zone)
+        seconds = None
+    else:
+        assert every is not None  # ``problems`` holds one of them to be set
+        timing = Every.of(every, zone)
+        seconds = timing.seconds
+    grace = config["GRACE"]
+    return ScheduleConfig(
+        key=key,
+        task=config["TASK"],
+        timing=timing,
+        cron=cron,
+        every=seconds,
+        timezone=config["TIMEZONE"],
+        args=tuple(config["ARGS"]),
+        kwargs=dict(config["KWARGS"]),
+        queue=_queue_of(config),
+        priority=config["PRIORITY"],
+        misfire=Misfire(config["MISFIRE"]),
+        grace=grace if isinstance(grace, timedelta) else timedelta(seconds=grace),
+        enabled=config["ENABLED"],
+    )
+
+
+def problems(raw: Any, queues: dict[str, Any]) -> list[Problem]:
+    """Return everything wrong with ``LEDGER['SCHEDULES']``, each with its check id."""
+    where = "LEDGER['SCHEDULES']"
+    if raw is None:
+        return []
+    if not isinstance(raw, dict):
+        return [
+            Problem(
+                70,
+                f"Must be a dict of schedule key -> settings, not {type(raw).__name__}.",
+                "For example: 'SCHEDULES': {'nightly': {'TASK': 'reports.tasks.nightly', "
+                "'CRON': '0 3 * * *'}}.",
+                where,
+            )
+        ]
+    found: list[Problem] = []
+    for key, entry in raw.items():
+        if not usable_name(key):
+            found.append(
+                Problem(
+                    71,
+                    f"Schedule key {key!r} cannot name a schedule.",
+                    "Use 1 to 100 characters without whitespace, braces or control "
+                    "characters: it is part of request ids and Redis keys.",
+                    where,
+                )
+            )
+            continue
+        found += _entry_problems(key, entry, queues)
+    return found
+
+
+def _where(key: str, name: str | None = None) -> str:
+    where = f"LEDGER['SCHEDULES'][{key!r}]"
+    return where if name is None else f"{where}[{name!r}]"
+
+
+def _entry_problems(key: str, entry: Any, queues: dict[str, Any]) -> list[Problem]:
+    if not isinstance(entry, dict):
+        return [
+            Problem(
+                70,
+                f"Must be a dict of settings, not {type(entry).__name__}.",
+                "Give at least TASK and one of CRON or EVERY.",
+                _where(key),
+            )
+        ]
+    found = [
+        Problem(
+            72,
+            f"Unknown key {name!r}.",
+            f"Known keys: {', '.join(sorted(SCHEDULE_KEYS))} (keys are upper case).",
+            _where(key),
+        )
+        for name in entry
+        if name not in SCHEDULE_KEYS
+    ]
+    config = {**SCHEDULE_DEFAULTS, **entry}
+    found += _task_problems(key, config)
+    found += _timing_problems(key, config)
+    found += _queue_problems(key, config, queues)
+    found += _option_problems(key, config)
+    return found
+
+
+def _task_problems(key: str, config: dict[str, Any]) -> list[Problem]:
+    path, where = config.get("TASK"), _where(key, "TASK")
+    hint = "Give the dotted path of a task (a function decorated with @task), e.g. 'reports.tasks.nightly'."
+    if path is None:
+        return [Problem(73, "A schedule needs TASK.", hint, _where(key))]
+    if not isinstance(path, str) or "." not in path:
+        return [Problem(73, f"Must be a dotted path, got {path!r}.", hint, where)]
+    try:
+        import_string(path)
+    except ImportError as exc:
+        return [Problem(73, f"{path!r} does not import: {exc}.", hint, where)]
+    return []
+
+
+def _timing_problems(key: str, config: dict[str, Any]) -> list[Problem]:
+    cron, every = config.get("CRON"), config.get("EVERY")
+    found: list[Problem] = []
+    if (cron is None) == (every is None):
+        found.append(
+            Problem(
+                74,
+                "Give exactly one of CRON and EVERY"
+                + (", not both." if cron is not None else "; it has neither."),
+                "CRON: a cron expression such as '0 3 * * *'; EVERY: a timedelta such as "
+                "timedelta(minutes=5).",
+                _where(key),
+            )
+        )
+    try:
+        zone = zone_of(config["TIMEZONE"])
+    except BadTiming as exc:
+        found.append(
+            Problem(
+                77,
+                f"{exc}.",
+                "Give an IANA time zone name such as 'Europe/Paris' or 'UTC' (the default); "
+                "on a system without tz data, install the tzdata package.",
+                _where(key, "TIMEZONE"),
+            )
+        )
+        zone = zone_of("UTC")
+    if cron is not None:
+        try:
+            Cron(cron, zone)
+        except BadTiming as exc:
+            found.append(
+                Problem(
+                    75,
+                    f"{exc}.",
+                    "Five fields (minute hour day-of-month month day-of-week), six with "
+                    "seconds first, or @hourly, @daily, @weekly, @monthly, @yearly.",
+                    _where(key, "CRON"),
+                )
+            )
+    if every is not None:
+        try:
+            Every.of(every, zone)
+        except BadTiming as exc:
+            found.append(
+                Problem(
+                    76,
+                    f"{exc}.",
+                    "Give a timedelta of whole seconds, at least one, e.g. timedelta(minutes=5).",
+                    _where(key, "EVERY"),
+                )
+            )
+    return found
+
+
+def _queue_of(config: dict[str, Any]) -> str:
+    queue = config["QUEUE"]
+    if queue is not None:
+        return str(queue)
+    path = config.get("TASK")
+    try:
+        task = import_string(path) if isinstance(path, str) else None
+    except ImportError:
+        return "default"
+    name = getattr(task, "queue_name", None)
+    return name if isinstance(name, str) else "default"
+
+
+def _queue_problems(key: str, config: dict[str, Any], queues: dict[str, Any]) -> list[Problem]:
+    queue = config["QUEUE"]
+    if queue is not None and not isinstance(queue, str):
+        name: Any = queue
+    else:
+        try:
+            name = _queue_of(config)
+        except (TypeError, ValueError):
+            return []  # the task's own problem is reported already
+    if isinstance(name, str) and name in queues:
+        return []
+    known = ", ".join(map(repr, queues)) or "none"
+    origin = "QUEUE" if queue is not None else "the task's queue_name"
+    return [
+        Problem(
+            78,
+            f"{origin} {name!r} is not a queue of LEDGER['QUEUES'] (it configures {known}).",
+            "Name a configured queue in QUEUE, or add the queue to LEDGER['QUEUES'].",
+            _where(key, "QUEUE"),
+        )
+    ]
+
+
+def _option_problems(key: str, config: dict[str, Any]) -> list[Problem]:
+    found: list[Problem] = []
+
+    def bad(name: str, message: str, hint: str) -> None:
+        found.append(Problem(79, f"{name} {message}.", hint, _where(key, name)))
+
+    args, kwargs = config["ARGS"], config["KWARGS"]
+    if not isinstance(args, list | tuple):
+        bad(
+            "ARGS",
+            f"must be a list, got {args!r}",
+            "Give the task's positional arguments as a list.",
+        )
+    elif not _json_ok(list(args)):
+        bad(
+            "ARGS",
+            "must hold JSON values only",
+            "Give str, int, float, bool, None, lists and dicts.",
+        )
+    if not isinstance(kwargs, dict) or not all(isinstance(name, str) for name in kwargs):
+        bad(
+            "KWARGS",
+            f"must be a dict with str keys, got {kwargs!r}",
+            "Give the task's keyword arguments.",
+        )
+    elif not _json_ok(kwargs):
+        bad(
+            "KWARGS",
+            "must hold JSON values only",
+            "Give str, int, float, bool, None, lists and dicts.",
+        )
+    priority = config["PRIORITY"]
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or priority not in PRIORITY_RANGE
+    ):
+        bad(
+            "PRIORITY",
+            f"must be an int from -100 to 100, got {priority!r}",
+            "0 is the default; higher runs first.",
+        )
+    misfire = config["MISFIRE"]
+    if misfire not in {policy.value for policy in Misfire}:
+        bad(
+            "MISFIRE",
+            f"must be 'latest', 'all' or 'skip', got {misfire!r}",
+            "'latest' (the default) runs the newest missed fire once.",
+        )
+    problem = _GRACE.problem(config["GRACE"])
+    if problem is not None:
+        bad("GRACE", problem, "Give a timedelta, e.g. timedelta(hours=1) (the default).")
+    if not isinstance(config["ENABLED"], bool):
+        bad("ENABLED", f"must be True or False, got {config['ENABLED']!r}", "True is the default.")
+    return found
+
+
+def _json_ok(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True

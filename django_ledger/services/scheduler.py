@@ -1,0 +1,254 @@
+"""The scheduler from settings: what ``ledger_scheduler``, ``ledger_worker --scheduler`` and the
+admin call.
+
+``Scheduler`` ticks the schedules of ``LEDGER['SCHEDULES']`` (read afresh at every tick) on
+this node; ``start_scheduler_thread`` runs one in a daemon thread until an event is set.
+``explain``, ``pause``, ``resume`` and ``trigger`` are the operator's tools. The logic is
+Django-free in ``django_ledger.core.schedule``; ``docs/scheduler.md`` explains it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from ..conf import connection, dispatch_node_id, get_dispatch_registry, ledger_settings
+from ..core.errors import LedgerError
+from ..core.results import AdmissionStatus
+from ..core.schedule import (
+    Fire,
+    Pause,
+    SchedulerLoop,
+    ScheduleStore,
+    Snapshot,
+    Ticker,
+    TickReport,
+    datetime_of,
+)
+from ..schedules.admission import admit_fire
+from ..schedules.config import ScheduleConfig, configured_schedules
+
+__all__ = [
+    "KILL_AFTER_CLAIM_ENV",
+    "Explanation",
+    "Scheduler",
+    "explain",
+    "manual_key",
+    "pause",
+    "report_lines",
+    "resume",
+    "schedules",
+    "start_scheduler_thread",
+    "state",
+    "store",
+    "trigger",
+]
+
+logger = logging.getLogger("django_ledger.scheduler")
+
+#: Test hook: a schedule key; the process SIGKILLs itself after claiming a fire of it,
+#: before admitting it (the crash window the design must survive).
+KILL_AFTER_CLAIM_ENV: Final = "LEDGER_SCHEDULER_KILL_AFTER_CLAIM"
+
+
+def schedules(*, strict: bool = True) -> dict[str, ScheduleConfig]:
+    """Return ``LEDGER['SCHEDULES']`` typed; ``strict`` raises on the first problem."""
+    return configured_schedules(ledger_settings.schedules, ledger_settings.queues, strict=strict)
+
+
+def store() -> ScheduleStore:
+    """Return the scheduler's state store on the ledger's connection and namespace."""
+    return ScheduleStore(connection(), ledger_settings.namespace)
+
+
+def manual_key(key: str) -> str:
+    """The dispatch registry key of ``key``'s manual fires (kept apart from its schedule)."""
+    return f"{key}:manual"
+
+
+class Scheduler:
+    """This node's scheduler: a ticker over the configured schedules.
+
+    ``node_id`` defaults to ``LEDGER['DISPATCH']['NODE_ID']`` (host name and process id).
+    """
+
+    def __init__(self, node_id: str | None = None) -> None:
+        self.node_id = node_id or dispatch_node_id()
+        self._configs: dict[str, ScheduleConfig] = {}
+        self.ticker = Ticker(
+            store(),
+            get_dispatch_registry(),
+            self._admit,
+            self.node_id,
+            after_claim=_kill_hook(),
+        )
+
+    def tick(self) -> TickReport:
+        """Run one tick over the schedules the settings configure now."""
+        self._configs = schedules()
+        return self.ticker.tick(config.schedule for config in self._configs.values())
+
+    def run(
+        self,
+        stop: threading.Event,
+        *,
+        interval: float = 1.0,
+        on_report: Callable[[TickReport], None] | None = None,
+        on_error: Callable[[LedgerError], None] | None = None,
+    ) -> int:
+        """Tick until ``stop`` is set; return how many ticks ran."""
+        loop = SchedulerLoop(self.tick, interval=interval, on_report=on_report, on_error=on_error)
+        return loop.run(stop)
+
+    def _admit(self, fire: Fire) -> AdmissionStatus:
+        return admit_fire(fire, self._configs[fire.key])
+
+
+def start_scheduler_thread(
+    stop_event: threading.Event, *, interval: float = 1.0, node_id: str | None = None
+) -> threading.Thread:
+    """Start a daemon thread that runs a ``Scheduler`` until ``stop_event`` is set.
+
+    Settings problems raise here, before the thread starts; each tick logs what it did
+    to the ``django_ledger.scheduler`` logger.
+    """
+    schedules()  # refuse to start on a bad setting, in the caller's thread
+    scheduler = Scheduler(node_id)
+
+    def run() -> None:
+        scheduler.run(stop_event, interval=interval, on_report=_log_report)
+
+    thread = threading.Thread(target=run, name="ledger-scheduler", daemon=True)
+    thread.start()
+    return thread
+
+
+def _log_report(report: TickReport) -> None:
+    for line in report_lines(report):
+        logger.info("%s", line)
+
+
+def report_lines(report: TickReport) -> list[str]:
+    """Say what a tick did, one line per fire and per gap left unrun."""
+    lines = []
+    for event in report.events:
+        extra = " (recovered)" if event.recovered else ""
+        lines.append(
+            f"{event.outcome} {event.fire.request_id} at {event.fire.at.isoformat()}{extra}"
+        )
+    for key, first, last in report.dropped:
+        lines.append(
+            f"skipped {key}: missed fires {datetime_of(first).isoformat()} to "
+            f"{datetime_of(last).isoformat()} (misfire policy)"
+        )
+    for key, first, last in report.paused:
+        lines.append(
+            f"paused {key}: fires {datetime_of(first).isoformat()} to "
+            f"{datetime_of(last).isoformat()} not run"
+        )
+    lines += [f"error {key}: {message}" for key, message in report.errors]
+    return lines
+
+
+def _kill_hook() -> Callable[[Fire], None] | None:
+    key = os.environ.get(KILL_AFTER_CLAIM_ENV)
+    if not key:
+        return None
+
+    def kill(fire: Fire) -> None:
+        if fire.key == key:
+            print(f"kill-after-claim {fire.request_id}", file=sys.stderr, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return kill
+
+
+# -- the operator's tools --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A schedule in words and its next fires, from ``now`` (epoch seconds)."""
+
+    config: ScheduleConfig
+    words: str
+    now: int
+    server_clock: bool
+    fires: list[int]
+
+    def rows(self) -> list[tuple[datetime, datetime]]:
+        """Each fire in UTC and in the schedule's time zone."""
+        zone = self.config.timing.zone
+        return [(datetime_of(f), datetime_of(f).astimezone(zone)) for f in self.fires]
+
+
+def _config(key: str) -> ScheduleConfig:
+    found = schedules(strict=False)
+    if key not in found:
+        known = ", ".join(map(repr, found)) or "none"
+        raise LookupError(f"no schedule {key!r} in LEDGER['SCHEDULES'] (it configures {known})")
+    return found[key]
+
+
+def explain(key: str, count: int = 10, now: int | None = None) -> Explanation:
+    """Return schedule ``key`` in words with its next ``count`` fires.
+
+    From the Redis server's clock, or this machine's when Redis cannot be reached
+    (``server_clock`` says which); ``now`` pins the start.
+    """
+    config = _config(key)
+    server = True
+    if now is None:
+        try:
+            now = store().server_time_ms() // 1000
+        except LedgerError:
+            now, server = int(datetime.now().timestamp()), False
+    fires: list[int] = []
+    fire: int | None = now
+    while len(fires) < count:
+        fire = config.timing.next_after(fire) if fire is not None else None
+        if fire is None:
+            break
+        fires.append(fire)
+    return Explanation(config, config.timing.describe(), now, server, fires)
+
+
+def pause(key: str, by: str) -> Pause:
+    """Pause schedule ``key`` on every node, from their next tick."""
+    _config(key)
+    return store().pause(key, by)
+
+
+def resume(key: str) -> bool:
+    """Resume schedule ``key``; say whether it was paused."""
+    _config(key)
+    return store().resume(key)
+
+
+def trigger(key: str, by: str) -> tuple[Fire, AdmissionStatus]:
+    """Admit one fire of ``key`` now, apart from its schedule; record it in the registry.
+
+    Its request id is ``schedule:{key}:manual:{epoch}`` and its dispatch record is kept
+    under ``{key}:manual``, so it never collides with a scheduled fire of that second; a
+    second trigger within the same second is the same fire.
+    """
+    config = _config(key)
+    fire = Fire(key, store().server_time_ms() // 1000, manual=True)
+    registry = get_dispatch_registry()
+    registry.claim_dispatch(manual_key(key), fire.epoch, f"{dispatch_node_id()} ({by})")
+    status = admit_fire(fire, config)
+    if status is AdmissionStatus.REJECTED:
+        registry.log_dispatch(manual_key(key), fire.epoch, dispatch_node_id(), "failed")
+    return fire, status
+
+
+def state() -> Snapshot:
+    """Return the server clock and every schedule's state (for the admin)."""
+    return store().snapshot()

@@ -1,0 +1,157 @@
+"""Build a worker from settings: its queues, one handler each, heartbeats and metrics.
+
+``manage.py ledger_worker`` calls ``build_worker``; the runtime itself
+(``django_ledger.core.worker``) knows nothing of Django.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from ..conf import connection, get_ledger, ledger_settings
+from ..core.worker.handler import Backoff, CallableHandler, Handler
+from ..core.worker.heartbeat import Heartbeats
+from ..core.worker.runtime import Metrics, Worker, WorkerConfig, default_worker_id
+
+__all__ = ["WorkerOptions", "build_worker", "heartbeats", "task_queues", "worker_queues"]
+
+#: The task backend class this app provides (``TASKS[alias]['BACKEND']``).
+BACKEND_PATH = "django_ledger.tasks.LedgerBackend"
+
+
+@dataclass
+class WorkerOptions:
+    """What ``ledger_worker``'s options ask for."""
+
+    queues: list[str] = field(default_factory=list)
+    concurrency: int = 8
+    prefetch: int | None = None
+    burst: bool = False
+    max_tasks: int | None = None
+    worker_id: str | None = None
+    shutdown_timeout: float = 30.0
+    repair: bool = True
+    metrics_port: int | None = None
+    exit_on_timeout: bool = False
+
+
+def task_queues() -> list[str]:
+    """The queues of every ``LedgerBackend`` in ``TASKS``, in the order they are named."""
+    found: list[str] = []
+    tasks = getattr(settings, "TASKS", {}) or {}
+    for alias in tasks.values() if isinstance(tasks, dict) else ():
+        if not isinstance(alias, dict) or alias.get("BACKEND") not in _backend_paths():
+            continue
+        for queue in alias.get("QUEUES") or ["default"]:
+            if queue not in found:
+                found.append(queue)
+    return found
+
+
+def _backend_paths() -> set[str]:
+    return {BACKEND_PATH, "django_ledger.tasks.backend.LedgerBackend"}
+
+
+def worker_queues(names: list[str]) -> list[str]:
+    """The queues a worker serves: those named, else every task queue and raw queue."""
+    configured = ledger_settings.queues
+    if names:
+        unknown = [name for name in names if name not in configured]
+        if unknown:
+            known = ", ".join(repr(name) for name in configured) or "none"
+            raise ValueError(
+                f"unknown queue(s) {', '.join(map(repr, unknown))}; LEDGER['QUEUES'] has: {known}"
+            )
+        return list(dict.fromkeys(names))
+    chosen = [queue for queue in task_queues() if queue in configured]
+    chosen += [q for q, o in configured.items() if "HANDLER" in o and q not in chosen]
+    if not chosen:
+        raise ValueError(
+            "no queue to serve: name one (ledger_worker QUEUE), give a queue a HANDLER, or "
+            f"configure TASKS with {BACKEND_PATH!r}"
+        )
+    return chosen
+
+
+def handler_for(queue: str) -> Handler:
+    """The raw ``HANDLER`` of ``queue`` if it has one, else the Django task handler."""
+    overrides = ledger_settings.queues[queue]
+    config = ledger_settings.queue(queue)
+    path = overrides.get("HANDLER")
+    if path is not None:
+        try:
+            func = import_string(path)
+        except ImportError as exc:
+            raise ValueError(f"LEDGER['QUEUES'][{queue!r}]['HANDLER'] = {path!r}: {exc}") from exc
+        base = _seconds(overrides.get("BACKOFF_BASE"), Backoff.base)
+        cap = _seconds(overrides.get("BACKOFF_CAP"), max(Backoff.cap, base))
+        timeout = overrides.get("TIMEOUT")
+        return CallableHandler(
+            func,
+            max_attempts=config.max_attempts,
+            backoff=Backoff(base, cap),
+            timeout=None if timeout is None else _seconds(timeout, 0.0),
+        )
+    try:
+        from ..tasks.handler import TaskHandler
+    except ImportError as exc:
+        raise ValueError(f"queue {queue!r} runs Django tasks, but they cannot load: {exc}") from exc
+    handler: Handler = TaskHandler(queue)
+    return handler
+
+
+def _seconds(value: Any, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return float(value)
+
+
+def heartbeats() -> Heartbeats:
+    """Where this project's workers write their heartbeats."""
+    return Heartbeats(connection(), ledger_settings.namespace)
+
+
+def build_worker(options: WorkerOptions) -> Worker:
+    """Build the worker ``options`` describe; ``ValueError`` says what is wrong."""
+    try:
+        queues = worker_queues(options.queues)
+        ledgers = {queue: get_ledger(queue) for queue in queues}
+        leases = {queue: ledger_settings.queue(queue).lease.total_seconds() for queue in queues}
+        handlers = {queue: handler_for(queue) for queue in queues}
+    except ImproperlyConfigured as exc:
+        raise ValueError(str(exc)) from exc
+    config = WorkerConfig(
+        worker_id=options.worker_id or default_worker_id(),
+        concurrency=options.concurrency,
+        prefetch=options.prefetch,
+        burst=options.burst,
+        max_tasks=options.max_tasks,
+        shutdown_timeout=options.shutdown_timeout,
+        repair=options.repair,
+        heartbeats=heartbeats(),
+        exit_on_timeout=options.exit_on_timeout,
+    )
+    return Worker(ledgers, handlers, leases, config, metrics=_metrics(options.metrics_port))
+
+
+def _metrics(port: int | None) -> Metrics | None:
+    if port is None:
+        return None
+    from ..core.worker import metrics
+
+    if not metrics.available():
+        raise ValueError(
+            "--metrics-port needs prometheus-client: pip install 'django-ledger[metrics]'"
+        )
+    exporter: Any = metrics.PrometheusMetrics()
+    metrics.serve(port, exporter)
+    result: Metrics = exporter
+    return result

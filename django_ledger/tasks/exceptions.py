@@ -1,0 +1,51 @@
+"""What the task backend raises, and what its results record, beyond Django's own."""
+
+from __future__ import annotations
+
+from .compat import InvalidTask, TaskException
+
+__all__ = [
+    "LeaseExpired",
+    "QueueFull",
+    "ResultTooLarge",
+    "TaskIdConflict",
+    "UnknownTask",
+]
+
+
+class TaskIdConflict(TaskException):
+    """An enqueue under an id the queue holds for another call (other task or arguments)."""
+
+    def __init__(self, request_id: str, queue: str, reason: str | None = None) -> None:
+        self.request_id = request_id
+        self.queue = queue
+        self.reason = reason
+        why = (
+            "it is quarantined (corrupt bytes an operator has not discarded)"
+            if reason == "quarantined"
+            else "it was enqueued with another task, other arguments or other options"
+        )
+        super().__init__(
+            f"task id {request_id!r} is taken on queue {queue!r}: {why}; a repeat of an "
+            "idempotent enqueue must pass the same task and arguments"
+        )
+
+
+class QueueFull(TaskException):
+    """The queue holds ``MAX_RECORDS`` live records: nothing was enqueued."""
+
+
+class ResultTooLarge(ValueError):
+    """A task returned a value whose JSON is over the backend's ``MAX_RESULT_BYTES``."""
+
+
+class UnknownTask(InvalidTask):
+    """A payload names something that is not a task the worker may run."""
+
+
+class LeaseExpired(Exception):
+    """Recorded for an attempt whose worker stopped (died, or lost its lease) unsettled.
+
+    Never raised: it is the ``exception_class`` of the ``TaskError`` a result shows for
+    such an attempt.
+    """

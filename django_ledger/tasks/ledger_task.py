@@ -1,0 +1,174 @@
+"""``LedgerTask``: Django's ``Task`` with the ledger's options, and its context.
+
+``LedgerBackend.task_class`` is ``LedgerTask``, so on Django 6.1 (and with the
+backport) ``@task(max_attempts=5, timeout=30)`` reaches it. ``django_ledger.tasks.task``
+is the same decorator with the same keywords on every version (Django 6.0's ``@task``
+passes none through), and ``.using(...)`` takes them too, for one call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
+
+from .compat import (
+    DEFAULT_TASK_BACKEND_ALIAS,
+    DEFAULT_TASK_PRIORITY,
+    DEFAULT_TASK_QUEUE_NAME,
+    Task,
+    TaskContext,
+    task_backends,
+)
+from .options import OPTION_NAMES, normalize_option
+from .registry import declare
+
+__all__ = ["LedgerTask", "LedgerTaskContext", "task"]
+
+if TYPE_CHECKING:
+    _TaskBase: TypeAlias = Task[..., Any]
+    _ContextBase: TypeAlias = TaskContext[..., Any]
+else:
+    _TaskBase = Task
+    _ContextBase = TaskContext
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerTask(_TaskBase):
+    """A task with the ledger's options; ``None`` leaves an option to the queue."""
+
+    #: Attempts before a raising task ends FAILED (claims, counting crashed attempts).
+    max_attempts: int | None = None
+    #: Retry backoff, exponential with full jitter: seconds of the first ceiling ...
+    backoff_base: float | None = None
+    #: ... and the most any retry waits.
+    backoff_cap: float | None = None
+    #: Exception classes (or dotted paths) that retry; any other fails at once.
+    retry_on: tuple[str, ...] | None = None
+    #: Seconds one attempt may run (0: no limit).
+    timeout: float | None = None
+    #: Seconds of the claim's lease, renewed while the attempt runs.
+    lease: float | None = None
+    #: Admit each (task, arguments) once: the id is derived from them.
+    unique: bool | None = None
+
+    def __post_init__(self) -> None:
+        for name in OPTION_NAMES:
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, normalize_option(name, value))
+        Task.__post_init__(self)
+        declare(self.module_path)
+
+    @property
+    def ledger_options(self) -> dict[str, Any]:
+        """The options this task sets, as a payload carries them."""
+        options = {}
+        for name in OPTION_NAMES:
+            value = getattr(self, name)
+            if value is not None:
+                options[name] = list(value) if name == "retry_on" else value
+        return options
+
+    def using(
+        self,
+        *,
+        priority: int | None = None,
+        queue_name: str | None = None,
+        run_after: datetime | timedelta | None = None,
+        backend: str | None = None,
+        **options: Any,
+    ) -> LedgerTask:
+        """Return a copy with other defaults, and other ledger options (``timeout=``...)."""
+        unknown = sorted(set(options) - OPTION_NAMES)
+        if unknown:
+            raise TypeError(f"using() got unknown option(s): {', '.join(unknown)}")
+        changes: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
+        if priority is not None:
+            changes["priority"] = priority
+        if queue_name is not None:
+            changes["queue_name"] = queue_name
+        if run_after is not None:
+            changes["run_after"] = run_after
+        if backend is not None:
+            changes["backend"] = backend
+        return replace(self, **changes)
+
+
+# django-stubs declares TaskContext unfrozen; Django's own is frozen, as this is.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerTaskContext(_ContextBase):  # type: ignore[misc]
+    """What a ``takes_context`` task gets: its result so far, the attempt and the fence.
+
+    Hand ``fence`` to downstream systems with each write: it grows with every claim of
+    this task, so a system that keeps the highest fence it saw can refuse the writes of
+    an attempt that lost its claim.
+    """
+
+    fence: int
+    max_attempts: int
+
+    @property
+    def is_last_attempt(self) -> bool:
+        """True when a raise now ends the task FAILED instead of retrying it."""
+        attempt: int = self.attempt
+        return attempt >= self.max_attempts
+
+
+_Decorator: TypeAlias = Callable[[Callable[..., Any]], LedgerTask]
+
+
+@overload
+def task(function: Callable[..., Any], /) -> LedgerTask: ...
+@overload
+def task(
+    *,
+    priority: int = ...,
+    queue_name: str = ...,
+    backend: str = ...,
+    takes_context: bool = ...,
+    **options: Any,
+) -> _Decorator: ...
+def task(
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    priority: int = DEFAULT_TASK_PRIORITY,
+    queue_name: str = DEFAULT_TASK_QUEUE_NAME,
+    backend: str = DEFAULT_TASK_BACKEND_ALIAS,
+    takes_context: bool = False,
+    **options: Any,
+) -> LedgerTask | _Decorator:
+    """Declare a task, as Django's ``@task``, with the ledger's options on any version.
+
+    ``@task(max_attempts=5, retry_on=[ConnectionError], timeout=30)``. The task is the
+    backend's ``task_class`` if that is a ``LedgerTask``, else a ``LedgerTask`` (whose
+    options another backend ignores).
+    """
+    if "run_after" in options:
+        raise TypeError(
+            "run_after cannot be defined statically with the @task decorator. "
+            "Use .using(run_after=...) to set it dynamically."
+        )
+    unknown = sorted(set(options) - OPTION_NAMES)
+    if unknown:
+        raise TypeError(f"task() got unknown option(s): {', '.join(unknown)}")
+
+    def wrapper(func: Callable[..., Any]) -> LedgerTask:
+        kind = getattr(task_backends[backend], "task_class", LedgerTask)
+        if not (isinstance(kind, type) and issubclass(kind, LedgerTask)):
+            kind = LedgerTask
+        return kind(
+            func=func,
+            priority=priority,
+            queue_name=queue_name,
+            backend=backend,
+            takes_context=takes_context,
+            run_after=None,
+            **options,
+        )
+
+    if function is not None:
+        return wrapper(function)
+    return wrapper

@@ -1,0 +1,131 @@
+"""A task as the ledger holds it: its record and its result document, read together.
+
+Free of Django's task framework, so the admin and the REST API can show a task on any
+Django version; ``results.py`` turns it into Django's ``TaskResult``. The record says
+where the task stands; the result document (``core/jobs.py``) says what each settled
+attempt did. Attempts the document lacks (a worker that died, or lost its lease, never
+settled) show as errors of class ``LeaseExpired``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.jobs import Attempt, BadPayload, ResultDoc, TaskPayload, decode_result, decode_task
+from ..core.records import Record, State
+
+__all__ = [
+    "LEASE_EXPIRED_PATH",
+    "STATUS_OF",
+    "UNKNOWN_WORKER",
+    "TaskState",
+    "lost_attempt",
+    "task_state",
+]
+
+#: Django's ``TaskResultStatus`` value for each record state.
+STATUS_OF = {
+    State.PENDING: "READY",
+    State.CLAIMED: "RUNNING",
+    State.COMPLETED: "SUCCESSFUL",
+    State.FAILED: "FAILED",
+    State.DEAD: "FAILED",
+}
+LEASE_EXPIRED_PATH = "django_ledger.tasks.exceptions.LeaseExpired"
+#: The worker id of an attempt whose worker is not known (it never settled).
+UNKNOWN_WORKER = "unknown"
+
+
+def lost_attempt(worker_id: str, number: int) -> Attempt:
+    """Return the record of attempt ``number``, whose worker never settled it."""
+    return Attempt(
+        worker_id=worker_id or UNKNOWN_WORKER,
+        started_at=0,
+        error={
+            "exception_class_path": LEASE_EXPIRED_PATH,
+            "traceback": (
+                f"Attempt {number} was claimed by worker {worker_id or UNKNOWN_WORKER!r}, "
+                "which stopped before it settled (it died, or lost its lease); "
+                "the ledger's repair took the task back.\n"
+                f"{LEASE_EXPIRED_PATH.rpartition('.')[2]}: attempt {number} never settled\n"
+            ),
+        },
+    )
+
+
+@dataclass
+class TaskState:
+    """Everything known of one task, instants in epoch milliseconds (Redis clock)."""
+
+    request_id: str
+    queue: str
+    record: Record
+    #: The decoded payload, or ``None`` when the record does not hold a task document.
+    payload: TaskPayload | None
+    status: str
+    attempts: list[Attempt] = field(default_factory=list)
+    worker_ids: list[str] = field(default_factory=list)
+    enqueued_at: int | None = None
+    started_at: int | None = None
+    last_attempted_at: int | None = None
+    finished_at: int | None = None
+    has_return_value: bool = False
+    return_value: Any = None
+    #: Why the stored result document could not be read, if it could not.
+    result_problem: str | None = None
+
+    @property
+    def errors(self) -> list[dict[str, str]]:
+        """One ``{"exception_class_path", "traceback"}`` per attempt that raised."""
+        return [attempt.error for attempt in self.attempts if attempt.error]
+
+    @property
+    def task_path(self) -> str | None:
+        return None if self.payload is None else self.payload.task
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in ("SUCCESSFUL", "FAILED")
+
+
+def task_state(queue: str, record: Record, raw_result: bytes | None) -> TaskState:
+    """Read a record and its stored result document as one task."""
+    try:
+        payload: TaskPayload | None = decode_task(record.payload)
+    except BadPayload:
+        payload = None
+    problem = None
+    try:
+        doc = decode_result(raw_result)
+    except BadPayload as exc:
+        doc, problem = ResultDoc(), str(exc)
+    attempts = list(doc.attempts)
+    running = record.state is State.CLAIMED
+    for number in range(len(attempts) + 1, record.attempts + (0 if running else 1)):
+        attempts.append(lost_attempt(record.owner, number))
+    state = TaskState(
+        request_id=record.request_id,
+        queue=queue,
+        record=record,
+        payload=payload,
+        status=STATUS_OF[record.state],
+        attempts=attempts,
+        worker_ids=[attempt.worker_id for attempt in attempts]
+        + ([record.owner] if running else []),
+        enqueued_at=record.created_at,
+        result_problem=problem,
+    )
+    starts = [attempt.started_at for attempt in attempts if attempt.started_at]
+    if running:
+        starts.append(record.updated_at)
+    if starts:
+        state.started_at, state.last_attempted_at = starts[0], starts[-1]
+    if record.state.terminal:
+        ends = [attempt.finished_at for attempt in attempts if attempt.finished_at]
+        state.finished_at = (
+            ends[-1] if ends and record.state is not State.DEAD else record.updated_at
+        )
+    if record.state is State.COMPLETED and doc.has_return_value:
+        state.has_return_value, state.return_value = True, doc.return_value
+    return state

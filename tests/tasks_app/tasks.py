@@ -1,0 +1,141 @@
+"""The tasks the task tests enqueue (module level, as Django requires)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from django.utils.module_loading import import_string
+
+from django_ledger.tasks import LedgerTaskContext
+from django_ledger.tasks import task as ledger_task
+from django_ledger.tasks.compat import task
+
+
+@task
+def noop(*args: Any, **kwargs: Any) -> None:
+    """Return nothing."""
+
+
+@task()
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@task
+async def async_add(a: int, b: int) -> int:
+    await asyncio.sleep(0)
+    return a + b
+
+
+@task
+def echo(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    return {"args": list(args), "kwargs": kwargs}
+
+
+@task
+def fail(message: str) -> None:
+    raise ValueError(message)
+
+
+@task
+async def async_fail(message: str) -> None:
+    raise ValueError(message)
+
+
+@task
+def exit_task() -> None:
+    raise SystemExit(3)
+
+
+@task
+def complex_exception() -> None:
+    raise ValueError(ValueError("This task failed"))
+
+
+@task
+def lambda_result() -> Any:
+    return lambda: 1
+
+
+@task
+def sized(n: int) -> str:
+    return "x" * n
+
+
+@task(takes_context=True)
+def context_of(context: LedgerTaskContext) -> dict[str, Any]:
+    return {
+        "id": context.task_result.id,
+        "attempt": context.attempt,
+        "fence": context.fence,
+        "max_attempts": context.max_attempts,
+        "is_last_attempt": context.is_last_attempt,
+    }
+
+
+@ledger_task(takes_context=True, max_attempts=4, backoff_base=0.001, backoff_cap=0.002)
+def flaky(context: LedgerTaskContext, failures: int) -> int:
+    """Raise ConnectionError on the first ``failures`` attempts, then return the attempt."""
+    if context.attempt <= failures:
+        raise ConnectionError(f"attempt {context.attempt} failed")
+    attempt: int = context.attempt
+    return attempt
+
+
+@ledger_task(max_attempts=5, backoff_base=0.001, backoff_cap=0.002, retry_on=[ConnectionError])
+def picky(kind: str) -> None:
+    """Raise the exception class ``kind`` names: only ConnectionError retries."""
+    raise import_string(kind)("picky")
+
+
+@ledger_task(takes_context=True, max_attempts=3, backoff_base=0.001, backoff_cap=0.002)
+def always_fails(context: LedgerTaskContext) -> None:
+    raise ConnectionError(f"attempt {context.attempt}")
+
+
+@ledger_task(unique=True)
+def unique_add(a: int, b: int) -> int:
+    return a + b
+
+
+@ledger_task(timeout=0.2, max_attempts=2, backoff_base=0.001, backoff_cap=0.002)
+async def hangs() -> None:
+    """Wait for an event nothing sets: only the time-out ends it."""
+    await asyncio.Event().wait()
+
+
+@task(queue_name="emails")
+def on_emails(value: int) -> int:
+    return value
+
+
+@task(takes_context=True)
+def claim_order(context: LedgerTaskContext, index: int) -> dict[str, int]:
+    """Return the fence of this claim: fences grow in the order tasks were claimed."""
+    return {"index": index, "fence": context.fence}
+
+
+def not_a_task() -> str:
+    """A plain function: no payload may make a worker call it."""
+    raise AssertionError("a worker called a function that is not a task")
+
+
+def _impl(value: int) -> int:
+    return value
+
+
+#: Made from ``_impl``, so its module path names the function: no worker could find it.
+renamed = task(_impl)
+
+
+@task
+def wait_for_key(key: str) -> str:
+    """Block until the test pushes to ``key`` (BLPOP): holds the task RUNNING meanwhile."""
+    from django_ledger.conf import connection
+
+    got = connection().blpop([key], timeout=60)
+    if got is None:
+        raise TimeoutError(f"nothing was pushed to {key!r}")
+    value: bytes = got[1]
+    return value.decode()

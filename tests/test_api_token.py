@@ -1,0 +1,181 @@
+"""POST /api/token/: a username and password in, the user's API token out."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from tests.api_helpers import error_code, post_json, post_raw
+
+pytest_plugins = ["tests.api_fixtures"]
+
+
+def fresh_cache() -> dict[str, Any]:
+    """CACHES with a local-memory cache of its own: no throttle count of another test."""
+    location = f"throttles-{uuid.uuid4().hex}"
+    return {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": location,
+        }
+    }
+
+
+TOKEN = "/api/token/"
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture
+def worker(db: None, api_namespace: str) -> User:
+    user = User.objects.create_user("worker-7", "w7@example.com", PASSWORD)
+    return user
+
+
+def sign_in(client: APIClient, username: str = "worker-7", password: str = PASSWORD) -> Any:
+    return post_json(client, TOKEN, {"username": username, "password": password})
+
+
+def test_good_credentials_answer_the_users_token(api_anonymous: APIClient, worker: User) -> None:
+    response = sign_in(api_anonymous)
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == "application/json"
+    key = response.json()["token"]
+    assert response.json() == {"token": Token.objects.get(user=worker).key}
+    # The same token again, until it is reset.
+    assert sign_in(api_anonymous).json() == {"token": key}
+    assert Token.objects.filter(user=worker).count() == 1
+
+
+def test_the_token_authenticates_api_calls(api_anonymous: APIClient, worker: User) -> None:
+    key = sign_in(api_anonymous).json()["token"]
+    client = APIClient()
+    assert client.get("/api/queues/").status_code == 401
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    response = client.get("/api/queues/")
+    assert response.status_code == 200
+    assert response.json() == {"queues": []}  # signed in, but holding no permission
+
+
+def test_an_existing_token_is_the_one_answered(api_anonymous: APIClient, worker: User) -> None:
+    token = Token.objects.create(user=worker)
+    assert sign_in(api_anonymous).json() == {"token": token.key}
+
+
+@pytest.mark.parametrize(
+    ("username", "password"),
+    [("worker-7", "wrong"), ("nobody", PASSWORD), ("worker-7", "")],
+    ids=["wrong-password", "unknown-user", "empty-password"],
+)
+def test_bad_credentials_are_400_credentials_invalid_and_make_no_token(
+    api_anonymous: APIClient, worker: User, username: str, password: str
+) -> None:
+    response = sign_in(api_anonymous, username, password)
+    assert response.status_code == 400
+    code = error_code(response)
+    assert code == ("invalid" if password == "" else "credentials_invalid")
+    assert not Token.objects.exists()
+
+
+def test_an_inactive_user_gets_no_token(api_anonymous: APIClient, worker: User) -> None:
+    worker.is_active = False
+    worker.save()
+    response = sign_in(api_anonymous)
+    assert response.status_code == 400
+    assert error_code(response) == "credentials_invalid"
+    assert not Token.objects.exists()
+
+
+def test_unknown_user_and_wrong_password_read_the_same(
+    api_anonymous: APIClient, worker: User
+) -> None:
+    unknown = sign_in(api_anonymous, "nobody").json()
+    wrong = sign_in(api_anonymous, password="wrong").json()
+    assert unknown == wrong
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"username": "worker-7"},
+        {"password": PASSWORD},
+        {"username": 7, "password": PASSWORD},
+        {"username": "worker-7\x00", "password": PASSWORD},
+        {"username": "worker-7", "password": "x" * 4097},
+    ],
+)
+def test_invalid_bodies_are_400_invalid(
+    api_anonymous: APIClient, worker: User, body: dict[str, Any]
+) -> None:
+    response = post_json(api_anonymous, TOKEN, body)
+    assert response.status_code == 400
+    assert error_code(response) == "invalid"
+    assert isinstance(response.json()["error"]["details"], dict)
+
+
+def test_the_credentials_are_taken_as_typed(api_anonymous: APIClient, worker: User) -> None:
+    assert sign_in(api_anonymous, " worker-7").status_code == 400
+    assert sign_in(api_anonymous, password=PASSWORD + " ").status_code == 400
+
+
+def test_refusals_keep_the_apis_error_contract(api_anonymous: APIClient, worker: User) -> None:
+    form = api_anonymous.post(TOKEN, {"username": "worker-7", "password": PASSWORD})
+    assert form.status_code == 415
+    assert error_code(form) == "unsupported_media_type"
+    get = api_anonymous.get(TOKEN)
+    assert get.status_code == 405
+    assert error_code(get) == "method_not_allowed"
+    broken = post_raw(api_anonymous, TOKEN, '{"username": ')
+    assert broken.status_code == 400
+    assert error_code(broken) == "parse_error"
+    huge = post_raw(api_anonymous, TOKEN, '{"username": "' + "x" * 200_000 + '"}')
+    assert huge.status_code == 413
+    assert error_code(huge) == "body_too_large"
+    assert not Token.objects.exists()
+
+
+def test_a_stale_token_header_does_not_stand_in_the_way(
+    api_anonymous: APIClient, worker: User
+) -> None:
+    api_anonymous.credentials(HTTP_AUTHORIZATION="Token not-a-real-token")
+    assert sign_in(api_anonymous).status_code == 200
+
+
+def test_the_token_endpoint_is_throttled_per_client_address(
+    api_anonymous: APIClient, worker: User, settings: Any
+) -> None:
+    settings.CACHES = fresh_cache()
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"ledger.token": "2/min"},
+    }
+    assert sign_in(api_anonymous, password="guess-1").status_code == 400
+    assert sign_in(api_anonymous).status_code == 200
+    response = sign_in(api_anonymous)  # even good credentials wait now
+    assert response.status_code == 429
+    assert error_code(response) == "throttled"
+    assert int(response["Retry-After"]) > 0
+    # Another address has its own count; other scopes are not touched.
+    other = APIClient(REMOTE_ADDR="10.0.0.9")
+    assert sign_in(other).status_code == 200
+    key = Token.objects.get(user=worker).key
+    signed_in = APIClient()
+    signed_in.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert signed_in.get("/api/queues/").status_code == 200
+
+
+def test_without_a_rate_the_token_endpoint_is_not_throttled(
+    api_anonymous: APIClient, worker: User, settings: Any
+) -> None:
+    settings.CACHES = fresh_cache()
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"ledger.read": "1/min"},
+    }
+    for _ in range(5):
+        assert sign_in(api_anonymous).status_code == 200

@@ -1,0 +1,170 @@
+"""``scripts/demo.sh`` started in the background by a script, then stopped by a signal.
+
+A script's background job starts with SIGINT ignored, which bash cannot trap; the demo
+must stop cleanly on SIGINT and SIGTERM all the same: its server and its Redis gone,
+its env file removed. ``DEMO_PYTHON`` (this interpreter, which has the project
+installed) spares the virtualenv and the install, so nothing needs the network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.redis_server import find_binary, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 20.0
+# Started the way a supervisor script would: in the background, without job control.
+LAUNCHER = 'bash scripts/demo.sh "$@" >"$DEMO_LOG" 2>&1 &\necho $!\nwait $!\necho "status $?"\n'
+
+
+@dataclass
+class Demo:
+    launcher: subprocess.Popen[str]
+    pid: int
+    folder: Path
+    redis_port: int
+    http_port: int
+    env: dict[str, str]
+
+    @property
+    def log(self) -> str:
+        path = self.folder / "demo.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+def answers(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def demo_env(folder: Path, redis_port: int) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DJANGO_", "LEDGER_", "DEMO_"))
+        and key not in {"REDIS_URL", "DATABASE_PATH"}
+    }
+    env.update(
+        DEMO_DIR=str(folder),
+        DEMO_PYTHON=sys.executable,
+        DEMO_REDIS_PORT=str(redis_port),
+        DEMO_LOG=str(folder / "demo.log"),
+        REDIS_SERVER_BIN=find_binary(),
+    )
+    return env
+
+
+def stop_all(demo: Demo) -> None:
+    """Stop a demo the test left running: TERM as a user would, then KILL its group."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(demo.pid, signal.SIGTERM)
+    try:
+        demo.launcher.communicate(timeout=STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(demo.launcher.pid, signal.SIGKILL)
+        demo.launcher.communicate()
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    redis_port, http_port = free_port(), free_port()
+    env = demo_env(folder, redis_port)
+    launcher = subprocess.Popen(
+        ["bash", "-c", LAUNCHER, "launcher", "--port", str(http_port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        # A process group of its own: a test that fails can still stop every process.
+        start_new_session=True,
+    )
+    assert launcher.stdout is not None
+    running = Demo(launcher, int(launcher.stdout.readline()), folder, redis_port, http_port, env)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while "serving http://" not in running.log or not answers(http_port):
+            if launcher.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the demo did not start:\n{running.log}")
+            time.sleep(0.2)
+        yield running
+    finally:
+        if launcher.poll() is None:  # the test failed before stopping it
+            stop_all(running)
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_a_signal_stops_everything(demo: Demo, number: signal.Signals) -> None:
+    client = redis.Redis(port=demo.redis_port)
+    redis_pid = int(client.info("server")["process_id"])
+    client.close()
+    with urllib.request.urlopen(f"http://127.0.0.1:{demo.http_port}/admin/login/") as page:
+        assert page.status == 200
+    assert (demo.folder / "env").is_file()
+
+    os.kill(demo.pid, number)
+    assert demo.launcher.stdout is not None
+    out, _ = demo.launcher.communicate(timeout=STOP_TIMEOUT)
+    assert out.strip() == f"status {128 + number}", demo.log
+    assert "demo stopped" in demo.log
+    assert not answers(demo.http_port) and not answers(demo.redis_port)
+    with pytest.raises(ProcessLookupError):
+        os.kill(redis_pid, 0)
+    assert not (demo.folder / "env").exists()
+
+
+def test_manage_py_reaches_the_running_demo_through_its_env_file(demo: Demo) -> None:
+    env = {key: value for key, value in demo.env.items() if not key.startswith("DEMO_")}
+    env["DEMO_DIR"] = str(demo.folder)
+    code = (
+        "from django.conf import settings; from django_ledger import get_ledger; "
+        "print('demo:', settings.REDIS_URL, get_ledger('emails').resolve('demo-claimed').state)"
+    )
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    # Django 5.2's shell also prints how many objects it imported: read our line only.
+    line = next(line for line in done.stdout.splitlines() if line.startswith("demo: "))
+    assert line.split() == ["demo:", f"redis://127.0.0.1:{demo.redis_port}/0", "CLAIMED"]
+    os.kill(demo.pid, signal.SIGTERM)
+    demo.launcher.communicate(timeout=STOP_TIMEOUT)
+
+
+def test_a_second_demo_on_the_same_folder_refuses(demo: Demo) -> None:
+    env = {**demo.env, "DEMO_REDIS_PORT": str(free_port())}
+    done = subprocess.run(
+        ["bash", "scripts/demo.sh", "--no-serve"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert f"a demo is running already (pid {demo.pid}" in done.stderr
+    assert (demo.folder / "env").is_file()  # still the running demo's
+    os.kill(demo.pid, signal.SIGTERM)
+    demo.launcher.communicate(timeout=STOP_TIMEOUT)

@@ -127,7 +127,10 @@ class Fleet:
         self.down_until = 0.0
 
     def start(self, slot: int, *, kill_mid_fire: str | None = None) -> None:
-        env = {k: v for k, v in os.environ.items() if k != KILL_AFTER_CLAIM_ENV}
+        # The experiment's own Redis only: not a cluster the suite may have set up.
+        env = {
+            k: v for k, v in os.environ.items() if k not in (KILL_AFTER_CLAIM_ENV, "REDIS_CLUSTER")
+        }
         env.update(
             REDIS_URL=self.url,
             DJANGO_SETTINGS_MODULE="testproject.settings",

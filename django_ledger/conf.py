@@ -28,18 +28,21 @@ from .defaults import (
     DEFAULTS,
     DISPATCH_DEFAULTS,
     DISPATCH_KEYS,
+    DURABILITY_DEFAULTS,
     LIMITS,
     QUEUE_KEYS,
     TIMEOUT_DEFAULTS,
     TOP_DEFAULTS,
     TOP_KEYS,
     DispatchSettings,
+    Durability,
     Limit,
     QueueSettings,
     Timeouts,
     as_timedelta,
     checked_name,
     dispatch_settings_of,
+    durability_of,
     groups_of,
     timeouts_of,
     usable_name,
@@ -107,6 +110,11 @@ class LedgerSettings:
     def timeouts(self) -> Timeouts:
         """``LEDGER['TIMEOUTS']`` over its defaults: the connect and socket time-outs."""
         return timeouts_of({**TIMEOUT_DEFAULTS, **self._section("TIMEOUTS")})
+
+    @property
+    def durability(self) -> Durability:
+        """``LEDGER['DURABILITY']`` over its defaults: the replicas each write waits for."""
+        return durability_of({**DURABILITY_DEFAULTS, **self._section("DURABILITY")})
 
     @property
     def namespace(self) -> str:
@@ -212,6 +220,7 @@ def get_ledger(queue: str = "default") -> Ledger:
     """Build the ledger of ``queue`` from the ``LEDGER`` setting."""
     config = ledger_settings.queue(queue)
     namespace = ledger_settings.namespace
+    durability = ledger_settings.durability
     client = connection()
     try:
         return Ledger(
@@ -224,6 +233,8 @@ def get_ledger(queue: str = "default") -> Ledger:
             max_attempts=config.max_attempts,
             max_retained=config.max_retained,
             retention=config.retention,
+            durability_replicas=durability.replicas,
+            durability_timeout_ms=durability.timeout_ms,
         )
     except ValueError as exc:
         # The one left is a client that decodes responses (decode_responses=True).

@@ -22,6 +22,9 @@ __all__ = [
     "DEFAULTS",
     "DISPATCH_DEFAULTS",
     "DISPATCH_KEYS",
+    "DURABILITY_DEFAULTS",
+    "DURABILITY_KEYS",
+    "DURABILITY_LIMITS",
     "LIMITS",
     "QUEUE_KEYS",
     "SCHEDULE_DEFAULTS",
@@ -32,6 +35,7 @@ __all__ = [
     "TOP_DEFAULTS",
     "TOP_KEYS",
     "DispatchSettings",
+    "Durability",
     "Limit",
     "QueueSettings",
     "Timeouts",
@@ -40,6 +44,7 @@ __all__ = [
     "default_node_id",
     "dispatch_groups_of",
     "dispatch_settings_of",
+    "durability_of",
     "groups_of",
     "timeouts_of",
     "usable_name",
@@ -78,6 +83,11 @@ TOP_DEFAULTS: dict[str, Any] = {
 #: older redis-py (before 8) waits for ever on a Redis that stalls.
 TIMEOUT_DEFAULTS: dict[str, Any] = {"CONNECT": 5, "SOCKET": 10}
 TIMEOUT_KEYS = frozenset(TIMEOUT_DEFAULTS)
+#: ``LEDGER['DURABILITY']``: after each write, ``WAIT`` until ``REPLICAS`` replicas have
+#: acknowledged it, for at most ``TIMEOUT`` (seconds, or a timedelta); fewer in time raises
+#: ``NotReplicated``. ``REPLICAS`` 0, the default, sends no ``WAIT`` (docs/cluster.md).
+DURABILITY_DEFAULTS: dict[str, Any] = {"REPLICAS": 0, "TIMEOUT": 1}
+DURABILITY_KEYS = frozenset(DURABILITY_DEFAULTS)
 #: Keys a queue's entry in ``QUEUES`` may hold: overrides of ``DEFAULTS``, ``GROUPS``, and
 #: ``HANDLER`` (the dotted path of a function the worker calls with each raw job).
 #: The task options a queue may set for its tasks (``django_ledger.tasks.options``) too.
@@ -104,7 +114,14 @@ SCHEDULE_DEFAULTS: dict[str, Any] = {
 }
 SCHEDULE_KEYS = frozenset(SCHEDULE_DEFAULTS) | {"TASK", "CRON", "EVERY"}
 #: Every top-level key; ``API`` belongs to the REST API (``django_ledger.api.conf``).
-TOP_KEYS = frozenset(TOP_DEFAULTS) | {"DEFAULTS", "DISPATCH", "API", "TIMEOUTS", "SCHEDULES"}
+TOP_KEYS = frozenset(TOP_DEFAULTS) | {
+    "DEFAULTS",
+    "DISPATCH",
+    "API",
+    "TIMEOUTS",
+    "SCHEDULES",
+    "DURABILITY",
+}
 DISPATCH_KEYS = frozenset(DISPATCH_DEFAULTS)
 #: URL schemes a connection may use; anything else with ``://`` is a bad URL.
 
@@ -166,6 +183,11 @@ LIMITS: dict[str, Limit] = {
 }
 #: The range of each of ``TIMEOUTS``: more than nothing, at most an hour.
 TIMEOUT_LIMIT = Limit("duration", 0, 3600, low_inclusive=False)
+#: The ranges of ``DURABILITY``'s keys.
+DURABILITY_LIMITS: dict[str, Limit] = {
+    "REPLICAS": Limit("int", 0, 100),
+    "TIMEOUT": Limit("duration", 0, 3600, low_inclusive=False),
+}
 
 
 @dataclass(frozen=True)
@@ -304,3 +326,21 @@ def timeouts_of(config: dict[str, Any]) -> Timeouts:
             raise ImproperlyConfigured(f"LEDGER['TIMEOUTS'][{key!r}] {problem}")
         seconds[key] = as_timedelta(value).total_seconds()
     return Timeouts(connect=seconds["CONNECT"], socket=seconds["SOCKET"])
+
+
+@dataclass(frozen=True)
+class Durability:
+    """``LEDGER['DURABILITY']``: the replicas each write waits for, and for how long."""
+
+    replicas: int
+    timeout_ms: int
+
+
+def durability_of(config: dict[str, Any]) -> Durability:
+    """Check and type a full ``DURABILITY`` dict (defaults already merged)."""
+    for key in ("REPLICAS", "TIMEOUT"):
+        problem = DURABILITY_LIMITS[key].problem(config[key])
+        if problem is not None:
+            raise ImproperlyConfigured(f"LEDGER['DURABILITY'][{key!r}] {problem}")
+    seconds = as_timedelta(config["TIMEOUT"]).total_seconds()
+    return Durability(replicas=config["REPLICAS"], timeout_ms=max(1, math.ceil(seconds * 1000)))

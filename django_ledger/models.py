@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from django.db import models
 
-__all__ = ["STATE_CHOICES", "LedgerEntry", "QuarantinedRecord", "Queue", "Record", "Schedule", "Worker"]
+__all__ = [
+    "STATE_CHOICES",
+    "LedgerEntry",
+    "QuarantinedRecord",
+    "Queue",
+    "Record",
+    "Schedule",
+    "Worker",
+]
 
 #: The record states, and ``CORRUPT`` for stored bytes that do not decode.
 STATE_CHOICES = [

@@ -3,7 +3,8 @@
 #
 #   bash scripts/test.sh [tox env list]
 #
-# Tests on Python 3.11 + Django 5.2 and Python 3.13 + Django 6.1, ruff and mypy,
+# Tests on Python 3.11 + Django 5.2 and Python 3.13 + Django 6.1, then on a local
+# Redis Cluster (Python 3.11 + Django 5.2, LEDGER_TEST_CLUSTER=1), ruff and mypy,
 # through tox in the virtualenv .venv-ci. Needs Python 3.11+ and a redis-server
 # (installed if missing). The tests start their own redis-servers on free ports;
 # nothing here touches the Redis on port 6379.
@@ -75,6 +76,8 @@ else
     tests=()
     [ -e "$PYTHONS/python3.11" ] && tests+=(py311-django52)
     [ -e "$PYTHONS/python3.13" ] && tests+=(py313-django61)
+    # The suite again on a local Redis Cluster (tox.ini's cluster env, Python 3.11).
+    [ -e "$PYTHONS/python3.11" ] && tests+=(cluster)
     if [ ! -e "$PYTHONS/python3.13" ]; then
         warn_loudly "python3.13 NOT FOUND: Django 6.1 on Python 3.13 IS NOT TESTED." \
             "Install Python 3.13 (pyenv install 3.13, or apt-get install python3.13)."

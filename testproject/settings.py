@@ -1,7 +1,8 @@
 """Settings of the test and demo project.
 
 Everything a deployment changes comes from the environment: ``REDIS_URL`` (required:
-the test suite points it at the redis-server it starts), ``LEDGER_NAMESPACE``,
+the test suite points it at the redis-server it starts), ``REDIS_CLUSTER`` (optional:
+cluster nodes for the ledger), ``LEDGER_NAMESPACE``,
 ``DATABASE_PATH``, ``DJANGO_DEBUG``, ``DJANGO_SECRET_KEY`` and ``DJANGO_ALLOWED_HOSTS``.
 When ``REDIS_URL`` is not set, they come from ``.demo/env`` (``$DEMO_DIR/env``), which
 ``scripts/demo.sh`` writes while the demo runs (``testproject/env.py``); with neither,
@@ -92,8 +93,12 @@ CACHES = {
     }
 }
 
+# REDIS_CLUSTER ("host:port,host:port"): the ledger on that Redis Cluster instead (the
+# suite's cluster mode sets it); the cache stays on REDIS_URL.
+_CLUSTER = [node.strip() for node in _env.get("REDIS_CLUSTER", "").split(",") if node.strip()]
+
 LEDGER = {
-    "CONNECTION": REDIS_URL,
+    "CONNECTION": {"CLUSTER": _CLUSTER} if _CLUSTER else REDIS_URL,
     "NAMESPACE": _env.get("LEDGER_NAMESPACE", "ledger"),
     "QUEUES": {
         "default": {},
@@ -109,13 +114,8 @@ LEDGER = {
 # the django-tasks backport (an app of its own) on 5.2.
 if django.VERSION < (6, 0) and importlib.util.find_spec("django_tasks") is not None:
     INSTALLED_APPS.append("django_tasks")
-TASKS = {
-    "default": {
-        "BACKEND": "django_ledger.tasks.LedgerBackend",
-        "QUEUES": ["default", "emails", "reports"],
-        "OPTIONS": {},
-    }
-}
+# QUEUES [] lets tasks use every queue of LEDGER['QUEUES'] (tests override LEDGER often).
+TASKS = {"default": {"BACKEND": "django_ledger.tasks.LedgerBackend", "QUEUES": []}}
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

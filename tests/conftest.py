@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from tests.redis_plugin import session_server
+from tests.cluster_server import LocalCluster
+from tests.redis_plugin import session_cluster, session_server
 from tests.redis_server import RedisServer, delete_namespace
 
 
@@ -18,24 +19,39 @@ def redis_server(pytestconfig: pytest.Config) -> RedisServer:
     return session_server(pytestconfig)
 
 
+@pytest.fixture(scope="session")
+def cluster(pytestconfig: pytest.Config) -> Iterator[LocalCluster]:
+    """Return a 3-master Redis Cluster: cluster mode's own, else one started for this process."""
+    own = session_cluster(pytestconfig)
+    if own is not None:
+        yield own
+        return
+    with LocalCluster(3) as started:
+        yield started
+
+
 @pytest.fixture
-def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
-    """Return a client on the session's server that answers bytes."""
-    client = redis_server.client(decode_responses=False)
+def redis_client(pytestconfig: pytest.Config, redis_server: RedisServer) -> Iterator[redis.Redis]:
+    """Return a client that answers bytes: on the session's server, or cluster mode's cluster."""
+    own = session_cluster(pytestconfig)
+    client = redis_server.client(decode_responses=False) if own is None else own.client()
     yield client
     client.close()
 
 
 @pytest.fixture
-def namespace(redis_server: RedisServer) -> Iterator[str]:
+def namespace(pytestconfig: pytest.Config, redis_server: RedisServer) -> Iterator[str]:
     """Return a namespace no other test uses, and delete its keys afterwards."""
     name = f"t{uuid.uuid4().hex[:16]}"
     yield name
-    client = redis_server.client()
+    own = session_cluster(pytestconfig)
+    clients = [redis_server.client()] + ([] if own is None else [own.client()])
     try:
-        delete_namespace(client, name)
+        for client in clients:
+            delete_namespace(client, name)
     finally:
-        client.close()
+        for client in clients:
+            client.close()
 
 
 @pytest.fixture

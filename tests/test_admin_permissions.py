@@ -33,6 +33,9 @@ ALL = [
     "restore_quarantinedrecord",
     "view_queue",
     "operate_queue",
+    "view_schedule",
+    "operate_schedule",
+    "view_worker",
 ]
 
 

@@ -395,3 +395,16 @@ def test_redis_unreachable_answers_503_with_retry_after(
     assert response.status_code == 503
     assert error_code(response) == "ledger_unavailable"
     assert response["Retry-After"] == "1"
+
+
+def test_a_priority_orders_claims_and_is_checked(api_root: APIClient, api_ledger: Ledger) -> None:
+    assert admit(api_root, {"request_id": "low", "payload": "x"}).status_code == 201
+    assert (
+        admit(api_root, {"request_id": "high", "payload": "x", "priority": 50}).status_code == 201
+    )
+    bad = admit(api_root, {"request_id": "bad", "payload": "x", "priority": 101})
+    assert bad.status_code == 400 and "priority" in bad.json()["error"]["details"]
+    record = api_ledger.resolve("high")
+    assert record is not None and record.priority == 50
+    claim = api_ledger.claim("w")
+    assert claim is not None and claim.request_id == "high"

@@ -65,6 +65,7 @@ ROUTES = [
     Route("records", "GET", Q + "records/", "view"),
     Route("record", "GET", Q + "records/r1", "view"),
     Route("resolve", "GET", Q + "resolve/", "view", query={"ids": ["r1"]}),
+    Route("task-result", "GET", Q + "results/r1", "view"),
     Route("stats", "GET", Q + "stats/", "view_queue"),
     Route("quarantine", "GET", Q + "quarantine/", "view_quarantine"),
     Route("repair", "POST", Q + "repair/", "operate", {"cursor": "0"}),

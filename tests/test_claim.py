@@ -197,6 +197,7 @@ def test_claim_trusts_the_record_not_a_stale_index(ledger: Ledger) -> None:
     assert ledger.renew(held).ok
 
 
+@pytest.mark.standalone_only(reason="its claimers' clients are on the standalone URL")
 def test_two_claimers_never_get_the_same_record(
     ledger_factory: Callable[..., Ledger], redis_server: RedisServer
 ) -> None:

@@ -182,6 +182,7 @@ def test_a_queue_holding_a_demo_id_is_left_alone(queues: None) -> None:
     assert counts_of(out, "default")[0] == "seeded"
 
 
+@pytest.mark.standalone_only(reason="the demo runs on the standalone URL, the scan on the cluster")
 def test_leaves_no_keys_but_the_queues(
     queues: None, namespace: str, redis_client: redis.Redis
 ) -> None:

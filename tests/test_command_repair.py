@@ -303,6 +303,7 @@ class StallingProxy:
                 return
 
 
+@pytest.mark.standalone_only(reason="a TCP proxy in front of one server's port")
 def test_a_second_ctrl_c_stops_at_once(
     redis_server: RedisServer, namespace: str, tmp_path: Path
 ) -> None:

@@ -55,6 +55,7 @@ def claim_until_empty(
     ("optimized", "total"),
     [pytest.param(True, 10_000, id="optimized"), pytest.param(False, 1_000, id="reference")],
 )
+@pytest.mark.standalone_only(reason="its worker processes connect to the standalone URL")
 def test_every_record_is_claimed_exactly_once(
     redis_server: RedisServer,
     redis_client: redis.Redis,

@@ -45,6 +45,7 @@ def test_without_redis_url_or_env_file_the_settings_refuse(tmp_path: Path) -> No
     assert "6379" not in done.stdout
 
 
+@pytest.mark.standalone_only(reason="REDIS_CLUSTER replaces the URL connection it checks")
 def test_the_demo_env_file_is_read_when_redis_url_is_not_set(tmp_path: Path) -> None:
     (tmp_path / "env").write_text(
         "# written by scripts/demo.sh\n"
@@ -58,6 +59,7 @@ def test_the_demo_env_file_is_read_when_redis_url_is_not_set(tmp_path: Path) -> 
     assert database == str(tmp_path / "db.sqlite3")
 
 
+@pytest.mark.standalone_only(reason="REDIS_CLUSTER replaces the URL connection it checks")
 def test_the_environment_wins_over_the_env_file(tmp_path: Path) -> None:
     (tmp_path / "env").write_text("REDIS_URL=redis://127.0.0.1:6401/0\nDATABASE_PATH=/nowhere\n")
     done = settings_of(tmp_path, REDIS_URL="redis://127.0.0.1:6402/0")

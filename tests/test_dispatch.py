@@ -634,6 +634,7 @@ print(json.dumps([first, second]))
 """
 
 
+@pytest.mark.standalone_only(reason="its claimer processes connect to the standalone URL")
 def test_one_of_many_processes_wins_each_claim(
     redis_server: Any, redis_client: redis.Redis, namespace: str
 ) -> None:

@@ -88,6 +88,7 @@ class FlushAfterLoad(redis.Redis):
         return sha
 
 
+@pytest.mark.standalone_only(reason="a Redis subclass on the standalone URL flushes one server")
 def test_script_flush_right_after_a_reload_is_invisible(
     redis_server: RedisServer, redis_client: redis.Redis, namespace: str, optimized: bool
 ) -> None:
@@ -124,6 +125,7 @@ def flushing(redis_server: RedisServer) -> Iterator[list[int]]:
         thread.join(10)
 
 
+@pytest.mark.standalone_only(reason="flushes the script cache of one server")
 def test_script_flush_mid_run_is_invisible(
     redis_client: redis.Redis, namespace: str, optimized: bool, flushing: list[int]
 ) -> None:

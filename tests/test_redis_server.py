@@ -12,6 +12,7 @@ from django.conf import settings
 from tests.redis_server import FORBIDDEN_PORT, RedisServer, RedisServerError, delete_namespace
 
 
+@pytest.mark.standalone_only(reason="the settings point at the cluster instead")
 def test_session_server_is_ours_and_settings_point_at_it(
     redis_server: RedisServer, redis_client: redis.Redis
 ) -> None:
@@ -114,6 +115,7 @@ def keys_left_behind(redis_server: RedisServer) -> Iterator[list[str]]:
     client.close()
 
 
+@pytest.mark.standalone_only(reason="checks the cleanup on the standalone server")
 def test_namespace_fixture_cleans_up(
     keys_left_behind: list[str], namespace: str, redis_client: redis.Redis
 ) -> None:

@@ -3,7 +3,9 @@ service the worker embeds (``start_scheduler_thread``)."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import threading
 from collections.abc import Iterator
 from datetime import datetime
@@ -17,6 +19,7 @@ from django.core.management import CommandError, call_command
 
 from django_ledger.conf import get_ledger
 from django_ledger.core.schedule import state_key
+from django_ledger.management.commands.ledger_scheduler import _stop_on_signals
 from django_ledger.services import scheduler
 
 TASK = "tests.tasks_app.tasks.noop"
@@ -84,6 +87,7 @@ def test_once_runs_one_tick_and_admits_what_is_due(scheduled: str) -> None:
     assert epochs == list(range(now - 2, now - 2 + len(epochs)))
     ledger = get_ledger("default")
     assert all(ledger.resolve(request_id) is not None for request_id, _ in admitted)
+    assert re.search(rf"^one tick at \S+: {len(admitted)} admitted, 0 already", text, re.M)
 
 
 def test_a_bad_setting_stops_the_command_with_its_check_id(settings: Any) -> None:
@@ -102,11 +106,11 @@ def test_the_worker_embeds_a_scheduler_thread_that_stops_on_its_event(scheduled:
     thread = scheduler.start_scheduler_thread(stop, interval=0.2, node_id="worker-1")
 
     ledger = get_ledger("default")
-    deadline = threading.Event()
+    pause = threading.Event()
     for _ in range(100):  # up to 10 s: the fire due now is admitted by the thread
         if ledger.stats().total >= 1:
             break
-        deadline.wait(0.1)
+        pause.wait(0.1)
     stop.set()
     thread.join(10)
     assert not thread.is_alive()
@@ -120,3 +124,15 @@ def test_a_bad_setting_stops_the_thread_before_it_starts(settings: Any) -> None:
 
     with pytest.raises(Exception, match=r"E074"):
         scheduler.start_scheduler_thread(threading.Event())
+
+
+def test_a_signal_stops_the_loop_and_a_second_exits_at_once() -> None:
+    stop = threading.Event()
+
+    with pytest.raises(SystemExit) as exited, _stop_on_signals(stop):
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.wait(5)  # the first only asks the loop to stop
+        os.kill(os.getpid(), signal.SIGTERM)
+        threading.Event().wait(5)  # the second does not wait for it
+
+    assert exited.value.code == 128 + signal.SIGTERM

@@ -116,9 +116,11 @@ def test_plan_says_how_to_run_the_task(task_namespace: str) -> None:
 def test_a_handler_needs_a_backend_that_serves_its_queue(task_namespace: str) -> None:
     from django.core.exceptions import ImproperlyConfigured
 
-    with pytest.raises(ImproperlyConfigured, match="serves queue 'elsewhere'"):
-        TaskHandler("elsewhere")
-    assert TaskHandler("emails").backend_alias == "default"
+    listed = {"default": {"BACKEND": "django_ledger.tasks.LedgerBackend", "QUEUES": ["emails"]}}
+    with override_settings(TASKS=listed):
+        with pytest.raises(ImproperlyConfigured, match="serves queue 'elsewhere'"):
+            TaskHandler("elsewhere")
+        assert TaskHandler("emails").backend_alias == "default"
 
 
 # -- run: one attempt ---------------------------------------------------------------------
@@ -357,3 +359,21 @@ def test_old_tracebacks_are_cut_to_their_last_line() -> None:
     assert full == [0, *range(40 - KEPT_TRACEBACKS, 40)]
     assert kept[5].error == {"exception_class_path": "builtins.ValueError", "traceback": "V: n\n"}
     assert _bounded(attempts[:KEPT_TRACEBACKS]) == attempts[:KEPT_TRACEBACKS]
+
+
+def test_a_task_failed_unrun_shows_why(task_namespace: str) -> None:
+    """A worker that cannot plan a job settles it FAILED with no result document."""
+    from django_ledger.tasks import NotRun
+    from django_ledger.tasks.state import task_state
+
+    admit_raw(encode_task("tests.tasks_app.tasks.add", [1, 2], {}))
+    ledger = queues.get("default").ledger
+    claim = ledger.claim("w-9")
+    assert claim is not None
+    ledger.settle(claim, State.FAILED)  # as the worker does when plan() raises
+    state = task_state("default", ledger.resolve("raw-1"), None)  # type: ignore[arg-type]
+    assert state.status == "FAILED" and state.worker_ids == ["w-9"]
+    assert [e["exception_class_path"] for e in state.errors] == [
+        "django_ledger.tasks.exceptions.NotRun"
+    ]
+    assert tasks.add.get_result("raw-1").errors[0].exception_class is NotRun

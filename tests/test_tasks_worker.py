@@ -17,7 +17,7 @@ import pytest
 from django_ledger import get_ledger
 from django_ledger.core.records import ms_to_datetime
 from django_ledger.tasks import LeaseExpired, ResultTooLarge, enqueue_once
-from django_ledger.tasks.compat import TaskResultStatus
+from django_ledger.tasks.compat import TaskResultDoesNotExist, TaskResultStatus
 from tests.redis_server import RedisServer
 from tests.tasks_app import tasks
 from tests.tasks_app.apps import signals_key
@@ -129,6 +129,8 @@ def test_a_payload_naming_no_task_is_failed_unrun(live_worker: WorkerProcess) ->
     wait_until(lambda: ledger.resolve(request_id).state.terminal)  # type: ignore[union-attr]
     assert ledger.resolve(request_id).state.value == "FAILED"  # type: ignore[union-attr]
     assert "a worker called a function that is not a task" not in live_worker.output()
+    with pytest.raises(TaskResultDoesNotExist, match="names no task of this project"):
+        tasks.add.get_result(request_id)  # a record, but not a task Django could show
 
 
 def test_an_idempotent_enqueue_after_the_run_answers_the_result(live_worker: WorkerProcess) -> None:

@@ -301,12 +301,6 @@ def test_a_paused_cluster_cannot_be_connected_to(
         assert get_ledger().admit("a", "payload").status is AdmissionStatus.ADMITTED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=redis.exceptions.RedisClusterException,
-    reason="core/transport.py translates RedisError only; RedisCluster raises "
-    "RedisClusterException (not a RedisError) when no node answers",
-)
 def test_a_cluster_that_stalls_under_a_built_client_raises_unavailable(
     one_node_cluster: RedisServer, namespace: str
 ) -> None:

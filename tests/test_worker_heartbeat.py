@@ -55,7 +55,11 @@ def test_a_running_worker_beats_with_its_queues_its_task_and_counts(
     worker = start("blocking", "failing", "--worker-id", "hb-1", "--concurrency", "3")
     first = wait_until(lambda: heartbeat(beats, "hb-1"), what="the first heartbeat")
     assert (first.queues, first.concurrency) == (["blocking", "failing"], 3)
-    assert (first.host, first.pid, first.state) == (socket.gethostname(), worker.process.pid, "running")
+    assert (first.host, first.pid, first.state) == (
+        socket.gethostname(),
+        worker.process.pid,
+        "running",
+    )
     assert first.started_at <= first.beat_at
     # It expires on its own: a few beats long, never forever.
     assert 0 < redis_client.pttl(beats.key("hb-1")) <= 3_000
@@ -80,10 +84,12 @@ def test_a_running_worker_beats_with_its_queues_its_task_and_counts(
     Ledger(redis_client, namespace, "failing").admit("bad", "work")
     redis_client.set(f"{namespace}:release", 1)
     counted = wait_until(
-        lambda: (i := heartbeat(beats, "hb-1")) is not None
-        and (i.processed, i.failed, i.retried) == (2, 1, 2)
-        and not i.running
-        and i,
+        lambda: (
+            (i := heartbeat(beats, "hb-1")) is not None
+            and (i.processed, i.failed, i.retried) == (2, 1, 2)
+            and not i.running
+            and i
+        ),
         what="the counts to reach 2 processed, 1 failed, 2 retried",
     )
     assert counted.lost == 0 and counted.beat_at >= first.beat_at

@@ -207,3 +207,29 @@ def test_an_unknown_queue_is_a_clear_error(start: Start) -> None:
     worker = start("nope", "--burst")
     assert worker.wait(30) != 0
     assert "unknown queue(s) 'nope'" in worker.output()
+
+
+def test_processes_drain_together_and_each_task_runs_once(
+    start: Start, queue: Callable[..., Ledger], redis_client: redis.Redis, namespace: str
+) -> None:
+    raw = queue("raw")
+    ids = [f"p{n:03d}" for n in range(300)]
+    raw.admit_many([(request_id, "x") for request_id in ids])
+    worker = start("raw", "--processes", "2", "--concurrency", "2", "--burst")
+    assert worker.wait(90) == 0, worker.output()
+    assert runs(redis_client, namespace) == dict.fromkeys(ids, 1)
+
+
+def test_sigterm_stops_every_process_cleanly(
+    start: Start, queue: Callable[..., Ledger], redis_client: redis.Redis, namespace: str
+) -> None:
+    blocking = queue("blocking")
+    blocking.admit_many([("one", "w"), ("two", "w")])
+    worker = start("blocking", "--processes", "2", "--prefetch", "0", "--no-repair")
+    wait_until(lambda: len(started(redis_client, namespace)) == 2, what="both tasks running")
+    # Two processes at once, each running one: two worker ids.
+    assert len({line[3] for line in started(redis_client, namespace)}) == 2
+    worker.signal(signal.SIGTERM)
+    redis_client.set(f"{namespace}:release", 1)
+    assert worker.wait(60) == 0, worker.output()
+    assert blocking.stats().completed == 2

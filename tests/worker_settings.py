@@ -16,10 +16,19 @@ LEDGER = {
     "QUEUES": {
         **LEDGER["QUEUES"],
         "raw": {"HANDLER": H + "record"},
-        "failing": {"HANDLER": H + "fail", "MAX_ATTEMPTS": 3, "BACKOFF_BASE": 0.05, "BACKOFF_CAP": 0.2},
+        "failing": {
+            "HANDLER": H + "fail",
+            "MAX_ATTEMPTS": 3,
+            "BACKOFF_BASE": 0.05,
+            "BACKOFF_CAP": 0.2,
+        },
         "blocking": {"HANDLER": H + "wait_for_release", "LEASE": timedelta(seconds=2)},
         "hanging": {"HANDLER": H + "first_attempt_hangs", "TIMEOUT": 1, "BACKOFF_BASE": 0.05},
-        "hanging_c": {"HANDLER": H + "first_attempt_hangs_in_c", "TIMEOUT": 1, "BACKOFF_BASE": 0.05},
+        "hanging_c": {
+            "HANDLER": H + "first_attempt_hangs_in_c",
+            "TIMEOUT": 1,
+            "BACKOFF_BASE": 0.05,
+        },
         "slow": {"HANDLER": H + "outlives_its_lease", "LEASE": timedelta(seconds=1)},
         "async": {"HANDLER": H + "coroutine"},
     },

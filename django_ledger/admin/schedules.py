@@ -8,6 +8,7 @@ kept in Redis and honoured by every scheduler at its next tick.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -22,7 +23,7 @@ from django.urls import URLPattern, path, reverse
 from .. import permissions
 from ..conf import get_dispatch_registry
 from ..core.dispatch import Dispatch
-from ..core.schedule import Fire, Snapshot, datetime_of
+from ..core.schedule import Every, Fire, Snapshot, datetime_of
 from ..models import Schedule
 from ..schedules.config import ScheduleConfig
 from ..services import scheduler
@@ -285,17 +286,21 @@ def _local_text(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S %Z (%z)")
 
 
-def _settings(config: ScheduleConfig) -> list[tuple[str, str]]:
-    when = ("CRON", config.cron) if config.cron is not None else ("EVERY", f"{config.every} s")
+def _settings(config: ScheduleConfig) -> list[tuple[str, str, str]]:
+    """(label, setting key, value) of each setting, in words and JSON, not Python."""
+    if config.cron is not None:
+        when = ("Cron expression", "CRON", config.cron)
+    else:
+        when = ("Every", "EVERY", Every(config.every or 1).describe().removeprefix("Every "))
     return [
-        ("TASK", config.task),
+        ("Task", "TASK", config.task),
         when,
-        ("TIMEZONE", config.timezone),
-        ("QUEUE", config.queue),
-        ("PRIORITY", str(config.priority)),
-        ("ARGS", repr(list(config.args))),
-        ("KWARGS", repr(config.kwargs)),
-        ("MISFIRE", str(config.misfire)),
-        ("GRACE", period_text(config.grace)),
-        ("ENABLED", str(config.enabled)),
+        ("Time zone", "TIMEZONE", config.timezone),
+        ("Queue", "QUEUE", config.queue),
+        ("Priority", "PRIORITY", str(config.priority)),
+        ("Arguments", "ARGS", json.dumps(list(config.args), ensure_ascii=False)),
+        ("Keyword arguments", "KWARGS", json.dumps(config.kwargs, ensure_ascii=False)),
+        ("Misfire policy", "MISFIRE", str(config.misfire)),
+        ("Grace of missed fires (for 'all')", "GRACE", period_text(config.grace)),
+        ("Enabled", "ENABLED", "yes" if config.enabled else "no"),
     ]

@@ -156,7 +156,9 @@ class WorkerAdmin(LedgerModelAdmin):
         running, hidden = [], 0
         for task in sorted(info.running, key=_since):
             queue = str(task.get("queue", ""))
-            if not (getattr(user, "is_superuser", False) or permissions.can_reach_queue(user, queue)):
+            if not (
+                getattr(user, "is_superuser", False) or permissions.can_reach_queue(user, queue)
+            ):
                 hidden += 1
                 continue
             request_id = str(task.get("id", ""))

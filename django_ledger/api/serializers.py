@@ -283,6 +283,13 @@ class AdmitSerializer(serializers.Serializer[Any]):
     payload = TextField(allow_blank=True)
     delay = seconds(default=0, help_text="Seconds before the request is due.")
     traceparent = serializers.CharField(required=False, allow_null=True, default=None)
+    priority = serializers.IntegerField(
+        required=False,
+        default=0,
+        min_value=-100,
+        max_value=100,
+        help_text="-100 to 100: among requests due now, a higher priority is claimed first.",
+    )
 
 
 class AdmitItemSerializer(AdmitSerializer):

@@ -52,8 +52,11 @@ def _inspect(spec: Any, where: str) -> list[checks.CheckMessage]:
 
     try:
         messages: list[checks.CheckMessage] = []
+        # Only the ledger's writes WAIT for replicas (LEDGER['DURABILITY']).
+        wanted = conf.ledger_settings.durability.replicas if where == "LEDGER['CONNECTION']" else 0
         for name, client in _nodes(spec):
             messages += _inspect_node(client, name, where)
+            messages += _check_replicas(client, name, where, wanted)
         return messages
     except (redis.RedisError, OSError, ImproperlyConfigured, LedgerError) as exc:
         return [
@@ -86,6 +89,25 @@ def _nodes(spec: Any) -> Iterator[tuple[str, Any]]:
             yield node.name, client.get_redis_connection(node)
     else:
         yield _safe(spec), client
+
+
+def _check_replicas(client: Any, name: str, where: str, wanted: int) -> list[checks.CheckMessage]:
+    if not wanted:
+        return []
+    replication = client.info("replication")
+    have = int(replication.get("connected_slaves", 0))
+    if replication.get("role") != "master" or have >= wanted:
+        return []
+    return [
+        checks.Warning(
+            f"Redis at {name} has {have} connected replica(s) and LEDGER['DURABILITY'] asks "
+            f"{wanted} to acknowledge every write: each write on it would wait the whole "
+            "TIMEOUT and raise NotReplicated.",
+            hint="Add replicas to this master, or lower LEDGER['DURABILITY']['REPLICAS'].",
+            obj="LEDGER['DURABILITY']['REPLICAS']",
+            id="django_ledger.W004",
+        )
+    ]
 
 
 def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessage]:

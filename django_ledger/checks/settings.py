@@ -42,6 +42,9 @@ def check_settings(
     timeouts = _section(raw, "TIMEOUTS", errors)
     if timeouts is not None:
         errors += _check_timeouts(timeouts)
+    durability = _section(raw, "DURABILITY", errors)
+    if durability is not None:
+        errors += _check_durability(durability)
     defaults = _section(raw, "DEFAULTS", errors)
     if defaults is not None:
         errors += _unknown_keys(defaults, frozenset(setting.DEFAULTS), "LEDGER['DEFAULTS']")
@@ -221,6 +224,26 @@ def _check_timeouts(timeouts: dict[str, Any]) -> list[checks.CheckMessage]:
                     f"Give a timedelta or a number of seconds, {setting.TIMEOUT_LIMIT.describe()} "
                     f"(default {setting.TIMEOUT_DEFAULTS[key]}), or leave it out.",
                     f"LEDGER['TIMEOUTS'][{key!r}]",
+                )
+            )
+    return errors
+
+
+def _check_durability(durability: dict[str, Any]) -> list[checks.CheckMessage]:
+    where = "LEDGER['DURABILITY']"
+    errors = list(_unknown_keys(durability, setting.DURABILITY_KEYS, where))
+    for key in sorted(setting.DURABILITY_KEYS & set(durability)):
+        limit = setting.DURABILITY_LIMITS[key]
+        problem = limit.problem(durability[key])
+        if problem is not None:
+            errors.append(
+                _error(
+                    16,
+                    f"{key} {problem}.",
+                    f"Give {'an int' if limit.kind == 'int' else 'a timedelta or seconds'}, "
+                    f"{limit.describe()} (default {setting.DURABILITY_DEFAULTS[key]}), or leave "
+                    "it out; see docs/cluster.md.",
+                    f"{where}[{key!r}]",
                 )
             )
     return errors

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["CorruptRecord", "LedgerError", "LedgerUnavailable"]
+__all__ = ["CorruptRecord", "LedgerError", "LedgerUnavailable", "NotReplicated"]
 
 
 class LedgerError(Exception):
@@ -27,3 +27,21 @@ class LedgerUnavailable(LedgerError):
     and a replayed give-back (PENDING) answers ``LOST`` (``not_claimed``) because the
     record is already back to PENDING (``docs/guarantees.md`` has the whole table).
     """
+
+
+class NotReplicated(LedgerUnavailable):
+    """A write is on the queue's master, but fewer replicas than asked acknowledged it.
+
+    Raised with ``LEDGER['DURABILITY']`` (``durability_replicas``) on, when ``WAIT`` ends
+    its time-out with fewer than that many replicas. The write was applied and stays
+    applied; what is not known is whether it survives a failover before the replicas
+    catch up. Like every ``LedgerUnavailable``, the call is safe to make again.
+    """
+
+    def __init__(self, where: str, acknowledged: int, wanted: int, timeout_ms: int) -> None:
+        super().__init__(
+            f"the write of {where} is on the master but only {acknowledged} of {wanted} "
+            f"replica(s) acknowledged it within {timeout_ms} ms"
+        )
+        self.acknowledged = acknowledged
+        self.wanted = wanted

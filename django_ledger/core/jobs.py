@@ -1,10 +1,9 @@
 """What a task is on the ledger: its payload document, and the result stored with it.
 
 A task's payload is a versioned JSON document (``docs/encoding.md``), so any language can
-enqueue one through the REST API::
+enqueue one through the REST API (written canonically: keys sorted, no spaces)::
 
-    {"v": 1, "task": "shop.tasks.send_receipt", "args": [1042], "kwargs": {},
-     "options": {"max_attempts": 5}}
+    {"args":[1042],"kwargs":{},"options":{"max_attempts":5},"task":"shop.tasks.send_receipt","v":1}
 
 The result is a JSON document a worker stores with each settlement of an attempt
 (``Ledger.settle(..., result=)``), in the same script call::

@@ -73,6 +73,8 @@ class Ledger:
         max_attempts: int = 16,
         retention: timedelta | float = timedelta(days=7),
         max_retained: int = 100_000,
+        durability_replicas: int = 0,
+        durability_timeout_ms: int = 1000,
     ) -> None:
         self.namespace = check_name(namespace, "namespace")
         self.queue = check_name(queue, "queue")
@@ -92,7 +94,23 @@ class Ledger:
                 "it verifies the exact stored bytes"
             )
         self.redis = redis
-        self.runner = Runner(redis, namespace, queue, repr(self))
+        # Durability: after each write, WAIT until this many replicas have it (0: no WAIT).
+        if isinstance(durability_replicas, bool) or not isinstance(durability_replicas, int):
+            raise TypeError("durability_replicas must be an int")
+        if not 0 <= durability_replicas <= 100:
+            raise ValueError(f"durability_replicas must be 0 to 100, got {durability_replicas}")
+        self.durability_replicas = durability_replicas
+        self.durability_timeout_ms = positive_int(
+            durability_timeout_ms, "durability_timeout_ms", upper=3_600_000
+        )
+        self.runner = Runner(
+            redis,
+            namespace,
+            queue,
+            repr(self),
+            durability_replicas=durability_replicas,
+            durability_timeout_ms=self.durability_timeout_ms,
+        )
 
     def __repr__(self) -> str:
         mode = "optimized" if self.optimized else "reference"
@@ -494,12 +512,10 @@ class Ledger:
 
     def close_gate(self) -> None:
         """Hold the queue closed: no claim succeeds until ``open_gate``."""
-        with self.translate_errors():
-            self.redis.set(self.gate_key, b"closed")
+        self.runner.write("SET", self.gate_key, b"closed")
 
     def open_gate(self) -> None:
-        with self.translate_errors():
-            self.redis.delete(self.gate_key)
+        self.runner.write("DEL", self.gate_key)
 
     @property
     def gate_closed(self) -> bool:

@@ -2,23 +2,25 @@
 
 ``Runner.run`` calls a script with the queue's keys (EVALSHA, and on NOSCRIPT one EVAL
 with the source), ``translate_errors`` turns redis-py's errors into the ledger's, and
-``server_time_ms`` reads the Redis server clock. The fused path (``fused.py``), the
+``server_time_ms`` reads the Redis server clock of the node that holds the queue. The fused path (``fused.py``), the
 reference path (``reference.py``) and ``Ledger`` (the facade choosing one) all build on
 it; it imports none of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis as redis_py
 
+from .errors import NotReplicated
 from .records import State
-from .scripts import Scripts
+from .scripts import SCRIPT_NAMES, Scripts
 from .transport import Translate
 
-__all__ = ["KEY_NAMES", "Runner"]
+__all__ = ["KEY_NAMES", "WRITE_SCRIPTS", "Runner"]
 
 #: The suffixes of a queue's keys, in the order every script takes them in ``KEYS``.
 KEY_NAMES = (
@@ -33,12 +35,25 @@ KEY_NAMES = (
     "fences",
     "results",
 )
+#: The ledger's scripts that may write: with durability on, each is followed by ``WAIT``.
+WRITE_SCRIPTS = frozenset(SCRIPT_NAMES) - {"stats", "now"}
+#: Attempts of a replicated write whose slot moved (MOVED after a failover) before giving up.
+_REDIRECTS = 3
 
 
 class Runner:
     """Run one queue's scripts on a redis-py client (``Redis`` or ``RedisCluster``)."""
 
-    def __init__(self, redis: Any, namespace: str, queue: str, label: str) -> None:
+    def __init__(
+        self,
+        redis: Any,
+        namespace: str,
+        queue: str,
+        label: str,
+        *,
+        durability_replicas: int = 0,
+        durability_timeout_ms: int = 1000,
+    ) -> None:
         self.redis = redis
         tag = "{%s:%s}" % (namespace, queue)  # noqa: UP031 - braces are the hash tag
         self.keys: tuple[str, ...] = tuple(f"{tag}:{name}" for name in KEY_NAMES)
@@ -46,6 +61,10 @@ class Runner:
         self.label = label
         #: Test seam: milliseconds added to the Redis server clock inside every script.
         self.clock_skew_ms = 0
+        #: Replicas that must acknowledge each write (``WAIT``); 0: none asked.
+        self.durability_replicas = durability_replicas
+        self.durability_timeout_ms = durability_timeout_ms
+        self._writes = frozenset(getattr(self.scripts, name).sha for name in WRITE_SCRIPTS)
 
     def __repr__(self) -> str:
         return self.label
@@ -88,29 +107,98 @@ class Runner:
 
         EVALSHA first; on NOSCRIPT, EVAL with the source. redis-py's own recovery
         (SCRIPT LOAD, then EVALSHA again) leaves a window in which another flush
-        reaches the caller; EVAL has none.
+        reaches the caller; EVAL has none. With durability on, a write script is
+        followed by ``WAIT`` on the same connection (``replicated``).
         """
         keys = self.keys
         with self.translate_errors():
+            if self.durability_replicas and script.sha in self._writes:
+                return self._replicated_script(script, args)
             try:
                 return self.redis.evalsha(script.sha, len(keys), *keys, self.clock_skew_ms, *args)
             except redis_py.exceptions.NoScriptError:
                 return self.redis.eval(script.script, len(keys), *keys, self.clock_skew_ms, *args)
 
+    def write(self, *command: Any) -> Any:
+        """Send one plain write command on this queue's keys, replicated like a script."""
+        with self.translate_errors():
+            if self.durability_replicas:
+                return self.replicated(lambda pipe: pipe.execute_command(*command))
+            return self.redis.execute_command(*command)
+
+    def _replicated_script(self, script: Any, args: Sequence[Any]) -> Any:
+        keys, skew = self.keys, self.clock_skew_ms
+        try:
+            return self.replicated(
+                lambda pipe: pipe.evalsha(script.sha, len(keys), *keys, skew, *args)
+            )
+        except redis_py.exceptions.NoScriptError:
+            return self.replicated(
+                lambda pipe: pipe.eval(script.script, len(keys), *keys, skew, *args)
+            )
+
+    def replicated(self, queue_command: Callable[[Any], Any]) -> Any:
+        """Send one write and ``WAIT`` in one round trip, on one connection of the master.
+
+        ``WAIT`` counts the replicas that acknowledged the writes of its own connection,
+        so it must travel on the connection that carried the write: a pooled client may
+        hand the next command another one, whose last write is older. Hence a pipeline
+        of the two, on the queue's own master (on a cluster, the node serving the
+        queue's slot). Return the write's reply; raise ``NotReplicated`` when fewer
+        than ``durability_replicas`` replicas acknowledged it in time.
+        """
+        wanted, timeout_ms = self.durability_replicas, self.durability_timeout_ms
+        for _ in range(_REDIRECTS):
+            pipe = self._master().pipeline(transaction=False)
+            queue_command(pipe)
+            pipe.execute_command("WAIT", wanted, timeout_ms)
+            try:
+                reply, acknowledged = pipe.execute(raise_on_error=False)
+            except (redis_py.ConnectionError, redis_py.TimeoutError):
+                self._refresh_slots()  # the master may have failed over: ask again next time
+                raise
+            if isinstance(reply, redis_py.exceptions.AskError):  # MOVED too: the slot moved
+                self._refresh_slots()
+                continue
+            if isinstance(reply, Exception):
+                raise reply
+            if isinstance(acknowledged, Exception):
+                raise acknowledged
+            if int(acknowledged) < wanted:
+                raise NotReplicated(self.label, int(acknowledged), wanted, timeout_ms)
+            return reply
+        raise redis_py.exceptions.ClusterError(
+            f"the slot of {self.label} kept moving ({_REDIRECTS} redirections)"
+        )
+
+    def _master(self) -> Any:
+        """Return a plain client on the node that serves this queue's keys."""
+        if not isinstance(self.redis, redis_py.RedisCluster):
+            return self.redis
+        node_of: Callable[[str], Any] = self.redis.get_node_from_key  # untyped in redis-py
+        return self.redis.get_redis_connection(node_of(self.keys[0]))
+
+    def _refresh_slots(self) -> None:
+        manager = getattr(self.redis, "nodes_manager", None)
+        if manager is not None:
+            # Best effort: if no node answers, the next call says so itself.
+            with contextlib.suppress(
+                redis_py.RedisError, redis_py.exceptions.RedisClusterException
+            ):
+                manager.initialize()
+
     def translate_errors(self) -> Translate:
         return Translate(self)
 
     def server_time_ms(self) -> int:
-        """Return the Redis server's clock (plus the test skew) in epoch milliseconds."""
-        with self.translate_errors():
-            seconds, micros = self.redis.time()
-        return int(seconds) * 1000 + int(micros) // 1000 + self.clock_skew_ms
+        """Return the Redis server's clock (plus the test skew) in epoch milliseconds.
+
+        Read by a script with the queue's keys, so on a cluster it is the clock of the
+        queue's own master, the one every other script of this queue reads.
+        """
+        return int(self.run(self.scripts.now, [])[0])
 
     def now_and_raw(self, request_id: str) -> tuple[int, bytes | None]:
-        """Read the server clock and one record's bytes in one round trip."""
-        with self.translate_errors():
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.time()
-            pipe.hget(self.records_key, request_id)
-            (seconds, micros), raw = pipe.execute()
-        return int(seconds) * 1000 + int(micros) // 1000 + self.clock_skew_ms, raw
+        """Read the server clock and one record's bytes in one round trip (one script)."""
+        now, raw = self.run(self.scripts.now, [request_id])
+        return int(now), raw

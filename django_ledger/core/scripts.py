@@ -27,6 +27,7 @@ SCRIPT_NAMES = (
     "write",
     "reindex",
     "quarantine",
+    "now",
 )
 
 
@@ -63,3 +64,4 @@ class Scripts:
     write: Any
     reindex: Any
     quarantine: Any
+    now: Any

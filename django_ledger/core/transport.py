@@ -16,6 +16,7 @@ __all__ = [
     "batches",
     "decodes_responses",
     "scanned_id",
+    "unavailable",
     "utf8_len",
 ]
 
@@ -25,8 +26,52 @@ MAX_BATCH = 128
 MAX_BATCH_BYTES = 2 * 1024 * 1024
 
 
+#: redis-py's cluster errors that mean "not now": a failover in progress (CLUSTERDOWN,
+#: MASTERDOWN, a slot without a master), a resharding (TRYAGAIN, ASK), or redirections
+#: (MOVED) that did not settle within the client's budget (``ClusterError``: TTL exhausted).
+_CLUSTER_TRANSIENT: tuple[type[BaseException], ...] = (
+    redis_py.exceptions.ClusterError,
+    redis_py.exceptions.TryAgainError,
+    redis_py.exceptions.AskError,
+    redis_py.exceptions.SlotNotCoveredError,
+)
+_OUTAGE: tuple[type[BaseException], ...] = (
+    redis_py.ConnectionError,
+    redis_py.TimeoutError,
+    *_CLUSTER_TRANSIENT,
+)
+
+
+def unavailable(exc: BaseException) -> bool:
+    """Say whether ``exc`` means Redis (or the cluster's node for the keys) cannot answer now.
+
+    A plain ``RedisClusterException`` is not a ``RedisError``: redis-py raises it both for
+    a cluster it cannot reach (when refreshing the slots after a connection error, which
+    it keeps as the cause or context) and for a call it will not send (a blocked
+    pipelined command, keys in several slots). Only the first is an outage.
+    """
+    if isinstance(exc, _OUTAGE):
+        return True
+    if isinstance(exc, redis_py.exceptions.RedisClusterException):
+        if "not covered" in str(exc):
+            return True  # the slots have a hole: a master is failing over
+        link = exc.__cause__ or exc.__context__
+        for _ in range(8):  # a chain is short; a cycle must not hold us
+            if link is None:
+                break
+            if isinstance(link, (*_OUTAGE, OSError)):
+                return True
+            link = link.__cause__ or link.__context__
+    return False
+
+
 class Translate:
-    """Context manager turning redis-py errors into the ledger's."""
+    """Context manager turning redis-py errors (cluster errors too) into the ledger's.
+
+    ``LedgerUnavailable`` when Redis cannot answer now (down, stalled, or a cluster in
+    failover); ``LedgerError`` when it, or the cluster client, refused the call. Both
+    keep the redis-py error as their cause.
+    """
 
     def __init__(self, ledger: object) -> None:
         self.ledger = ledger
@@ -39,9 +84,9 @@ class Translate:
     ) -> None:
         if exc is None or isinstance(exc, LedgerError):
             return
-        if isinstance(exc, redis_py.ConnectionError | redis_py.TimeoutError):
+        if unavailable(exc):
             raise LedgerUnavailable(f"Redis is unavailable for {self.ledger!r}: {exc}") from exc
-        if isinstance(exc, redis_py.RedisError):
+        if isinstance(exc, redis_py.RedisError | redis_py.exceptions.RedisClusterException):
             raise LedgerError(f"Redis refused a call of {self.ledger!r}: {exc}") from exc
 
 

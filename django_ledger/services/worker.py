@@ -42,13 +42,20 @@ class WorkerOptions:
 
 
 def task_queues() -> list[str]:
-    """The queues of every ``LedgerBackend`` in ``TASKS``, in the order they are named."""
+    """The queues of every ``LedgerBackend`` in ``TASKS``, in the order they are named.
+
+    A backend whose ``QUEUES`` is empty takes any queue (Django's meaning): then every
+    queue of ``LEDGER['QUEUES']`` that has no raw ``HANDLER``.
+    """
     found: list[str] = []
     tasks = getattr(settings, "TASKS", {}) or {}
     for alias in tasks.values() if isinstance(tasks, dict) else ():
         if not isinstance(alias, dict) or alias.get("BACKEND") not in _backend_paths():
             continue
-        for queue in alias.get("QUEUES") or ["default"]:
+        names = alias.get("QUEUES")
+        if not names:
+            names = [q for q, o in ledger_settings.queues.items() if "HANDLER" not in o]
+        for queue in names:
             if queue not in found:
                 found.append(queue)
     return found
@@ -152,6 +159,9 @@ def _metrics(port: int | None) -> Metrics | None:
             "--metrics-port needs prometheus-client: pip install 'django-ledger[metrics]'"
         )
     exporter: Any = metrics.PrometheusMetrics()
-    metrics.serve(port, exporter)
+    try:
+        metrics.serve(port, exporter)
+    except OSError as exc:
+        raise ValueError(f"--metrics-port {port}: cannot serve metrics there: {exc}") from exc
     result: Metrics = exporter
     return result

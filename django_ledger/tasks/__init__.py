@@ -16,6 +16,7 @@ __all__ = [
     "LedgerBackend",
     "LedgerTask",
     "LedgerTaskContext",
+    "NotRun",
     "QueueFull",
     "ResultTooLarge",
     "TaskIdConflict",
@@ -37,6 +38,7 @@ _HOMES = {
     "enqueue_many": "calls",
     "aenqueue_many": "calls",
     "LeaseExpired": "exceptions",
+    "NotRun": "exceptions",
     "QueueFull": "exceptions",
     "ResultTooLarge": "exceptions",
     "TaskIdConflict": "exceptions",
@@ -46,7 +48,14 @@ _HOMES = {
 if TYPE_CHECKING:
     from .backend import LedgerBackend
     from .calls import aenqueue_many, aenqueue_once, enqueue_many, enqueue_once
-    from .exceptions import LeaseExpired, QueueFull, ResultTooLarge, TaskIdConflict, UnknownTask
+    from .exceptions import (
+        LeaseExpired,
+        NotRun,
+        QueueFull,
+        ResultTooLarge,
+        TaskIdConflict,
+        UnknownTask,
+    )
     from .ledger_task import LedgerTask, LedgerTaskContext, task
 
 

@@ -194,7 +194,9 @@ class LedgerBackend(BaseTaskBackend):
             try:
                 size = len(payload) if payload.isascii() else len(payload.encode("utf-8"))
             except UnicodeEncodeError as exc:
-                raise InvalidTask(f"The arguments of {path} hold text that is not UTF-8: {exc}") from exc
+                raise InvalidTask(
+                    f"The arguments of {path} hold text that is not UTF-8: {exc}"
+                ) from exc
             if size > ledger.max_payload_bytes:
                 raise InvalidTask(
                     f"The payload of {path} is {size:,} bytes, over the "

@@ -6,6 +6,7 @@ from .compat import InvalidTask, TaskException
 
 __all__ = [
     "LeaseExpired",
+    "NotRun",
     "QueueFull",
     "ResultTooLarge",
     "TaskIdConflict",
@@ -48,4 +49,12 @@ class LeaseExpired(Exception):
 
     Never raised: it is the ``exception_class`` of the ``TaskError`` a result shows for
     such an attempt.
+    """
+
+
+class NotRun(Exception):
+    """Recorded for an attempt a worker ended FAILED without running the task.
+
+    Never raised: its payload named no task the worker could run, or did not decode (the
+    worker's log line says which). It is the ``exception_class`` of that attempt's error.
     """

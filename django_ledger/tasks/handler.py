@@ -19,7 +19,7 @@ from inspect import iscoroutinefunction
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import import_string
+from django.utils.module_loading import autodiscover_modules, import_string
 
 from ..core.jobs import Attempt, BadPayload, ResultDoc, TaskPayload, decode_result, decode_task
 from ..core.jobs import encode_result as encode_result_doc
@@ -74,6 +74,9 @@ class TaskHandler:
     def __init__(self, queue: str, backend_alias: str | None = None) -> None:
         self.queue = queue
         self.backend_alias = backend_alias or backend_alias_for(queue)
+        # Each installed app's tasks module, once, before any job (as Celery's
+        # autodiscovery): a module that does not import stops the worker at its start.
+        autodiscover_modules("tasks")
 
     def __repr__(self) -> str:
         return f"<TaskHandler {self.queue} ({self.backend_alias})>"

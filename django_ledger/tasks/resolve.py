@@ -11,6 +11,8 @@ import hashlib
 import importlib
 import json
 import os
+import threading
+import time
 import re
 import sys
 from typing import Any
@@ -30,17 +32,17 @@ def resolve_task(path: str) -> Task[..., Any]:
     if not isinstance(path, str) or not _PATH.fullmatch(path):
         raise UnknownTask(f"{path!r} is not the dotted path of a task")
     module_name, _, name = path.rpartition(".")
-    module = sys.modules.get(module_name)
-    if module is None:
-        if apps.get_containing_app_config(module_name) is None:
-            raise UnknownTask(
-                f"{path!r} is not in an installed app's package, nor already imported: "
-                "the worker imports task modules of INSTALLED_APPS only"
-            )
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise UnknownTask(f"{path!r} does not import: {exc}") from exc
+    if module_name not in sys.modules and apps.get_containing_app_config(module_name) is None:
+        raise UnknownTask(
+            f"{path!r} is not in an installed app's package, nor already imported: "
+            "the worker imports task modules of INSTALLED_APPS only"
+        )
+    try:
+        # Also for a module in sys.modules: one another thread is still importing is
+        # waited for here, where a look in sys.modules would find it half made.
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UnknownTask(f"{path!r} does not import: {exc}") from exc
     found: object = vars(module).get(name)
     if not isinstance(found, Task) or found.module_path != path:
         raise UnknownTask(f"{path!r} is not a task (a function decorated with @task)")
@@ -65,9 +67,25 @@ def declared_task(task: Task[..., Any]) -> Task[..., Any]:
     return found
 
 
+_ID_LOCK = threading.Lock()
+_last_id = [0, 0]  # the last id's millisecond and its sequence within that millisecond
+
+
 def random_id() -> str:
-    """Return a new task id: 32 lowercase hex digits."""
-    return os.urandom(16).hex()
+    """Return a new task id: 32 lowercase hex digits that sort in enqueue order.
+
+    Like a UUIDv7: 12 digits of epoch milliseconds, 4 of a sequence within the
+    millisecond, then 16 random ones. The ledger orders tasks of one priority due in one
+    millisecond by id, so within a process generated ids keep them first in, first out;
+    a clock that steps back never makes an id sort before an earlier one.
+    """
+    with _ID_LOCK:
+        ms = max(time.time_ns() // 1_000_000, _last_id[0])
+        sequence = _last_id[1] + 1 if ms == _last_id[0] else 0
+        if sequence > 0xFFFF:
+            ms, sequence = ms + 1, 0
+        _last_id[0], _last_id[1] = ms, sequence
+    return f"{ms:012x}{sequence:04x}{os.urandom(8).hex()}"
 
 
 def unique_id(path: str, args: list[Any], kwargs: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from ..core.records import Record, State
 
 __all__ = [
     "LEASE_EXPIRED_PATH",
+    "NOT_RUN_PATH",
     "STATUS_OF",
     "UNKNOWN_WORKER",
     "TaskState",
@@ -33,6 +34,7 @@ STATUS_OF = {
     State.DEAD: "FAILED",
 }
 LEASE_EXPIRED_PATH = "django_ledger.tasks.exceptions.LeaseExpired"
+NOT_RUN_PATH = "django_ledger.tasks.exceptions.NotRun"
 #: The worker id of an attempt whose worker is not known (it never settled).
 UNKNOWN_WORKER = "unknown"
 
@@ -49,6 +51,22 @@ def lost_attempt(worker_id: str, number: int) -> Attempt:
                 "which stopped before it settled (it died, or lost its lease); "
                 "the ledger's repair took the task back.\n"
                 f"{LEASE_EXPIRED_PATH.rpartition('.')[2]}: attempt {number} never settled\n"
+            ),
+        },
+    )
+
+
+def unrun_attempt(worker_id: str, number: int) -> Attempt:
+    """Return the record of attempt ``number``, which its worker failed without running."""
+    return Attempt(
+        worker_id=worker_id or UNKNOWN_WORKER,
+        started_at=0,
+        error={
+            "exception_class_path": NOT_RUN_PATH,
+            "traceback": (
+                f"Worker {worker_id or UNKNOWN_WORKER!r} failed attempt {number} without "
+                "running it: the payload names no task it could run (its log says why).\n"
+                f"NotRun: attempt {number} was not run\n"
             ),
         },
     )
@@ -102,8 +120,13 @@ def task_state(queue: str, record: Record, raw_result: bytes | None) -> TaskStat
         doc, problem = ResultDoc(), str(exc)
     attempts = list(doc.attempts)
     running = record.state is State.CLAIMED
+    # A FAILED record whose last attempt left no result was failed unrun (the worker
+    # could not plan it); any other attempt missing from the document was never settled.
+    unrun = record.state is State.FAILED and len(attempts) < record.attempts
     for number in range(len(attempts) + 1, record.attempts + (0 if running else 1)):
-        attempts.append(lost_attempt(record.owner, number))
+        last = number == record.attempts
+        attempt = unrun_attempt if unrun and last else lost_attempt
+        attempts.append(attempt(record.owner, number))
     state = TaskState(
         request_id=record.request_id,
         queue=queue,

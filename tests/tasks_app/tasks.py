@@ -38,7 +38,7 @@ def fail(message: str) -> None:
     raise ValueError(message)
 
 
-@task
+@ledger_task(max_attempts=1)
 async def async_fail(message: str) -> None:
     raise ValueError(message)
 
@@ -48,7 +48,7 @@ def exit_task() -> None:
     raise SystemExit(3)
 
 
-@task
+@ledger_task(max_attempts=1)
 def complex_exception() -> None:
     raise ValueError(ValueError("This task failed"))
 

@@ -52,7 +52,9 @@ class AdmissionViewSet(LedgerViewSet):
         self.check_body_size(ledger.max_payload_bytes)
         data = self.validated(AdmitSerializer, request.data)
         request_id = _request_id(data.get("request_id"), request.headers.get("Idempotency-Key"))
-        admission = ledger.admit(request_id, data["payload"], data["delay"], data["traceparent"])
+        admission = ledger.admit(
+            request_id, data["payload"], data["delay"], data["traceparent"], data["priority"]
+        )
         return admission_response(admission, ledger.max_payload_bytes)
 
     @extend_schema(
@@ -79,14 +81,15 @@ class AdmissionViewSet(LedgerViewSet):
         size = sum(len(i["request_id"].encode()) + len(i["payload"].encode()) for i in valid)
         if size > MAX_BATCH_BYTES:
             raise _batch_too_large({"max_bytes": MAX_BATCH_BYTES, "bytes": size})
-        # The ledger takes one delay and one traceparent per call: group items by them.
-        groups: dict[tuple[float, str | None], list[int]] = {}
+        # The ledger takes one delay, traceparent and priority per call: group items by them.
+        groups: dict[tuple[float, str | None, int], list[int]] = {}
         for position, item in enumerate(valid):
-            groups.setdefault((item["delay"], item["traceparent"]), []).append(position)
+            key = (item["delay"], item["traceparent"], item["priority"])
+            groups.setdefault(key, []).append(position)
         results: list[Admission | None] = [None] * len(valid)
-        for (delay, traceparent), positions in groups.items():
+        for (delay, traceparent, priority), positions in groups.items():
             pairs = [(valid[p]["request_id"], valid[p]["payload"]) for p in positions]
-            answers = ledger.admit_many(pairs, delay, traceparent)
+            answers = ledger.admit_many(pairs, delay, traceparent, priority)
             for position, answer in zip(positions, answers, strict=True):
                 results[position] = answer
         return Response({"results": [admission_data(r) for r in results if r is not None]})

@@ -40,9 +40,10 @@ class TaskResultSerializer(serializers.Serializer[Any]):
     queue = serializers.CharField()
     task = serializers.CharField(help_text="The task's dotted path.")
     status = serializers.ChoiceField(choices=TASK_STATUSES)
-    record_state = serializers.ChoiceField(
-        choices=["PENDING", "CLAIMED", "COMPLETED", "FAILED", "DEAD"],
-        help_text="The ledger record's state (DEAD: its last worker died).",
+    # A plain string: an enum here would clash with the record's in the schema's names.
+    record_state = serializers.CharField(
+        help_text="The ledger record's state: PENDING, CLAIMED, COMPLETED, FAILED or DEAD "
+        "(its last worker died)."
     )
     args = serializers.ListField(child=serializers.JSONField())
     kwargs = serializers.DictField(child=serializers.JSONField())

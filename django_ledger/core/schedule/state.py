@@ -10,7 +10,9 @@ Fields, for each schedule key ``K`` (keys hold no whitespace, so a space separat
 
 A decision moves ``through`` and adds its pending fires in one script call, a
 compare-and-set on the ``through`` the node read (``lua/schedule_commit.lua``); the
-other writes are single commands. The server clock is read with ``TIME``.
+other writes are single commands. The server clock is read with ``TIME`` in a script on
+the state's key (``lua/schedule_snapshot.lua``), so on a Redis Cluster it is the clock of
+the node that holds the state.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from ..transport import Translate
 
 __all__ = ["Pause", "Pending", "ScheduleStore", "Snapshot", "state_key"]
 
-_SCRIPT: Final = "schedule_commit.lua"
+_COMMIT: Final = "schedule_commit.lua"
+_SNAPSHOT: Final = "schedule_snapshot.lua"
 
 
 def state_key(namespace: str) -> str:
@@ -74,7 +77,8 @@ class ScheduleStore:
         self.namespace = namespace
         self.key = state_key(namespace)
         folder = resources.files("django_ledger.core") / "lua"
-        self._script = redis.register_script((folder / _SCRIPT).read_text(encoding="utf-8"))
+        self._commit = redis.register_script((folder / _COMMIT).read_text(encoding="utf-8"))
+        self._snapshot = redis.register_script((folder / _SNAPSHOT).read_text(encoding="utf-8"))
         #: Test seam: milliseconds added to the Redis server clock as this store reads it.
         self.clock_skew_ms = 0
 
@@ -84,23 +88,26 @@ class ScheduleStore:
     def _translate(self) -> Translate:
         return Translate(self)
 
+    def _run(self, script: Any, *args: str) -> Any:
+        """Run a script on the state's key: EVALSHA, and on NOSCRIPT one EVAL."""
+        with self._translate():
+            try:
+                return self.redis.evalsha(script.sha, 1, self.key, *args)
+            except redis_py.exceptions.NoScriptError:
+                return self.redis.eval(script.script, 1, self.key, *args)
+
     # -- reads ----------------------------------------------------------------------
 
     def server_time_ms(self) -> int:
         """Return the Redis server's clock (plus the test skew) in epoch milliseconds."""
-        with self._translate():
-            seconds, micros = self.redis.time()
+        seconds, micros = self._run(self._snapshot, "clock")
         return int(seconds) * 1000 + int(micros) // 1000 + self.clock_skew_ms
 
     def snapshot(self) -> Snapshot:
         """Read the server clock and the whole state hash in one round trip."""
-        with self._translate():
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.time()
-            pipe.hgetall(self.key)
-            (seconds, micros), raw = pipe.execute()
+        seconds, micros, flat = self._run(self._snapshot, "state")
         snapshot = Snapshot(int(seconds) * 1000 + int(micros) // 1000 + self.clock_skew_ms)
-        for name, value in raw.items():
+        for name, value in zip(flat[::2], flat[1::2], strict=True):
             _read_field(snapshot, _text(name), _text(value))
         return snapshot
 
@@ -122,12 +129,7 @@ class ScheduleStore:
         """Move ``through`` from ``expected`` and hold ``fires`` pending; say if it won."""
         args = [key, "" if expected is None else str(expected), str(through), pending.to_json()]
         args += [str(fire) for fire in fires]
-        with self._translate():
-            try:
-                won = self.redis.evalsha(self._script.sha, 1, self.key, *args)
-            except redis_py.exceptions.NoScriptError:
-                won = self.redis.eval(self._script.script, 1, self.key, *args)
-        return bool(won)
+        return bool(self._run(self._commit, *args))
 
     def finish(self, key: str, epoch: int) -> None:
         """Forget a pending fire: it is admitted (or given up), by whichever node."""

@@ -11,13 +11,18 @@ from typing import Any
 
 __all__ = ["PrometheusMetrics", "available", "serve"]
 
+_prometheus: Any  # the ``prometheus_client`` module, or None
 try:  # pragma: no cover - depends on what is installed
     import prometheus_client as _prometheus
 except ImportError:  # pragma: no cover
     _prometheus = None
 
+#: What to install when ``prometheus_client`` does not import.
+INSTALL = "install prometheus-client (pip install 'django-ledger[metrics]')"
+
 
 def available() -> bool:
+    """Whether ``prometheus_client`` imports."""
     return _prometheus is not None
 
 
@@ -26,7 +31,7 @@ class PrometheusMetrics:
 
     def __init__(self, registry: Any = None) -> None:
         if _prometheus is None:
-            raise RuntimeError("install prometheus-client (pip install 'django-ledger[metrics]')")
+            raise RuntimeError(INSTALL)
         registry = registry if registry is not None else _prometheus.REGISTRY
         self.registry = registry
         self._tasks = _prometheus.Counter(
@@ -75,5 +80,5 @@ class PrometheusMetrics:
 def serve(port: int, metrics: PrometheusMetrics, addr: str = "0.0.0.0") -> None:
     """Serve ``/metrics`` on ``port`` from a daemon thread."""
     if _prometheus is None:
-        raise RuntimeError("install prometheus-client (pip install 'django-ledger[metrics]')")
+        raise RuntimeError(INSTALL)
     _prometheus.start_http_server(port, addr=addr, registry=metrics.registry)

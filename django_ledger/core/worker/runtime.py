@@ -187,6 +187,9 @@ class Worker:
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
+        #: Set when a stop left jobs running past ``shutdown_timeout`` (their leases
+        #: bring them back): the process must exit without joining their threads.
+        self.abandoned = False
 
     # -- the outside ----------------------------------------------------------------
 
@@ -221,7 +224,7 @@ class Worker:
         finally:
             self._done.set()
             self._wake.set()
-            forced = self._forced.is_set() or self._hard_exit.is_set()
+            forced = self._forced.is_set() or self._hard_exit.is_set() or self.abandoned
             self._pool.shutdown(wait=not forced, cancel_futures=True)
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._loop.stop)
@@ -244,8 +247,10 @@ class Worker:
     # -- threads ----------------------------------------------------------------------
 
     def _start_threads(self) -> None:
-        beat = max(0.05, min(self.leases.values()) / 3)
-        self._spawn("ledger-renewer", lambda: self._every(beat, self._renew_and_watch))
+        self._quietly(self._beat)  # on the Workers page from the start, not a beat later
+        self._spawn(
+            "ledger-renewer", lambda: self._every(self._renew_period, self._renew_and_watch)
+        )
         if self.config.repair:
             interval = self.config.repair_interval
             if interval is None:
@@ -258,8 +263,22 @@ class Worker:
         thread.start()
         self._threads.append(thread)
 
-    def _every(self, seconds: float, work: Callable[[], None]) -> None:
-        while not self._done.wait(seconds):
+    def _renew_period(self) -> float:
+        """A third of the shortest lease in hand: a task's own (``Plan.lease``) or a queue's."""
+        now = time.monotonic()
+        with self._lock:
+            entries = list(self._in_hand.values())
+        own = [e.plan.lease for e in entries if e.plan and e.plan.lease]
+        period = min([*self.leases.values(), *own]) / 3
+        # Wake in time for the earliest time-out too, not a beat late.
+        for e in entries:
+            if e.plan and e.plan.timeout and e.started is not None and not e.finished:
+                period = min(period, e.plan.timeout - (now - e.started))
+        return max(0.05, period)
+
+    def _every(self, seconds: float | Callable[[], float], work: Callable[[], None]) -> None:
+        period = seconds if callable(seconds) else (lambda: seconds)
+        while not self._done.wait(period()):
             try:
                 work()
             except LedgerUnavailable as exc:
@@ -304,6 +323,7 @@ class Worker:
                 deadline = time.monotonic() + grace
             room = 0 if stopping else self._room()
             claimed, drained, worked = self._settle_and_claim(room)
+            self.metrics.in_flight(self._in_hand_count())
             if stopping:
                 if not self._in_hand_count() and not self._pending_settlements():
                     return
@@ -316,6 +336,7 @@ class Worker:
                         self._in_hand_count(),
                         self.config.shutdown_timeout,
                     )
+                    self.abandoned = True
                     return
                 self._wake.wait(0.05)
                 continue
@@ -430,7 +451,6 @@ class Worker:
             with self._lock:
                 self._in_hand[(queue, claim.request_id, claim.fence)] = entry
             entry.future = self._pool.submit(self._execute, entry)
-        self.metrics.in_flight(self._in_hand_count())
 
     def _execute(self, entry: _Entry) -> None:
         """Run one job on a pool thread (its outcome goes to the main loop's outbox)."""
@@ -456,25 +476,39 @@ class Worker:
             plan = entry.handler.plan(job)
         except Exception as exc:
             log.exception("worker %s: job %s cannot be run", self.worker_id, job.claim.request_id)
-            self._finish(entry, Outcome(State.FAILED, reason=f"unrunnable: {exc}"))
+            # A handler may say how a job it cannot run settles (with its reason stored).
+            refused = getattr(entry.handler, "refused", None)
+            outcome = refused(job, exc) if callable(refused) else None
+            if not isinstance(outcome, Outcome):
+                outcome = Outcome(State.FAILED, reason=f"unrunnable: {exc}")
+            self._finish(entry, outcome)
             return
         entry.plan = plan
+        name = plan.name or entry.queue
         try:
-            with tracing.span(
-                plan.name or entry.queue, job.claim.traceparent, self._attributes(job)
-            ):
+            if plan.is_async:
                 result = entry.handler.run(job, plan)
-                if isinstance(result, Outcome):
-                    self._finish(entry, result)
-                    return
+            else:
+                with tracing.span(name, job.claim.traceparent, self._attributes(job)) as traced:
+                    result = entry.handler.run(job, plan)
+                    if isinstance(result, Outcome):
+                        traced.outcome(result)
+            if isinstance(result, Outcome):
+                self._finish(entry, result)
+                return
         except Exception as exc:
             self._finish(entry, self._handler_bug(entry, exc))
             return
         self._await(entry, result)
 
     def _await(self, entry: _Entry, awaitable: Awaitable[Outcome]) -> None:
+        job, name = entry.job, (entry.plan.name if entry.plan else "") or entry.queue
+
         async def wrapped() -> Outcome:
-            return await awaitable
+            with tracing.span(name, job.claim.traceparent, self._attributes(job)) as traced:
+                outcome = await awaitable
+                traced.outcome(outcome)
+                return outcome
 
         future = asyncio.run_coroutine_threadsafe(wrapped(), self._event_loop())
         entry.async_future = future

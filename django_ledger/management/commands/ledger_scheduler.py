@@ -3,7 +3,7 @@
 Run any number, on any nodes: each fire is admitted once whatever runs, dies or restarts
 (``docs/scheduler.md``). ``--once`` runs one tick and exits; ``--explain KEY`` prints the
 next fires of a schedule in UTC and in its time zone. SIGTERM or SIGINT stops the loop
-after the tick in progress.
+after the tick in progress; a second one stops it at once.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...core.errors import LedgerError
-from ...core.schedule import TickReport
+from ...core.schedule import TickReport, datetime_of
 from ...services import scheduler
 
 
@@ -56,7 +56,13 @@ class Command(BaseCommand):
             scheduler.schedules()  # a bad setting stops here, with its check id
             runner = scheduler.Scheduler(options["node_id"])
             if options["once"]:
-                self._report(runner.tick())
+                report = runner.tick()
+                self._report(report)
+                self.stdout.write(
+                    f"one tick at {datetime_of(report.now_ms // 1000).isoformat()}: "
+                    f"{report.admitted} admitted, {report.duplicates} already admitted, "
+                    f"{report.recovered} recovered for other nodes, {len(report.errors)} errors"
+                )
                 return
             self._loop(runner, options["interval"])
         except (ImproperlyConfigured, LookupError, ValueError) as exc:
@@ -111,9 +117,15 @@ class Command(BaseCommand):
 
 @contextmanager
 def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """Set ``stop`` on SIGTERM or SIGINT (the tick in progress finishes first)."""
+    """Set ``stop`` on SIGTERM or SIGINT (the tick in progress finishes first).
+
+    A second signal exits at once: whatever that tick had decided stays pending in
+    Redis, and the next tick of any scheduler finishes it.
+    """
 
     def handle(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise SystemExit(128 + signum)
         stop.set()
 
     previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -28,6 +28,8 @@ CHILD_ENV = "DJANGO_LEDGER_WORKER_CHILD"
 
 class Command(BaseCommand):
     help = "Run the ledger's tasks: claim, run, renew, settle and repair, until stopped."
+    #: Set when the stop left jobs running past --shutdown-timeout: exit without joining them.
+    _abandoned = False
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("queues", nargs="*", help="queues to serve (default: every task queue)")
@@ -80,7 +82,8 @@ class Command(BaseCommand):
             autoreload.run_with_reloader(lambda: self._serve(options))
             return
         code = self._serve(options)
-        if code:
+        if code or self._abandoned:
+            logging.shutdown()
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)  # a time-out or a forced stop: do not wait for stuck threads
@@ -107,9 +110,12 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         scheduler = self._scheduler(options["scheduler"])
+        if child:
+            _stop_with_parent(worker.request_stop)
         with _signals_stop(worker.request_stop):
             try:
                 code = worker.run()
+                self._abandoned = worker.abandoned
             finally:
                 if scheduler is not None:
                     scheduler.set()
@@ -119,7 +125,7 @@ class Command(BaseCommand):
         if not wanted:
             return None
         try:
-            from ...services.scheduler import start_scheduler_thread  # type: ignore[attr-defined]
+            from ...services.scheduler import start_scheduler_thread
         except ImportError as exc:
             raise CommandError(f"the scheduler is not available: {exc}") from exc
         stop = threading.Event()
@@ -128,7 +134,7 @@ class Command(BaseCommand):
 
     def _log_to_stdout(self, verbosity: int) -> None:
         logger = logging.getLogger("django_ledger")
-        if verbosity == 0 or logger.handlers or logging.getLogger().handlers:
+        if verbosity == 0 or logging.getLogger("django_ledger.worker").hasHandlers():
             return  # the project's LOGGING decides
         handler = logging.StreamHandler(sys.stdout)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
@@ -143,7 +149,6 @@ class Command(BaseCommand):
         if count < 1:
             raise CommandError("--processes must be at least 1")
         worker_queues(options["queues"])  # refuse unknown queues before starting anything
-        argv = [sys.executable, sys.argv[0], *_child_args(sys.argv[1:])]
         env = {**os.environ, CHILD_ENV: "1"}
         stopping = threading.Event()
         forced = threading.Event()
@@ -151,7 +156,10 @@ class Command(BaseCommand):
         children: dict[int, subprocess.Popen[bytes]] = {}
 
         def start(slot: int) -> None:
-            children[slot] = subprocess.Popen(argv, env=env)
+            # A session of its own: a Ctrl-C at the terminal reaches the parent alone,
+            # which passes one SIGTERM on (two would stop a child at once).
+            argv = [sys.executable, sys.argv[0], *_child_args(sys.argv[1:], slot)]
+            children[slot] = subprocess.Popen(argv, env=env, start_new_session=True)
 
         def stop(signum: int, frame: Any) -> None:
             if stopping.is_set():
@@ -189,20 +197,37 @@ class Command(BaseCommand):
         return 1 if forced.is_set() else (0 if stopping.is_set() else max(codes, default=0))
 
 
-def _child_args(args: list[str]) -> list[str]:
-    """The command line without ``--processes N`` (the children are single workers)."""
-    out, skip = [], False
-    for arg in args:
-        if skip:
-            skip = False
+def _child_args(args: list[str], slot: int) -> list[str]:
+    """The command line of child ``slot``: no ``--processes``, its own metrics port.
+
+    Child k serves metrics on ``--metrics-port`` + k, so N children never race for one.
+    """
+    out: list[str] = []
+    items = iter(args)
+    for arg in items:
+        name, _, value = arg.partition("=")
+        if name not in ("--processes", "--metrics-port"):
+            out.append(arg)
             continue
-        if arg == "--processes":
-            skip = True
-            continue
-        if arg.startswith("--processes="):
-            continue
-        out.append(arg)
+        if not value:
+            value = next(items, "")
+        if name == "--metrics-port" and value.isdigit():
+            out += ["--metrics-port", str(int(value) + slot)]
     return out
+
+
+def _stop_with_parent(request_stop: Any) -> None:
+    """In a ``--processes`` child: stop cleanly if the parent goes away."""
+    parent = os.getppid()
+    tick = threading.Event()
+
+    def watch() -> None:
+        while not tick.wait(1.0):
+            if os.getppid() != parent:
+                request_stop()
+                return
+
+    threading.Thread(target=watch, name="ledger-parent-watch", daemon=True).start()
 
 
 @contextmanager

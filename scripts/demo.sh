@@ -155,6 +155,7 @@ log "redis-server $REDIS_URL (data in $DEMO_DIR/redis)"
 export DATABASE_PATH="${DATABASE_PATH:-$DEMO_DIR/db.sqlite3}"
 export DJANGO_DEBUG="${DJANGO_DEBUG:-1}"
 export LEDGER_NAMESPACE="${LEDGER_NAMESPACE:-ledger}"
+export LEDGER_DEMO=1 # testproject/settings.py: the demo's task queue, tasks and schedules
 cat >"$ENV_FILE.tmp" <<EOF
 # The running demo's settings, written by scripts/demo.sh and removed when it stops.
 # testproject/settings.py reads them when REDIS_URL is not set in the environment.
@@ -162,13 +163,18 @@ REDIS_URL=$REDIS_URL
 DATABASE_PATH=$DATABASE_PATH
 DJANGO_DEBUG=$DJANGO_DEBUG
 LEDGER_NAMESPACE=$LEDGER_NAMESPACE
+LEDGER_DEMO=1
 DEMO_PID=$$
 EOF
 mv "$ENV_FILE.tmp" "$ENV_FILE"
 log "settings in $ENV_FILE: manage.py in another terminal uses this demo while it runs"
 
-start_bg "the admin server" "$PY" manage.py ledger_demo "$@"
-# Another process of the demo (a worker, say) is one more start_bg line here.
+start_bg "the admin server" "$PY" manage.py ledger_demo --skip tasks "$@"
+# A worker with the scheduler inside: the demo's schedules admit tasks into the "tasks"
+# queue every few seconds and it runs them, so the admin shows work flowing.
+start_bg "the worker" "$PY" manage.py ledger_worker tasks --scheduler --concurrency 4 \
+    >>"$DEMO_DIR/worker.log" 2>&1
+log "worker: ledger_worker tasks --scheduler (log in $DEMO_DIR/worker.log)"
 
 # Wait for whichever process ends first, then stop the rest (the EXIT trap). A signal
 # interrupts the wait at once and runs its trap.

@@ -110,6 +110,16 @@ LEDGER = {
     "SCHEDULES": json.loads(_env.get("LEDGER_SCHEDULES") or "{}"),
 }
 
+# The demo (scripts/demo.sh sets LEDGER_DEMO=1): a task queue its worker serves, the demo's
+# tasks (testproject/tasks.py), and schedules that keep work flowing through the admin.
+if _env.get("LEDGER_DEMO") == "1":
+    INSTALLED_APPS.append("testproject")
+    LEDGER["QUEUES"]["tasks"] = {"MAX_ATTEMPTS": 3, "BACKOFF_BASE": 2, "BACKOFF_CAP": 10}
+    LEDGER["SCHEDULES"] = LEDGER["SCHEDULES"] or {
+        "receipts": {"TASK": "testproject.tasks.send_receipt", "EVERY": 3},
+        "hourly-report": {"TASK": "testproject.tasks.hourly_report", "CRON": "* * * * *"},
+    }
+
 # Django's task framework on the ledger (docs/tasks.md): django.tasks on Django 6.0+,
 # the django-tasks backport (an app of its own) on 5.2.
 if django.VERSION < (6, 0) and importlib.util.find_spec("django_tasks") is not None:

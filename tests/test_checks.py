@@ -13,7 +13,6 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import modify_settings, override_settings
 
-from django_ledger import LedgerUnavailable
 from django_ledger.checks import check_rangefilter, check_redis, check_settings
 from django_ledger.conf import reset_connections
 from tests.redis_cluster import redis_cluster

@@ -200,3 +200,14 @@ def test_the_corrupt_bytes_are_a_torn_record(queues: None) -> None:
     with pytest.raises(CorruptRecord, match="checksum"):
         decode_record("demo-quarantined", raw)
     assert set(demo_ids()) == set(EXPECTED)
+
+
+def test_the_demo_prints_a_curl_line_whose_token_works(queues: None) -> None:
+    from rest_framework.test import APIClient
+
+    line = next(line for line in demo().splitlines() if line.startswith("api: curl"))
+    key = line.split('"Authorization: Token ')[1].split('"')[0]
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    response = api.get("/api/queues/")
+    assert response.status_code == 200, response.content

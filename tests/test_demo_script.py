@@ -168,3 +168,18 @@ def test_a_second_demo_on_the_same_folder_refuses(demo: Demo) -> None:
     assert (demo.folder / "env").is_file()  # still the running demo's
     os.kill(demo.pid, signal.SIGTERM)
     demo.launcher.communicate(timeout=STOP_TIMEOUT)
+
+
+def test_the_demo_runs_a_worker_and_its_schedules_keep_work_flowing(demo: Demo) -> None:
+    # The demo's scheduler admits a receipt every 3 s into "tasks"; its worker runs them.
+    client = redis.Redis(port=demo.redis_port)
+    completed = "{ledger:tasks}:completed"
+    failed = "{ledger:tasks}:failed"
+    deadline = time.monotonic() + 45
+    while client.zcard(completed) + client.zcard(failed) < 2:
+        assert time.monotonic() < deadline, f"no task ended in 45 s:\n{demo.log}"
+        time.sleep(0.2)
+    assert client.zcard("ledger:workers") == 1  # the worker's heartbeat: one live worker
+    client.close()
+    os.kill(demo.pid, signal.SIGTERM)
+    assert demo.launcher.communicate(timeout=STOP_TIMEOUT)[0].strip() == "status 143"

@@ -11,10 +11,10 @@ import hashlib
 import importlib
 import json
 import os
-import threading
-import time
 import re
 import sys
+import threading
+import time
 from typing import Any
 
 from django.apps import apps

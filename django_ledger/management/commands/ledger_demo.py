@@ -30,6 +30,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-serve", action="store_true", help="seed and print, without starting the server"
         )
+        parser.add_argument(
+            "--skip",
+            action="append",
+            default=[],
+            metavar="QUEUE",
+            help="leave this queue unseeded (a task queue a worker serves); repeatable",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         port = options["port"]
@@ -39,6 +46,9 @@ class Command(BaseCommand):
         password = ensure_admin("admin")
         try:
             for name in ledger_settings.queue_names:
+                if name in options["skip"]:
+                    self.stdout.write(f"queue {name}: not seeded (its worker runs tasks there)")
+                    continue
                 ledger = get_ledger(name)
                 seed = seed_demo(ledger)
                 counts = ledger.stats().as_dict()
@@ -57,6 +67,7 @@ class Command(BaseCommand):
             raise CommandError(f"could not seed the demo: {exc}") from exc
         url = f"http://127.0.0.1:{port}/admin/"
         self.stdout.write(f"admin login: user admin, password {password}")
+        self._print_api_line(port)
         if options["no_serve"]:
             self.stdout.write(
                 f"seeded; serve it with: manage.py runserver 127.0.0.1:{port}, then open {url}"
@@ -65,3 +76,16 @@ class Command(BaseCommand):
         self.stdout.write(f"serving {url} (Ctrl-C to stop)")
         # No autoreloader: it would run this command, and seed again, in a child process.
         call_command("runserver", f"127.0.0.1:{port}", use_reloader=False)
+
+    def _print_api_line(self, port: int) -> None:
+        """Print a working ``curl`` line with the admin's API token (when the API is on)."""
+        try:
+            from ...api.user_tokens import token_for_username
+
+            _, key, _ = token_for_username("admin")
+        except (ImportError, ImproperlyConfigured, LookupError):
+            return
+        self.stdout.write(
+            f'api: curl -H "Authorization: Token {key}" http://127.0.0.1:{port}/api/queues/'
+            "  (more: manage.py ledger_token admin; docs/api.md)"
+        )

@@ -438,3 +438,26 @@ def test_a_whole_worker_loop_over_http(api_root: APIClient, api_ledger: Ledger) 
     assert response.status_code == 204
     assert done == 10
     assert api_ledger.stats().completed == 10
+
+
+def test_an_old_token_cannot_settle_a_purged_and_readmitted_record(
+    api_root: APIClient, api_ledger: Ledger
+) -> None:
+    from django_ledger import operations
+
+    (old,) = claimed(api_root, api_ledger)
+    assert post_json(api_root, SETTLE, {"token": old["token"]}).status_code == 200
+    shown = operations.snapshot(api_ledger, "r0")
+    assert shown is not None
+    operations.purge(api_ledger, "r0", shown.version)  # the admin's Purge
+    api_ledger.admit("r0", "payload again")
+    response = claim(api_root)
+    assert response.status_code == 200, response.content
+    (new,) = response.json()["claims"]
+    assert new["request_id"] == "r0" and new["fence"] > old["fence"]
+    assert new["token"] != old["token"]
+    stale = post_json(api_root, SETTLE, {"token": old["token"]})
+    assert stale.status_code == 409 and error_code(stale) == "claim_lost"
+    record = api_ledger.resolve("r0")
+    assert record is not None and record.state is State.CLAIMED
+    assert post_json(api_root, SETTLE, {"token": new["token"]}).status_code == 200

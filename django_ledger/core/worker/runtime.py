@@ -370,7 +370,11 @@ class Worker:
         return max(0, self.config.max_tasks - self.counts.claimed)
 
     def _room(self) -> int:
-        room = self.config.concurrency + self._prefetch - self._in_hand_count()
+        # Jobs that finished and wait to be settled in this very round are free already:
+        # the settle-and-claim that settles them claims their successors (one round trip
+        # per task with --concurrency 1 --prefetch 0, not two).
+        settling = sum(len(items) for items in self._unsettled.values())
+        room = self.config.concurrency + self._prefetch - (self._in_hand_count() - settling)
         left = self._claims_left()
         if left is not None:
             room = min(room, left)

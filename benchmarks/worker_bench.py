@@ -17,14 +17,15 @@ RESETSTAT``, start the worker process, poll the system's own count of what is le
 * ``ledger``: ``manage.py ledger_worker bench`` with its defaults (concurrency 8,
   prefetch 8, repair and heartbeats on, one log line per task), a raw ``HANDLER`` queue
   whose handler returns at once (``tests.bench_handlers.noop``);
+* ``ledger-quiet``: the same with ``-v 0`` (no log line per task);
 * ``ledger-task``: the same on a Django task (``tests.tasks_app.tasks.noop``) admitted
   with ``django_ledger.tasks.enqueue_many``;
 * ``ledger-c1``: ``ledger_worker bench --concurrency 1 --prefetch 0``;
 * ``huey``: ``huey_consumer -w 1 -k thread`` (one thread);
 * ``dramatiq``: ``dramatiq --processes 1 --threads 8``;
-* ``rq``: ``rq worker --burst`` (its default worker: a forked work horse per job, so
-  it drains ``--rq-tasks``, 500 by default, not ``--tasks``);
+* ``rq``: ``rq worker --burst`` (its default worker: a forked work horse per job);
 * ``rq-simple``: ``rq worker --burst --worker-class rq.worker.SimpleWorker`` (no fork);
+  both RQ runs drain ``--rq-tasks`` (500) rather than ``--tasks``, to keep rounds short;
 * ``celery``: ``celery worker --pool threads --concurrency 8`` (one process).
 
 Two figures per run: the **drain rate**, tasks done between the first one seen done and
@@ -62,18 +63,29 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.redis_server import RedisServer  # noqa: E402
+if TYPE_CHECKING:
+    from tests.redis_server import RedisServer
 
 VENV = ROOT / ".venv-bench"
 PEERS = ["huey", "dramatiq[redis]", "rq", "celery[redis]"]
 NAMESPACE = "bench"
 POLL = 0.002
-SYSTEMS = ["ledger", "ledger-task", "ledger-c1", "huey", "dramatiq", "rq", "rq-simple", "celery"]
+SYSTEMS = [
+    "ledger",
+    "ledger-quiet",
+    "ledger-task",
+    "ledger-c1",
+    "huey",
+    "dramatiq",
+    "rq",
+    "rq-simple",
+    "celery",
+]
 SCRIPT_COMMANDS = ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_evalsha_ro", "cmdstat_fcall")
 
 
@@ -202,6 +214,9 @@ def systems(url: str, rq_tasks: int) -> dict[str, System]:
     rq = [venv_bin("rq"), "worker", "--burst", "--url", url, "default"]
     return {
         "ledger": System("ledger", _admit_raw, [*worker, "bench"], _completed("bench")),
+        "ledger-quiet": System(
+            "ledger-quiet", _admit_raw, [*worker, "bench", "-v", "0"], _completed("bench")
+        ),
         "ledger-task": System(
             "ledger-task",
             _admit_tasks(url),
@@ -250,6 +265,7 @@ def systems(url: str, rq_tasks: int) -> dict[str, System]:
             [*rq, "--worker-class", "rq.worker.SimpleWorker"],
             lambda client, n: n - int(client.zcard("rq:finished:default")),
             env=peer_env,
+            tasks=rq_tasks,
         ),
         "celery": System(
             "celery",
@@ -361,6 +377,7 @@ def run_once(
 
 _POLL_COMMAND = {
     "ledger": "cmdstat_zcard",
+    "ledger-quiet": "cmdstat_zcard",
     "ledger-task": "cmdstat_zcard",
     "ledger-c1": "cmdstat_zcard",
     "huey": "cmdstat_llen",
@@ -430,6 +447,8 @@ class Monitor:
 
 
 def bench(args: argparse.Namespace) -> int:
+    from tests.redis_server import RedisServer
+
     chosen = [name for name in SYSTEMS if name in args.only.split(",")] if args.only else SYSTEMS
     server = RedisServer()
     server.start()
@@ -538,10 +557,40 @@ def report(runs: dict[str, list[Run]], sent: dict[str, Counter[str]]) -> None:
 # -- profile ------------------------------------------------------------------------------
 
 
-def profile(args: argparse.Namespace) -> int:
-    """Drain ``--tasks`` through an in-process ``Worker`` under cProfile and a clock."""
+def _drain_in_process(
+    client: Any, n: int, worker_class: type[Any], concurrency: int, prefetch: int | None
+) -> tuple[Any, list[float]]:
+    """Admit ``n`` tasks; return a burst worker on them, and [seconds, calls] it will spend
+    in ``settle_and_claim``."""
     from django_ledger import Ledger
-    from django_ledger.core.worker import CallableHandler, Worker, WorkerConfig
+    from django_ledger.core.worker import CallableHandler, WorkerConfig
+
+    client.flushall()
+    _admit_raw(client, n)
+    client.config_resetstat()
+    ledger = Ledger(client, NAMESPACE, "bench", max_records=10_000_000)
+    waited = [0.0, 0.0]
+    real = ledger.settle_and_claim
+
+    def timed(*a: Any, **kw: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return real(*a, **kw)
+        finally:
+            waited[0] += time.perf_counter() - began
+            waited[1] += 1
+
+    ledger.settle_and_claim = timed  # type: ignore[method-assign]
+    handler = CallableHandler(lambda job: None, max_attempts=16)
+    config = WorkerConfig(concurrency=concurrency, prefetch=prefetch, burst=True, repair=False)
+    worker = worker_class({"bench": ledger}, {"bench": handler}, {"bench": 30.0}, config)
+    return worker, waited
+
+
+def profile(args: argparse.Namespace) -> int:
+    """Drain ``--tasks`` through in-process ``Worker``s: figures, then cProfile."""
+    from django_ledger.core.worker import Worker
+    from tests.redis_server import RedisServer
 
     server = RedisServer()
     server.start()
@@ -549,50 +598,52 @@ def profile(args: argparse.Namespace) -> int:
         assert server.pid is not None
         os.sched_setaffinity(server.pid, {0})
         os.sched_setaffinity(0, {1})
+    n = args.tasks
+    variants = [("runtime", Worker, 8, None), ("runtime", Worker, 1, 0)]
     try:
         client = server.client()
-        for concurrency, prefetch in ((8, None), (1, 0)):
-            client.flushall()
-            ledger = Ledger(client, NAMESPACE, "bench", max_records=10_000_000)
-            _admit_raw(client, args.tasks)
-            waited = [0.0, 0]
-            real = ledger.settle_and_claim
-
-            def timed(*a: Any, real: Any = real, waited: list[Any] = waited, **kw: Any) -> Any:
-                began = time.perf_counter()
-                try:
-                    return real(*a, **kw)
-                finally:
-                    waited[0] += time.perf_counter() - began
-                    waited[1] += 1
-
-            ledger.settle_and_claim = timed  # type: ignore[method-assign]
-            handler = CallableHandler(lambda job: None, max_attempts=16)
-            config = WorkerConfig(
-                concurrency=concurrency, prefetch=prefetch, burst=True, repair=False
+        print(
+            f"in-process Worker (no subprocess, no log handler, repair off), {n} no-op tasks, "
+            f"{args.rounds} alternating rounds, pinned={args.pin}"
+        )
+        figures: dict[tuple[str, int], list[tuple[float, float, float, float, float]]] = {}
+        for _ in range(args.rounds):
+            for label, worker_class, concurrency, prefetch in variants:
+                worker, waited = _drain_in_process(client, n, worker_class, concurrency, prefetch)
+                began, cpu = time.perf_counter(), time.process_time()
+                worker.run()
+                wall = time.perf_counter() - began
+                cpu = time.process_time() - cpu
+                stats = client.info("commandstats").get("cmdstat_evalsha", {})
+                figures.setdefault((label, concurrency), []).append(
+                    (
+                        n / wall,
+                        cpu / n * 1e6,
+                        waited[0] / wall,
+                        stats.get("calls", 0) / n,
+                        stats.get("usec_per_call", 0.0),
+                    )
+                )
+        print(
+            f"\n{'variant':<10}{'conc.':>6}{'tasks/s':>10}{'CPU us/task':>13}"
+            f"{'in settle_and_claim':>21}{'EVALSHA/task':>14}{'server us/call':>16}"
+        )
+        for (label, concurrency), rows in figures.items():
+            print(
+                f"{label:<10}{concurrency:>6}{median(r[0] for r in rows):>10,.0f}"
+                f"{median(r[1] for r in rows):>13.0f}{median(r[2] for r in rows):>21.0%}"
+                f"{median(r[3] for r in rows):>14.2f}{median(r[4] for r in rows):>16.0f}"
             )
-            worker = Worker({"bench": ledger}, {"bench": handler}, {"bench": 30.0}, config)
+        for label, worker_class, concurrency, prefetch in variants:
+            worker, _ = _drain_in_process(client, n, worker_class, concurrency, prefetch)
             profiler = cProfile.Profile()
-            began = time.perf_counter()
-            cpu = time.process_time()
             profiler.enable()
             worker.run()
             profiler.disable()
-            wall = time.perf_counter() - began
-            cpu = time.process_time() - cpu
-            n = args.tasks
-            print(
-                f"\n== in-process Worker, concurrency {concurrency}, prefetch {prefetch}: "
-                f"{n} tasks in {wall:.2f} s ({n / wall:,.0f}/s); process CPU {cpu:.2f} s "
-                f"({cpu / n * 1e6:.0f} us/task); settle_and_claim: {waited[1]} calls "
-                f"({waited[1] / n:.2f}/task), {waited[0]:.2f} s ({waited[0] / n * 1e6:.0f} us/task, "
-                f"{waited[0] / wall:.0%} of the wall time)"
-            )
             out = io.StringIO()
-            stats = pstats.Stats(profiler, stream=out)
-            stats.sort_stats("tottime").print_stats(args.profile_lines)
-            print("main loop thread, by own time:")
-            print("\n".join(out.getvalue().splitlines()[6:]))
+            pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(args.profile_lines)
+            print(f"\n== cProfile, {label}, concurrency {concurrency}: the main loop's thread")
+            print("\n".join(out.getvalue().splitlines()[6:]).rstrip())
         client.close()
     finally:
         server.stop()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import redis
 
 from django_ledger import Ledger, State
@@ -21,6 +22,7 @@ from tests.harness.worker_experiment import WORKER_FAULTS, WorkerRun, check_runs
 from tests.harness.worker_fleet import WorkerFleet
 
 
+@pytest.mark.standalone_only(reason="its workers and faults use a private server's REDIS_URL")
 def test_every_identity_completes_once_through_killed_and_stopped_workers(
     tmp_path: Path,
 ) -> None:

@@ -128,6 +128,8 @@ class RunFindings:
     explained: Counter[str] = field(default_factory=Counter)
     unexplained: list[str] = field(default_factory=list)
     cut_runs: int = 0
+    #: COMPLETED with no outcome line: the worker was killed between settling and logging.
+    unlogged: int = 0
     problems: list[str] = field(default_factory=list)
 
 
@@ -435,6 +437,8 @@ def check_runs(
             found.problems.append(f"LOST {request}: {state} at the end")
             continue
         found.completed += 1
+        if not completions.get(request):
+            found.unlogged += 1  # settled, then its worker was killed before it said so
         if len(completions.get(request, {})) > 1:
             found.ended_twice.add(request)
             found.problems.append(
@@ -475,11 +479,12 @@ def _explain(
     """Say why an earlier run of ``request`` did not end it: whose lease ended, and how."""
     if earlier.fence in completions.get(request, {}):
         return "UNEXPLAINED: an earlier run was settled COMPLETED too"
+    # The worker's own word about this very run comes first; then how its worker ended.
+    if (request, earlier.fence) in answered_lost:
+        return "the ledger answered its worker LOST (lease ended)"
     incarnation = ended_by.get(earlier.worker)
     if incarnation is not None and incarnation.ended_by == "kill":
         return "its worker was SIGKILLed"
-    if (request, earlier.fence) in answered_lost:
-        return "the ledger answered its worker LOST (lease ended)"
     if earlier.worker in left_to_lease:
         return "its worker stopped and left it to its lease"
     if incarnation is not None and incarnation.ended_by == "crash":
@@ -493,7 +498,9 @@ def _explain(
 def render(outcome: WorkerOutcome) -> str:
     run, found, harness = outcome.run, outcome.findings, outcome.harness
     kills = [f for f in outcome.faults if f.kind == "worker_kill"]
-    redis_downs = [f.detail.strip("()") for f in outcome.faults if f.kind == "redis_kill"]
+    downs = [
+        float(f.detail.split()[1]) for f in outcome.faults if f.kind == "redis_kill" and f.detail
+    ]
     rows: list[tuple[str, str]] = [
         ("identities admitted (acknowledged)", f"{found.admitted:,} of {run.identities:,}"),
         (
@@ -508,8 +515,8 @@ def render(outcome: WorkerOutcome) -> str:
         if kind == "worker_kill":
             mid = sum(1 for f in kills if f.mid_run)
             value = f"{count} ({mid} mid-run, {found.cut_runs} runs cut short)"
-        elif kind == "redis_kill":
-            value = f"{count} ({', '.join(redis_downs)})" if redis_downs else "0"
+        elif kind == "redis_kill" and downs:
+            value = f"{count} (down {min(downs):.1f} to {max(downs):.1f} s)"
         else:
             value = str(count)
         rows.append((f"  {_LABELS[kind]}", value))
@@ -519,6 +526,7 @@ def render(outcome: WorkerOutcome) -> str:
             "settlements answered",
             ", ".join(f"{k} {v:,}" for k, v in sorted(found.settled.items())) or "0",
         ),
+        ("  COMPLETED, not logged (worker killed first)", f"{found.unlogged:,}"),
         (
             "final states",
             ", ".join(f"{k} {v:,}" for k, v in sorted(harness.final_states.items())),

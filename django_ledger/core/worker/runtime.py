@@ -34,6 +34,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import redis.exceptions as redis_errors
+
 from ..errors import LedgerError, LedgerUnavailable
 from ..ledger import Ledger
 from ..records import State
@@ -657,12 +659,19 @@ class Worker:
                 plan = entry.plan
                 lease = plan.lease if plan is not None and plan.lease else entry.lease
                 items.append((entry.job.claim, lease))
-            answers = self.ledgers[queue].renew_many(items)
+            try:
+                answers = self.ledgers[queue].renew_many(items)
+            except LedgerError as exc:  # Redis away: the leases may still hold; try next beat
+                log.warning("worker %s: renewals of %s failed: %s", self.worker_id, queue, exc)
+                continue
             for entry, answer in zip(group, answers, strict=True):
                 if answer.status is SettlementStatus.LOST:
                     self._lose(entry, answer.reason)
         self._watch_timeouts(entries)
-        self._beat()
+        try:
+            self._beat()
+        except redis_errors.RedisError as exc:  # a missed beat only delays the Workers page
+            log.warning("worker %s: heartbeat not written: %s", self.worker_id, exc)
 
     def _lose(self, entry: _Entry, reason: str | None) -> None:
         if entry.job.lost.is_set():

@@ -156,6 +156,7 @@ export DATABASE_PATH="${DATABASE_PATH:-$DEMO_DIR/db.sqlite3}"
 export DJANGO_DEBUG="${DJANGO_DEBUG:-1}"
 export LEDGER_NAMESPACE="${LEDGER_NAMESPACE:-ledger}"
 export LEDGER_DEMO=1 # testproject/settings.py: the demo's task queue, tasks and schedules
+export PYTHONUNBUFFERED=1 # every line of the server and the worker shows as it happens
 cat >"$ENV_FILE.tmp" <<EOF
 # The running demo's settings, written by scripts/demo.sh and removed when it stops.
 # testproject/settings.py reads them when REDIS_URL is not set in the environment.

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis as redis_py
+from redis.crc import key_slot
 
 from .errors import NotReplicated
 from .records import State
@@ -170,6 +171,21 @@ class Runner:
         raise redis_py.exceptions.ClusterError(
             f"the slot of {self.label} kept moving ({_REDIRECTS} redirections)"
         )
+
+    def placement(self) -> tuple[int | None, str]:
+        """Return the queue's cluster slot (``None`` on one server) and its node's address.
+
+        The address is ``host:port`` (a unix socket's path), as the client sees it: on a
+        cluster, the master its slots table names for the queue's hash tag.
+        """
+        if isinstance(self.redis, redis_py.RedisCluster):
+            node_of: Callable[[str], Any] = self.redis.get_node_from_key  # untyped in redis-py
+            with self.translate_errors():
+                return key_slot(self.keys[0].encode()), str(node_of(self.keys[0]).name)
+        kwargs = getattr(getattr(self.redis, "connection_pool", None), "connection_kwargs", {})
+        if kwargs.get("path"):
+            return None, str(kwargs["path"])
+        return None, f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
 
     def _master(self) -> Any:
         """Return a plain client on the node that serves this queue's keys."""

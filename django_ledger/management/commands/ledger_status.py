@@ -1,0 +1,75 @@
+"""``manage.py ledger_status``: each queue's slot, master and counters, and crowded masters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from django_ledger.services.placement import Placement, crowded_masters, place_queues
+
+COLUMNS = ("queue", "slot", "master", "due", "later", "claimed", "ended", "quarantined", "gate")
+
+
+class Command(BaseCommand):
+    help = (
+        "Show where each queue lives (its Redis Cluster slot and the master serving it) "
+        "with its counters, and a hint when two busy queues share one master."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--queue", action="append", default=[], help="a queue to show (repeatable; default all)"
+        )
+        parser.add_argument(
+            "--busy",
+            type=int,
+            default=1,
+            help="live records (pending or claimed) that make a queue busy (default 1)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["busy"] < 1:
+            raise CommandError("--busy must be at least 1")
+        try:
+            placed = place_queues(options["queue"])
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from exc
+        rows = [COLUMNS, *(_row(placement) for placement in placed)]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+        for row in rows:
+            self.stdout.write(
+                "  ".join(
+                    cell.ljust(width) for cell, width in zip(row, widths, strict=True)
+                ).rstrip()
+            )
+        for placement in placed:
+            if placement.error is not None:
+                self.stderr.write(f"queue {placement.queue}: {placement.error}")
+        read = [placement for placement in placed if placement.error is None]
+        if read and all(placement.slot is None for placement in read):
+            self.stdout.write("one Redis server: every queue is on it (no cluster slots).")
+        for node, queues in crowded_masters(placed, options["busy"]).items():
+            names = ", ".join(f"{p.queue} (slot {p.slot}, {p.live} live)" for p in queues)
+            self.stdout.write(
+                self.style.WARNING(
+                    f"hint: {len(queues)} busy queues share the master {node}: {names}. They "
+                    "compete for its one CPU; move a slot to another master (redis-cli --cluster "
+                    "reshard, or CLUSTER SETSLOT), or give a new queue a name whose hash tag "
+                    "lands elsewhere (docs/cluster.md#placement)."
+                )
+            )
+        if any(placement.error is not None for placement in placed):
+            raise CommandError("some queues could not be read (above)")
+
+
+def _row(placement: Placement) -> tuple[str, ...]:
+    slot = "-" if placement.slot is None else str(placement.slot)
+    stats = placement.stats
+    if stats is None:
+        return (placement.queue, slot, placement.node, *("?" * 6))
+    ended = stats.completed + stats.failed + stats.dead
+    gate = "closed" if stats.gate_closed else "open"
+    counts = (stats.pending_due, stats.pending_later, stats.claimed, ended, stats.quarantined)
+    return (placement.queue, slot, placement.node, *(str(n) for n in counts), gate)

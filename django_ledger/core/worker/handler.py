@@ -9,7 +9,6 @@ A handler owns what a job means. ``TaskHandler`` (in the Django layer) runs Djan
 from __future__ import annotations
 
 import random
-import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -20,6 +19,7 @@ from ..results import Claim
 __all__ = [
     "Backoff",
     "CallableHandler",
+    "Flag",
     "Handler",
     "Job",
     "Outcome",
@@ -50,6 +50,25 @@ class Backoff:
         return (rng or random).uniform(0, self.ceiling(attempt))
 
 
+class Flag:
+    """A flag set once, read from any thread: ``set`` and ``is_set`` as ``threading.Event``.
+
+    Without an Event's condition and lock: two of them come with every job, and nothing
+    waits on them (a plain attribute write is atomic).
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self) -> None:
+        self._value = False
+
+    def set(self) -> None:
+        self._value = True
+
+    def is_set(self) -> bool:
+        return self._value
+
+
 @dataclass
 class Job:
     """One claimed record on its way through a worker."""
@@ -62,9 +81,9 @@ class Job:
     #: The result document stored by earlier attempts (``None`` on a first attempt).
     previous_result: bytes | None = None
     #: Set when a renewal answered LOST: the outcome of this run will be refused.
-    lost: threading.Event = field(default_factory=threading.Event)
+    lost: Flag = field(default_factory=Flag)
     #: Set when the worker gives up waiting for this run (time-out or a forced stop).
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    cancelled: Flag = field(default_factory=Flag)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -154,16 +153,15 @@ def test_nesting_depth_stops_counting_past_the_limit() -> None:
     assert nesting_depth(nested(1_000_000)) == MAX_DEPTH + 1
 
 
-def test_the_count_is_fast_on_the_largest_bodies() -> None:
-    # A 2 MiB admission batch, and a 12 MiB body of empty arrays (the worst shape).
+def test_the_count_is_right_on_the_largest_bodies() -> None:
+    # A 2 MiB admission batch, and a 12 MiB body of empty arrays (the worst shape). How
+    # fast is for benchmarks to say; a test asserts no wall-clock time.
     batch = json.dumps(
         {"items": [{"request_id": f"r{i}", "payload": "x" * 16_000} for i in range(128)]}
     )
     flat = "[" + ",".join(["[]"] * 4_000_000) + "]"
-    for body in (batch, flat):
-        started = time.perf_counter()
-        assert nesting_depth(body) == (3 if body is batch else 2)
-        assert time.perf_counter() - started < 5
+    assert nesting_depth(batch) == 3
+    assert nesting_depth(flat) == 2
 
 
 def test_the_parser_answers_a_body_at_the_limit() -> None:

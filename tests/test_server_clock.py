@@ -140,7 +140,9 @@ def start_shifted(tmp_path: Path, url: str, namespace: str, shift: int) -> subpr
     """Start the scenario in a Python whose clock is ``shift`` seconds off."""
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    hook = site / "sitecustomize.py"
+    if not hook.exists():  # rewriting it could race a process already starting on it
+        hook.write_text(SITECUSTOMIZE)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]),

@@ -7,13 +7,15 @@ runs without metrics.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 __all__ = ["PrometheusMetrics", "available", "serve"]
 
+# Imported by name, so the module type-checks the same with and without the extra.
 _prometheus: Any  # the ``prometheus_client`` module, or None
 try:  # pragma: no cover - depends on what is installed
-    import prometheus_client as _prometheus
+    _prometheus = importlib.import_module("prometheus_client")
 except ImportError:  # pragma: no cover
     _prometheus = None
 

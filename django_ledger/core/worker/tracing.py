@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,12 +20,14 @@ from .handler import Outcome
 
 __all__ = ["Traced", "enabled", "span"]
 
+# Imported by name, so the module type-checks the same with and without the extra.
 _trace: Any  # the ``opentelemetry.trace`` module, or None
+_tracecontext: Any  # ``opentelemetry.trace.propagation.tracecontext``, or None
 try:  # pragma: no cover - depends on what is installed
-    from opentelemetry import trace as _trace
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    _trace = importlib.import_module("opentelemetry.trace")
+    _tracecontext = importlib.import_module("opentelemetry.trace.propagation.tracecontext")
 except ImportError:  # pragma: no cover
-    _trace = None
+    _trace = _tracecontext = None
 
 #: How an outcome reads on its span (the same words as the outcome's log line).
 _WORDS = {State.COMPLETED: "completed", State.FAILED: "failed", State.PENDING: "retry"}
@@ -43,7 +46,7 @@ def _tracer() -> Any:
 
 @functools.cache
 def _propagator() -> Any:
-    return TraceContextTextMapPropagator()
+    return _tracecontext.TraceContextTextMapPropagator()
 
 
 class Traced:

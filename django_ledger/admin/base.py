@@ -23,7 +23,7 @@ from .display import sentence
 from .lookups import Spec, split_key
 from .query import LedgerQuery, RecordQuery
 
-__all__ = ["LedgerModelAdmin"]
+__all__ = ["LedgerModelAdmin", "PagesAdmin"]
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]
@@ -196,3 +196,33 @@ class LedgerModelAdmin(_ModelAdmin):
             request, f"No {name} {key!r} to show: it may have been removed.", messages.WARNING
         )
         return HttpResponseRedirect(self.changelist_url())
+
+
+class PagesAdmin(LedgerModelAdmin):
+    """A ledger admin whose two pages are its own views: ``overview`` and ``detail_view``.
+
+    For what is not a record (schedules, workers): the list and the object page go
+    through ``guard`` like every page, with the object id unquoted.
+    """
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return self.guard(request, self.overview, request)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        return self.guard(request, self.detail_view, request, unquote(object_id))
+
+    def overview(self, request: HttpRequest) -> HttpResponse:
+        """The list page."""
+        raise NotImplementedError
+
+    def detail_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The page of one object, by its unquoted id."""
+        raise NotImplementedError

@@ -27,7 +27,7 @@ from ..core.schedule import Every, Fire, Snapshot, datetime_of
 from ..models import Schedule
 from ..schedules.config import ScheduleConfig
 from ..services import scheduler
-from .base import LedgerModelAdmin
+from .base import PagesAdmin
 from .display import instant_text, period_text
 
 __all__ = ["ScheduleAdmin"]
@@ -55,7 +55,7 @@ class DispatchRow:
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(LedgerModelAdmin):
+class ScheduleAdmin(PagesAdmin):
     actions = None
 
     # -- permissions ------------------------------------------------------------------
@@ -94,20 +94,6 @@ class ScheduleAdmin(LedgerModelAdmin):
         if config is None or not self.can_see(request, config):
             return None
         return Schedule(key=object_id, queue=config.queue)
-
-    def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        return self.guard(request, self.overview, request)
-
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        return self.guard(request, self.detail_view, request, unquote(object_id))
 
     def overview(self, request: HttpRequest) -> HttpResponse:
         """List the schedules this user may see: next fire, state, last dispatch."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -25,7 +25,7 @@ from ..core.transport import Translate
 from ..core.worker.heartbeat import Heartbeats, WorkerInfo
 from ..models import Worker
 from ..services import worker as worker_service
-from .base import LedgerModelAdmin
+from .base import PagesAdmin
 from .display import count_text, instant_text, relative_text
 
 __all__ = ["WorkerAdmin"]
@@ -61,7 +61,7 @@ class WorkerRow:
 
 
 @admin.register(Worker)
-class WorkerAdmin(LedgerModelAdmin):
+class WorkerAdmin(PagesAdmin):
     actions = None
 
     # -- permissions ------------------------------------------------------------------
@@ -84,20 +84,6 @@ class WorkerAdmin(LedgerModelAdmin):
     ) -> Any:
         info = self._find(request, object_id)
         return None if info is None else Worker(key=info.worker_id)
-
-    def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        return self.guard(request, self.overview, request)
-
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        return self.guard(request, self.detail_view, request, unquote(object_id))
 
     def overview(self, request: HttpRequest) -> HttpResponse:
         """List the live workers this user may see, with what each runs."""

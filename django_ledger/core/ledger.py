@@ -389,16 +389,7 @@ class Ledger:
 
     def results(self, request_ids: Iterable[str]) -> list[bytes | None]:
         """Return the results stored with settlements, in input order (``None``: none)."""
-        ids = list(request_ids)
-        for request_id in ids:
-            problem = id_problem(request_id)
-            if problem is not None:
-                raise ValueError(f"request id {request_id!r} is not usable ({problem})")
-        found: list[bytes | None] = []
-        with self.translate_errors():
-            for start in range(0, len(ids), 1000):
-                found += self.redis.hmget(self.results_key, ids[start : start + 1000])
-        return found
+        return self._read_fields(self.results_key, list(request_ids))
 
     # -- reads ----------------------------------------------------------------------
 
@@ -409,18 +400,23 @@ class Ledger:
     def resolve_many(self, request_ids: Iterable[str]) -> list[Record | None]:
         """Return verified records in input order, without a round trip per id."""
         ids = list(request_ids)
-        for request_id in ids:
-            problem = id_problem(request_id)
-            if problem is not None:
-                raise ValueError(f"request id {request_id!r} is not usable ({problem})")
-        raws: list[bytes | None] = []
-        with self.translate_errors():
-            for start in range(0, len(ids), 1000):
-                raws += self.redis.hmget(self.records_key, ids[start : start + 1000])
+        raws = self._read_fields(self.records_key, ids)
         return [
             None if raw is None else decode_record(request_id, raw)
             for request_id, raw in zip(ids, raws, strict=True)
         ]
+
+    def _read_fields(self, key: str, ids: list[str]) -> list[bytes | None]:
+        """Read the fields ``ids`` of the hash ``key`` (ids checked first), 1,000 a call."""
+        for request_id in ids:
+            problem = id_problem(request_id)
+            if problem is not None:
+                raise ValueError(f"request id {request_id!r} is not usable ({problem})")
+        found: list[bytes | None] = []
+        with self.translate_errors():
+            for start in range(0, len(ids), 1000):
+                found += self.redis.hmget(key, ids[start : start + 1000])
+        return found
 
     def stats(self) -> Stats:
         """Read the queue's counters in one consistent snapshot, with no scan of records."""

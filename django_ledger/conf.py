@@ -24,6 +24,7 @@ from .connections import (
     reset_connections,
 )
 from .core.ledger import Ledger
+from .core.sharded import ShardedLedger
 from .defaults import (
     DEFAULTS,
     DISPATCH_DEFAULTS,
@@ -180,6 +181,7 @@ class LedgerSettings:
             retention=as_timedelta(values["RETENTION"]),
             lease=as_timedelta(values["LEASE"]),
             groups=groups_of(overrides.get("GROUPS"), name),
+            shards=values["SHARDS"],
         )
 
     @property
@@ -217,30 +219,46 @@ def connection(spec: Any = None) -> Any:
 
 
 def get_ledger(queue: str = "default") -> Ledger:
-    """Build the ledger of ``queue`` from the ``LEDGER`` setting."""
+    """Build the ledger of ``queue`` from the ``LEDGER`` setting.
+
+    A queue with ``SHARDS`` above 1 is a ``ShardedLedger``. The first ledger a process
+    builds for a queue checks the queue's stored layout (one ``GET``): a queue holding
+    records in another number of shards raises ``LayoutMismatch`` rather than lose
+    track of duplicates.
+    """
     config = ledger_settings.queue(queue)
     namespace = ledger_settings.namespace
     durability = ledger_settings.durability
     client = connection()
+    options: dict[str, Any] = {
+        "max_payload_bytes": config.max_payload_bytes,
+        "max_records": config.max_records,
+        "optimized": config.optimized,
+        "max_attempts": config.max_attempts,
+        "max_retained": config.max_retained,
+        "retention": config.retention,
+        "durability_replicas": durability.replicas,
+        "durability_timeout_ms": durability.timeout_ms,
+    }
     try:
-        return Ledger(
-            client,
-            namespace,
-            queue,
-            max_payload_bytes=config.max_payload_bytes,
-            max_records=config.max_records,
-            optimized=config.optimized,
-            max_attempts=config.max_attempts,
-            max_retained=config.max_retained,
-            retention=config.retention,
-            durability_replicas=durability.replicas,
-            durability_timeout_ms=durability.timeout_ms,
-        )
+        if config.shards > 1:
+            ledger: Ledger = ShardedLedger(client, namespace, queue, config.shards, **options)
+        else:
+            ledger = Ledger(client, namespace, queue, **options)
     except ValueError as exc:
         # The one left is a client that decodes responses (decode_responses=True).
         raise ImproperlyConfigured(
             f"LEDGER['CONNECTION'] {ledger_settings.connection!r}: {exc}"
         ) from exc
+    checked = (id(client), namespace, queue, config.shards)
+    if checked not in _LAYOUTS_CHECKED:
+        ledger.check_layout()
+        _LAYOUTS_CHECKED.add(checked)
+    return ledger
+
+
+#: (client, namespace, queue, shards) whose stored layout this process has checked.
+_LAYOUTS_CHECKED: set[tuple[int, str, str, int]] = set()
 
 
 def dispatch_node_id() -> str:

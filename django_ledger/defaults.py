@@ -16,6 +16,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from .core.layout import MAX_SHARDS
 from .core.timing import MAX_DURATION_MS
 
 __all__ = [
@@ -59,6 +60,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_RETAINED": 100_000,
     "RETENTION": timedelta(days=7),
     "LEASE": timedelta(seconds=30),
+    # How many hash tags (cluster slots) the queue is spread over (docs/cluster.md).
+    "SHARDS": 1,
 }
 #: ``LEDGER['DISPATCH']``: the dispatch registry.
 DISPATCH_DEFAULTS: dict[str, Any] = {
@@ -179,6 +182,7 @@ LIMITS: dict[str, Limit] = {
     "MAX_RETAINED": Limit("int", 1, 2**32 - 1),
     "RETENTION": Limit("duration", 0, _MAX_DURATION_S),
     "LEASE": Limit("duration", 0, _MAX_DURATION_S, low_inclusive=False),
+    "SHARDS": Limit("int", 1, MAX_SHARDS),
     "TTL": Limit("int", 1, 10 * 366 * 24 * 3600),
 }
 #: The range of each of ``TIMEOUTS``: more than nothing, at most an hour.
@@ -203,6 +207,7 @@ class QueueSettings:
     retention: timedelta
     lease: timedelta
     groups: tuple[str, ...] = ()
+    shards: int = 1
 
 
 @dataclass(frozen=True)

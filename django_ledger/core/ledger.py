@@ -25,6 +25,7 @@ from .arguments import (
     settle_work,
     work_size,
 )
+from .layout import check_layout
 from .records import (
     Record,
     State,
@@ -161,6 +162,24 @@ class Ledger:
     @property
     def retention(self) -> timedelta:
         return timedelta(milliseconds=self.retention_ms)
+
+    # -- shards (one here; ``ShardedLedger`` has several) ---------------------------
+
+    @property
+    def shards(self) -> tuple[Ledger, ...]:
+        """The one-shard ledgers this queue is made of: this ledger alone."""
+        return (self,)
+
+    def shard_for(self, request_id: str) -> Ledger:
+        """The one-shard ledger that holds ``request_id``: this one."""
+        return self
+
+    def check_layout(self) -> None:
+        """Refuse to run on a queue laid out in another number of shards (``LedgerError``).
+
+        One ``GET`` (see ``layout.check_layout``); callers run it once per process.
+        """
+        check_layout(self.runner, self.namespace, self.queue, 1)
 
     # -- plumbing (the runner's, here for operator code and tests) -----------------
 
@@ -469,15 +488,29 @@ class Ledger:
         if not str(cursor).isdigit() or len(str(cursor)) > 20:
             raise ValueError(f"cursor must be a cursor returned by repair, got {cursor!r}")
         positive_int(count, "count", upper=10_000)
+        report = self.sweep(count)
+        report.add(self.scan_page(int(cursor), count))
+        return report
+
+    def sweep(self, count: int = 100) -> RepairReport:
+        """Repair up to ``count`` expired leases and records past retention, from the indexes.
+
+        The first half of ``repair_page``: it reads no page of records (``scanned`` 0),
+        and drops index entries whose record is gone.
+        """
+        positive_int(count, "count", upper=10_000)
         swept = self.run(self.scripts.sweep, [self.retention_ms, count, self.max_retained])
         report = self.repair_records(zip(swept[2::2], swept[3::2], strict=True))
         report.reindexed += swept[0]
         report.purged += swept[1]
         report.scanned = 0
-        with self.translate_errors():
-            next_cursor, page = self.redis.hscan(self.records_key, int(cursor), count=count)
-        report.add(self.repair_records(page.items(), str(next_cursor)))
         return report
+
+    def scan_page(self, cursor: int, count: int) -> RepairReport:
+        """Repair one HSCAN page of records from ``cursor``; the report holds the next one."""
+        with self.translate_errors():
+            next_cursor, page = self.redis.hscan(self.records_key, cursor, count=count)
+        return self.repair_records(page.items(), str(next_cursor))
 
     def repair_records(
         self, observed: Iterable[tuple[Any, bytes]], cursor: str = "0"

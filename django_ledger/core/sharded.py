@@ -1,0 +1,439 @@
+"""One queue spread over several shards, each a whole ledger under its own hash tag.
+
+``ShardedLedger`` answers every operation of ``Ledger`` over ``N`` one-shard ledgers
+(``layout.py`` names them): a request id always lives in the same shard (CRC-32 of the
+id), so admission stays idempotent by id and every write of one id is a script on one
+shard, with every guarantee of one ledger. What spans shards:
+
+- admissions, settlements, renewals, releases, reads and imports are grouped by shard,
+  one call per shard and transport batch, and answered in input order; arguments are
+  checked before the first shard is written;
+- claims visit the shards in turn from a start that moves on each call, so no shard
+  waits for ever; ``settle_and_claim`` claims from the shard it settles on (keeping one
+  round trip), and every ``N``-th call from the shard whose turn it is;
+- ``stats`` sums the shards; ``repair_page`` sweeps every shard's indexes each page
+  and scans one shard's records at a time, with the cursor ``"<shard>.<cursor>"``;
+- the gate closes and opens every shard.
+
+Order: earliest-due-first and priority bands hold within a shard; across shards a
+claim may take a record due later, or of lower priority, than one waiting in another
+shard. Bounds (``max_records``, ``max_retained``) apply per shard, each getting
+``ceil(bound / N)``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from .arguments import SettleItem, check_claim, check_priority, positive_int, settle_work
+from .errors import LedgerError
+from .layout import check_layout, shard_index, shard_queues
+from .ledger import Ledger
+from .records import Record, State, owner_problem
+from .results import Admission, Claim, RepairReport, Settlement, Stats
+from .runner import Runner
+from .scripts import Scripts
+from .timing import duration_ms
+from .transport import MAX_BATCH, Translate
+
+__all__ = ["ShardedLedger"]
+
+Item = TypeVar("Item")
+Answer = TypeVar("Answer")
+
+
+class ShardedLedger(Ledger):
+    """One queue's ledger over ``shards`` shards on a redis-py client (``Redis`` or ``RedisCluster``)."""
+
+    def __init__(
+        self,
+        redis: Any,
+        namespace: str,
+        queue: str,
+        shards: int,
+        max_payload_bytes: int = 1_048_576,
+        max_records: int = 100_000,
+        optimized: bool = True,
+        max_attempts: int = 16,
+        retention: timedelta | float = timedelta(days=7),
+        max_retained: int = 100_000,
+        durability_replicas: int = 0,
+        durability_timeout_ms: int = 1000,
+    ) -> None:
+        names = shard_queues(namespace, queue, shards)
+        positive_int(max_records, "max_records")
+        positive_int(max_retained, "max_retained")
+        self._shards = tuple(
+            Ledger(
+                redis,
+                namespace,
+                name,
+                max_payload_bytes=max_payload_bytes,
+                max_records=math.ceil(max_records / shards),
+                optimized=optimized,
+                max_attempts=max_attempts,
+                retention=retention,
+                max_retained=math.ceil(max_retained / shards),
+                durability_replicas=durability_replicas,
+                durability_timeout_ms=durability_timeout_ms,
+            )
+            for name in names
+        )
+        first = self._shards[0]
+        self.namespace, self.queue, self.redis = first.namespace, first.queue, redis
+        self.max_payload_bytes = first.max_payload_bytes
+        self.max_records, self.max_retained = max_records, max_retained
+        self.max_attempts, self.optimized = first.max_attempts, first.optimized
+        self.retention_ms = first.retention_ms
+        self.durability_replicas = first.durability_replicas
+        self.durability_timeout_ms = first.durability_timeout_ms
+        self.shard_count = shards
+        # The shard whose turn it is to be claimed from first; moves on each claim call.
+        self._turn = itertools.count()
+
+    def __repr__(self) -> str:
+        mode = "optimized" if self.optimized else "reference"
+        return f"<ShardedLedger {self.namespace}:{self.queue} {self.shard_count} shards {mode}>"
+
+    # -- shards -----------------------------------------------------------------------
+
+    @property
+    def shards(self) -> tuple[Ledger, ...]:
+        return self._shards
+
+    def shard_for(self, request_id: str) -> Ledger:
+        return self._shards[shard_index(request_id, self.shard_count)]
+
+    def check_layout(self) -> None:
+        check_layout(self._shards[0].runner, self.namespace, self.queue, self.shard_count)
+
+    def _unsharded(self, what: str) -> LedgerError:
+        return LedgerError(
+            f"{self!r} has {self.shard_count} shards, each with its own {what}: use "
+            f"ledger.shards[i].{what}, or ledger.shard_for(request_id).{what}"
+        )
+
+    # Keys and scripts belong to one shard: on the whole queue they are a mistake.
+    @property
+    def runner(self) -> Runner:  # type: ignore[override]
+        raise self._unsharded("runner")
+
+    @property
+    def records_key(self) -> str:
+        raise self._unsharded("records_key")
+
+    @property
+    def ready_key(self) -> str:
+        raise self._unsharded("ready_key")
+
+    @property
+    def leases_key(self) -> str:
+        raise self._unsharded("leases_key")
+
+    @property
+    def gate_key(self) -> str:
+        raise self._unsharded("gate_key")
+
+    @property
+    def quarantine_key(self) -> str:
+        raise self._unsharded("quarantine_key")
+
+    @property
+    def fences_key(self) -> str:
+        raise self._unsharded("fences_key")
+
+    @property
+    def results_key(self) -> str:
+        raise self._unsharded("results_key")
+
+    @property
+    def terminal_keys(self) -> dict[State, str]:
+        raise self._unsharded("terminal_keys")
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        raise self._unsharded("keys")
+
+    @property
+    def scripts(self) -> Scripts:
+        raise self._unsharded("scripts")
+
+    def run(self, script: Any, args: Sequence[Any]) -> Any:
+        raise self._unsharded("run")
+
+    @property
+    def clock_skew_ms(self) -> int:
+        return self._shards[0].clock_skew_ms
+
+    @clock_skew_ms.setter
+    def clock_skew_ms(self, value: int) -> None:
+        for shard in self._shards:
+            shard.clock_skew_ms = value
+
+    def translate_errors(self) -> Translate:
+        return self._shards[0].translate_errors()
+
+    def server_time_ms(self) -> int:
+        """The clock of shard 0's master (on a cluster each shard's scripts read their own)."""
+        return self._shards[0].server_time_ms()
+
+    # -- routing ----------------------------------------------------------------------
+
+    def _routed(
+        self,
+        items: Sequence[Item],
+        request_id: Callable[[Item], object],
+        call: Callable[[Ledger, list[Item]], list[Answer]],
+    ) -> list[Answer]:
+        """Call ``call`` once per shard with that shard's items; answers in input order."""
+        groups: dict[int, list[int]] = {}
+        for position, item in enumerate(items):
+            groups.setdefault(shard_index(request_id(item), self.shard_count), []).append(position)
+        answers: list[Any] = [None] * len(items)
+        for index, positions in groups.items():
+            got = call(self._shards[index], [items[p] for p in positions])
+            for position, answer in zip(positions, got, strict=True):
+                answers[position] = answer
+        return answers
+
+    def _rotation(self) -> list[Ledger]:
+        """The shards in claim order for this call: from the one whose turn it is."""
+        start = next(self._turn) % self.shard_count
+        return list(self._shards[start:] + self._shards[:start])
+
+    # -- admission --------------------------------------------------------------------
+
+    def admit_many(
+        self,
+        requests: Iterable[tuple[str, str]],
+        delay: timedelta | float = 0,
+        traceparent: str | None = None,
+        priority: int = 0,
+    ) -> list[Admission]:
+        duration_ms(delay, "delay")
+        check_priority(priority)
+        items = list(requests)
+        # What a shard would raise on, checked before any shard is written.
+        for item in items:
+            if not isinstance(item, tuple | list) or len(item) != 2:
+                raise TypeError("each request must be a (request_id, payload) pair")
+            if not isinstance(item[1], str):
+                raise TypeError(f"payload must be a str, not {type(item[1]).__name__}")
+        return self._routed(
+            items,
+            lambda item: item[0],
+            lambda shard, group: shard.admit_many(group, delay, traceparent, priority),
+        )
+
+    # -- claims -----------------------------------------------------------------------
+
+    def claim_many(self, owner: str, limit: int, lease: timedelta | float = 30) -> list[Claim]:
+        _check_owner(owner)
+        positive_int(limit, "limit")
+        duration_ms(lease, "lease", positive=True)
+        claims: list[Claim] = []
+        for shard in self._rotation():
+            claims += shard.claim_many(owner, limit - len(claims), lease)
+            if len(claims) >= limit:
+                break
+        return claims
+
+    def renew_many(self, items: Iterable[tuple[Claim, timedelta | float]]) -> list[Settlement]:
+        pairs = list(items)
+        for item in pairs:
+            if not isinstance(item, tuple | list) or len(item) != 2:
+                raise TypeError("each item must be a (claim, lease) pair")
+            check_claim(item[0])
+            duration_ms(item[1], "lease", positive=True)
+        return self._routed(
+            pairs, lambda item: item[0].request_id, lambda shard, group: shard.renew_many(group)
+        )
+
+    def settle_many(self, items: Iterable[SettleItem]) -> list[Settlement]:
+        checked = list(items)
+        for item in checked:
+            settle_work(item)
+        return self._routed(
+            checked, lambda item: item[0].request_id, lambda shard, group: shard.settle_many(group)
+        )
+
+    def release(self, claims: Iterable[Claim]) -> list[Settlement]:
+        given = list(claims)
+        for claim in given:
+            check_claim(claim)
+        return self._routed(
+            given, lambda claim: claim.request_id, lambda shard, group: shard.release(group)
+        )
+
+    def settle_and_claim(
+        self,
+        items: Iterable[SettleItem],
+        owner: str,
+        limit: int,
+        lease: timedelta | float = 30,
+    ) -> tuple[list[Settlement], list[Claim]]:
+        """Settle ``items``, then claim up to ``limit``: one call on the settling shard.
+
+        The claims come first from the shard of the last settlements (the same script
+        call), except on every ``N``-th call, when they come from the shard whose turn it
+        is; the shards after it in turn fill up what the first did not have.
+        """
+        checked = list(items)
+        for item in checked:
+            settle_work(item)
+        _check_owner(owner)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_BATCH:
+            raise ValueError(f"limit must be an int from 0 to {MAX_BATCH}, got {limit!r}")
+        duration_ms(lease, "lease", positive=True)
+        turn = next(self._turn)
+        groups: dict[int, list[int]] = {}
+        for position, item in enumerate(checked):
+            groups.setdefault(shard_index(item[0].request_id, self.shard_count), []).append(
+                position
+            )
+        if not groups:
+            fused = turn % self.shard_count
+        elif turn % self.shard_count:
+            fused = next(reversed(groups))  # the shard of the last settlement
+        else:
+            fused = turn // self.shard_count % self.shard_count  # the shard whose turn it is
+        settlements: list[Any] = [None] * len(checked)
+        claims: list[Claim] = []
+        for index in [*(i for i in groups if i != fused), fused]:
+            positions = groups.get(index, [])
+            group = [checked[p] for p in positions]
+            if index == fused:
+                got, claims = self._shards[index].settle_and_claim(group, owner, limit, lease)
+            else:
+                got = self._shards[index].settle_many(group)
+            for position, answer in zip(positions, got, strict=True):
+                settlements[position] = answer
+        if limit and len(claims) < limit:
+            for step in range(1, self.shard_count):
+                shard = self._shards[(fused + step) % self.shard_count]
+                claims += shard.claim_many(owner, limit - len(claims), lease)
+                if len(claims) >= limit:
+                    break
+        return settlements, claims
+
+    # -- reads ------------------------------------------------------------------------
+
+    def results(self, request_ids: Iterable[str]) -> list[bytes | None]:
+        return self._routed(
+            list(request_ids), lambda request_id: request_id, lambda s, g: s.results(g)
+        )
+
+    def resolve_many(self, request_ids: Iterable[str]) -> list[Record | None]:
+        return self._routed(
+            list(request_ids), lambda request_id: request_id, lambda s, g: s.resolve_many(g)
+        )
+
+    def stats(self) -> Stats:
+        """The shards' counters summed (each shard's own snapshot, read one after another)."""
+        parts = [shard.stats() for shard in self._shards]
+        oldest = [part.oldest_due_at for part in parts if part.oldest_due_at is not None]
+        return Stats(
+            pending_due=sum(part.pending_due for part in parts),
+            pending_later=sum(part.pending_later for part in parts),
+            claimed=sum(part.claimed for part in parts),
+            expired_leases=sum(part.expired_leases for part in parts),
+            completed=sum(part.completed for part in parts),
+            failed=sum(part.failed for part in parts),
+            dead=sum(part.dead for part in parts),
+            quarantined=sum(part.quarantined for part in parts),
+            total=sum(part.total for part in parts),
+            gate_closed=any(part.gate_closed for part in parts),
+            now=max(part.now for part in parts),
+            oldest_due_at=min(oldest) if oldest else None,
+        )
+
+    # -- repair -----------------------------------------------------------------------
+
+    def repair_page(self, cursor: str | int = "0", count: int = 100) -> RepairReport:
+        """Sweep every shard's indexes, then repair one HSCAN page of one shard's records.
+
+        The cursor is ``"<shard>.<cursor>"`` (``"0"`` starts a cycle at shard 0 and ends
+        it after the last shard's last page).
+        """
+        index, inner = self._parse_cursor(cursor)
+        positive_int(count, "count", upper=10_000)
+        report = RepairReport(cursor="0")
+        for shard in self._shards:
+            report.add(shard.sweep(count))
+        page = self._shards[index].scan_page(inner, count)
+        if page.cursor != "0":
+            page.cursor = f"{index}.{page.cursor}"
+        elif index + 1 < self.shard_count:
+            page.cursor = f"{index + 1}.0"
+        report.add(page)
+        return report
+
+    def _parse_cursor(self, cursor: object) -> tuple[int, int]:
+        if isinstance(cursor, bool) or not isinstance(cursor, str | int):
+            raise TypeError(f"cursor must be a str, not {type(cursor).__name__}")
+        text = str(cursor)
+        shard, dot, inner = text.partition(".")
+        if not dot:
+            shard, inner = "0", text
+        if (
+            not (shard.isdigit() and inner.isdigit())
+            or len(inner) > 20
+            or int(shard) >= self.shard_count
+        ):
+            raise ValueError(f"cursor must be a cursor returned by repair, got {cursor!r}")
+        return int(shard), int(inner)
+
+    def repair_records(
+        self, observed: Iterable[tuple[Any, bytes]], cursor: str = "0"
+    ) -> RepairReport:
+        """Refused: observed bytes were read from one shard, whose ledger repairs them."""
+        raise self._unsharded("repair_records")
+
+    def sweep(self, count: int = 100) -> RepairReport:
+        report = RepairReport(cursor="0")
+        for shard in self._shards:
+            report.add(shard.sweep(count))
+        return report
+
+    def scan_page(self, cursor: int, count: int) -> RepairReport:
+        raise self._unsharded("scan_page")
+
+    # -- gate and import --------------------------------------------------------------
+
+    def close_gate(self) -> None:
+        """Close every shard (once this returns, no claim succeeds on any)."""
+        for shard in self._shards:
+            shard.close_gate()
+
+    def open_gate(self) -> None:
+        for shard in self._shards:
+            shard.open_gate()
+
+    @property
+    def gate_closed(self) -> bool:
+        """True when any shard is closed."""
+        return any(shard.gate_closed for shard in self._shards)
+
+    def import_many(self, items: Iterable[Mapping[str, Any]]) -> list[Admission]:
+        """Import records, each into its id's shard; every item is checked before any write."""
+        from .importing import prepare_import  # local: import formats are not hot
+
+        given = list(items)
+        now = self.server_time_ms()
+        ids = [
+            prepare_import(fields, now, self.max_payload_bytes)[0].request_id for fields in given
+        ]
+        pairs = list(zip(ids, given, strict=True))
+        return self._routed(
+            pairs, lambda pair: pair[0], lambda shard, group: shard.import_many(g for _, g in group)
+        )
+
+
+def _check_owner(owner: str) -> None:
+    problem = owner_problem(owner)
+    if problem is not None:
+        raise ValueError(f"owner is not usable ({problem})")

@@ -16,6 +16,7 @@ LEDGER = {
     "QUEUES": {
         **LEDGER["QUEUES"],
         "raw": {"HANDLER": H + "record"},
+        "sharded": {"HANDLER": H + "record", "SHARDS": 3},
         "failing": {
             "HANDLER": H + "fail",
             "MAX_ATTEMPTS": 3,

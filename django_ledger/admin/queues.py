@@ -18,6 +18,7 @@ from ..conf import get_ledger, ledger_settings
 from ..core.records import State, ms_to_datetime
 from ..core.results import Stats
 from ..models import Queue, Record
+from ..services.placement import Placement, crowded_masters, crowding_hint, place_ledger
 from .base import LedgerModelAdmin
 from .display import bytes_text, count_text, duration_text, instant_text, period_text
 from .lookups import Spec
@@ -115,7 +116,12 @@ class QueueAdmin(LedgerModelAdmin):
         if queue not in ledger_settings.queues or not self.can_view_queue(request, queue):
             return self.not_found(request, queue)
         ledger = get_ledger(queue)
-        stats = ledger.stats()
+        if len(ledger.shards) > 1:
+            placed = place_ledger(ledger)
+            stats = ledger.stats()
+        else:
+            stats = ledger.stats()
+            placed = [Placement(queue, *ledger.runner.placement(), stats)]  # no round trip
         config = ledger_settings.queue(queue)
         can_see_records = permissions.can(request.user, "view", queue)
         expired: list[Any] = []
@@ -136,12 +142,18 @@ class QueueAdmin(LedgerModelAdmin):
             "oldest_due": duration_text(stats.oldest_due_age_ms),
             "oldest_due_at": instant_text(stats.oldest_due_at),
             "config": config,
+            "placement": placed,
+            "on_cluster": any(p.slot is not None for p in placed),
+            "crowding": [
+                crowding_hint(node, shards) for node, shards in crowded_masters(placed).items()
+            ],
             "settings": [
                 ("Most records", count_text(config.max_records)),
                 ("Most payload bytes", bytes_text(config.max_payload_bytes)),
                 ("Most attempts", count_text(config.max_attempts)),
                 ("Retention of ended records", period_text(config.retention)),
                 ("Default lease", period_text(config.lease)),
+                ("Shards", count_text(config.shards)),
             ],
             "can_operate": permissions.can(request.user, "operate", queue),
             "can_see_records": can_see_records,

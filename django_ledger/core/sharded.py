@@ -94,6 +94,7 @@ class ShardedLedger(Ledger):
         self.shard_count = shards
         # The shard whose turn it is to be claimed from first; moves on each claim call.
         self._turn = itertools.count()
+        self._layout_checked = False
 
     def __repr__(self) -> str:
         mode = "optimized" if self.optimized else "reference"
@@ -109,7 +110,18 @@ class ShardedLedger(Ledger):
         return self._shards[shard_index(request_id, self.shard_count)]
 
     def check_layout(self) -> None:
+        """Record the layout, or refuse a queue that holds records in another one.
+
+        Every operation runs it once per ledger before its first call to Redis, so a
+        sharded queue always has its layout stored before it holds a record.
+        """
         check_layout(self._shards[0].runner, self.namespace, self.queue, self.shard_count)
+        self._layout_checked = True
+
+    def _laid_out(self) -> tuple[Ledger, ...]:
+        if not self._layout_checked:
+            self.check_layout()
+        return self._shards
 
     def _unsharded(self, what: str) -> LedgerError:
         return LedgerError(
@@ -195,7 +207,7 @@ class ShardedLedger(Ledger):
             groups.setdefault(shard_index(request_id(item), self.shard_count), []).append(position)
         answers: list[Any] = [None] * len(items)
         for index, positions in groups.items():
-            got = call(self._shards[index], [items[p] for p in positions])
+            got = call(self._laid_out()[index], [items[p] for p in positions])
             for position, answer in zip(positions, got, strict=True):
                 answers[position] = answer
         return answers
@@ -203,7 +215,8 @@ class ShardedLedger(Ledger):
     def _rotation(self) -> list[Ledger]:
         """The shards in claim order for this call: from the one whose turn it is."""
         start = next(self._turn) % self.shard_count
-        return list(self._shards[start:] + self._shards[:start])
+        shards = self._laid_out()
+        return list(shards[start:] + shards[:start])
 
     # -- admission --------------------------------------------------------------------
 
@@ -307,14 +320,14 @@ class ShardedLedger(Ledger):
             positions = groups.get(index, [])
             group = [checked[p] for p in positions]
             if index == fused:
-                got, claims = self._shards[index].settle_and_claim(group, owner, limit, lease)
+                got, claims = self._laid_out()[index].settle_and_claim(group, owner, limit, lease)
             else:
-                got = self._shards[index].settle_many(group)
+                got = self._laid_out()[index].settle_many(group)
             for position, answer in zip(positions, got, strict=True):
                 settlements[position] = answer
         if limit and len(claims) < limit:
             for step in range(1, self.shard_count):
-                shard = self._shards[(fused + step) % self.shard_count]
+                shard = self._laid_out()[(fused + step) % self.shard_count]
                 claims += shard.claim_many(owner, limit - len(claims), lease)
                 if len(claims) >= limit:
                     break
@@ -334,7 +347,7 @@ class ShardedLedger(Ledger):
 
     def stats(self) -> Stats:
         """The shards' counters summed (each shard's own snapshot, read one after another)."""
-        parts = [shard.stats() for shard in self._shards]
+        parts = [shard.stats() for shard in self._laid_out()]
         oldest = [part.oldest_due_at for part in parts if part.oldest_due_at is not None]
         return Stats(
             pending_due=sum(part.pending_due for part in parts),
@@ -362,9 +375,9 @@ class ShardedLedger(Ledger):
         index, inner = self._parse_cursor(cursor)
         positive_int(count, "count", upper=10_000)
         report = RepairReport(cursor="0")
-        for shard in self._shards:
+        for shard in self._laid_out():
             report.add(shard.sweep(count))
-        page = self._shards[index].scan_page(inner, count)
+        page = self._laid_out()[index].scan_page(inner, count)
         if page.cursor != "0":
             page.cursor = f"{index}.{page.cursor}"
         elif index + 1 < self.shard_count:
@@ -395,7 +408,7 @@ class ShardedLedger(Ledger):
 
     def sweep(self, count: int = 100) -> RepairReport:
         report = RepairReport(cursor="0")
-        for shard in self._shards:
+        for shard in self._laid_out():
             report.add(shard.sweep(count))
         return report
 
@@ -406,17 +419,17 @@ class ShardedLedger(Ledger):
 
     def close_gate(self) -> None:
         """Close every shard (once this returns, no claim succeeds on any)."""
-        for shard in self._shards:
+        for shard in self._laid_out():
             shard.close_gate()
 
     def open_gate(self) -> None:
-        for shard in self._shards:
+        for shard in self._laid_out():
             shard.open_gate()
 
     @property
     def gate_closed(self) -> bool:
         """True when any shard is closed."""
-        return any(shard.gate_closed for shard in self._shards)
+        return any(shard.gate_closed for shard in self._laid_out())
 
     def import_many(self, items: Iterable[Mapping[str, Any]]) -> list[Admission]:
         """Import records, each into its id's shard; every item is checked before any write."""

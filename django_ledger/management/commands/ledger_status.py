@@ -7,15 +7,21 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from django_ledger.services.placement import Placement, crowded_masters, place_queues
+from django_ledger.services.placement import (
+    Placement,
+    crowded_masters,
+    crowding_hint,
+    place_queues,
+)
 
 COLUMNS = ("queue", "slot", "master", "due", "later", "claimed", "ended", "quarantined", "gate")
 
 
 class Command(BaseCommand):
     help = (
-        "Show where each queue lives (its Redis Cluster slot and the master serving it) "
-        "with its counters, and a hint when two busy queues share one master."
+        "Show where each queue lives (its Redis Cluster slot and the master serving it; "
+        "a row per shard of a sharded queue) with its counters, and a hint when two busy "
+        "queues or shards share one master."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -46,20 +52,12 @@ class Command(BaseCommand):
             )
         for placement in placed:
             if placement.error is not None:
-                self.stderr.write(f"queue {placement.queue}: {placement.error}")
+                self.stderr.write(f"queue {placement.name}: {placement.error}")
         read = [placement for placement in placed if placement.error is None]
         if read and all(placement.slot is None for placement in read):
             self.stdout.write("one Redis server: every queue is on it (no cluster slots).")
         for node, queues in crowded_masters(placed, options["busy"]).items():
-            names = ", ".join(f"{p.queue} (slot {p.slot}, {p.live} live)" for p in queues)
-            self.stdout.write(
-                self.style.WARNING(
-                    f"hint: {len(queues)} busy queues share the master {node}: {names}. They "
-                    "compete for its one CPU; move a slot to another master (redis-cli --cluster "
-                    "reshard, or CLUSTER SETSLOT), or give a new queue a name whose hash tag "
-                    "lands elsewhere (docs/cluster.md#placement)."
-                )
-            )
+            self.stdout.write(self.style.WARNING(crowding_hint(node, queues)))
         if any(placement.error is not None for placement in placed):
             raise CommandError("some queues could not be read (above)")
 
@@ -68,8 +66,8 @@ def _row(placement: Placement) -> tuple[str, ...]:
     slot = "-" if placement.slot is None else str(placement.slot)
     stats = placement.stats
     if stats is None:
-        return (placement.queue, slot, placement.node, *("?" * 6))
+        return (placement.name, slot, placement.node, *("?" * 6))
     ended = stats.completed + stats.failed + stats.dead
     gate = "closed" if stats.gate_closed else "open"
     counts = (stats.pending_due, stats.pending_later, stats.claimed, ended, stats.quarantined)
-    return (placement.queue, slot, placement.node, *(str(n) for n in counts), gate)
+    return (placement.name, slot, placement.node, *(str(n) for n in counts), gate)

@@ -1,0 +1,100 @@
+"""Where a sharded queue lives: a row per shard in ``ledger_status`` and on the queue page."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.test import Client, override_settings
+
+from django_ledger.conf import get_ledger, reset_connections
+from tests.redis_server import RedisServer, delete_namespace
+
+pytestmark = pytest.mark.django_db
+
+HEALTH = "/admin/django_ledger/queue/{}/change/"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_connections() -> Iterator[None]:
+    reset_connections()
+    yield
+    reset_connections()
+
+
+@pytest.fixture
+def on_cluster(cluster: Any, namespace: str) -> Iterator[dict[str, Any]]:
+    config = {
+        "CONNECTION": {"CLUSTER": cluster.startup_nodes},
+        "NAMESPACE": namespace,
+        "QUEUES": {"emails": {"SHARDS": 3}, "crowded": {"SHARDS": 4}},
+    }
+    yield config
+    reset_connections()
+    with cluster.client() as client:
+        delete_namespace(client, namespace)
+
+
+def status(*args: str) -> str:
+    out = io.StringIO()
+    call_command("ledger_status", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def table(out: str) -> dict[str, list[str]]:
+    return {line.split()[0]: line.split() for line in out.splitlines()[1:] if line[:1].isalnum()}
+
+
+def fill(queue: str, count: int = 60) -> None:
+    get_ledger(queue).admit_many((f"r{n}", "p") for n in range(count))
+
+
+def test_ledger_status_shows_each_shard_on_its_own_master(on_cluster: dict[str, Any]) -> None:
+    with override_settings(LEDGER=on_cluster):
+        fill("emails")
+        out = status("--queue", "emails")
+    rows = table(out)
+    assert sorted(rows) == ["emails[0]", "emails[1]", "emails[2]"]
+    assert len({row[2] for row in rows.values()}) == 3  # three masters
+    assert sum(int(row[3]) for row in rows.values()) == 60  # due, over the shards
+    assert "hint" not in out
+
+
+def test_two_busy_shards_on_one_master_get_a_hint(on_cluster: dict[str, Any]) -> None:
+    with override_settings(LEDGER=on_cluster):
+        fill("crowded")
+        out = status("--queue", "crowded")
+    (hint,) = [line for line in out.splitlines() if line.startswith("hint:")]
+    assert "2 busy shards of queue crowded share the master" in hint
+
+
+def test_the_queue_page_shows_the_placement_of_every_shard(
+    on_cluster: dict[str, Any], admin_client: Client
+) -> None:
+    with override_settings(LEDGER=on_cluster):
+        fill("emails")
+        text = admin_client.get(HEALTH.format("emails")).content.decode()
+    placement = text[
+        text.index('id="placement"') : text.index("</table>", text.index('id="placement"'))
+    ]
+    shards = re.findall(
+        r'<tr data-shard="(\d)"><td>([^<]+)</td><td>(\d+)</td>\s*<td>([^<]+)</td>', placement
+    )
+    assert [s[1] for s in shards] == ["emails[0]", "emails[1]", "emails[2]"]
+    assert len({s[3] for s in shards}) == 3
+    assert re.search(r'data-setting="shards">3<', text)
+    assert re.search(r'data-figure="total-records">60<', text)
+
+
+def test_on_one_server_the_queue_page_says_so(
+    redis_server: RedisServer, namespace: str, admin_client: Client
+) -> None:
+    config = {"CONNECTION": redis_server.url, "NAMESPACE": namespace, "QUEUES": {"q": {}}}
+    with override_settings(LEDGER=config):
+        text = admin_client.get(HEALTH.format("q")).content.decode()
+    assert "One Redis server holds the whole queue." in text
+    assert f"127.0.0.1:{redis_server.port}" in text

@@ -4,6 +4,9 @@ The admin and the API show a record with its ``version`` (a digest of the stored
 bytes) and send it back with the action; the action re-reads the bytes, refuses with
 ``RecordChanged`` if their digest differs, and writes through ``write.lua`` with those
 bytes as the expected value, so a change in between is refused too.
+
+Every function takes the queue's ledger, plain or sharded: the id is read and written
+on the shard that holds it (``ledger.shard_for``), with that shard's clock.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class Snapshot:
 
 def snapshot(ledger: Ledger, request_id: str) -> Snapshot | None:
     """Read ``request_id`` as stored, corrupt or not, with its quarantine copy if any."""
+    ledger = ledger.shard_for(request_id)
     with ledger.translate_errors():
         pipe = ledger.redis.pipeline(transaction=False)
         pipe.hget(ledger.records_key, request_id)
@@ -86,7 +90,7 @@ def _current(ledger: Ledger, request_id: str, version: str) -> Snapshot:
 
 def _commit(ledger: Ledger, current: Snapshot, new: Record | None, **kwargs: Any) -> Record | None:
     written = write(
-        ledger.runner,
+        ledger.shard_for(current.request_id).runner,
         current.request_id,
         current.raw,
         b"" if new is None else encode_record(new),
@@ -113,7 +117,7 @@ def retry_now(ledger: Ledger, request_id: str, version: str) -> Record:
     """
     current = _current(ledger, request_id, version)
     record = _decoded(current)
-    now = ledger.server_time_ms()
+    now = ledger.shard_for(request_id).server_time_ms()
     new = replace(
         record,
         state=State.PENDING,
@@ -133,7 +137,7 @@ def mark_failed(ledger: Ledger, request_id: str, version: str) -> Record:
     record = _decoded(current)
     if record.state.terminal:
         raise LedgerError(f"record {request_id!r} has already ended as {record.state.value}")
-    now = ledger.server_time_ms()
+    now = ledger.shard_for(request_id).server_time_ms()
     new = replace(record, state=State.FAILED, lease_until=None, owner="", updated_at=now)
     _commit(ledger, current, new)
     return new

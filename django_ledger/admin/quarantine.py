@@ -34,6 +34,8 @@ class QuarantineQuery(LedgerQuery):
     def __init__(self, model: type[LedgerEntry], spec: Spec, order_by: Sequence[Any] = ()) -> None:
         super().__init__(model, spec, order_by)
         self._cached_sizes: dict[str, int] | None = None
+        #: Each queue's quarantine sizes, per shard (what ``sizes`` read).
+        self._cached_shard_sizes: dict[str, list[int]] = {}
         self._cached_found: list[LedgerEntry] | None = None
 
     def check_spec(self, spec: Spec) -> None:
@@ -41,13 +43,19 @@ class QuarantineQuery(LedgerQuery):
             raise UnsupportedLookup("quarantined records have no state or times to filter by")
 
     def sizes(self) -> dict[str, int]:
+        """Return each queue's quarantine size (a sharded queue's: its shards', summed)."""
         if self._cached_sizes is None:
             sizes = {}
+            shard_sizes: dict[str, list[int]] = {}
             for queue in () if self.spec.empty else self.spec.queues:
                 ledger = self.ledger(queue)
                 with ledger.translate_errors():
-                    sizes[queue] = int(ledger.redis.hlen(ledger.quarantine_key))
+                    shard_sizes[queue] = [
+                        int(shard.redis.hlen(shard.quarantine_key)) for shard in ledger.shards
+                    ]
+                sizes[queue] = sum(shard_sizes[queue])
             self._cached_sizes = sizes
+            self._cached_shard_sizes = shard_sizes
         return self._cached_sizes
 
     def total(self) -> int:
@@ -60,16 +68,19 @@ class QuarantineQuery(LedgerQuery):
             return self.found()[start:stop]
         out: list[LedgerEntry] = []
         offset, want = start, stop - start
-        for queue, size in self.sizes().items():
-            if want <= 0:
-                break
-            if offset >= size:
-                offset -= size
-                continue
-            reply = run_script(self.ledger(queue), "admin_quarantine", [offset, want])
-            out += self.build(queue, reply[1:])
-            want -= min(want, size - offset)
-            offset = 0
+        # A sharded queue's quarantine is its shards' quarantines, one after another.
+        self.sizes()
+        for queue, sizes in self._cached_shard_sizes.items():
+            for shard, size in zip(self.ledger(queue).shards, sizes, strict=True):
+                if want <= 0:
+                    break
+                if offset >= size:
+                    offset -= size
+                    continue
+                reply = run_script(shard, "admin_quarantine", [offset, want])
+                out += self.build(queue, reply[1:])
+                want -= min(want, size - offset)
+                offset = 0
         return out
 
     def found(self) -> list[LedgerEntry]:
@@ -77,9 +88,14 @@ class QuarantineQuery(LedgerQuery):
             found: list[LedgerEntry] = []
             for queue in () if self.spec.empty else self.spec.queues:
                 ids = sorted({i for q, i in self.spec.idents or () if q in (None, queue)})
-                if ids:
-                    reply = run_script(self.ledger(queue), "admin_quarantine", [0, 0, *ids])
-                    found += self.build(queue, reply[1:])
+                if not ids:
+                    continue
+                ledger = self.ledger(queue)
+                for shard in ledger.shards:
+                    mine = [i for i in ids if ledger.shard_for(i) is shard]
+                    if mine:
+                        reply = run_script(shard, "admin_quarantine", [0, 0, *mine])
+                        found += self.build(queue, reply[1:])
             self._cached_found = found
         return self._cached_found
 

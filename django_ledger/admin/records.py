@@ -100,7 +100,7 @@ class RecordAdmin(ActionsAdmin):
         snap = operations.snapshot(ledger, request_id)
         if snap is None:
             return self.not_found(request, key)
-        now = ledger.server_time_ms()
+        now = ledger.shard_for(request_id).server_time_ms()  # the clock of its shard
         record = snap.record
         detail_url = self.change_url(key)
         context: dict[str, Any] = {

@@ -126,17 +126,18 @@ def matching_keys(queryset: Any, path: str) -> list[str]:
     keys: list[str] = []
     for queue in queryset.spec.queues:
         ledger = queryset.ledger(queue)
-        with ledger.translate_errors():
-            for raw_id, raw in ledger.redis.hscan_iter(ledger.records_key, count=1000):
-                if needle not in raw:
-                    continue
-                request_id = raw_id.decode("utf-8", "replace")
-                try:
-                    state = task_state(queue, decode_record(request_id, raw), None)
-                except CorruptRecord:
-                    continue  # corrupt: the quarantine's business
-                if state.task_path == path:
-                    keys.append(join_key(queue, request_id))
-                    if len(keys) >= MAX_TASK_MATCHES:
-                        return keys
+        for shard in ledger.shards:  # a sharded queue's records: every shard's
+            with ledger.translate_errors():
+                for raw_id, raw in shard.redis.hscan_iter(shard.records_key, count=1000):
+                    if needle not in raw:
+                        continue
+                    request_id = raw_id.decode("utf-8", "replace")
+                    try:
+                        state = task_state(queue, decode_record(request_id, raw), None)
+                    except CorruptRecord:
+                        continue  # corrupt: the quarantine's business
+                    if state.task_path == path:
+                        keys.append(join_key(queue, request_id))
+                        if len(keys) >= MAX_TASK_MATCHES:
+                            return keys
     return keys

@@ -6,7 +6,8 @@ for the one call and deleted after it, so a claim can only take what the demo ad
 there. Each resulting record then goes into the target queue by an insert-only
 compare-and-set (``write.lua`` with "must be absent"), which never writes over an id
 that is already there, the demo's or anyone's. A queue that holds any of the demo's ids
-was seeded before and is left as it is: seeding happens once.
+was seeded before and is left as it is: seeding happens once. A sharded queue is
+seeded the same way, each id on the shard that holds it.
 """
 
 from __future__ import annotations
@@ -121,11 +122,20 @@ def seed_demo(ledger: Ledger) -> DemoSeed:
 def read_demo(ledger: Ledger) -> list[DemoRecord]:
     """Return the demo's ids that ``ledger``'s queue holds (as records or quarantined)."""
     ids = demo_ids()
+    raws: list[bytes | None] = [None] * len(ids)
+    quarantined: list[bytes | None] = [None] * len(ids)
     with ledger.translate_errors():
-        pipe = ledger.redis.pipeline(transaction=False)
-        pipe.hmget(ledger.records_key, ids)
-        pipe.hmget(ledger.quarantine_key, ids)
-        raws, quarantined = pipe.execute()
+        # One pipeline of two reads per shard that holds some of the ids (a plain queue: one).
+        for shard in ledger.shards:
+            positions = [p for p, i in enumerate(ids) if ledger.shard_for(i) is shard]
+            if not positions:
+                continue
+            pipe = shard.redis.pipeline(transaction=False)
+            pipe.hmget(shard.records_key, [ids[p] for p in positions])
+            pipe.hmget(shard.quarantine_key, [ids[p] for p in positions])
+            got, copies = pipe.execute()
+            for position, raw, copy in zip(positions, got, copies, strict=True):
+                raws[position], quarantined[position] = raw, copy
     found = []
     for request_id, raw, copy in zip(ids, raws, quarantined, strict=True):
         if raw is None and copy is None:
@@ -188,17 +198,18 @@ def _stage(staging: Ledger, queue: str) -> list[tuple[str, bytes]]:
 def _insert(ledger: Ledger, staged: list[tuple[str, bytes]]) -> None:
     """Write each record into ``ledger``'s queue only where its id is absent."""
     for request_id, raw in staged:
+        shard = ledger.shard_for(request_id)  # a sharded queue: the shard that holds the id
         try:
             record: Record | None = decode_record(request_id, raw)
         except CorruptRecord:
             record = None  # the torn record: stored unindexed, then quarantined by repair
         code = write(
-            ledger.runner,
+            shard.runner,
             request_id,
             b"",
             raw,
             record,
-            max_records=ledger.max_records,
+            max_records=shard.max_records,
             gate="open",
         )
         if code == -1:
@@ -209,7 +220,7 @@ def _insert(ledger: Ledger, staged: list[tuple[str, bytes]]) -> None:
             raise RuntimeError(f"queue {ledger.queue!r} has its gate closed; open it to seed")
         if code == 1 and record is None:
             # A compare-and-set on the bytes just written: only this id moves.
-            ledger.repair_records([(request_id, raw)])
+            shard.repair_records([(request_id, raw)])
         # code 0: the id appeared meanwhile; it is not the demo's to overwrite.
 
 

@@ -27,7 +27,7 @@ class QueueRepair:
 
     queue: str
     report: RepairReport = field(default_factory=RepairReport)
-    total: int = 0  # records in the queue when the cycle began (HLEN)
+    total: int = 0  # records in the queue when the cycle began (HLEN, of every shard)
     pages: int = 0
     complete: bool = False  # reached the end of the scan (cursor "0")
     error: str | None = None
@@ -51,7 +51,8 @@ def repair_queue(
     result = QueueRepair(ledger.queue)
     try:
         with ledger.translate_errors():
-            result.total = int(ledger.redis.hlen(ledger.records_key))
+            # A sharded queue's records: every shard's (one HLEN each).
+            result.total = sum(int(shard.redis.hlen(shard.records_key)) for shard in ledger.shards)
         cursor = "0"
         while True:
             page = ledger.repair_page(cursor, count)
@@ -82,7 +83,11 @@ def repair_queues(
     for name in configured_queues(queues):
         if should_stop():
             break
-        results.append(
-            repair_queue(get_ledger(name), count, should_stop=should_stop, on_page=on_page)
-        )
+        try:
+            # Building the ledger reads the queue's layout: Redis down fails it here.
+            ledger = get_ledger(name)
+        except LedgerError as exc:
+            results.append(QueueRepair(name, error=str(exc)))
+            continue
+        results.append(repair_queue(ledger, count, should_stop=should_stop, on_page=on_page))
     return results

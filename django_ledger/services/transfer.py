@@ -243,9 +243,21 @@ def _compare(ledger: Ledger, batch: list[_Checked], result: ImportResult) -> Non
 
 
 def _read(ledger: Ledger, ids: list[str]) -> list[Record | str | None]:
-    """Read records by id: the record, ``None`` if absent, or why the bytes are corrupt."""
+    """Read records by id: the record, ``None`` if absent, or why the bytes are corrupt.
+
+    One ``HMGET`` per shard that holds some of ``ids`` (a plain queue: one).
+    """
+    groups: dict[int, list[int]] = {}
+    for position, request_id in enumerate(ids):
+        groups.setdefault(id(ledger.shard_for(request_id)), []).append(position)
+    raws: list[bytes | None] = [None] * len(ids)
     with ledger.translate_errors():
-        raws = ledger.redis.hmget(ledger.records_key, ids) if ids else []
+        for shard in ledger.shards:
+            positions = groups.get(id(shard))
+            if positions:
+                got = shard.redis.hmget(shard.records_key, [ids[p] for p in positions])
+                for position, raw in zip(positions, got, strict=True):
+                    raws[position] = raw
     found: list[Record | str | None] = []
     for request_id, raw in zip(ids, raws, strict=True):
         if raw is None:
@@ -290,8 +302,8 @@ def export_queue(
 
     Walks the records hash with ``HSCAN`` (every record there for the whole walk is
     written once; stop producers and workers, or close the gate, for an exact
-    snapshot). Quarantined ids, and bytes that fail their checksum, are listed in
-    the result and skipped: they are not records.
+    snapshot), each shard's in turn on a sharded queue. Quarantined ids, and bytes that
+    fail their checksum, are listed in the result and skipped: they are not records.
     """
     if fmt not in ("jsonl", "csv"):
         raise ValueError(f"format must be 'jsonl' or 'csv', got {fmt!r}")
@@ -299,22 +311,31 @@ def export_queue(
     writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
     if writer is not None:
         writer.writerow(FIELDS)
+    for shard in ledger.shards:
+        _export_shard(shard, out, writer, count, result)
+    return result
+
+
+def _export_shard(
+    shard: Ledger, out: IO[str], writer: Any, count: int, result: ExportResult
+) -> None:
+    """Write every record of one shard (a plain queue's only one)."""
     seen: set[bytes] = set()
     cursor = 0
     while True:
-        with ledger.translate_errors():
-            cursor, page = ledger.redis.hscan(ledger.records_key, cursor, count=count)
+        with shard.translate_errors():
+            cursor, page = shard.redis.hscan(shard.records_key, cursor, count=count)
             # HSCAN may return a field twice (the hash can be rehashed meanwhile).
             items = [(key, raw) for key, raw in page.items() if key not in seen]
             seen.update(key for key, _ in items)
-            pipe = ledger.redis.pipeline(transaction=False)
+            pipe = shard.redis.pipeline(transaction=False)
             for key, _ in items:
-                pipe.hexists(ledger.quarantine_key, key)
+                pipe.hexists(shard.quarantine_key, key)
             quarantined = pipe.execute() if items else []
         for (key, raw), held in zip(items, quarantined, strict=True):
             _export_one(key, raw, bool(held), result, out, writer)
         if int(cursor) == 0:
-            return result
+            return
 
 
 def _export_one(

@@ -93,8 +93,9 @@ def read_tasks(ledgers: Sequence[Ledger], request_ids: Iterable[str]) -> list[Ta
         pipe = client.pipeline(transaction=not cluster)
         for request_id in ids:
             for ledger in ledgers:
-                pipe.hget(ledger.records_key, request_id)
-                pipe.hget(ledger.results_key, request_id)
+                shard = ledger.shard_for(request_id)  # a sharded queue: the id's shard
+                pipe.hget(shard.records_key, request_id)
+                pipe.hget(shard.results_key, request_id)
         replies = pipe.execute()
     found: list[TaskState | None] = []
     width = 2 * len(ledgers)

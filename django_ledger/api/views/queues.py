@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
@@ -10,8 +11,10 @@ from rest_framework.response import Response
 
 from ...conf import ledger_settings
 from ...core.errors import CorruptRecord
+from ...core.ledger import Ledger
 from ...core.records import decode_record
 from ...permissions import can, can_reach_queue
+from ..errors import ApiError
 from ..pagination import QuarantinePagination
 from ..schema import QUEUE, RETRY_AFTER, errors
 from ..serializers import (
@@ -125,10 +128,13 @@ class QuarantineViewSet(LedgerViewSet):
         """List quarantined ids with their bytes (base64) and why they fail to decode."""
         ledger = self.ledger
         paginator = QuarantinePagination()
-        with ledger.translate_errors():
-            items = paginator.paginate_hash(
-                request, ledger.redis, ledger.quarantine_key, bind={"q": queue}
-            )
+        if len(ledger.shards) > 1:
+            items = _sharded_quarantine(request, ledger, paginator, {"q": queue})
+        else:
+            with ledger.translate_errors():
+                items = paginator.paginate_hash(
+                    request, ledger.redis, ledger.quarantine_key, bind={"q": queue}
+                )
         entries = []
         for member, raw in items:
             request_id = member.decode("utf-8", "backslashreplace")
@@ -147,3 +153,38 @@ class QuarantineViewSet(LedgerViewSet):
                 }
             )
         return paginator.get_paginated_response(QuarantinedSerializer(entries, many=True).data)
+
+
+def _sharded_quarantine(
+    request: Request, ledger: Ledger, paginator: QuarantinePagination, bind: dict[str, Any]
+) -> list[tuple[bytes, bytes]]:
+    """A page of a sharded queue's quarantine: the shards' quarantines one after another.
+
+    The cursor holds ``[shard, HSCAN cursor]``; a page reads one shard (the next ones
+    too while it finds nothing), so a page never holds more than ``HSCAN`` answered.
+    """
+    limit = paginator.get_limit(request)
+    position = paginator.read_cursor(request, bind)
+    if position is None:
+        position = [0, 0]
+    if (
+        not isinstance(position, list)
+        or len(position) != 2
+        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in position)
+        or position[0] >= len(ledger.shards)
+    ):
+        raise ApiError(400, "cursor_invalid", "The cursor is not one this server issued.")
+    index, cursor = position
+    items: dict[bytes, bytes] = {}
+    with ledger.translate_errors():
+        while True:
+            shard = ledger.shards[index]
+            cursor, items = shard.redis.hscan(shard.quarantine_key, cursor, count=limit)
+            cursor = int(cursor)
+            if cursor == 0:
+                index, cursor = index + 1, 0
+            if items or index >= len(ledger.shards):
+                break
+    done = index >= len(ledger.shards)
+    paginator.next_cursor = None if done else paginator.make_cursor(bind, [index, cursor])
+    return list(items.items())

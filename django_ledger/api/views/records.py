@@ -10,10 +10,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ...core.errors import CorruptRecord
-from ...core.ledger import MAX_BATCH
+from ...core.ledger import MAX_BATCH, Ledger
 from ...core.records import Record, State, decode_record, id_problem
 from ..errors import ApiError
-from ..pagination import RecordPagination
+from ..pagination import (
+    RecordPagination,
+    Row,
+    _beyond,
+    _encode_position,
+    _position,
+    _start_after,
+)
 from ..representations import record_data
 from ..schema import QUEUE, REQUEST_ID, RETRY_AFTER, errors
 from ..serializers import (
@@ -56,19 +63,21 @@ class RecordViewSet(LedgerViewSet):
         ledger = self.ledger
         query = self.validated(RecordListQuerySerializer, request.query_params)
         state = State(query["state"])
-        indexes = {State.PENDING: ledger.ready_key, State.CLAIMED: ledger.leases_key}
-        indexes.update(ledger.terminal_keys)
         paginator = RecordPagination()
         bind = {"q": queue, "s": state.value, "o": query["order"]}
-        with ledger.translate_errors():
-            members = paginator.paginate_index(
-                request,
-                ledger.redis,
-                indexes[state],
-                descending=query["order"] == "newest",
-                bind=bind,
-            )
-            raws = ledger.redis.hmget(ledger.records_key, members) if members else []
+        descending = query["order"] == "newest"
+        if len(ledger.shards) > 1:
+            members, raws = _sharded_page(request, ledger, paginator, state, descending, bind)
+        else:
+            with ledger.translate_errors():
+                members = paginator.paginate_index(
+                    request,
+                    ledger.redis,
+                    _index_key(ledger, state),
+                    descending=descending,
+                    bind=bind,
+                )
+                raws = ledger.redis.hmget(ledger.records_key, members) if members else []
         records: list[Record] = []
         for member, raw in zip(members, raws, strict=True):
             if raw is None:
@@ -124,8 +133,7 @@ class RecordViewSet(LedgerViewSet):
                 raise ApiError(
                     400, problem, f"Request id {index} is not usable ({problem}).", {"index": index}
                 )
-        with ledger.translate_errors():
-            raws = ledger.redis.hmget(ledger.records_key, ids)
+        raws = _read_raw(ledger, ids)
         results = []
         for request_id, raw in zip(ids, raws, strict=True):
             result: dict[str, Any] = {
@@ -142,3 +150,73 @@ class RecordViewSet(LedgerViewSet):
                     result["status"], result["reason"] = "CORRUPT", exc.reason
             results.append(result)
         return Response({"results": results})
+
+
+def _index_key(shard: Ledger, state: State) -> str:
+    """The key of ``state``'s index in one shard."""
+    indexes = {State.PENDING: shard.ready_key, State.CLAIMED: shard.leases_key}
+    indexes.update(shard.terminal_keys)
+    return indexes[state]
+
+
+def _read_raw(ledger: Ledger, ids: list[str]) -> list[bytes | None]:
+    """The stored bytes of ``ids``, in order: one ``HMGET`` per shard that holds some."""
+    return _hmget(ledger, [(ledger.shard_for(request_id), request_id) for request_id in ids])
+
+
+def _hmget(ledger: Ledger, fields: list[tuple[Ledger, str | bytes]]) -> list[bytes | None]:
+    """The records of (shard, id) pairs, in order: one ``HMGET`` per shard named."""
+    groups: dict[int, list[int]] = {}
+    for position, (shard, _) in enumerate(fields):
+        groups.setdefault(id(shard), []).append(position)
+    raws: list[bytes | None] = [None] * len(fields)
+    with ledger.translate_errors():
+        for shard in ledger.shards:
+            positions = groups.get(id(shard))
+            if positions:
+                got = shard.redis.hmget(shard.records_key, [fields[p][1] for p in positions])
+                for position, raw in zip(positions, got, strict=True):
+                    raws[position] = raw
+    return raws
+
+
+def _sharded_page(
+    request: Request,
+    ledger: Ledger,
+    paginator: RecordPagination,
+    state: State,
+    descending: bool,
+    bind: dict[str, Any],
+) -> tuple[list[bytes], list[bytes | None]]:
+    """One page of a sharded queue's index of ``state``: the shards' merged in index order.
+
+    The cursor is the same as on one shard (the last entry shown, its score and id):
+    each shard reads the ``limit + 1`` entries after it, and the page is the first
+    ``limit`` of them all, ordered as one sorted set orders its entries.
+    """
+    limit = paginator.get_limit(request)
+    after = _position(paginator.read_cursor(request, bind))
+    candidates: list[tuple[Row, Ledger]] = []
+    more = False
+    with ledger.translate_errors():
+        for shard in ledger.shards:
+            key = _index_key(shard, state)
+            start = 0 if after is None else _start_after(shard.redis, key, after, descending)
+            rows: list[Row] = shard.redis.zrange(
+                key, start, start + limit, desc=descending, withscores=True
+            )
+            more = more or len(rows) > limit
+            candidates += [
+                (row, shard)
+                for row in rows[:limit]
+                if after is None or _beyond(row, after, descending)
+            ]
+    candidates.sort(key=lambda item: (item[0][1], item[0][0]), reverse=descending)
+    page = candidates[:limit]
+    paginator.next_cursor = None
+    if more or len(candidates) > limit:
+        last = page[-1][0] if page else after
+        if last is not None:
+            paginator.next_cursor = paginator.make_cursor(bind, _encode_position(last))
+    members = [member for (member, _), _ in page]
+    return members, _hmget(ledger, [(shard, member) for (member, _), shard in page])

@@ -215,7 +215,7 @@ def test_a_busy_shard_does_not_starve_the_others(sharded: ShardedLedger) -> None
     sharded.admit_many((request_id, "p") for request_id in waiting)
     served: set[str] = set()
     claims = sharded.claim_many("w", 1)
-    for _ in range(60):
+    for _ in range(200):
         served.update(claim.request_id for claim in claims)
         sharded.admit(next(busy), "p")
         _, claims = sharded.settle_and_claim([(claim, State.COMPLETED) for claim in claims], "w", 1)

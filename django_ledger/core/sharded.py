@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -93,7 +94,8 @@ class ShardedLedger(Ledger):
         self.durability_timeout_ms = first.durability_timeout_ms
         self.shard_count = shards
         # The shard whose turn it is to be claimed from first; moves on each claim call.
-        self._turn = itertools.count()
+        # A random start, so that workers started together begin on different shards.
+        self._turn = itertools.count(random.randrange(shards * shards))
         self._layout_checked = False
 
     def __repr__(self) -> str:
@@ -292,43 +294,56 @@ class ShardedLedger(Ledger):
         """Settle ``items``, then claim up to ``limit``: one call on the settling shard.
 
         The claims come first from the shard of the last settlements (the same script
-        call), except on every ``N``-th call, when they come from the shard whose turn it
-        is; the shards after it in turn fill up what the first did not have.
+        call), so a worker keeps to one shard while it has work; every ``4 N``-th call
+        they come from the shard whose turn it is (one more call when that shard has
+        nothing to settle), so every shard is visited; the shards after the first fill
+        up what it did not have.
         """
         checked = list(items)
-        for item in checked:
-            settle_work(item)
+        shards = self._laid_out()
+        count = self.shard_count
+        groups: dict[int, list[int]] = {}
+        try:
+            for position, item in enumerate(checked):
+                groups.setdefault(shard_index(item[0].request_id, count), []).append(position)
+        except (AttributeError, IndexError, KeyError, TypeError):
+            groups = {}
+        if len(groups) != 1 or len(checked) != len(groups[next(iter(groups))]):
+            # Several shards get writes: check every item before the first is written
+            # (one shard's own call checks its items before it writes anything).
+            for item in checked:
+                settle_work(item)
         _check_owner(owner)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_BATCH:
             raise ValueError(f"limit must be an int from 0 to {MAX_BATCH}, got {limit!r}")
         duration_ms(lease, "lease", positive=True)
         turn = next(self._turn)
-        groups: dict[int, list[int]] = {}
-        for position, item in enumerate(checked):
-            groups.setdefault(shard_index(item[0].request_id, self.shard_count), []).append(
-                position
-            )
         if not groups:
-            fused = turn % self.shard_count
-        elif turn % self.shard_count:
+            fused = turn % count
+        elif turn % (4 * count):
             fused = next(reversed(groups))  # the shard of the last settlement
         else:
-            fused = turn // self.shard_count % self.shard_count  # the shard whose turn it is
-        settlements: list[Any] = [None] * len(checked)
-        claims: list[Claim] = []
-        for index in [*(i for i in groups if i != fused), fused]:
-            positions = groups.get(index, [])
-            group = [checked[p] for p in positions]
-            if index == fused:
-                got, claims = self._laid_out()[index].settle_and_claim(group, owner, limit, lease)
-            else:
-                got = self._laid_out()[index].settle_many(group)
-            for position, answer in zip(positions, got, strict=True):
-                settlements[position] = answer
+            fused = turn // (4 * count) % count  # the shard whose turn it is
+        settlements: list[Any]
+        claims: list[Claim]
+        if len(groups) == 1 and fused in groups:  # the common case: one shard, one call
+            settlements, claims = shards[fused].settle_and_claim(checked, owner, limit, lease)
+        else:
+            settlements, claims = [None] * len(checked), []
+            for index in [*(i for i in groups if i != fused), fused]:
+                positions = groups.get(index, [])
+                group = [checked[p] for p in positions]
+                if index == fused:
+                    got, claims = shards[index].settle_and_claim(group, owner, limit, lease)
+                else:
+                    got = shards[index].settle_many(group)
+                for position, answer in zip(positions, got, strict=True):
+                    settlements[position] = answer
         if limit and len(claims) < limit:
-            for step in range(1, self.shard_count):
-                shard = self._laid_out()[(fused + step) % self.shard_count]
-                claims += shard.claim_many(owner, limit - len(claims), lease)
+            for step in range(1, count):
+                claims += shards[(fused + step) % count].claim_many(
+                    owner, limit - len(claims), lease
+                )
                 if len(claims) >= limit:
                     break
         return settlements, claims

@@ -8,6 +8,12 @@ agrees: the slots all served, every replica in sync with its master. Without a
 same CLUSTER commands itself (as it does for fewer than three masters, which redis-cli
 refuses). The suite's cluster mode starts one per test process
 (``tests/redis_plugin.py``); the failover tests start their own, with replicas.
+
+``redis_cluster(masters)`` is a shorthand for tests that need only the nodes: a
+``LocalCluster`` that keeps serving the live nodes' slots when one dies
+(``cluster-require-full-coverage no``), stopped when the block ends; ``slot_owner(nodes,
+key)`` says which of them serves a key. This module is the suite's one way to start a
+cluster.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -62,6 +69,34 @@ def cluster_port() -> int:
             except OSError:
                 continue
         return port
+
+
+@contextmanager
+def redis_cluster(masters: int = 1, **kwargs: Any) -> Iterator[list[RedisServer]]:
+    """Start a ``LocalCluster`` of ``masters`` masters that serves what it can; yield its nodes.
+
+    Nodes that stay up go on serving their slots when another one dies
+    (``cluster-require-full-coverage no``), as a queue on a live node does; ``kwargs``
+    go to ``LocalCluster``. The nodes are stopped when the block ends.
+    """
+    extra = ("--cluster-require-full-coverage", "no", *kwargs.pop("extra_args", ()))
+    kwargs.setdefault("node_timeout_ms", 2000)
+    with LocalCluster(masters, extra_args=extra, **kwargs) as cluster:
+        yield list(cluster.nodes)
+
+
+def slot_owner(nodes: Sequence[RedisServer], key: str) -> RedisServer:
+    """Return the node of ``nodes`` that serves ``key``'s slot now (asked of a running node)."""
+    slot = key_slot(key.encode())
+    for node in nodes:
+        if not node.running:
+            continue
+        with node.client(socket_timeout=2) as client:
+            ranges = client.execute_command("CLUSTER", "SLOTS")
+        for low, high, master, *_ in ranges:
+            if low <= slot <= high:
+                return next(n for n in nodes if n.port == int(master[1]))
+    raise RedisServerError(f"no running node says who serves slot {slot}")
 
 
 class LocalCluster:

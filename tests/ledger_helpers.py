@@ -1,7 +1,8 @@
 """Helpers shared by the core ledger's per-operation tests (no fixtures here).
 
 Everything reads the real Redis the suite started: raw key contents, the server's
-command counters (``INFO commandstats``) and the server clock.
+command counters (``INFO commandstats``, summed over the masters of a cluster) and the
+server clock.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from django_ledger import Ledger, State
@@ -142,16 +144,28 @@ def expire_and_repair(ledger: Ledger, ms: int) -> RepairReport:
 # -- round trips ----------------------------------------------------------------------
 
 
-def command_calls(client: redis.Redis) -> dict[str, int]:
-    """Return how often each command ran on the server, from ``INFO commandstats``."""
-    stats = client.info("commandstats")
-    return {name.removeprefix("cmdstat_"): int(values["calls"]) for name, values in stats.items()}
+def servers(client: redis.Redis | RedisCluster) -> list[redis.Redis]:
+    """Return a client per server behind ``client``: itself, or each master of a cluster."""
+    if isinstance(client, RedisCluster):
+        return [client.get_redis_connection(node) for node in client.get_primaries()]
+    return [client]
 
 
-def load_scripts(client: redis.Redis) -> None:
-    """Load every ledger script, so no NOSCRIPT retry disturbs a count of calls."""
-    for name in SCRIPT_NAMES:
-        client.script_load(source(name))
+def command_calls(client: redis.Redis | RedisCluster) -> dict[str, int]:
+    """Return how often each command ran, from ``INFO commandstats`` (summed over masters)."""
+    calls: dict[str, int] = {}
+    for server in servers(client):
+        for name, values in server.info("commandstats").items():
+            command = name.removeprefix("cmdstat_")
+            calls[command] = calls.get(command, 0) + int(values["calls"])
+    return calls
+
+
+def load_scripts(client: redis.Redis | RedisCluster) -> None:
+    """Load every ledger script (on every master), so no NOSCRIPT retry disturbs a count."""
+    for server in servers(client):
+        for name in SCRIPT_NAMES:
+            server.script_load(source(name))
 
 
 @dataclass
@@ -166,11 +180,13 @@ class Calls:
 
 
 @contextmanager
-def count_calls(client: redis.Redis) -> Iterator[Calls]:
+def count_calls(client: redis.Redis | RedisCluster) -> Iterator[Calls]:
     """Count the commands the server ran inside the block (``INFO`` itself left out).
 
-    Scripts are loaded first, so every script call is exactly one ``EVALSHA``. Redis
-    counts the commands a script runs too, so only ``evalsha`` counts round trips.
+    On a cluster the counts are summed over every master, so ``client`` may be a
+    ``RedisCluster`` (the suite's cluster mode). Scripts are loaded first, so every
+    script call is exactly one ``EVALSHA``. Redis counts the commands a script runs
+    too, so only ``evalsha`` counts round trips.
     """
     load_scripts(client)
     before = command_calls(client)

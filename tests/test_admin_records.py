@@ -143,7 +143,6 @@ def test_pages_follow_due_order_deep_pages_included(
     assert listed(admin_client.get(CHANGELIST, {"o": "-4", "p": 3})) == ids[::-1][200:]
 
 
-@pytest.mark.standalone_only(reason="counts round trips with INFO commandstats of one server")
 def test_a_page_costs_a_handful_of_redis_calls(
     admin_client: Client, admin_ledger: Ledger, redis_client: redis.Redis
 ) -> None:

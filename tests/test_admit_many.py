@@ -137,7 +137,6 @@ def test_bad_delay_writes_nothing(
 # -- transport batches (counted on the server) --------------------------------------------
 
 
-@pytest.mark.standalone_only(reason="counts round trips with INFO commandstats of one server")
 def test_129_items_take_two_script_calls(ledger: Ledger, redis_client: redis.Redis) -> None:
     requests = [(f"item-{n:03}", f"payload {n}") for n in range(MAX_BATCH + 1)]
     with count_calls(redis_client) as calls:
@@ -149,7 +148,6 @@ def test_129_items_take_two_script_calls(ledger: Ledger, redis_client: redis.Red
         assert calls.evalsha == 2
 
 
-@pytest.mark.standalone_only(reason="counts round trips with INFO commandstats of one server")
 def test_128_items_take_one_script_call(ledger: Ledger, redis_client: redis.Redis) -> None:
     requests = [(f"item-{n:03}", "p") for n in range(MAX_BATCH)]
     with count_calls(redis_client) as calls:
@@ -169,7 +167,6 @@ def _two_items(total: int, id_chars: str = "a") -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize(("total", "batches"), [(2 * MIB, 1), (2 * MIB + 1, 2)])
-@pytest.mark.standalone_only(reason="counts round trips with INFO commandstats of one server")
 def test_two_mib_of_ids_and_payloads_is_one_batch_and_one_byte_more_is_two(
     ledger: Ledger, redis_client: redis.Redis, total: int, batches: int
 ) -> None:
@@ -184,7 +181,6 @@ def test_two_mib_of_ids_and_payloads_is_one_batch_and_one_byte_more_is_two(
         assert calls.evalsha == batches
 
 
-@pytest.mark.standalone_only(reason="counts round trips with INFO commandstats of one server")
 def test_multibyte_ids_count_in_bytes_toward_a_batch(
     ledger: Ledger, redis_client: redis.Redis
 ) -> None:
@@ -202,7 +198,6 @@ def test_multibyte_ids_count_in_bytes_toward_a_batch(
         assert calls.evalsha == 2
 
 
-@pytest.mark.standalone_only(reason="counts round trips with INFO commandstats of one server")
 def test_many_small_items_split_by_count_then_by_bytes(
     ledger_factory: Callable[..., Ledger], redis_client: redis.Redis
 ) -> None:
@@ -216,7 +211,6 @@ def test_many_small_items_split_by_count_then_by_bytes(
         assert calls.evalsha == 3
 
 
-@pytest.mark.standalone_only(reason="counts round trips with INFO commandstats of one server")
 def test_rejected_items_do_not_travel(ledger: Ledger, redis_client: redis.Redis) -> None:
     requests = [("", "p")] * 200 + [("ok", "p")]
     with count_calls(redis_client) as calls:

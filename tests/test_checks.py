@@ -15,7 +15,7 @@ from django.test import modify_settings, override_settings
 
 from django_ledger.checks import check_rangefilter, check_redis, check_settings
 from django_ledger.conf import reset_connections
-from tests.redis_cluster import redis_cluster
+from tests.cluster_server import redis_cluster
 from tests.redis_server import RedisServer, free_port
 
 MEMORY = "django_ledger.dispatch.MemoryDispatchRegistry"

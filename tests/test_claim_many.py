@@ -76,7 +76,6 @@ def test_corrupt_records_are_skipped_within_the_limit(ledger: Ledger) -> None:
         (50, 128, 50, 1),
     ],
 )
-@pytest.mark.standalone_only(reason="counts round trips with INFO commandstats of one server")
 def test_one_round_trip_per_batch_of_128(
     ledger: Ledger, redis_client: redis.Redis, records: int, limit: int, claimed: int, calls: int
 ) -> None:
@@ -99,7 +98,6 @@ def test_more_than_a_batch_with_fences_and_leases(ledger: Ledger) -> None:
     assert ledger.stats().claimed == MAX_BATCH + 10
 
 
-@pytest.mark.standalone_only(reason="counts round trips with INFO commandstats of one server")
 def test_gate_closed_claims_nothing(ledger: Ledger, redis_client: redis.Redis) -> None:
     _fill(ledger, 200)
     ledger.close_gate()

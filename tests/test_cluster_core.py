@@ -18,7 +18,7 @@ from django_ledger.core.records import State
 from django_ledger.core.results import AdmissionStatus, SettlementStatus
 from django_ledger.core.transport import Translate, unavailable
 from tests.cluster_server import LocalCluster
-from tests.ledger_helpers import load_scripts
+from tests.ledger_helpers import count_calls, load_scripts
 from tests.redis_server import RedisServer, delete_namespace
 
 MODES = [pytest.param(True, id="optimized"), pytest.param(False, id="reference")]
@@ -105,6 +105,21 @@ def test_the_clock_is_read_on_the_queues_own_master(
         assert {port: after[port] - before[port] for port in after} == {
             node.port: 2 if node is master else 0 for node in masters
         }
+
+
+def test_count_calls_sums_every_master(
+    cluster: LocalCluster, cluster_client: RedisCluster, cluster_namespace: str
+) -> None:
+    # The helper the round-trip tests count with, in cluster mode: one script call on
+    # each master, three in all, however the slots are spread.
+    ledgers = [
+        Ledger(cluster_client, cluster_namespace, cluster.queue_on(master, cluster_namespace))
+        for master in cluster.masters()
+    ]
+    with count_calls(cluster_client) as calls:
+        for ledger in ledgers:
+            ledger.admit("a", "payload")
+    assert calls.evalsha == len(ledgers) == 3
 
 
 def test_now_and_raw_reads_the_record_with_the_clock(

@@ -25,7 +25,7 @@ from django.test import override_settings
 from django_ledger import State
 from django_ledger.conf import get_ledger, reset_connections
 from django_ledger.core.ledger import Ledger
-from tests.redis_cluster import redis_cluster, slot_owner
+from tests.cluster_server import redis_cluster, slot_owner
 from tests.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -39,7 +39,6 @@ def test_two_hundred_mixed_priorities_claim_in_priority_then_fifo_order(
     assert [claim.request_id for claim in claims] == expected
 
 
-@pytest.mark.standalone_only(reason="counts round trips with INFO commandstats of one server")
 def test_a_claim_is_one_script_call_whatever_the_bands(
     ledger_factory: Callable[..., Ledger], redis_client: object
 ) -> None:

@@ -220,7 +220,6 @@ def test_bad_lease(ledger: Ledger, lease: object, error: type[Exception]) -> Non
     assert dump(ledger) == before
 
 
-@pytest.mark.standalone_only(reason="counts round trips with INFO commandstats of one server")
 def test_renew_many_renews_each_claim_in_one_round_trip(
     ledger: Ledger, redis_client: redis.Redis
 ) -> None:

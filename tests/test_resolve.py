@@ -91,7 +91,6 @@ def test_resolve_many_corrupt_names_the_id(ledger: Ledger) -> None:
     assert ledger.resolve_many(["a", "c"])[1] is not None
 
 
-@pytest.mark.standalone_only(reason="counts round trips with INFO commandstats of one server")
 def test_resolve_many_of_more_than_1000_ids(ledger: Ledger, redis_client: redis.Redis) -> None:
     ids = [f"id-{n:04}" for n in range(2500)]
     fused_twin(ledger).admit_many((i, f"p{i}") for i in ids[::2])  # every other one exists

@@ -273,7 +273,6 @@ def test_settle_many_of_nothing(ledger: Ledger) -> None:
 
 
 @pytest.mark.parametrize(("count", "calls"), [(128, 1), (129, 2), (300, 3)])
-@pytest.mark.standalone_only(reason="counts round trips with INFO commandstats of one server")
 def test_settle_many_one_round_trip_per_batch(
     ledger: Ledger, redis_client: redis.Redis, count: int, calls: int
 ) -> None:

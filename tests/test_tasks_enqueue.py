@@ -389,7 +389,7 @@ def evalsha_calls(client: Any) -> int:
     return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
 
 
-@pytest.mark.standalone_only(reason="counts round trips with INFO commandstats of one server")
+@pytest.mark.standalone_only(reason="its evalsha_calls reads INFO commandstats of one node")
 def test_enqueue_many_admits_128_per_round_trip(task_namespace: str) -> None:
     client = get_ledger("default").redis
     before = evalsha_calls(client)
@@ -441,7 +441,7 @@ def test_aenqueue_and_aget_result(task_namespace: str) -> None:
     assert found == result and result.status == TaskResultStatus.READY
 
 
-@pytest.mark.standalone_only(reason="CLIENT PAUSE holds one server, not the queue's master")
+@pytest.mark.standalone_only(reason="RedisCluster sends CLIENT PAUSE to one node, not the master")
 def test_aenqueue_never_blocks_the_event_loop(task_namespace: str) -> None:
     """While Redis holds the admission back (CLIENT PAUSE), the loop goes on running."""
     pauser = get_ledger("default").redis
@@ -463,7 +463,7 @@ def test_aenqueue_never_blocks_the_event_loop(task_namespace: str) -> None:
     assert tasks.add.get_result(result.id) == result
 
 
-@pytest.mark.standalone_only(reason="CLIENT PAUSE holds one server, not the queue's master")
+@pytest.mark.standalone_only(reason="RedisCluster sends CLIENT PAUSE to one node, not the master")
 def test_aget_result_never_blocks_the_event_loop(task_namespace: str) -> None:
     result = tasks.add.enqueue(1, 2)
     client = get_ledger("default").redis

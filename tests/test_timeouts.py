@@ -34,7 +34,7 @@ from django_ledger.conf import (
     reset_connections,
 )
 from django_ledger.core.dispatch import DispatchUnavailable
-from tests.redis_cluster import redis_cluster
+from tests.cluster_server import redis_cluster
 from tests.redis_server import RedisServer
 
 #: How long a guarded call may take before the test fails: minutes, for a slow CI box.

@@ -44,7 +44,12 @@ class RedisDispatchRegistry(DispatchRegistry):
     record, after it: the record is the truth and the index only points at it,
     so an index entry whose record has expired is skipped. On a standalone
     server the two writes run in one ``MULTI``; on a cluster they live in
-    different slots and go in one non-transactional pipeline.
+    different slots, so they are two steps (one non-transactional pipeline,
+    sent to each slot's master): an error may leave the record written without
+    its index entry, which only hides the fire from ``history``. A claim that
+    raised may have won: the fire stays pending and the scheduler's next try,
+    which loses the claim, admits it all the same (the ledger refuses a second
+    copy).
     """
 
     DEFAULT_TTL: ClassVar[int] = 7 * 24 * 60 * 60

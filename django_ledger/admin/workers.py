@@ -189,7 +189,9 @@ def _read() -> tuple[int, list[WorkerInfo]]:
     """The Redis server's clock (epoch ms) and every live heartbeat, or ``LedgerError``."""
     beats: Heartbeats = worker_service.heartbeats()
     with Translate("the worker heartbeats"):
-        seconds, micros = beats.redis.time()
+        # TIME from a script on the heartbeats' key: on a cluster, the clock of the node
+        # that holds them (a bare TIME goes to whichever node the client picks).
+        seconds, micros = beats.redis.eval("return redis.call('TIME')", 1, beats.index_key)
         found = beats.live()
     return int(seconds) * 1000 + int(micros) // 1000, found
 

@@ -12,8 +12,9 @@ on free ports, as the test suite does) and stops it at the end. Each figure is o
 of its last batch and up to ``--batch`` more (one script call per batch on one shard).
 It prints records per second (the median over rounds; each round runs every figure, in
 an order that alternates), the ratio of 3 shards to 1 shard with the same clients, and
-where the CPU went: seconds of CPU the three masters used (``INFO cpu``) and the clients
-used, per 1,000 records, and the machine's CPUs busy over the wall time.
+where the CPU went: milliseconds of CPU the three masters used (``INFO cpu``) and the
+clients used, per 1,000 records, and how many of the machine's CPUs were busy over the
+wall time (``/proc/stat``, every process).
 """
 
 from __future__ import annotations
@@ -68,6 +69,18 @@ def drain(nodes: list[str], queue: str, shards: int, batch: int, start: Any, don
     client.close()
 
 
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat (Linux)."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return 0.0, 0.0
+    ticks = [int(f) for f in fields]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks) - idle) / hz, sum(ticks) / hz
+
+
 def masters_cpu(cluster: LocalCluster) -> float:
     total = 0.0
     for master in cluster.masters():
@@ -80,7 +93,11 @@ def masters_cpu(cluster: LocalCluster) -> float:
 def figure(
     cluster: LocalCluster, shards: int, clients: int, n: int, batch: int
 ) -> tuple[float, float, float, float]:
-    """Drain ``n`` records with ``clients`` processes: (records/s, redis cpu, client cpu, wall)."""
+    """Drain ``n`` records with ``clients`` processes.
+
+    Returns records/s, the masters' CPU seconds, the clients' CPU seconds, and the
+    machine's CPUs busy over the wall time (all processes, from /proc/stat).
+    """
     queue = f"q{uuid.uuid4().hex[:10]}"
     with cluster.client() as client:
         ledger = build(client, queue, shards)
@@ -97,11 +114,12 @@ def figure(
     for worker in workers:
         worker.start()
     time.sleep(1.0)  # let every client connect (outside the timed part)
-    cpu_before = masters_cpu(cluster)
+    cpu_before, (busy_before, _) = masters_cpu(cluster), machine_busy()
     began = time.perf_counter()
     start.set()
     results = [done.get(timeout=600) for _ in workers]
     wall = time.perf_counter() - began
+    busy = (machine_busy()[0] - busy_before) / wall
     redis_cpu = masters_cpu(cluster) - cpu_before
     for worker in workers:
         worker.join(30)
@@ -111,7 +129,7 @@ def figure(
     with cluster.client() as client:
         for shard in build(client, queue, shards).shards:
             client.delete(*shard.keys)
-    return n / wall, redis_cpu, sum(cpu for _, cpu in results), wall
+    return n / wall, redis_cpu, sum(cpu for _, cpu in results), busy
 
 
 def main() -> None:
@@ -135,14 +153,14 @@ def main() -> None:
         for round_number in range(options.rounds):
             order = configs if round_number % 2 == 0 else configs[::-1]
             for config in order:
-                rate, redis_cpu, client_cpu, wall = figure(
+                rate, redis_cpu, client_cpu, busy = figure(
                     cluster, *config, options.n, options.batch
                 )
                 rates[config].append(rate)
-                cpu[config].append((redis_cpu, client_cpu, wall))
+                cpu[config].append((redis_cpu, client_cpu, busy))
                 print(
                     f"  round {round_number + 1}: shards={config[0]} clients={config[1]}: "
-                    f"{rate:,.0f} records/s",
+                    f"{rate:,.0f} records/s, machine {busy:.2f} of {os.cpu_count()} CPUs busy",
                     flush=True,
                 )
     print()
@@ -157,16 +175,16 @@ def main() -> None:
 
         def usage(shards: int, clients: int = clients) -> tuple[float, float, float]:
             rows = cpu[(shards, clients)]
-            redis_s = median(r for r, _, _ in rows) / options.n * 1000
-            client_s = median(c for _, c, _ in rows) / options.n * 1000
-            busy = median((r + c) / w for r, c, w in rows)
+            redis_s = median(r for r, _, _ in rows) / options.n * 1e6
+            client_s = median(c for _, c, _ in rows) / options.n * 1e6
+            busy = median(b for _, _, b in rows)
             return redis_s, client_s, busy
 
         (r1, c1, b1), (r3, c3, b3) = usage(1), usage(3)
         print(
             f"| {clients} | {median(one):,.0f} | {median(three):,.0f} | "
-            f"{median(three) / median(one):.2f} | {per_round} | {r1:.3f} → {r3:.3f} | "
-            f"{c1:.3f} → {c3:.3f} | {b1:.2f} → {b3:.2f} |"
+            f"{median(three) / median(one):.2f} | {per_round} | {r1:.0f} → {r3:.0f} | "
+            f"{c1:.0f} → {c3:.0f} | {b1:.2f} → {b3:.2f} |"
         )
 
 

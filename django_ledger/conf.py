@@ -9,6 +9,7 @@ and dispatch registries are built once per process and configuration, and
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -250,15 +251,21 @@ def get_ledger(queue: str = "default") -> Ledger:
         raise ImproperlyConfigured(
             f"LEDGER['CONNECTION'] {ledger_settings.connection!r}: {exc}"
         ) from exc
-    checked = (id(client), namespace, queue, config.shards)
-    if checked not in _LAYOUTS_CHECKED:
+    layout = (namespace, queue, config.shards)
+    try:
+        checked = _LAYOUTS_CHECKED.setdefault(client, set())
+    except TypeError:  # a client that takes no weak reference: check every time
+        checked = set()
+    if layout not in checked:
         ledger.check_layout()
-        _LAYOUTS_CHECKED.add(checked)
+        checked.add(layout)
     return ledger
 
 
-#: (client, namespace, queue, shards) whose stored layout this process has checked.
-_LAYOUTS_CHECKED: set[tuple[int, str, str, int]] = set()
+#: Per client: the (namespace, queue, shards) whose stored layout this process checked.
+_LAYOUTS_CHECKED: weakref.WeakKeyDictionary[Any, set[tuple[str, str, int]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def dispatch_node_id() -> str:

@@ -98,6 +98,9 @@ ERRORS: list[tuple[str, Any]] = [
     ("E030", {"QUEUES": {"default": {"LEASE": 0}}}),
     ("E030", {"QUEUES": {"default": {"LEASE": "30s"}}}),
     ("E030", {"QUEUES": {"default": {"OPTIMIZED": "yes"}}}),
+    ("E030", {"QUEUES": {"default": {"SHARDS": 0}}}),
+    ("E030", {"QUEUES": {"default": {"SHARDS": 65}}}),
+    ("E030", {"QUEUES": {"default": {"SHARDS": "3"}}}),
     ("E030", {"DISPATCH": {"BACKEND": MEMORY, "TTL": 0}}),
     ("E030", {"DISPATCH": {"BACKEND": MEMORY, "TTL": 1.5}}),
 ]

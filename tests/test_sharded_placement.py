@@ -107,3 +107,27 @@ def test_on_one_server_the_queue_page_says_so(
         text = admin_client.get(HEALTH.format("q")).content.decode()
     assert "One Redis server holds the whole queue." in text
     assert f"127.0.0.1:{redis_server.port}" in text
+
+
+def test_get_ledger_builds_a_sharded_ledger_and_refuses_a_changed_layout(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    from django_ledger.core.layout import LayoutMismatch
+    from django_ledger.core.sharded import ShardedLedger
+
+    config = {
+        "CONNECTION": redis_server.url,
+        "NAMESPACE": namespace,
+        "QUEUES": {"q": {"SHARDS": 3}},
+    }
+    with override_settings(LEDGER=config):
+        ledger = get_ledger("q")
+        assert isinstance(ledger, ShardedLedger) and len(ledger.shards) == 3
+        ledger.admit("r1", "p")
+    reset_connections()
+    changed = {**config, "QUEUES": {"q": {"SHARDS": 2}}}
+    with override_settings(LEDGER=changed), pytest.raises(LayoutMismatch, match="in 3 shard"):
+        get_ledger("q")
+    reset_connections()
+    with override_settings(LEDGER={**config, "QUEUES": {"q": {}}}), pytest.raises(LayoutMismatch):
+        get_ledger("q")

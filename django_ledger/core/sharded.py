@@ -97,6 +97,9 @@ class ShardedLedger(Ledger):
         # A random start, so that workers started together begin on different shards.
         self._turn = itertools.count(random.randrange(shards * shards))
         self._layout_checked = False
+        # settle_and_claim claims from the shard whose turn it is every this many calls
+        # (measured on 3 masters: every 4N calls drains fastest; every call, the slowest).
+        self._rotate_every = 4 * shards
 
     def __repr__(self) -> str:
         mode = "optimized" if self.optimized else "reference"
@@ -320,10 +323,10 @@ class ShardedLedger(Ledger):
         turn = next(self._turn)
         if not groups:
             fused = turn % count
-        elif turn % (4 * count):
+        elif turn % self._rotate_every:
             fused = next(reversed(groups))  # the shard of the last settlement
         else:
-            fused = turn // (4 * count) % count  # the shard whose turn it is
+            fused = turn // self._rotate_every % count  # the shard whose turn it is
         settlements: list[Any]
         claims: list[Claim]
         if len(groups) == 1 and fused in groups:  # the common case: one shard, one call
@@ -340,8 +343,11 @@ class ShardedLedger(Ledger):
                 for position, answer in zip(positions, got, strict=True):
                     settlements[position] = answer
         if limit and len(claims) < limit:
-            for step in range(1, count):
-                claims += shards[(fused + step) % count].claim_many(
+            start = random.randrange(count)  # not fused + 1: workers would move as a herd
+            for step in range(count):
+                if (start + step) % count == fused:
+                    continue
+                claims += shards[(start + step) % count].claim_many(
                     owner, limit - len(claims), lease
                 )
                 if len(claims) >= limit:

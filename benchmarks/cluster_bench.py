@@ -166,7 +166,8 @@ def main() -> None:
     print()
     print(
         "| clients | 1 shard rec/s | 3 shards rec/s | 3 / 1 | ratio per round | "
-        "redis CPU s / 1k (1 → 3) | client CPU s / 1k (1 → 3) | CPUs busy (1 → 3) |"
+        "masters' CPU ms / 1k (1 → 3) | clients' CPU ms / 1k (1 → 3) | "
+        "machine CPUs busy (1 → 3) |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for clients in (1, 2, 3):

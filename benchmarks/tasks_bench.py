@@ -1,16 +1,19 @@
 """Enqueue throughput: ``task.enqueue()`` on the ledger beside huey, RQ and Celery.
 
-Run from the repository root (docs/tasks.md shows the figures):
+Run from the repository root (docs/tasks.md and docs/performance.md show the figures),
+with the peers in ``.venv-bench`` (``python3 -m benchmarks.worker_bench --setup`` makes it):
 
-    python -m benchmarks.tasks_bench             # client and Redis float over the CPUs
-    python -m benchmarks.tasks_bench --pin       # Redis on CPU 0, this client on CPU 1
+    .venv-bench/bin/python -m benchmarks.tasks_bench         # client and Redis float
+    .venv-bench/bin/python -m benchmarks.tasks_bench --pin   # Redis on CPU 0, client on 1
 
 It starts its own redis-server on a free port and stops it at the end. Each system
 enqueues the same small call (two ints) to the same Redis, one call at a time, and the
 ledger also in bulk (``enqueue_many``, 128 per round trip). Rounds alternate between the
 systems so that a busy machine slows all of them alike; the table shows the median rate
-of each and the median per-round ratio to huey's. RQ and Celery are measured when
-installed (they are not the project's dependencies: ``pip install rq celery``).
+of each and the median per-round ratio to huey's, and from Redis's ``INFO commandstats``
+over each system's rounds: the commands per call (those scripts run included), the
+script calls (``EVALSHA``) per call and the server time of one script call. RQ and
+Celery are measured when installed (they are not the project's dependencies).
 
 * ledger enqueue: ``task.enqueue(1, 2)`` through Django's API: one admission script call;
 * ledger bulk: ``enqueue_many(task, calls)``, per call;
@@ -149,7 +152,19 @@ def systems(url: str, calls: int) -> dict[str, Callable[[], int]]:
     return found
 
 
-def run(rounds: int, calls: int, pin: bool) -> dict[str, Any]:
+#: Commands of the bench itself, left out of the counts.
+OWN_COMMANDS = ("cmdstat_config|resetstat", "cmdstat_info", "cmdstat_flushall")
+
+
+def server_counts(client: Any) -> tuple[int, int, float]:
+    """Return the commands, the script calls and their microseconds since the last reset."""
+    stats = client.info("commandstats")
+    commands = sum(v["calls"] for k, v in stats.items() if k not in OWN_COMMANDS)
+    script = stats.get("cmdstat_evalsha", {"calls": 0, "usec": 0})
+    return commands, int(script["calls"]), float(script["usec"])
+
+
+def run(rounds: int, calls: int, pin: bool) -> tuple[dict[str, list[float]], dict[str, Any]]:
     server = RedisServer()
     server.start()
     try:
@@ -162,17 +177,22 @@ def run(rounds: int, calls: int, pin: bool) -> dict[str, Any]:
         for work in rounds_of.values():  # warm up: connections, scripts, imports
             work()
         rates: dict[str, list[float]] = {name: [] for name in rounds_of}
+        counts = {name: [0, 0, 0, 0.0] for name in rounds_of}  # calls, commands, scripts, usec
         for _ in range(rounds):
             client.flushall()
             for name, work in rounds_of.items():
+                client.config_resetstat()
                 start = time.perf_counter()
                 done = work()
                 rates[name].append(done / (time.perf_counter() - start))
+                commands, scripts, usec = server_counts(client)
+                for index, value in enumerate((done, commands, scripts, usec)):
+                    counts[name][index] += value
         client.close()
     finally:
         server.stop()
         server.cleanup()
-    return rates
+    return rates, counts
 
 
 def main() -> None:
@@ -181,13 +201,22 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2048, help="calls per system per round")
     parser.add_argument("--pin", action="store_true", help="Redis on CPU 0, the client on 1")
     options = parser.parse_args()
-    rates = run(options.rounds, options.calls, options.pin)
+    rates, counts = run(options.rounds, options.calls, options.pin)
     huey = rates["huey"]
-    print(f"{'system':<16}{'calls/s':>12}{'x huey':>9}{'us/call':>10}")
+    print(
+        f"{'system':<16}{'calls/s':>12}{'x huey':>9}{'spread':>13}{'us/call':>10}"
+        f"{'cmds/call':>11}{'scripts/call':>14}{'us/script':>11}"
+    )
     for name, values in rates.items():
-        ratio = median(value / base for value, base in zip(values, huey, strict=True))
+        ratios = [value / base for value, base in zip(values, huey, strict=True)]
         rate = median(values)
-        print(f"{name:<16}{rate:>12,.0f}{ratio:>9.2f}{1e6 / rate:>10.1f}")
+        done, commands, scripts, usec = counts[name]
+        per_script = f"{usec / scripts:.1f}" if scripts else "-"
+        print(
+            f"{name:<16}{rate:>12,.0f}{median(ratios):>9.2f}"
+            f"{f'{min(ratios):.2f}-{max(ratios):.2f}':>13}{1e6 / rate:>10.1f}"
+            f"{commands / done:>11.2f}{scripts / done:>14.3f}{per_script:>11}"
+        )
     one = median(a / b for a, b in zip(rates["ledger enqueue"], huey, strict=True))
     bulk = median(a / b for a, b in zip(rates["ledger bulk"], huey, strict=True))
     print(f"target enqueue() >= huey: {'met' if one >= 1 else 'missed'} ({one:.2f}x)")

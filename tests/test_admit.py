@@ -337,6 +337,17 @@ def test_full_within_one_call(ledger_factory: Callable[..., Ledger]) -> None:
     assert ledger.resolve("c") is None
 
 
+def test_repeats_before_new_ids_leave_the_room_as_it_was(
+    ledger_factory: Callable[..., Ledger],
+) -> None:
+    # The script counts the live records when a new id first needs room, past repeats.
+    ledger = ledger_factory(max_records=3)
+    ledger.admit_many([("a", "p"), ("b", "p")])
+    answers = ledger.admit_many([("a", "p"), ("b", "q"), ("c", "p"), ("d", "p"), ("a", "p")])
+    assert [a.status for a in answers] == [DUPLICATE, CONFLICT, ADMITTED, FULL, DUPLICATE]
+    assert ledger.stats().total == 3
+
+
 # -- REJECTED ---------------------------------------------------------------------------
 
 

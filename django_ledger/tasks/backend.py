@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, TypeVar, cast
@@ -23,7 +23,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from typing_extensions import ParamSpec
 
-from ..core.jobs import encode_task
+from ..core.jobs import PayloadTemplate
 from ..core.records import id_problem
 from ..core.results import Admission, AdmissionStatus
 from ..core.timing import instant_ms
@@ -53,6 +53,18 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 #: One call of a task: positional and keyword arguments.
 Call = tuple[Sequence[Any], Mapping[str, Any]]
+#: Plans kept per backend (declared tasks: module-level, so few); past it, all are dropped.
+_MAX_PLANS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What every call of one task shares: its queue, its id rule, its payload template."""
+
+    entry: QueueEntry
+    path: str
+    unique: bool
+    template: PayloadTemplate
 
 
 class LedgerBackend(BaseTaskBackend):
@@ -69,6 +81,8 @@ class LedgerBackend(BaseTaskBackend):
         #: ``QUEUES`` in the order given: ``get_result`` looks for an id in this order.
         self.queue_order: list[str] = list(params.get("QUEUES", [DEFAULT_TASK_QUEUE_NAME]))
         self._validated: dict[tuple[Any, ...], None] = {}
+        #: Declared tasks' plans by ``id(task)``, each with its task (ids are reused).
+        self._plans: dict[int, tuple[Task[..., Any], _Plan]] = {}
 
     # -- options ----------------------------------------------------------------------
 
@@ -140,13 +154,31 @@ class LedgerBackend(BaseTaskBackend):
         self, task: Task[_P, _R], args: list[Any], kwargs: dict[str, Any]
     ) -> TaskResult[_P, _R]:
         """Admit one call of ``task``; a unique task's repeat answers the existing result."""
-        return self.enqueue_many(task, [(args, kwargs)])[0]
+        return self._enqueue_one(task, args, kwargs, None, given=False)
 
     def enqueue_once(
         self, task: Task[_P, _R], request_id: str, args: Sequence[Any], kwargs: Mapping[str, Any]
     ) -> TaskResult[_P, _R]:
         """Admit one call under ``request_id``, once: a repeat answers the existing result."""
-        return self.enqueue_many(task, [(args, kwargs)], ids=[request_id])[0]
+        return self._enqueue_one(task, args, kwargs, request_id, given=True)
+
+    def _enqueue_one(
+        self,
+        task: Task[_P, _R],
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        request_id: object,
+        *,
+        given: bool,
+    ) -> TaskResult[_P, _R]:
+        # enqueue_many's steps for one call, without its lists and batching.
+        plan = self._plan(task)
+        result, payload = self._request(plan, task, args, kwargs, request_id, given=given)
+        entry = plan.entry
+        answer = entry.ledger.admit(
+            result.id, payload, self._delay(task, entry), priority=task.priority
+        )
+        return self._answered(task, entry, [result], [answer])[0]
 
     def enqueue_many(
         self,
@@ -161,60 +193,104 @@ class LedgerBackend(BaseTaskBackend):
         ``TaskIdConflict`` or ``QueueFull`` is raised after the calls before it (and
         those after it in the same batch) were admitted.
         """
-        self.validate_task(task)
-        declared = declared_task(task)
-        entry = self._queue(task.queue_name)
-        ledger = entry.ledger
-        options = _payload_options(task, declared)
-        unique = getattr(task, "unique", None)
-        if unique is None:
-            unique = bool(entry.options.get("unique", False))
-        path = task.module_path
+        plan = self._plan(task)
         calls = list(calls)
         if ids is not None and len(ids) != len(calls):
             raise ValueError(f"enqueue_many got {len(ids)} ids for {len(calls)} calls")
         results: list[TaskResult[_P, _R]] = []
         requests: list[tuple[str, str]] = []
         for position, (args, kwargs) in enumerate(calls):
-            result: TaskResult[_P, _R] = TaskResult(
-                task=task,
-                id="",
-                status=TaskResultStatus.READY,
-                enqueued_at=None,
-                started_at=None,
-                finished_at=None,
-                last_attempted_at=None,
-                args=list(args),
-                kwargs=dict(kwargs),
-                backend=self.alias,
-                errors=[],
-                worker_ids=[],
+            result, payload = self._request(
+                plan,
+                task,
+                args,
+                kwargs,
+                None if ids is None else ids[position],
+                given=ids is not None,
             )
-            payload = _encode(path, result, options)
-            try:
-                size = len(payload) if payload.isascii() else len(payload.encode("utf-8"))
-            except UnicodeEncodeError as exc:
-                raise InvalidTask(
-                    f"The arguments of {path} hold text that is not UTF-8: {exc}"
-                ) from exc
-            if size > ledger.max_payload_bytes:
-                raise InvalidTask(
-                    f"The payload of {path} is {size:,} bytes, over the "
-                    f"MAX_PAYLOAD_BYTES ({ledger.max_payload_bytes:,}) of queue {ledger.queue!r}."
-                )
-            if ids is not None:
-                request_id = _checked_id(ids[position])
-            elif unique:
-                request_id = unique_id(path, result.args, result.kwargs)
-            else:
-                request_id = random_id()
-            object.__setattr__(result, "id", request_id)
             results.append(result)
-            requests.append((request_id, payload))
+            requests.append((result.id, payload))
         if not requests:
             return []
-        answers = ledger.admit_many(requests, self._delay(task, entry), priority=task.priority)
+        entry = plan.entry
+        answers = entry.ledger.admit_many(
+            requests, self._delay(task, entry), priority=task.priority
+        )
         return self._answered(task, entry, results, answers)
+
+    def _plan(self, task: Task[..., Any]) -> _Plan:
+        """Check ``task`` and return what its calls share, kept for a declared task."""
+        self.validate_task(task)
+        declared = declared_task(task)
+        entry = self._queue(task.queue_name)
+        if task is declared:
+            kept = self._plans.get(id(task))
+            if kept is not None and kept[0] is task and kept[1].entry is entry:
+                return kept[1]
+        unique = getattr(task, "unique", None)
+        if unique is None:
+            unique = bool(entry.options.get("unique", False))
+        path = task.module_path
+        plan = _Plan(entry, path, unique, PayloadTemplate(path, _payload_options(task, declared)))
+        if task is declared:
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+            self._plans[id(task)] = (task, plan)
+        return plan
+
+    def _request(
+        self,
+        plan: _Plan,
+        task: Task[_P, _R],
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        request_id: object,
+        *,
+        given: bool,
+    ) -> tuple[TaskResult[_P, _R], str]:
+        """Return one call's result (its id set) and payload, checked; nothing is written.
+
+        The id is ``request_id`` if ``given`` (checked), else the task's: derived from the
+        arguments for a unique task, otherwise a new one.
+        """
+        result: TaskResult[_P, _R] = TaskResult(
+            task=task,
+            id="",
+            status=TaskResultStatus.READY,
+            enqueued_at=None,
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=list(args),
+            kwargs=dict(kwargs),
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+        path, ledger = plan.path, plan.entry.ledger
+        try:
+            payload = plan.template.encode(result.args, result.kwargs)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"The arguments of {path} are not JSON: {exc}") from exc
+        try:
+            size = len(payload) if payload.isascii() else len(payload.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidTask(
+                f"The arguments of {path} hold text that is not UTF-8: {exc}"
+            ) from exc
+        if size > ledger.max_payload_bytes:
+            raise InvalidTask(
+                f"The payload of {path} is {size:,} bytes, over the "
+                f"MAX_PAYLOAD_BYTES ({ledger.max_payload_bytes:,}) of queue {ledger.queue!r}."
+            )
+        if given:
+            checked = _checked_id(request_id)
+        elif plan.unique:
+            checked = unique_id(path, result.args, result.kwargs)
+        else:
+            checked = random_id()
+        object.__setattr__(result, "id", checked)
+        return result, payload
 
     def _delay(self, task: Task[..., Any], entry: QueueEntry) -> timedelta | int:
         """``run_after`` as a delay from the Redis server's now."""
@@ -240,18 +316,25 @@ class LedgerBackend(BaseTaskBackend):
         repeats = [
             answer.request_id for answer in answers if answer.status is AdmissionStatus.DUPLICATE
         ]
-        existing = dict(zip(repeats, read_tasks([entry.ledger], repeats), strict=True))
+        existing = (
+            dict(zip(repeats, read_tasks([entry.ledger], repeats), strict=True)) if repeats else {}
+        )
         out: list[TaskResult[_P, _R]] = []
+        # A batch is admitted at one server instant and due at one: each is made once.
+        created: tuple[int, datetime | None] = (-1, None)
+        deferred: tuple[int, Task[_P, _R]] = (-1, task)
         for result, answer in zip(results, answers, strict=True):
             status = answer.status
             if status is AdmissionStatus.ADMITTED:
                 record = answer.record
                 assert record is not None
-                object.__setattr__(result, "enqueued_at", instant(record.created_at))
+                if record.created_at != created[0]:
+                    created = (record.created_at, instant(record.created_at))
+                object.__setattr__(result, "enqueued_at", created[1])
                 if record.due_at > record.created_at:
-                    object.__setattr__(
-                        result, "task", replace(task, run_after=instant(record.due_at))
-                    )
+                    if record.due_at != deferred[0]:
+                        deferred = (record.due_at, replace(task, run_after=instant(record.due_at)))
+                    object.__setattr__(result, "task", deferred[1])
                 task_enqueued.send(type(self), task_result=result)
                 out.append(result)
             elif status is AdmissionStatus.DUPLICATE:
@@ -335,13 +418,6 @@ def _payload_options(task: Task[..., Any], declared: Task[..., Any]) -> dict[str
     options = task.ledger_options
     base = declared.ledger_options if isinstance(declared, LedgerTask) else {}
     return options if options != base else None
-
-
-def _encode(path: str, result: TaskResult[..., Any], options: dict[str, Any] | None) -> str:
-    try:
-        return encode_task(path, result.args, result.kwargs, options)
-    except (TypeError, ValueError) as exc:
-        raise type(exc)(f"The arguments of {path} are not JSON: {exc}") from exc
 
 
 def _checked_id(request_id: object) -> str:

@@ -69,6 +69,11 @@ def declared_task(task: Task[..., Any]) -> Task[..., Any]:
 
 _ID_LOCK = threading.Lock()
 _last_id = [0, 0]  # the last id's millisecond and its sequence within that millisecond
+#: Random tails (16 hex digits each) drawn from os.urandom 256 at a time: one system call
+#: per 256 ids. A forked child drops its parent's, or both would hand out the same ones.
+_tails: list[str] = []
+_TAILS_PER_DRAW = 256
+os.register_at_fork(after_in_child=_tails.clear)
 
 
 def random_id() -> str:
@@ -85,7 +90,11 @@ def random_id() -> str:
         if sequence > 0xFFFF:
             ms, sequence = ms + 1, 0
         _last_id[0], _last_id[1] = ms, sequence
-    return f"{ms:012x}{sequence:04x}{os.urandom(8).hex()}"
+        if not _tails:
+            drawn = os.urandom(8 * _TAILS_PER_DRAW).hex()
+            _tails.extend(drawn[i : i + 16] for i in range(0, len(drawn), 16))
+        tail = _tails.pop()
+    return f"{ms:012x}{sequence:04x}{tail}"
 
 
 def unique_id(path: str, args: list[Any], kwargs: dict[str, Any]) -> str:

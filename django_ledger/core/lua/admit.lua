@@ -11,7 +11,8 @@ local max = tonumber(ARGV[2])
 local due = now + tonumber(ARGV[3])
 local tp = ARGV[4]
 local prio = tonumber(ARGV[5])
-local size = live_count()
+-- Live records, counted when a new id first needs room (a batch of repeats never does).
+local size
 local ids = {}
 for i = 6, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
 -- One read for the whole batch; ids admitted earlier in this batch are in `fresh`.
@@ -22,7 +23,9 @@ for k, id in ipairs(ids) do
   local payload = ARGV[5 + 2 * k]
   local raw = fresh[id] or stored[k]
   local code, detail = 1, ''
-  if has_control(id) then
+  -- Every control character has_control knows starts with one of these bytes: one scan
+  -- clears an ordinary id.
+  if string.find(id, '[%z\1-\31\127\194\226]') and has_control(id) then
     code = 7
   elseif raw then
     local r = decode(id, raw)
@@ -34,19 +37,22 @@ for k, id in ipairs(ids) do
     else
       code, detail = 3, raw
     end
-  elseif size >= max then
-    code = 4
   else
-    local r = {
-      s = 'P', due = due, att = 0, fence = 0, created = now, updated = now,
-      owner = '', tlen = #tp, tail = (tp == '' and payload) or tp .. payload, prio = prio}
-    raw = encode(id, r)
-    fresh[id] = raw
-    records[#records + 1] = id
-    records[#records + 1] = raw
-    index[#index + 1] = score_of(r)
-    index[#index + 1] = id
-    size = size + 1
+    size = size or live_count()
+    if size >= max then
+      code = 4
+    else
+      local r = {
+        s = 'P', due = due, att = 0, fence = 0, created = now, updated = now,
+        owner = '', tlen = #tp, tail = (tp == '' and payload) or tp .. payload, prio = prio}
+      raw = encode(id, r)
+      fresh[id] = raw
+      records[#records + 1] = id
+      records[#records + 1] = raw
+      index[#index + 1] = score_of(r)
+      index[#index + 1] = id
+      size = size + 1
+    end
   end
   out[#out + 1] = code
   out[#out + 1] = detail

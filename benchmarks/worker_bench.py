@@ -39,8 +39,8 @@ more untimed run per system under ``MONITOR`` counts the requests the worker sen
 count one each), with the most frequent.
 
 ``--profile`` instead drains tasks through an in-process ``Worker`` (the runtime, no
-subprocess) under cProfile, with a ``perf_counter`` account of the time spent waiting
-on Redis, and prints where the rest goes.
+subprocess) under cProfile (every thread of it), with a ``perf_counter`` account of the
+time spent waiting on Redis, and prints where the rest goes.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
@@ -587,6 +587,31 @@ def _drain_in_process(
     return worker, waited
 
 
+@contextlib.contextmanager
+def _profiling_threads() -> Iterator[list[cProfile.Profile]]:
+    """Profile the calling thread and every thread started meanwhile (one profiler each:
+    cProfile sees only the thread it was enabled in)."""
+    profilers = [cProfile.Profile()]
+    run = threading.Thread.run
+
+    def profiled(thread: threading.Thread) -> None:
+        profiler = cProfile.Profile()
+        profilers.append(profiler)
+        profiler.enable()
+        try:
+            run(thread)
+        finally:
+            profiler.disable()
+
+    threading.Thread.run = profiled  # type: ignore[method-assign,assignment]
+    profilers[0].enable()
+    try:
+        yield profilers
+    finally:
+        profilers[0].disable()
+        threading.Thread.run = run  # type: ignore[method-assign]
+
+
 def profile(args: argparse.Namespace) -> int:
     """Drain ``--tasks`` through in-process ``Worker``s: figures, then cProfile."""
     from django_ledger.core.worker import Worker
@@ -636,13 +661,12 @@ def profile(args: argparse.Namespace) -> int:
             )
         for label, worker_class, concurrency, prefetch in variants:
             worker, _ = _drain_in_process(client, n, worker_class, concurrency, prefetch)
-            profiler = cProfile.Profile()
-            profiler.enable()
-            worker.run()
-            profiler.disable()
+            with _profiling_threads() as profilers:
+                worker.run()
             out = io.StringIO()
-            pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(args.profile_lines)
-            print(f"\n== cProfile, {label}, concurrency {concurrency}: the main loop's thread")
+            merged = pstats.Stats(*profilers, stream=out)
+            merged.sort_stats("tottime").print_stats(args.profile_lines)
+            print(f"\n== cProfile, {label}, concurrency {concurrency}: every thread of the worker")
             print("\n".join(out.getvalue().splitlines()[6:]).rstrip())
         client.close()
     finally:

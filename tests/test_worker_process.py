@@ -136,6 +136,27 @@ def test_a_second_signal_stops_at_once_and_the_lease_brings_the_task_back(
     assert record is not None and record.state is State.CLAIMED  # its lease will run out
 
 
+@pytest.mark.parametrize("concurrency", ["1", "2"])
+def test_a_stop_leaves_a_task_running_past_the_shutdown_timeout_to_its_lease(
+    start: Start,
+    queue: Callable[..., Ledger],
+    redis_client: redis.Redis,
+    namespace: str,
+    concurrency: str,
+) -> None:
+    # With concurrency 1 the main loop runs the task itself: the stop's promise still holds.
+    blocking = queue("blocking")
+    blocking.admit("stuck", "work")
+    args = ["blocking", "--concurrency", concurrency, "--shutdown-timeout", "1", "--no-repair"]
+    worker = start(*args)
+    wait_until(lambda: started(redis_client, namespace), what="the task to start")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0, worker.output()
+    assert "still running after 1.0 s: leaving them to their leases" in worker.output()
+    record = blocking.resolve("stuck")
+    assert record is not None and record.state is State.CLAIMED  # its lease will run out
+
+
 def test_a_raising_task_is_retried_then_fails(
     start: Start, queue: Callable[..., Ledger], redis_client: redis.Redis, namespace: str
 ) -> None:
@@ -192,12 +213,17 @@ def test_a_hung_task_past_its_timeout_is_ended_and_retried(
     assert "ran past its time-out of 1" in worker.output()
 
 
+@pytest.mark.parametrize("concurrency", ["1", "8"])
 def test_coroutine_handlers_run_on_the_event_loop(
-    start: Start, queue: Callable[..., Ledger], redis_client: redis.Redis, namespace: str
+    start: Start,
+    queue: Callable[..., Ledger],
+    redis_client: redis.Redis,
+    namespace: str,
+    concurrency: str,
 ) -> None:
     coro = queue("async")
     coro.admit_many([(f"a{n}", "x") for n in range(20)])
-    worker = start("async", "--burst")
+    worker = start("async", "--burst", "--concurrency", concurrency)
     assert worker.wait(60) == 0, worker.output()
     assert coro.stats().completed == 20
     assert coro.results(["a7"]) == [b"async done"]

@@ -112,6 +112,10 @@ class Outcome:
     reason: str = ""
 
 
+#: A completion with no result (outcomes are frozen: one serves every such run).
+_COMPLETED = Outcome(State.COMPLETED)
+
+
 class Handler(Protocol):
     """Turns jobs into outcomes. Every method is called from worker threads."""
 
@@ -151,9 +155,11 @@ class CallableHandler:
         self.timeout = timeout
         self.is_async = inspect.iscoroutinefunction(func)
         self.name = getattr(func, "__qualname__", repr(func))
+        # The same for every job, and frozen: one for all of them.
+        self._plan = Plan(timeout=self.timeout, name=self.name, is_async=self.is_async)
 
     def plan(self, job: Job) -> Plan:
-        return Plan(timeout=self.timeout, name=self.name, is_async=self.is_async)
+        return self._plan
 
     def run(self, job: Job, plan: Plan) -> Outcome | Awaitable[Outcome]:
         if self.is_async:
@@ -172,7 +178,7 @@ class CallableHandler:
         return self.completed(value)
 
     def completed(self, value: Any) -> Outcome:
-        return Outcome(State.COMPLETED, result=value if isinstance(value, str) else None)
+        return Outcome(State.COMPLETED, result=value) if isinstance(value, str) else _COMPLETED
 
     def failed(self, job: Job, exc: BaseException) -> Outcome:
         reason = f"{type(exc).__module__}.{type(exc).__qualname__}"

@@ -3,8 +3,11 @@
 One ``Worker`` serves queues of one namespace with a pool of threads (and an event loop
 for coroutine handlers). Its threads, each with one job:
 
-- the main loop (``run``): settles finished jobs and claims more in the same script call
-  (``Ledger.settle_and_claim``), keeping up to ``concurrency + prefetch`` claims in hand;
+- the main loop (a thread of its own; ``run`` waits for it): settles finished jobs and
+  claims more in the same script call (``Ledger.settle_and_claim``), keeping up to
+  ``concurrency + prefetch`` claims in hand. With ``concurrency`` 1 it runs a job that
+  has no time-out to watch right there, between two calls, with no hand-off to another
+  thread; the rest go to the pool;
 - the renewer: every third of a lease, one ``renew_many`` per queue for every claim in
   hand; a renewal answered LOST marks the job lost (its outcome will not be written, the
   fence refuses it) and is logged; it also ends runs past their time-out, and beats;
@@ -14,8 +17,9 @@ for coroutine handlers). Its threads, each with one job:
 Stopping (``request_stop``, from SIGTERM or SIGINT): no more claims; claims that never
 started go back at once without spending an attempt (``Ledger.release``); running jobs get
 ``shutdown_timeout`` to finish and settle; then ``run`` returns 0. A second request stops
-at once: leases then run out and repair gives the tasks back. This module imports no
-Django: ``manage.py ledger_worker`` builds it from settings.
+at once: leases then run out and repair gives the tasks back. ``run`` keeps these promises
+for a job the main loop runs itself too, by giving up waiting for the loop. This module
+imports no Django: ``manage.py ledger_worker`` builds it from settings.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import socket
 import threading
 import time
 import uuid
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -39,11 +43,12 @@ import redis.exceptions as redis_errors
 from ..errors import LedgerError, LedgerUnavailable
 from ..ledger import Ledger
 from ..records import State
-from ..results import Claim, SettlementStatus
+from ..results import Claim, Settlement, SettlementStatus
 from ..transport import MAX_BATCH
 from . import tracing
 from .handler import Backoff, Handler, Job, Outcome, Plan
 from .heartbeat import Heartbeats, WorkerInfo
+from .pool import JobThreads
 
 __all__ = ["Metrics", "Worker", "WorkerConfig", "default_worker_id"]
 
@@ -120,20 +125,25 @@ class WorkerConfig:
             raise ValueError(f"shutdown_timeout must be 0 or more, got {self.shutdown_timeout}")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Entry:
-    """One claim in hand, from its claim to its settlement."""
+    """One claim in hand, from its claim to its settlement.
+
+    ``started`` and ``finished`` change under the worker's lock: a job starts only if
+    nothing finished it first (given back on a stop, or lost), so a claim is either run
+    or given back, never both.
+    """
 
     queue: str
     job: Job
     handler: Handler
     lease: float
     plan: Plan | None = None
-    future: concurrent.futures.Future[Any] | None = None
     async_future: concurrent.futures.Future[Any] | None = None
     started: float | None = None
     thread_id: int | None = None
-    #: Set once an outcome is decided (by the run, its time-out or its loss).
+    #: Set once an outcome is decided (by the run, its time-out or its loss), or once the
+    #: claim is given back or lost before it started.
     finished: bool = False
 
 
@@ -167,6 +177,7 @@ class Worker:
         self.leases = {queue: float(leases[queue]) for queue in ledgers}
         self.config = config or WorkerConfig()
         self.metrics: Metrics = metrics or _NoMetrics()
+        self._metered = metrics is not None
         self.worker_id = self.config.worker_id
         self.counts = _Counts()
         self._prefetch = (
@@ -184,9 +195,19 @@ class Worker:
         self._queues = list(ledgers)
         self._turn = 0
         self._started_ms = int(time.time() * 1000)
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            self.config.concurrency, thread_name_prefix="ledger-job"
+        self._pool: JobThreads[_Entry] = JobThreads(
+            self.config.concurrency, self._execute_pooled, "ledger-job"
         )
+        #: With concurrency 1: claims waiting for the main loop to run them (or hand them
+        #: to the pool's one thread); ``None`` otherwise, where the pool's queue holds them.
+        self._backlog: deque[_Entry] | None = deque() if self.config.concurrency == 1 else None
+        #: Jobs handed to the pool whose thread has not finished them (with a backlog only).
+        self._queued = 0
+        #: The job the main loop runs itself, if any (for ``run``'s stop deadline).
+        self._running_here: _Entry | None = None
+        #: When a stop asked for runs out of time (set once, by ``_begin_stop``).
+        self._deadline: float | None = None
+        self._loop_error: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
         #: Set when a stop left jobs running past ``shutdown_timeout`` (their leases
@@ -221,13 +242,17 @@ class Worker:
             ", burst" if self.config.burst else "",
         )
         self._start_threads()
+        loop = threading.Thread(target=self._main_loop_thread, name="ledger-main", daemon=True)
+        loop.start()
         try:
-            self._main_loop()
+            self._supervise(loop)
+            if self._loop_error is not None:
+                raise self._loop_error
         finally:
             self._done.set()
             self._wake.set()
             forced = self._forced.is_set() or self._hard_exit.is_set() or self.abandoned
-            self._pool.shutdown(wait=not forced, cancel_futures=True)
+            self._pool.shutdown(wait=not forced)
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._loop.stop)
             for thread in self._threads:
@@ -298,11 +323,35 @@ class Worker:
 
     # -- the main loop ------------------------------------------------------------------
 
+    def _supervise(self, loop: threading.Thread) -> None:
+        """Wait for the main loop to end; while it runs a job itself, keep the stop's promises.
+
+        The loop cannot give back prefetched claims, or give up on its job once the grace
+        is over (at once on a second signal), while it is inside that job: this does.
+        """
+        while True:
+            loop.join(0.1)  # a wait with a time-out: signals are handled meanwhile
+            if not loop.is_alive():
+                return
+            if not self._stopping.is_set() or self._running_here is None:
+                continue
+            deadline = self._begin_stop()
+            if self._forced.is_set():
+                return
+            if time.monotonic() >= deadline and self._running_here is not None:
+                self._abandon()
+                return
+
+    def _main_loop_thread(self) -> None:
+        try:
+            self._main_loop()
+        except BaseException as exc:  # raised again by ``run``, on the caller's thread
+            self._loop_error = exc
+
     def _main_loop(self) -> None:
         idle = _IDLE_FIRST
-        released = False
         deadline: float | None = None
-        while not self._forced.is_set():
+        while not self._forced.is_set() and not self._done.is_set():
             self._wake.clear()
             self._linger()
             self._collect()
@@ -311,34 +360,20 @@ class Worker:
             stopping = asked or self._claims_left() == 0
             if stopping and deadline is None:
                 deadline = float("inf")  # --max-tasks: the claimed ones all run
-            if asked and not released:
-                self._release_unstarted()
-                released = True
-                log.info(
-                    "worker %s stopping: %d task(s) running get up to %.0f s to finish; "
-                    "a second signal stops at once",
-                    self.worker_id,
-                    self._in_hand_count(),
-                    self.config.shutdown_timeout,
-                )
-                grace = 0.0 if self._hard_exit.is_set() else self.config.shutdown_timeout
-                deadline = time.monotonic() + grace
+            if asked:
+                deadline = self._begin_stop()
             room = 0 if stopping else self._room()
             claimed, drained, worked = self._settle_and_claim(room)
-            self.metrics.in_flight(self._in_hand_count())
+            if self._metered:
+                self.metrics.in_flight(self._in_hand_count())
+            if self._backlog:
+                self._run_next()
             if stopping:
                 if not self._in_hand_count() and not self._pending_settlements():
                     return
                 assert deadline is not None
                 if time.monotonic() >= deadline:
-                    log.warning(
-                        "worker %s: %d job(s) still running after %.1f s: leaving them to "
-                        "their leases",
-                        self.worker_id,
-                        self._in_hand_count(),
-                        self.config.shutdown_timeout,
-                    )
-                    self.abandoned = True
+                    self._abandon()
                     return
                 self._wake.wait(0.05)
                 continue
@@ -353,13 +388,49 @@ class Worker:
             self._wake.wait(idle)
             idle = min(idle * 2, _IDLE_MOST)
 
+    def _begin_stop(self) -> float:
+        """Give back what never started (said once per stop); return the stop's deadline.
+
+        Called by the main loop, or by ``run`` while the loop runs a job itself; again on
+        later rounds for claims a call still in flight at the stop brought in.
+        """
+        with self._lock:
+            first = self._deadline is None
+            if first:
+                grace = 0.0 if self._hard_exit.is_set() else self.config.shutdown_timeout
+                self._deadline = time.monotonic() + grace
+            deadline = self._deadline
+        assert deadline is not None
+        self._release_unstarted()
+        if first:
+            log.info(
+                "worker %s stopping: %d task(s) running get up to %.0f s to finish; "
+                "a second signal stops at once",
+                self.worker_id,
+                self._in_hand_count(),
+                self.config.shutdown_timeout,
+            )
+        return deadline
+
+    def _abandon(self) -> None:
+        log.warning(
+            "worker %s: %d job(s) still running after %.1f s: leaving them to their leases",
+            self.worker_id,
+            self._in_hand_count(),
+            self.config.shutdown_timeout,
+        )
+        self.abandoned = True
+
     def _linger(self) -> None:
         """While claims wait ahead of the threads, gather a few more outcomes per round trip.
 
         Nothing starves meanwhile (the waiting claims keep every thread busy), and one
         ``settle_and_claim`` then carries several settlements: well under one round trip
-        per task at full load. With nothing waiting (``--prefetch 0``) it settles at once.
+        per task at full load. With nothing waiting (``--prefetch 0``) it settles at once,
+        and with concurrency 1 nothing else can finish meanwhile.
         """
+        if self._backlog is not None:
+            return
         with self._lock:
             waiting = sum(1 for entry in self._in_hand.values() if entry.started is None)
             gathered = len(self._outbox)
@@ -423,9 +494,9 @@ class Worker:
                 self._wake.wait(0.5)
                 continue
             self._unsettled[queue] = []
-            worked = worked or bool(items)
-            for (entry, outcome), answer in zip(items, settlements, strict=True):
-                self._settled(entry, outcome, answer.status, answer.reason)
+            if items:
+                worked = True
+                self._settled(items, settlements)
             claimed += len(claims)
             self._start(queue, claims)
         drained = room > 0 and claimed < room and not failed
@@ -445,27 +516,80 @@ class Worker:
             except LedgerError as exc:
                 log.warning("worker %s: could not read earlier results: %s", self.worker_id, exc)
         self.counts.claimed += len(claims)
-        for claim in claims:
-            job = Job(
-                claim=claim,
-                queue=queue,
-                worker_id=self.worker_id,
-                started_at=claim.lease_until - int(lease * 1000),
-                previous_result=previous.get(claim.request_id),
+        started_ms = int(lease * 1000)
+        worker_id = self.worker_id
+        entries = [
+            _Entry(
+                queue,
+                Job(
+                    claim,
+                    queue,
+                    worker_id,
+                    claim.lease_until - started_ms,
+                    previous.get(claim.request_id) if previous else None,
+                ),
+                handler,
+                lease,
             )
-            entry = _Entry(queue, job, handler, lease)
-            with self._lock:
+            for claim in claims
+        ]
+        with self._lock:
+            for entry in entries:
+                claim = entry.job.claim
                 self._in_hand[(queue, claim.request_id, claim.fence)] = entry
-            entry.future = self._pool.submit(self._execute, entry)
+        if self._backlog is not None:
+            self._backlog.extend(entries)
+            return
+        for entry in entries:
+            self._pool.submit(entry)
+
+    def _run_next(self) -> None:
+        """With concurrency 1: start the next claim in the backlog, if the pool is idle.
+
+        A job with no time-out to watch and no coroutine runs right here, on the main
+        loop's thread: no hand-off to a thread and back, and its outcome goes out with the
+        next call, which also claims its successor. The others go to the pool's thread
+        (a time-out interrupts that thread, not the loop); one job runs at a time.
+        """
+        assert self._backlog is not None
+        while self._backlog and not self._queued:
+            entry = self._backlog.popleft()
+            if entry.finished:  # given back or lost before it started
+                continue
+            plan = self._plan(entry)
+            if plan is None:  # refused: settled with the next call
+                continue
+            if plan.timeout is None and not plan.is_async:
+                self._running_here = entry
+                try:
+                    self._execute(entry)
+                finally:
+                    self._running_here = None
+            else:
+                with self._lock:
+                    self._queued += 1
+                self._pool.submit(entry)
+            return
+
+    def _execute_pooled(self, entry: _Entry) -> None:
+        """Run one job on a pool thread."""
+        try:
+            self._execute(entry)
+        except _TimedOut:
+            pass  # meant for the run this thread had just ended, settled as timed out
+        finally:
+            if self._backlog is not None:
+                with self._lock:
+                    self._queued -= 1
+                self._wake.set()  # the main loop may start the next one now
 
     def _execute(self, entry: _Entry) -> None:
-        """Run one job on a pool thread (its outcome goes to the main loop's outbox)."""
-        job = entry.job
-        if job.lost.is_set() or job.cancelled.is_set():
-            return
+        """Run one job on this thread (its outcome goes to the main loop's outbox)."""
         with self._lock:
+            if entry.finished:  # given back or lost before it started
+                return
             entry.thread_id = threading.get_ident()
-        entry.started = time.monotonic()
+            entry.started = time.monotonic()
         try:
             self._execute_started(entry)
         except _TimedOut:
@@ -476,7 +600,8 @@ class Worker:
             with self._lock:
                 entry.thread_id = None
 
-    def _execute_started(self, entry: _Entry) -> None:
+    def _plan(self, entry: _Entry) -> Plan | None:
+        """Ask the handler how to run the job; one it cannot run is finished here."""
         job = entry.job
         try:
             plan = entry.handler.plan(job)
@@ -488,11 +613,18 @@ class Worker:
             if not isinstance(outcome, Outcome):
                 outcome = Outcome(State.FAILED, reason=f"unrunnable: {exc}")
             self._finish(entry, outcome)
-            return
+            return None
         entry.plan = plan
+        return plan
+
+    def _execute_started(self, entry: _Entry) -> None:
+        job = entry.job
+        plan = entry.plan if entry.plan is not None else self._plan(entry)
+        if plan is None:
+            return
         name = plan.name or entry.queue
         try:
-            if plan.is_async:
+            if plan.is_async or not tracing.enabled():
                 result = entry.handler.run(job, plan)
             else:
                 with tracing.span(name, job.claim.traceparent, self._attributes(job)) as traced:
@@ -549,7 +681,10 @@ class Worker:
             entry.finished = True
             if not entry.job.lost.is_set():
                 self._outbox.append((entry, outcome))
-                self._wake.set()
+                # The loop clears the flag before it collects: a flag still set here
+                # means the loop has yet to collect, this outcome with the rest.
+                if not self._wake.is_set():
+                    self._wake.set()
                 return
             self._drop(entry)
         self.counts.lost += 1
@@ -569,33 +704,58 @@ class Worker:
         claim = entry.job.claim
         self._in_hand.pop((entry.queue, claim.request_id, claim.fence), None)
 
-    def _settled(
-        self, entry: _Entry, outcome: Outcome, status: SettlementStatus, reason: str | None
-    ) -> None:
+    def _settled(self, items: list[tuple[_Entry, Outcome]], answers: list[Settlement]) -> None:
+        """Count, measure and log the outcomes one call settled (one line each)."""
         with self._lock:
-            self._drop(entry)
+            for entry, _ in items:
+                self._drop(entry)
+        now = time.monotonic()
+        counts, metered = self.counts, self._metered
+        # The level's check is cached by the logger: a disabled line costs no formatting.
+        info, warning = log.isEnabledFor(logging.INFO), log.isEnabledFor(logging.WARNING)
+        for (entry, outcome), answer in zip(items, answers, strict=True):
+            state = outcome.state
+            if answer.status is SettlementStatus.LOST:
+                counts.lost += 1
+                word, shown = "lost", warning
+                if metered:
+                    self.metrics.lost(entry.queue)
+            elif state is State.COMPLETED:
+                counts.processed += 1
+                word, shown = "completed", info
+            elif state is State.FAILED:
+                counts.processed += 1
+                counts.failed += 1
+                word, shown = "failed", warning
+            else:
+                counts.retried += 1
+                word, shown = "retry", info
+            if not (shown or metered):
+                continue
+            seconds = None if entry.started is None else now - entry.started
+            name = entry.plan.name if entry.plan is not None else ""
+            if metered:
+                self.metrics.outcome(entry.queue, name, word, seconds)
+            if shown:
+                self._log_outcome(entry, outcome, word, seconds, name, answer.reason)
+
+    def _log_outcome(
+        self,
+        entry: _Entry,
+        outcome: Outcome,
+        word: str,
+        seconds: float | None,
+        name: str,
+        reason: str | None,
+    ) -> None:
         claim = entry.job.claim
-        seconds = None if entry.started is None else time.monotonic() - entry.started
-        name = entry.plan.name if entry.plan is not None else ""
-        if status is SettlementStatus.LOST:
-            self.counts.lost += 1
-            self.metrics.lost(entry.queue)
-            word = "lost"
-        elif outcome.state is State.COMPLETED:
-            self.counts.processed += 1
-            word = "completed"
-        elif outcome.state is State.FAILED:
-            self.counts.processed += 1
-            self.counts.failed += 1
-            word = "failed"
-        else:
-            self.counts.retried += 1
-            word = "retry"
-        self.metrics.outcome(entry.queue, name, word, seconds)
-        level = logging.WARNING if word in ("lost", "failed") else logging.INFO
+        tail = f" retry_in={outcome.delay:.1f}" if word == "retry" else ""
+        why = outcome.reason or reason
+        if why:
+            tail += f" reason={why}"
         log.log(
-            level,
-            "outcome=%s queue=%s task=%s id=%s attempt=%d fence=%d seconds=%s%s%s",
+            logging.WARNING if word in ("lost", "failed") else logging.INFO,
+            "outcome=%s queue=%s task=%s id=%s attempt=%d fence=%d seconds=%s%s",
             word,
             entry.queue,
             name or "-",
@@ -603,8 +763,7 @@ class Worker:
             claim.attempt,
             claim.fence,
             "-" if seconds is None else f"{seconds:.3f}",
-            f" retry_in={outcome.delay:.1f}" if word == "retry" else "",
-            f" reason={outcome.reason or reason}" if (outcome.reason or reason) else "",
+            tail,
         )
 
     def _attributes(self, job: Job) -> dict[str, Any]:
@@ -622,11 +781,11 @@ class Worker:
         """Give back claims whose jobs never started: PENDING at once, attempt unspent."""
         by_queue: dict[str, list[_Entry]] = defaultdict(list)
         with self._lock:
-            entries = list(self._in_hand.values())
-        for entry in entries:
-            if entry.future is not None and entry.future.cancel():
-                entry.job.cancelled.set()
-                by_queue[entry.queue].append(entry)
+            for entry in self._in_hand.values():
+                if entry.started is None and not entry.finished:
+                    entry.finished = True  # it will never start now
+                    entry.job.cancelled.set()
+                    by_queue[entry.queue].append(entry)
         for queue, unstarted in by_queue.items():
             try:
                 answers = self.ledgers[queue].release(entry.job.claim for entry in unstarted)
@@ -636,7 +795,6 @@ class Worker:
             given = sum(1 for answer in answers if answer.status is SettlementStatus.SETTLED)
             with self._lock:
                 for entry in unstarted:
-                    entry.finished = True
                     self._drop(entry)
             log.info(
                 "worker %s: gave back %d claim(s) of %s that never started",
@@ -685,11 +843,12 @@ class Worker:
             entry.job.claim.fence,
             reason,
         )
-        if entry.future is not None and entry.future.cancel():
-            # It never started: nothing runs, nothing is settled.
-            with self._lock:
+        with self._lock:
+            unstarted = entry.started is None and not entry.finished
+            if unstarted:  # it never starts now: nothing runs, nothing is settled
                 entry.finished = True
                 self._drop(entry)
+        if unstarted:
             self.counts.lost += 1
             self.metrics.lost(entry.queue)
 

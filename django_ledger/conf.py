@@ -24,6 +24,7 @@ from .connections import (
     registries,
     reset_connections,
 )
+from .core.errors import LedgerUnavailable
 from .core.ledger import Ledger
 from .core.sharded import ShardedLedger
 from .defaults import (
@@ -225,7 +226,8 @@ def get_ledger(queue: str = "default") -> Ledger:
     A queue with ``SHARDS`` above 1 is a ``ShardedLedger``. The first ledger a process
     builds for a queue checks the queue's stored layout (one ``GET``): a queue holding
     records in another number of shards raises ``LayoutMismatch`` rather than lose
-    track of duplicates.
+    track of duplicates. With Redis away the check waits for the next call (a process
+    still starts, and its first operation says ``LedgerUnavailable``).
     """
     config = ledger_settings.queue(queue)
     namespace = ledger_settings.namespace
@@ -257,7 +259,13 @@ def get_ledger(queue: str = "default") -> Ledger:
     except TypeError:  # a client that takes no weak reference: check every time
         checked = set()
     if layout not in checked:
-        ledger.check_layout()
+        try:
+            ledger.check_layout()
+        except LedgerUnavailable:
+            # Redis is away: a worker or a web process still starts, and checks the next
+            # time it builds this queue's ledger (a ShardedLedger checks before its first
+            # call of its own).
+            return ledger
         checked.add(layout)
     return ledger
 

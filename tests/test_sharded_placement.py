@@ -131,3 +131,20 @@ def test_get_ledger_builds_a_sharded_ledger_and_refuses_a_changed_layout(
     reset_connections()
     with override_settings(LEDGER={**config, "QUEUES": {"q": {}}}), pytest.raises(LayoutMismatch):
         get_ledger("q")
+
+
+def test_get_ledger_with_redis_away_still_builds_the_ledger(namespace: str) -> None:
+    from django_ledger.core.errors import LedgerUnavailable
+    from tests.redis_server import free_port
+
+    config = {
+        "CONNECTION": f"redis://127.0.0.1:{free_port()}/0",
+        "NAMESPACE": namespace,
+        "QUEUES": {"plain": {}, "sharded": {"SHARDS": 3}},
+        "TIMEOUTS": {"CONNECT": 0.5, "SOCKET": 0.5},
+    }
+    with override_settings(LEDGER=config):
+        for queue in ("plain", "sharded"):
+            ledger = get_ledger(queue)  # a worker starting during an outage
+            with pytest.raises(LedgerUnavailable):
+                ledger.admit("r1", "p")

@@ -93,13 +93,14 @@ class ShardedLedger(Ledger):
         self.durability_replicas = first.durability_replicas
         self.durability_timeout_ms = first.durability_timeout_ms
         self.shard_count = shards
-        # The shard whose turn it is to be claimed from first; moves on each claim call.
-        # A random start, so that workers started together begin on different shards.
-        self._turn = itertools.count(random.randrange(shards * shards))
-        self._layout_checked = False
         # settle_and_claim claims from the shard whose turn it is every this many calls
         # (measured on 3 masters: every 4N calls drains fastest; every call, the slowest).
         self._rotate_every = 4 * shards
+        # The turn: which shard is claimed from first; it moves on each claim call. A
+        # random start over a whole cycle of turns, so that workers started together are
+        # on different shards (and move on at different calls).
+        self._turn = itertools.count(random.randrange(self._rotate_every * shards))
+        self._layout_checked = False
 
     def __repr__(self) -> str:
         mode = "optimized" if self.optimized else "reference"

@@ -1,9 +1,9 @@
 """What the worker runs: a handler turns one claimed job into an outcome.
 
-The runtime (``runtime.py``) owns everything Redis: claims, renewals, settlements, repair.
-A handler owns what a job means. ``TaskHandler`` (in the Django layer) runs Django tasks;
-``CallableHandler`` wraps a plain function for raw queues (``LEDGER['QUEUES'][name]
-['HANDLER']``), with the retry policy below.
+The runtime (``runtime.py`` and the modules beside it) owns everything Redis: claims,
+renewals, settlements, repair. A handler owns what a job means. ``TaskHandler`` (in the
+Django layer) runs Django tasks; ``CallableHandler`` wraps a plain function for raw
+queues (``LEDGER['QUEUES'][name]['HANDLER']``), with the retry policy below.
 """
 
 from __future__ import annotations

@@ -1,0 +1,82 @@
+"""How a worker runs (``WorkerConfig``), and where it reports what it does (``Metrics``)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .heartbeat import Heartbeats
+
+__all__ = ["Metrics", "NoMetrics", "WorkerConfig", "default_worker_id"]
+
+
+def default_worker_id() -> str:
+    """Host name, process id and a short random tag: unique across restarts."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Metrics(Protocol):
+    """Where the worker reports what it does (``metrics.PrometheusMetrics``, or nothing)."""
+
+    def outcome(self, queue: str, name: str, outcome: str, seconds: float | None) -> None: ...
+    def lost(self, queue: str) -> None: ...
+    def in_flight(self, count: int) -> None: ...
+    def depth(self, queue: str, pending: int) -> None: ...
+
+
+class NoMetrics:
+    """Metrics nobody reads: what a worker built without any reports to."""
+
+    def outcome(self, queue: str, name: str, outcome: str, seconds: float | None) -> None:
+        pass
+
+    def lost(self, queue: str) -> None:
+        pass
+
+    def in_flight(self, count: int) -> None:
+        pass
+
+    def depth(self, queue: str, pending: int) -> None:
+        pass
+
+
+@dataclass
+class WorkerConfig:
+    """How a worker runs. Durations are seconds."""
+
+    worker_id: str = field(default_factory=default_worker_id)
+    #: Jobs running at once (threads; coroutines share the event loop within the bound).
+    concurrency: int = 8
+    #: Claims held beyond the running ones, ready to start (``None``: as many as running).
+    prefetch: int | None = None
+    #: Run what is due now, wait for what is in flight, then return 0.
+    burst: bool = False
+    #: Stop claiming after this many claims, finish them, then return 0.
+    max_tasks: int | None = None
+    #: How long running jobs get to finish once a stop is asked for.
+    shutdown_timeout: float = 30.0
+    #: Run repair pages of every queue from inside the worker.
+    repair: bool = True
+    #: Seconds between repair pages (``None``: a sixth of the shortest lease, 0.5 to 5 s).
+    repair_interval: float | None = None
+    #: Records per repair page.
+    repair_count: int = 100
+    #: Write a heartbeat every renewal beat (``None``: no heartbeat).
+    heartbeats: Heartbeats | None = None
+    #: After a run past its time-out is settled, stop at once and return 3, leaving the
+    #: stuck thread to the process's end (``--processes`` children: their parent starts
+    #: another process, so a time-out stops the work itself).
+    exit_on_timeout: bool = False
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
+        if self.prefetch is not None and self.prefetch < 0:
+            raise ValueError(f"prefetch must be 0 or more, got {self.prefetch}")
+        if self.max_tasks is not None and self.max_tasks < 1:
+            raise ValueError(f"max_tasks must be at least 1, got {self.max_tasks}")
+        if self.shutdown_timeout < 0:
+            raise ValueError(f"shutdown_timeout must be 0 or more, got {self.shutdown_timeout}")

@@ -1,0 +1,110 @@
+"""What a worker says about an outcome: counts, metrics, its log line, its trace.
+
+One ``outcome=`` line per settlement, in one format for every outcome, so a log reader
+can follow a request id through its attempts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from ..records import State
+from ..results import Settlement, SettlementStatus
+from .handler import Backoff, Job, Outcome
+from .state import Entry, WorkerState
+
+__all__ = ["handler_bug", "log_outcome", "settled", "trace_attributes"]
+
+log = logging.getLogger("django_ledger.worker")
+
+
+def settled(
+    state: WorkerState, items: list[tuple[Entry, Outcome]], answers: list[Settlement]
+) -> None:
+    """Count, measure and log the outcomes one call settled (one line each)."""
+    with state.lock:
+        for entry, _ in items:
+            state.drop(entry)
+    now = time.monotonic()
+    counts, metered = state.counts, state.metered
+    # The level's check is cached by the logger: a disabled line costs no formatting.
+    info, warning = log.isEnabledFor(logging.INFO), log.isEnabledFor(logging.WARNING)
+    for (entry, outcome), answer in zip(items, answers, strict=True):
+        outcome_state = outcome.state
+        if answer.status is SettlementStatus.LOST:
+            counts.lost += 1
+            word, shown = "lost", warning
+            if metered:
+                state.metrics.lost(entry.queue)
+        elif outcome_state is State.COMPLETED:
+            counts.processed += 1
+            word, shown = "completed", info
+        elif outcome_state is State.FAILED:
+            counts.processed += 1
+            counts.failed += 1
+            word, shown = "failed", warning
+        else:
+            counts.retried += 1
+            word, shown = "retry", info
+        if not (shown or metered):
+            continue
+        seconds = None if entry.started is None else now - entry.started
+        name = entry.plan.name if entry.plan is not None else ""
+        if metered:
+            state.metrics.outcome(entry.queue, name, word, seconds)
+        if shown:
+            log_outcome(entry, outcome, word, seconds, name, answer.reason)
+
+
+def log_outcome(
+    entry: Entry,
+    outcome: Outcome,
+    word: str,
+    seconds: float | None,
+    name: str,
+    reason: str | None,
+) -> None:
+    """Write the ``outcome=`` line of one settlement."""
+    claim = entry.job.claim
+    tail = f" retry_in={outcome.delay:.1f}" if word == "retry" else ""
+    why = outcome.reason or reason
+    if why:
+        tail += f" reason={why}"
+    log.log(
+        logging.WARNING if word in ("lost", "failed") else logging.INFO,
+        "outcome=%s queue=%s task=%s id=%s attempt=%d fence=%d seconds=%s%s",
+        word,
+        entry.queue,
+        name or "-",
+        claim.request_id,
+        claim.attempt,
+        claim.fence,
+        "-" if seconds is None else f"{seconds:.3f}",
+        tail,
+    )
+
+
+def handler_bug(worker_id: str, entry: Entry, exc: BaseException) -> Outcome:
+    """Log a handler that raised (a bug, not the task's failure) and retry its job."""
+    log.error(
+        "worker %s: the handler of %s raised %r: retrying",
+        worker_id,
+        entry.queue,
+        exc,
+        exc_info=exc,
+    )
+    delay = Backoff().delay(entry.job.claim.attempt)
+    return Outcome(State.PENDING, delay, reason=f"handler error: {type(exc).__name__}")
+
+
+def trace_attributes(job: Job) -> dict[str, Any]:
+    """The attributes of a run's span: enough to find its record."""
+    claim = job.claim
+    return {
+        "ledger.queue": job.queue,
+        "ledger.request_id": claim.request_id,
+        "ledger.attempt": claim.attempt,
+        "ledger.fence": claim.fence,
+    }

@@ -1,0 +1,150 @@
+"""What the threads of one worker share: the claims in hand, the outbox, the events.
+
+The main loop, the job threads, the renewer, the repairer and the stop all work on one
+``WorkerState``. Each of them takes it explicitly, so what a part may touch reads in
+its signature, not in a base class it inherits from.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..ledger import Ledger
+from .config import Metrics, NoMetrics, WorkerConfig
+from .handler import Handler, Job, Outcome, Plan
+
+__all__ = ["Counts", "Entry", "WorkerState"]
+
+log = logging.getLogger("django_ledger.worker")
+
+
+@dataclass(eq=False, slots=True)
+class Entry:
+    """One claim in hand, from its claim to its settlement.
+
+    ``started`` and ``finished`` change under the worker's lock: a job starts only if
+    nothing finished it first (given back on a stop, or lost), so a claim is either run
+    or given back, never both.
+    """
+
+    queue: str
+    job: Job
+    handler: Handler
+    lease: float
+    plan: Plan | None = None
+    async_future: concurrent.futures.Future[Any] | None = None
+    started: float | None = None
+    thread_id: int | None = None
+    #: Set once an outcome is decided (by the run, its time-out or its loss), or once the
+    #: claim is given back or lost before it started.
+    finished: bool = False
+
+
+@dataclass
+class Counts:
+    """What a worker did since it started: its last log line and its heartbeat say it."""
+
+    processed: int = 0
+    failed: int = 0
+    retried: int = 0
+    lost: int = 0
+    claimed: int = 0
+
+
+class WorkerState:
+    """The state every thread of one worker reads and writes.
+
+    ``lock`` guards ``in_hand``, ``outbox`` and the ``started``, ``finished`` and
+    ``thread_id`` of every entry; the events need no lock.
+    """
+
+    def __init__(
+        self,
+        ledgers: dict[str, Ledger],
+        handlers: dict[str, Handler],
+        leases: dict[str, float],
+        config: WorkerConfig,
+        metrics: Metrics | None,
+    ) -> None:
+        self.ledgers = ledgers
+        self.handlers = handlers
+        self.leases = {queue: float(leases[queue]) for queue in ledgers}
+        self.config = config
+        self.metrics: Metrics = metrics or NoMetrics()
+        #: Whether anyone reads the metrics: the hot path skips measuring otherwise.
+        self.metered = metrics is not None
+        self.worker_id = config.worker_id
+        self.queues = list(ledgers)
+        self.counts = Counts()
+        self.lock = threading.Lock()
+        self.in_hand: dict[tuple[str, str, int], Entry] = {}
+        #: Outcomes decided and not yet collected by the main loop.
+        self.outbox: list[tuple[Entry, Outcome]] = []
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.forced = threading.Event()
+        self.hard_exit = threading.Event()
+        self.done = threading.Event()
+        #: Threads beside the main loop and the pool, joined when the worker ends.
+        self.threads: list[threading.Thread] = []
+
+    def request_stop(self) -> None:
+        """Stop gracefully; a second call stops at once."""
+        if self.stopping.is_set():
+            self.forced.set()
+        self.stopping.set()
+        self.wake.set()
+
+    def spawn(self, name: str, target: Callable[[], None]) -> None:
+        """Start a daemon thread that the worker joins when it ends."""
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def in_hand_count(self) -> int:
+        with self.lock:
+            return len(self.in_hand)
+
+    def drop(self, entry: Entry) -> None:
+        """Forget a claim in hand (the caller holds the lock)."""
+        claim = entry.job.claim
+        self.in_hand.pop((entry.queue, claim.request_id, claim.fence), None)
+
+    def finish(self, entry: Entry, outcome: Outcome) -> None:
+        """Hand an outcome to the main loop, unless one was decided already."""
+        with self.lock:
+            if entry.finished:
+                return
+            entry.finished = True
+            if not entry.job.lost.is_set():
+                self.outbox.append((entry, outcome))
+                # The loop clears the flag before it collects: a flag still set here
+                # means the loop has yet to collect, this outcome with the rest.
+                if not self.wake.is_set():
+                    self.wake.set()
+                return
+            self.drop(entry)
+        self.counts.lost += 1
+        self.metrics.lost(entry.queue)
+        log.warning(
+            "outcome=lost queue=%s id=%s attempt=%d fence=%d: the lease was lost while it ran; "
+            "its outcome (%s) is not written",
+            entry.queue,
+            entry.job.claim.request_id,
+            entry.job.claim.attempt,
+            entry.job.claim.fence,
+            outcome.state.value,
+        )
+        self.wake.set()
+
+    def quietly(self, work: Callable[[], None]) -> None:
+        """Do ``work``; a failure is only worth a DEBUG line (a first beat, a last forget)."""
+        try:
+            work()
+        except Exception as exc:
+            log.debug("worker %s: %s", self.worker_id, exc)

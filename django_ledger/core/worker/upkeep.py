@@ -1,0 +1,212 @@
+"""The threads beside the main loop: the renewer (leases, time-outs, heartbeats), the repairer.
+
+Each runs one piece of work on a period until the worker is done; a failure of one beat
+is logged and the next beat tries again, so neither thread ever dies of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+import redis.exceptions as redis_errors
+
+from ..errors import LedgerError, LedgerUnavailable
+from ..results import SettlementStatus
+from .heartbeat import WorkerInfo
+from .interrupt import interrupt
+from .state import Entry, WorkerState
+
+__all__ = ["Renewer", "Repairer", "every"]
+
+log = logging.getLogger("django_ledger.worker")
+
+
+def every(
+    state: WorkerState, seconds: float | Callable[[], float], work: Callable[[], None]
+) -> None:
+    """Do ``work`` every ``seconds`` (a number, or asked afresh each time) until done."""
+    period = seconds if callable(seconds) else (lambda: seconds)
+    while not state.done.wait(period()):
+        try:
+            work()
+        except LedgerUnavailable as exc:
+            log.warning("worker %s: Redis unavailable: %s", state.worker_id, exc)
+        except Exception:  # a bug here must not stop the worker: say it and go on
+            log.exception("worker %s: %s failed", state.worker_id, work.__name__)
+
+
+class Renewer:
+    """Renew every claim in hand, end runs past their time-out, and write the heartbeat."""
+
+    def __init__(self, state: WorkerState) -> None:
+        self._state = state
+        self._started_ms = int(time.time() * 1000)
+
+    def run(self) -> None:
+        """The renewer thread's body."""
+        every(self._state, self._period, self._renew_and_watch)
+
+    def _period(self) -> float:
+        """A third of the shortest lease in hand: a task's own (``Plan.lease``) or a queue's."""
+        state = self._state
+        now = time.monotonic()
+        with state.lock:
+            entries = list(state.in_hand.values())
+        own = [e.plan.lease for e in entries if e.plan and e.plan.lease]
+        period = min([*state.leases.values(), *own]) / 3
+        # Wake in time for the earliest time-out too, not a beat late.
+        for e in entries:
+            if e.plan and e.plan.timeout and e.started is not None and not e.finished:
+                period = min(period, e.plan.timeout - (now - e.started))
+        return max(0.05, period)
+
+    def _renew_and_watch(self) -> None:
+        state = self._state
+        with state.lock:
+            entries = [entry for entry in state.in_hand.values() if not entry.finished]
+        by_queue: dict[str, list[Entry]] = defaultdict(list)
+        for entry in entries:
+            by_queue[entry.queue].append(entry)
+        for queue, group in by_queue.items():
+            items = []
+            for entry in group:
+                plan = entry.plan
+                lease = plan.lease if plan is not None and plan.lease else entry.lease
+                items.append((entry.job.claim, lease))
+            try:
+                answers = state.ledgers[queue].renew_many(items)
+            except LedgerError as exc:  # Redis away: the leases may still hold; try next beat
+                log.warning("worker %s: renewals of %s failed: %s", state.worker_id, queue, exc)
+                continue
+            for entry, answer in zip(group, answers, strict=True):
+                if answer.status is SettlementStatus.LOST:
+                    self._lose(entry, answer.reason)
+        self._watch_timeouts(entries)
+        try:
+            self.beat()
+        except redis_errors.RedisError as exc:  # a missed beat only delays the Workers page
+            log.warning("worker %s: heartbeat not written: %s", state.worker_id, exc)
+
+    def _lose(self, entry: Entry, reason: str | None) -> None:
+        state = self._state
+        if entry.job.lost.is_set():
+            return
+        entry.job.lost.set()
+        log.warning(
+            "worker %s: renewal of %s (queue %s, fence %d) answered LOST (%s)",
+            state.worker_id,
+            entry.job.claim.request_id,
+            entry.queue,
+            entry.job.claim.fence,
+            reason,
+        )
+        with state.lock:
+            unstarted = entry.started is None and not entry.finished
+            if unstarted:  # it never starts now: nothing runs, nothing is settled
+                entry.finished = True
+                state.drop(entry)
+        if unstarted:
+            state.counts.lost += 1
+            state.metrics.lost(entry.queue)
+
+    def _watch_timeouts(self, entries: Iterable[Entry]) -> None:
+        state = self._state
+        now = time.monotonic()
+        for entry in entries:
+            plan = entry.plan
+            if plan is None or plan.timeout is None or entry.started is None or entry.finished:
+                continue
+            if now - entry.started < plan.timeout:
+                continue
+            log.warning(
+                "worker %s: %s (queue %s) ran past its time-out of %s s",
+                state.worker_id,
+                entry.job.claim.request_id,
+                entry.queue,
+                plan.timeout,
+            )
+            entry.job.cancelled.set()
+            state.finish(entry, entry.handler.timed_out(entry.job, plan))
+            if entry.async_future is not None:
+                entry.async_future.cancel()
+                continue
+            if state.config.exit_on_timeout:
+                state.hard_exit.set()  # settle it, then end the process: the work stops too
+                state.request_stop()
+                continue
+            with state.lock:  # only while the thread still runs this very job
+                if entry.thread_id is not None:
+                    interrupt(entry.thread_id)
+
+    def beat(self) -> None:
+        """Write this worker's heartbeat (what runs, the counts), if it has heartbeats."""
+        state = self._state
+        heartbeats = state.config.heartbeats
+        if heartbeats is None:
+            return
+        with state.lock:
+            running = [
+                {
+                    "id": entry.job.claim.request_id,
+                    "queue": entry.queue,
+                    "name": entry.plan.name if entry.plan else "",
+                    "attempt": entry.job.claim.attempt,
+                    "since": entry.job.started_at,
+                }
+                for entry in state.in_hand.values()
+                if entry.started is not None and not entry.finished
+            ]
+        info = WorkerInfo(
+            worker_id=state.worker_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            queues=list(state.queues),
+            concurrency=state.config.concurrency,
+            started_at=self._started_ms,
+            beat_at=int(time.time() * 1000),
+            processed=state.counts.processed,
+            failed=state.counts.failed,
+            retried=state.counts.retried,
+            lost=state.counts.lost,
+            running=running,
+            state="stopping" if state.stopping.is_set() else "running",
+        )
+        heartbeats.beat(info, ttl_s=max(3.0, min(state.leases.values())))
+
+
+class Repairer:
+    """Run repair pages of every queue, so what dead workers left comes back soon."""
+
+    def __init__(self, state: WorkerState) -> None:
+        self._state = state
+        interval = state.config.repair_interval
+        if interval is None:
+            interval = max(0.5, min(5.0, min(state.leases.values()) / 6))
+        self._interval = interval
+        self._cursors = dict.fromkeys(state.queues, "0")
+
+    def run(self) -> None:
+        """The repairer thread's body."""
+        every(self._state, self._interval, self._repair)
+
+    def _repair(self) -> None:
+        state = self._state
+        for queue in state.queues:
+            ledger = state.ledgers[queue]
+            report = ledger.repair_page(self._cursors[queue], state.config.repair_count)
+            self._cursors[queue] = report.cursor
+            counts = {name: value for name, value in report.counts().items() if value}
+            counts.pop("scanned", None)
+            if counts:
+                log.info(
+                    "repair queue=%s %s",
+                    queue,
+                    " ".join(f"{name}={value}" for name, value in sorted(counts.items())),
+                )
+            if report.cursor == "0":
+                state.metrics.depth(queue, ledger.stats().pending)

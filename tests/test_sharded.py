@@ -443,3 +443,24 @@ def test_a_repair_cycle_pages_through_large_shards(sharded: ShardedLedger) -> No
     assert {c.split(".")[0] for c in cursors[:-1]} == {"0", "1", "2"}
     assert any(not c.endswith(".0") for c in cursors[:-1])  # pages inside a shard
     assert sum(r.scanned for r in reports) >= 2400  # HSCAN may return a record twice
+
+
+def test_claimers_take_different_home_shards_and_keep_to_them(
+    sharded_factory: Callable[..., ShardedLedger],
+) -> None:
+    """Three workers of a 3-shard queue each drain their own shard (their own master)."""
+    claimers = [sharded_factory() for _ in range(3)]
+    claimers[0].admit_many((f"r{i}", "p") for i in range(150))
+    homes = []
+    for claimer in claimers:
+        taken: Counter[int] = Counter()
+        claims: list[Any] = []
+        for _ in range(5):  # fewer calls than a rotation period (4 N = 12): at most one visit
+            _, claims = claimer.settle_and_claim(
+                [(claim, State.COMPLETED) for claim in claims], "w", 5
+            )
+            taken.update(shard_index(claim.request_id, SHARDS) for claim in claims)
+        home, most = taken.most_common(1)[0]
+        assert most >= 20, taken  # four of five calls at home
+        homes.append(home)
+    assert sorted(homes) == [0, 1, 2]

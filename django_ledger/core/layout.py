@@ -24,7 +24,14 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from .errors import LedgerError
 
-__all__ = ["LayoutMismatch", "check_layout", "layout_key", "shard_index", "shard_queues"]
+__all__ = [
+    "LayoutMismatch",
+    "check_layout",
+    "homes_key",
+    "layout_key",
+    "shard_index",
+    "shard_queues",
+]
 
 #: The most shards one queue may have (each is 10 keys and one script call per visit).
 MAX_SHARDS = 64
@@ -56,6 +63,11 @@ def _slot(namespace: str, queue: str) -> int:
 def layout_key(namespace: str, queue: str) -> str:
     """The key recording a queue's number of shards (under shard 0's tag)."""
     return f"{_tag(namespace, queue)}:layout"
+
+
+def homes_key(namespace: str, queue: str) -> str:
+    """The counter claimers of a sharded queue take their home shards from."""
+    return f"{_tag(namespace, queue)}:homes"
 
 
 def shard_queues(namespace: str, queue: str, shards: int) -> tuple[str, ...]:

@@ -9,8 +9,9 @@ shard, with every guarantee of one ledger. What spans shards:
   one call per shard and transport batch, and answered in input order; arguments are
   checked before the first shard is written;
 - claims visit the shards in turn from a start that moves on each call, so no shard
-  waits for ever; ``settle_and_claim`` claims from the shard it settles on (keeping one
-  round trip), and every ``N``-th call from the shard whose turn it is;
+  waits for ever; ``settle_and_claim`` (the worker's) claims from the ledger's home
+  shard, dealt in turn to the queue's claimers, in the same call as its settlements
+  there, and every ``4 N``-th call from the shard whose turn it is;
 - ``stats`` sums the shards; ``repair_page`` sweeps every shard's indexes each page
   and scans one shard's records at a time, with the cursor ``"<shard>.<cursor>"``;
 - the gate closes and opens every shard.
@@ -32,7 +33,7 @@ from typing import Any, TypeVar
 
 from .arguments import SettleItem, check_claim, check_priority, positive_int, settle_work
 from .errors import LedgerError
-from .layout import check_layout, shard_index, shard_queues
+from .layout import check_layout, homes_key, shard_index, shard_queues
 from .ledger import Ledger
 from .records import Record, State, owner_problem
 from .results import Admission, Claim, RepairReport, Settlement, Stats
@@ -101,6 +102,9 @@ class ShardedLedger(Ledger):
         # on different shards (and move on at different calls).
         self._turn = itertools.count(random.randrange(self._rotate_every * shards))
         self._layout_checked = False
+        # settle_and_claim's home shard (``_home_shard``), and whether it ran short.
+        self._home: int | None = None
+        self._away = False
 
     def __repr__(self) -> str:
         mode = "optimized" if self.optimized else "reference"
@@ -295,13 +299,13 @@ class ShardedLedger(Ledger):
         limit: int,
         lease: timedelta | float = 30,
     ) -> tuple[list[Settlement], list[Claim]]:
-        """Settle ``items``, then claim up to ``limit``: one call on the settling shard.
+        """Settle ``items``, then claim up to ``limit``: one call when they are one shard's.
 
-        The claims come first from the shard of the last settlements (the same script
-        call), so a worker keeps to one shard while it has work; every ``4 N``-th call
-        they come from the shard whose turn it is (one more call when that shard has
-        nothing to settle), so every shard is visited; the shards after the first fill
-        up what it did not have.
+        The claims come first from this ledger's home shard (``_claiming_shard``): the
+        workers of a queue take different homes, and each keeps to its own while it has
+        work, in the same script call as its settlements there; every ``4 N``-th call
+        they come from the shard whose turn it is, so every shard is visited. When the
+        first shard has fewer than ``limit``, the others fill up, from a random one on.
         """
         checked = list(items)
         shards = self._laid_out()
@@ -321,13 +325,7 @@ class ShardedLedger(Ledger):
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_BATCH:
             raise ValueError(f"limit must be an int from 0 to {MAX_BATCH}, got {limit!r}")
         duration_ms(lease, "lease", positive=True)
-        turn = next(self._turn)
-        if not groups:
-            fused = turn % count
-        elif turn % self._rotate_every:
-            fused = next(reversed(groups))  # the shard of the last settlement
-        else:
-            fused = turn // self._rotate_every % count  # the shard whose turn it is
+        fused = self._claiming_shard(groups)
         settlements: list[Any]
         claims: list[Claim]
         if len(groups) == 1 and fused in groups:  # the common case: one shard, one call
@@ -343,6 +341,8 @@ class ShardedLedger(Ledger):
                     got = shards[index].settle_many(group)
                 for position, answer in zip(positions, got, strict=True):
                     settlements[position] = answer
+        if limit and fused == self._home:
+            self._away = len(claims) < limit  # the home ran short: keep to where work is
         if limit and len(claims) < limit:
             start = random.randrange(count)  # not fused + 1: workers would move as a herd
             for step in range(count):
@@ -354,6 +354,40 @@ class ShardedLedger(Ledger):
                 if len(claims) >= limit:
                     break
         return settlements, claims
+
+    def _claiming_shard(self, groups: dict[int, list[int]]) -> int:
+        """The shard ``settle_and_claim`` claims from first (in the call that settles it).
+
+        Its home, where the worker keeps while the home has work, so that the workers of
+        one queue each drain their own shard (their own master); every ``4 N``-th call
+        the shard whose turn it is, so that every shard is visited. A call that has just
+        settled elsewhere (after a visit) goes home again, for one more call; once the
+        home has run short, the worker keeps to the shard it settles on until its next
+        visit.
+        """
+        turn = next(self._turn)
+        count = self.shard_count
+        home = self._home_shard()
+        if turn % self._rotate_every == 0:
+            self._away = False
+            return turn // self._rotate_every % count  # the shard whose turn it is
+        if not groups:
+            return turn % count if self._away else home
+        last = next(reversed(groups))  # the shard of the last settlement
+        return last if self._away else home
+
+    def _home_shard(self) -> int:
+        """This ledger's home shard, taken in turn from a counter of the queue's claimers.
+
+        One ``INCR`` (under shard 0's tag) the first time, so that workers started
+        together get different homes, ``N`` workers all ``N`` shards.
+        """
+        if self._home is None:
+            first = self._laid_out()[0]
+            with first.translate_errors():
+                taken = int(first.redis.incr(homes_key(self.namespace, self.queue)))
+            self._home = (taken - 1) % self.shard_count
+        return self._home
 
     # -- reads ------------------------------------------------------------------------
 

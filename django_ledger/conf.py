@@ -67,6 +67,7 @@ __all__ = [
     "Limit",
     "QueueSettings",
     "Timeouts",
+    "build_ledger",
     "connection",
     "dispatch_node_id",
     "dispatch_settings_of",
@@ -230,29 +231,8 @@ def get_ledger(queue: str = "default") -> Ledger:
     still starts, and its first operation says ``LedgerUnavailable``).
     """
     config = ledger_settings.queue(queue)
-    namespace = ledger_settings.namespace
-    durability = ledger_settings.durability
-    client = connection()
-    options: dict[str, Any] = {
-        "max_payload_bytes": config.max_payload_bytes,
-        "max_records": config.max_records,
-        "optimized": config.optimized,
-        "max_attempts": config.max_attempts,
-        "max_retained": config.max_retained,
-        "retention": config.retention,
-        "durability_replicas": durability.replicas,
-        "durability_timeout_ms": durability.timeout_ms,
-    }
-    try:
-        if config.shards > 1:
-            ledger: Ledger = ShardedLedger(client, namespace, queue, config.shards, **options)
-        else:
-            ledger = Ledger(client, namespace, queue, **options)
-    except ValueError as exc:
-        # The one left is a client that decodes responses (decode_responses=True).
-        raise ImproperlyConfigured(
-            f"LEDGER['CONNECTION'] {ledger_settings.connection!r}: {exc}"
-        ) from exc
+    ledger = build_ledger(queue, config.shards)
+    namespace, client = ledger.namespace, ledger.redis
     layout = (namespace, queue, config.shards)
     try:
         checked = _LAYOUTS_CHECKED.setdefault(client, set())
@@ -268,6 +248,37 @@ def get_ledger(queue: str = "default") -> Ledger:
             return ledger
         checked.add(layout)
     return ledger
+
+
+def build_ledger(queue: str, shards: int) -> Ledger:
+    """Build ``queue``'s ledger from the ``LEDGER`` setting, in ``shards`` shards.
+
+    No layout check: ``get_ledger`` is what callers want; ``ledger_reshard`` builds the
+    queue's old layout with this.
+    """
+    config = ledger_settings.queue(queue)
+    namespace = ledger_settings.namespace
+    durability = ledger_settings.durability
+    client = connection()
+    options: dict[str, Any] = {
+        "max_payload_bytes": config.max_payload_bytes,
+        "max_records": config.max_records,
+        "optimized": config.optimized,
+        "max_attempts": config.max_attempts,
+        "max_retained": config.max_retained,
+        "retention": config.retention,
+        "durability_replicas": durability.replicas,
+        "durability_timeout_ms": durability.timeout_ms,
+    }
+    try:
+        if shards > 1:
+            return ShardedLedger(client, namespace, queue, shards, **options)
+        return Ledger(client, namespace, queue, **options)
+    except ValueError as exc:
+        # The one left is a client that decodes responses (decode_responses=True).
+        raise ImproperlyConfigured(
+            f"LEDGER['CONNECTION'] {ledger_settings.connection!r}: {exc}"
+        ) from exc
 
 
 #: Per client: the (namespace, queue, shards) whose stored layout this process checked.

@@ -31,6 +31,7 @@ __all__ = [
     "layout_key",
     "shard_index",
     "shard_queues",
+    "stored_shards",
 ]
 
 #: The most shards one queue may have (each is 10 keys and one script call per visit).
@@ -119,6 +120,12 @@ def _stored_shards(raw: bytes | None) -> int:
     return value
 
 
+def stored_shards(runner: Any, namespace: str, queue: str) -> int:
+    """The number of shards the queue's records are laid out in (1 with no layout key)."""
+    with runner.translate_errors():
+        return _stored_shards(runner.redis.get(layout_key(namespace, queue)))
+
+
 def check_layout(runner: Any, namespace: str, queue: str, shards: int) -> None:
     """Make sure the queue is laid out in ``shards`` shards, or refuse (``LayoutMismatch``).
 
@@ -129,8 +136,7 @@ def check_layout(runner: Any, namespace: str, queue: str, shards: int) -> None:
     same moment on an empty queue can each pass once; the first records then decide.
     """
     key = layout_key(namespace, queue)
-    with runner.translate_errors():
-        stored = _stored_shards(runner.redis.get(key))
+    stored = stored_shards(runner, namespace, queue)
     if stored == shards:
         return
     with runner.translate_errors():

@@ -1,0 +1,75 @@
+"""``manage.py ledger_reshard``: move a queue's records to the number of shards its setting gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from django_ledger.core.errors import LedgerError
+from django_ledger.services.reshard import reshard_queue
+
+
+class Command(BaseCommand):
+    help = (
+        "Lay a queue's records out again in the number of shards LEDGER['QUEUES'][name]"
+        "['SHARDS'] now gives: with the gate closed and no record claimed, write every "
+        "record to a backup file, delete the old shards, import the file into the new "
+        "ones and read every record back. Stop the queue's workers first."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--queue", default="default", help="the queue (default: default)")
+        parser.add_argument(
+            "--backup",
+            required=True,
+            help="a new file that receives every record first (JSON Lines, as ledger_export)",
+        )
+        parser.add_argument(
+            "--yes", action="store_true", help="do it (without it: say what would be done)"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        queue, backup = options["queue"], Path(options["backup"])
+        try:
+            result = reshard_queue(queue, backup, dry_run=not options["yes"])
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from exc
+        except LedgerError as exc:
+            message = f"queue {queue!r}: {exc}"
+            if backup.exists() and not str(exc).endswith("nothing was changed"):
+                message += (
+                    ". The backup holds every record; with Redis back, finish with: "
+                    f"python manage.py ledger_import --queue {queue} {backup}"
+                )
+            raise CommandError(message) from exc
+        if result.before == result.after:
+            self.stdout.write(f"queue {queue} is laid out in {result.after} shard(s) already")
+            return
+        plan = (
+            f"queue {queue}: {result.records} record(s) from {result.before} shard(s) "
+            f"to {result.after}"
+        )
+        if not options["yes"]:
+            self.stdout.write(f"would move {plan}, backup in {backup}; run again with --yes")
+            return
+        imported = result.imported
+        if imported is None or not imported.ok:
+            problems = (
+                []
+                if imported is None
+                else imported.bad_lines + imported.conflicts + imported.failed
+            )
+            raise CommandError(
+                f"moved {plan}, but the import did not agree line for line "
+                f"({len(problems)} problem(s), first: {problems[:1]}); the gate stays "
+                f"closed; fix and re-run: python manage.py ledger_import --queue {queue} "
+                f"{backup}"
+            )
+        self.stdout.write(
+            f"moved {plan}: {imported.imported} written, {imported.verified} read back as "
+            f"exported, {result.results} stored result(s) written back; the gate "
+            f"{imported.gate}; backup in {backup}"
+        )

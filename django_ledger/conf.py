@@ -238,7 +238,9 @@ def get_ledger(queue: str = "default") -> Ledger:
         checked = _LAYOUTS_CHECKED.setdefault(client, set())
     except TypeError:  # a client that takes no weak reference: check every time
         checked = set()
-    if layout not in checked:
+    if layout in checked:
+        ledger.layout_checked_already()  # a ShardedLedger would read it again otherwise
+    else:
         try:
             ledger.check_layout()
         except LedgerUnavailable:

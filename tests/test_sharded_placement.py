@@ -148,3 +148,22 @@ def test_get_ledger_with_redis_away_still_builds_the_ledger(namespace: str) -> N
             ledger = get_ledger(queue)  # a worker starting during an outage
             with pytest.raises(LedgerUnavailable):
                 ledger.admit("r1", "p")
+
+
+def test_a_process_reads_a_sharded_queue_layout_once(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    from tests.ledger_helpers import count_calls
+
+    config = {
+        "CONNECTION": redis_server.url,
+        "NAMESPACE": namespace,
+        "QUEUES": {"q": {"SHARDS": 3}},
+    }
+    with override_settings(LEDGER=config):
+        get_ledger("q").stats()  # the first ledger reads (and records) the layout
+        again = get_ledger("q")  # as every API request builds its own
+        with count_calls(again.redis) as calls:
+            again.stats()
+    assert calls.by_command.get("get", 0) == 0, calls.by_command
+    assert calls.by_command.get("evalsha") == 3  # one stats script per shard, nothing else

@@ -128,6 +128,10 @@ class ShardedLedger(Ledger):
         check_layout(self._shards[0].runner, self.namespace, self.queue, self.shard_count)
         self._layout_checked = True
 
+    def layout_checked_already(self) -> None:
+        """Skip the check before the first operation: the caller made it for this queue."""
+        self._layout_checked = True
+
     def _laid_out(self) -> tuple[Ledger, ...]:
         if not self._layout_checked:
             self.check_layout()

@@ -117,8 +117,10 @@ class QueueAdmin(LedgerModelAdmin):
             return self.not_found(request, queue)
         ledger = get_ledger(queue)
         if len(ledger.shards) > 1:
-            placed = place_ledger(ledger)
-            stats = ledger.stats()
+            placed = place_ledger(ledger)  # each shard's counters, read once
+            read = [p.stats for p in placed if p.stats is not None]
+            # A shard that could not be read: ask again, for the page's own error.
+            stats = Stats.summed(read) if len(read) == len(placed) else ledger.stats()
         else:
             stats = ledger.stats()
             placed = [Placement(queue, *ledger.runner.placement(), stats)]  # no round trip

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -213,6 +213,25 @@ class Stats:
     gate_closed: bool
     now: int
     oldest_due_at: int | None = None
+
+    @classmethod
+    def summed(cls, parts: Sequence[Stats]) -> Stats:
+        """One queue's counters from its shards' (gate closed if any is; latest clock)."""
+        oldest = [part.oldest_due_at for part in parts if part.oldest_due_at is not None]
+        return cls(
+            pending_due=sum(part.pending_due for part in parts),
+            pending_later=sum(part.pending_later for part in parts),
+            claimed=sum(part.claimed for part in parts),
+            expired_leases=sum(part.expired_leases for part in parts),
+            completed=sum(part.completed for part in parts),
+            failed=sum(part.failed for part in parts),
+            dead=sum(part.dead for part in parts),
+            quarantined=sum(part.quarantined for part in parts),
+            total=sum(part.total for part in parts),
+            gate_closed=any(part.gate_closed for part in parts),
+            now=max(part.now for part in parts),
+            oldest_due_at=min(oldest) if oldest else None,
+        )
 
     @property
     def pending(self) -> int:

@@ -407,22 +407,7 @@ class ShardedLedger(Ledger):
 
     def stats(self) -> Stats:
         """The shards' counters summed (each shard's own snapshot, read one after another)."""
-        parts = [shard.stats() for shard in self._laid_out()]
-        oldest = [part.oldest_due_at for part in parts if part.oldest_due_at is not None]
-        return Stats(
-            pending_due=sum(part.pending_due for part in parts),
-            pending_later=sum(part.pending_later for part in parts),
-            claimed=sum(part.claimed for part in parts),
-            expired_leases=sum(part.expired_leases for part in parts),
-            completed=sum(part.completed for part in parts),
-            failed=sum(part.failed for part in parts),
-            dead=sum(part.dead for part in parts),
-            quarantined=sum(part.quarantined for part in parts),
-            total=sum(part.total for part in parts),
-            gate_closed=any(part.gate_closed for part in parts),
-            now=max(part.now for part in parts),
-            oldest_due_at=min(oldest) if oldest else None,
-        )
+        return Stats.summed([shard.stats() for shard in self._laid_out()])
 
     # -- repair -----------------------------------------------------------------------
 

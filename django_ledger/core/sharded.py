@@ -320,9 +320,10 @@ class ShardedLedger(Ledger):
                 groups.setdefault(shard_index(item[0].request_id, count), []).append(position)
         except (AttributeError, IndexError, KeyError, TypeError):
             groups = {}
-        if len(groups) != 1 or len(checked) != len(groups[next(iter(groups))]):
-            # Several shards get writes: check every item before the first is written
-            # (one shard's own call checks its items before it writes anything).
+        if len(groups) != 1:
+            # Several shards get writes (or an item is no settlement at all): check every
+            # item before the first is written; one shard's own call checks its items
+            # before it writes anything.
             for item in checked:
                 settle_work(item)
         _check_owner(owner)

@@ -464,3 +464,17 @@ def test_claimers_take_different_home_shards_and_keep_to_them(
         assert most >= 20, taken  # four of five calls at home
         homes.append(home)
     assert sorted(homes) == [0, 1, 2]
+
+
+def test_a_bad_settlement_anywhere_writes_nothing_on_any_shard(sharded: ShardedLedger) -> None:
+    sharded.admit_many((f"r{i}", "p") for i in range(12))
+    claims = sharded.claim_many("w", 12)
+    assert len({shard_index(c.request_id, SHARDS) for c in claims}) == 3
+    items: list[Any] = [(claim, State.COMPLETED) for claim in claims]
+    for bad in ((claims[0], "NOPE"), ("not a claim", State.COMPLETED), (claims[0],)):
+        with pytest.raises((TypeError, ValueError)):
+            sharded.settle_and_claim([*items, bad], "w", 5)
+        with pytest.raises((TypeError, ValueError)):
+            sharded.settle_many([*items, bad])
+    stats = sharded.stats()
+    assert (stats.claimed, stats.completed) == (12, 0)

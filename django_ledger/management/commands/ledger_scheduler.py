@@ -75,9 +75,10 @@ class Command(BaseCommand):
             raise CommandError("--interval must be more than 0")
         stop = threading.Event()
         names = ", ".join(scheduler.schedules()) or "none"
-        self.stdout.write(f"scheduler {runner.node_id}: schedules {names}")
-        self.stdout.flush()
         with _stop_on_signals(stop):
+            # Said once the signals are ours: a stop asked from here on is a clean one.
+            self.stdout.write(f"scheduler {runner.node_id}: schedules {names}")
+            self.stdout.flush()
             ticks = runner.run(
                 stop,
                 interval=interval,

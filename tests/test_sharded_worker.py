@@ -88,6 +88,12 @@ def test_two_workers_share_a_sharded_queue_and_stop_cleanly(
 ) -> None:
     first = start(workers, redis_server, namespace, tmp_path, "--concurrency", "4")
     second = start(workers, redis_server, namespace, tmp_path, "--concurrency", "4")
+    # Both running (their signal handlers in place) before any work or any signal.
+    wait_until(
+        lambda: all(" started on sharded" in w.output() for w in (first, second)),
+        timeout=60,
+        what="both workers to start",
+    )
     ids = [f"t{n}" for n in range(400)]
     sharded.admit_many([(request_id, "p") for request_id in ids])
     wait_until(lambda: sharded.stats().completed == 400, timeout=60, what="400 completions")

@@ -17,6 +17,7 @@ import redis as redis_py
 from redis.crc import key_slot
 
 from .errors import NotReplicated
+from .lane import MISSED, Lane, lane_for
 from .records import State
 from .scripts import SCRIPT_NAMES, Scripts
 from .transport import Translate
@@ -66,6 +67,12 @@ class Runner:
         self.durability_replicas = durability_replicas
         self.durability_timeout_ms = durability_timeout_ms
         self._writes = frozenset(getattr(self.scripts, name).sha for name in WRITE_SCRIPTS)
+        #: The short road for script calls (``lane.py``): on one server, its pool's lane;
+        #: on a cluster, the lane of the node that serves the queue's slot, found per call.
+        self._lane = lane_for(redis)
+        self._cluster = isinstance(redis, redis_py.RedisCluster)
+        self._slot = key_slot(self.keys[0].encode())
+        self._node_lane: tuple[Any, Lane | None] = (None, None)
 
     def __repr__(self) -> str:
         return self.label
@@ -115,10 +122,31 @@ class Runner:
         with self.translate_errors():
             if self.durability_replicas and script.sha in self._writes:
                 return self._replicated_script(script, args)
+            lane = self._node_lane_now() if self._cluster else self._lane
+            if lane is not None:
+                command = (b"EVALSHA", script.sha, len(keys), *keys, self.clock_skew_ms, *args)
+                reply = lane.call(command)
+                if reply is not MISSED:
+                    return reply
             try:
                 return self.redis.evalsha(script.sha, len(keys), *keys, self.clock_skew_ms, *args)
             except redis_py.exceptions.NoScriptError:
                 return self.redis.eval(script.script, len(keys), *keys, self.clock_skew_ms, *args)
+
+    def _node_lane_now(self) -> Lane | None:
+        """The lane of the node the client's slots table names for the queue (cluster)."""
+        try:
+            node = self.redis.nodes_manager.get_node_from_slot(self._slot)
+        except (redis_py.RedisError, redis_py.exceptions.RedisClusterException, AttributeError):
+            return None  # redis-py's path says what is wrong
+        cached, lane = self._node_lane
+        if node is not cached:
+            try:
+                lane = lane_for(self.redis.get_redis_connection(node))
+            except (redis_py.RedisError, redis_py.exceptions.RedisClusterException):
+                return None
+            self._node_lane = (node, lane)
+        return lane
 
     def write(self, *command: Any) -> Any:
         """Send one plain write command on this queue's keys, replicated like a script."""

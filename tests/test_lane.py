@@ -1,0 +1,199 @@
+"""The short road of script calls (``core/lane.py``): a thread's own connection per node.
+
+What a user checks: every call still answers as before when the lane's connection is
+killed, when the server restarts, when the script cache is flushed, in a forked child
+and from many threads; a script's own error is raised and leaves the lane usable; and
+clients the lane cannot serve (another encoding, client-side caching) keep redis-py's
+path. Each test reads the server's own view (``CLIENT LIST``, ``INFO commandstats``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from django_ledger import AdmissionStatus, Ledger, LedgerUnavailable, State
+from django_ledger.core import lane as lane_module
+from django_ledger.core.lane import lane_for
+from tests.ledger_helpers import count_calls
+from tests.redis_server import RedisServer
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    with RedisServer() as server:
+        yield server
+
+
+def named_clients(server: RedisServer, name: str) -> list[dict[str, Any]]:
+    with server.client() as client:
+        return [entry for entry in client.client_list() if entry["name"] == name]
+
+
+def client_on(server: RedisServer, name: str, **kwargs: Any) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=server.port, client_name=name, **kwargs)
+
+
+def test_calls_of_one_thread_share_one_connection_of_their_own(own_redis: RedisServer) -> None:
+    client = client_on(own_redis, "lane-one")
+    ledger = Ledger(client, "n", "q")
+    with own_redis.client() as admin, count_calls(admin) as calls:
+        for i in range(20):
+            assert ledger.admit(f"id-{i}", "p").status is AdmissionStatus.ADMITTED
+    assert calls.by_command.get("evalsha") == 20
+    # The pool made no connection: every call went on the thread's own, the one named.
+    assert client.connection_pool._created_connections == 0
+    assert len(named_clients(own_redis, "lane-one")) == 1
+    client.close()
+
+
+def test_a_killed_lane_connection_is_made_again_and_nothing_is_admitted_twice(
+    own_redis: RedisServer,
+) -> None:
+    client = client_on(own_redis, "lane-kill")
+    ledger = Ledger(client, "n", "q")
+    assert ledger.admit("first", "p").status is AdmissionStatus.ADMITTED
+    with own_redis.client() as admin:
+        killed = admin.client_kill_filter(_type="normal", skipme=True)
+    assert killed >= 1
+    # The next call meets a closed connection: it is answered all the same.
+    assert ledger.admit("second", "p").status is AdmissionStatus.ADMITTED
+    assert ledger.admit("second", "p").status is AdmissionStatus.DUPLICATE
+    assert ledger.stats().pending == 2
+    client.close()
+
+
+def test_an_idle_connection_closed_by_the_server_is_replaced_before_use(
+    own_redis: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lane_module, "IDLE_POLL_S", 0.0)  # every call counts as idle
+    client = client_on(own_redis, "lane-idle")
+    ledger = Ledger(client, "n", "q")
+    assert ledger.admit("a", "p").status is AdmissionStatus.ADMITTED
+    with own_redis.client() as admin:
+        admin.client_kill_filter(_type="normal", skipme=True)
+    client.ping()  # the pool's connection (it loaded the script) ends on a PING
+    with own_redis.client() as admin, count_calls(admin) as calls:
+        assert ledger.admit("b", "p").status is AdmissionStatus.ADMITTED
+    # Polled, found closed, replaced: the script ran once, on a fresh lane connection;
+    # the pool's connection was not needed for it.
+    assert calls.by_command.get("evalsha") == 1
+    last = sorted(entry["cmd"] for entry in named_clients(own_redis, "lane-idle"))
+    assert last == ["evalsha", "ping"]
+    client.close()
+
+
+def test_a_flushed_script_cache_and_a_restart_are_answered(
+    own_redis: RedisServer,
+) -> None:
+    client = client_on(own_redis, "lane-flush")
+    ledger = Ledger(client, "n", "q")
+    assert ledger.admit("a", "p").status is AdmissionStatus.ADMITTED
+    client.script_flush()
+    assert ledger.admit("b", "p").status is AdmissionStatus.ADMITTED
+    own_redis.stop()
+    with pytest.raises(LedgerUnavailable):
+        ledger.admit("c", "p")
+    own_redis.restart()  # the same port
+    assert ledger.admit("c", "p").status is AdmissionStatus.ADMITTED
+    client.close()
+
+
+def test_a_script_error_is_raised_and_the_lane_keeps_working(own_redis: RedisServer) -> None:
+    client = client_on(own_redis, "lane-error")
+    ledger = Ledger(client, "n", "q")
+    assert ledger.admit("a", "p").status is AdmissionStatus.ADMITTED
+    lane = lane_for(client)
+    assert lane is not None
+    with pytest.raises(redis.ResponseError, match="boom"):
+        lane.call((b"EVAL", "return redis.error_reply('boom')", 0))
+    before = len(named_clients(own_redis, "lane-error"))
+    assert ledger.admit("b", "p").status is AdmissionStatus.ADMITTED
+    assert len(named_clients(own_redis, "lane-error")) == before  # no new connection
+    client.close()
+
+
+def _child_admits(port: int, queue: Any) -> None:
+    client = redis.Redis(host="127.0.0.1", port=port)
+    ledger = Ledger(client, "n", "fork")
+    try:
+        queue.put(str(ledger.admit("child", "p").status))
+    finally:
+        client.close()
+
+
+def test_a_forked_child_makes_its_own_connection(own_redis: RedisServer) -> None:
+    client = client_on(own_redis, "lane-fork")
+    ledger = Ledger(client, "n", "fork")
+    assert ledger.admit("parent", "p").status is AdmissionStatus.ADMITTED
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+
+    def child() -> None:  # uses the parent's ledger object, inherited by the fork
+        answers.put(str(ledger.admit("child", "p").status))
+        answers.put(str(ledger.admit("child", "p").status))
+
+    process = context.Process(target=child)
+    process.start()
+    process.join(30)
+    assert process.exitcode == 0
+    assert [answers.get(timeout=5), answers.get(timeout=5)] == ["ADMITTED", "DUPLICATE"]
+    # The parent's connection is untouched by the child's use and exit.
+    assert ledger.admit("after", "p").status is AdmissionStatus.ADMITTED
+    assert ledger.stats().pending == 3
+    client.close()
+
+
+def test_threads_each_get_a_lane_and_every_admission_is_answered_once(
+    own_redis: RedisServer,
+) -> None:
+    client = client_on(own_redis, "lane-threads")
+    ledger = Ledger(client, "n", "threads")
+    answers: list[AdmissionStatus] = []
+    lock = threading.Lock()
+
+    def work(worker: int) -> None:
+        for i in range(50):
+            # Every thread admits the same 50 ids: each is admitted once in all.
+            status = ledger.admit(f"id-{i}", "p").status
+            with lock:
+                answers.append(status)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers.count(AdmissionStatus.ADMITTED) == 50
+    assert answers.count(AdmissionStatus.DUPLICATE) == 350
+    claims = ledger.claim_many("w", 100)
+    assert sorted(c.request_id for c in claims) == sorted(f"id-{i}" for i in range(50))
+    assert all(s.ok for s in ledger.settle_many([(c, State.COMPLETED) for c in claims]))
+    client.close()
+
+
+def test_clients_the_lane_cannot_serve_keep_redis_pys_path(own_redis: RedisServer) -> None:
+    latin = client_on(own_redis, "lane-latin", encoding="latin-1")
+    assert lane_for(latin) is None
+    ledger = Ledger(latin, "n", "latin")
+    assert ledger.admit("a", "p").status is AdmissionStatus.ADMITTED
+    assert lane_for(object()) is None
+    latin.close()
+
+
+def test_text_beyond_ascii_travels_as_redis_pys_path_sends_it(own_redis: RedisServer) -> None:
+    client = client_on(own_redis, "lane-text")
+    ledger = Ledger(client, "n", "text")
+    assert ledger.admit("é-id", "pâyload ✓").status is AdmissionStatus.ADMITTED
+    claim = ledger.claim("w")
+    assert claim is not None and (claim.request_id, claim.payload) == ("é-id", "pâyload ✓")
+    assert ledger.settle(claim, State.COMPLETED, result="ok ✓").ok
+    assert ledger.results(["é-id"]) == ["ok ✓".encode()]
+    # The same bytes as redis-py's own path writes: the id is the hash field, UTF-8.
+    assert client.hexists("{n:text}:records", "é-id".encode())
+    client.close()

@@ -13,7 +13,7 @@ from typing import Any
 from .answers import ADMIT_CODES, admitted, imported, settlement
 from .arguments import Work
 from .records import Record, decode_record
-from .results import Admission, AdmissionStatus, Claim, Settlement
+from .results import Admission, AdmissionStatus, Claim, Settlement, SettlementStatus
 from .runner import Runner
 
 __all__ = ["admit", "claim", "import_records", "repair", "settle", "settle_and_claim"]
@@ -39,11 +39,10 @@ def admit(
         status, reason = ADMIT_CODES[code]
         if code == 1:
             make = partial(admitted, request_id, data, now, delay_ms, trace, priority)
-        elif detail:
-            make = partial(decode_record, request_id, detail)
-        else:
-            make = None
-        answers.append(Admission(request_id, status, reason, make=make))
+            answers.append(Admission(request_id, status, make=make, times=(now, now + delay_ms)))
+            continue
+        found = partial(decode_record, request_id, detail) if detail else None
+        answers.append(Admission(request_id, status, reason, make=found))
     return answers
 
 
@@ -76,9 +75,16 @@ def _settle_args(batch: list[Work]) -> list[Any]:
 
 
 def _settlements(batch: list[Work], reply: list[Any], start: int) -> list[Settlement]:
+    # answers.settlement's rule, inline for the common answer (a worker settles thousands).
+    settled, renewed = SettlementStatus.SETTLED, SettlementStatus.RENEWED
+    end = start + 2 * len(batch)
     return [
-        settlement(claim, target, reply[start + 2 * i], reply[start + 1 + 2 * i])
-        for i, (claim, target, _, _) in enumerate(batch)
+        Settlement(renewed if target == "C" else settled, request_id=claim.request_id, raw=detail)
+        if code
+        else settlement(claim, target, code, detail)
+        for (claim, target, _, _), code, detail in zip(
+            batch, reply[start:end:2], reply[start + 1 : end : 2], strict=True
+        )
     ]
 
 

@@ -228,7 +228,33 @@ class Ledger:
         ``priority`` (-100 to 100, default 0): among records due now, a higher one is
         claimed first; equal priorities in due order.
         """
-        return self.admit_many([(request_id, payload)], delay, traceparent, priority)[0]
+        if not self.optimized or traceparent is not None:
+            return self.admit_many([(request_id, payload)], delay, traceparent, priority)[0]
+        # admit_many's steps for one request and no traceparent: no lists, no batching.
+        delay_ms = duration_ms(delay, "delay")
+        check_priority(priority)
+        problem, data = self._checked_request(request_id, payload, None)
+        if problem is not None:
+            return Admission(request_id, AdmissionStatus.REJECTED, problem)
+        batch = [(0, request_id, data)]
+        return fused.admit(self.runner, batch, delay_ms, "", self.max_records, priority)[0]
+
+    def _checked_request(
+        self, request_id: object, payload: object, trace_problem: str | None
+    ) -> tuple[str | None, bytes]:
+        """Return why one request is refused (``None``: it is not) and its payload's bytes."""
+        problem = id_problem(request_id) or trace_problem
+        if not isinstance(payload, str):
+            raise TypeError(f"payload must be a str, not {type(payload).__name__}")
+        if problem is not None:
+            return problem, b""
+        try:
+            data = payload.encode("utf-8")
+        except UnicodeEncodeError:
+            return "payload_not_utf8", b""
+        if len(data) > self.max_payload_bytes:
+            return "payload_too_large", b""
+        return None, data
 
     def admit_many(
         self,
@@ -251,18 +277,7 @@ class Ledger:
             if not isinstance(item, tuple | list) or len(item) != 2:
                 raise TypeError("each request must be a (request_id, payload) pair")
             request_id, payload = item
-            problem = id_problem(request_id) or trace_problem
-            if not isinstance(payload, str):
-                raise TypeError(f"payload must be a str, not {type(payload).__name__}")
-            data = b""
-            if problem is None:
-                try:
-                    data = payload.encode("utf-8")
-                except UnicodeEncodeError:
-                    problem = "payload_not_utf8"
-                else:
-                    if len(data) > self.max_payload_bytes:
-                        problem = "payload_too_large"
+            problem, data = self._checked_request(request_id, payload, trace_problem)
             if problem is not None:
                 results.append(Admission(request_id, AdmissionStatus.REJECTED, problem))
             else:

@@ -50,7 +50,7 @@ class Admission:
     many costs nothing for records nobody reads.
     """
 
-    __slots__ = ("_make", "_record", "reason", "request_id", "status")
+    __slots__ = ("_make", "_record", "reason", "request_id", "status", "times")
 
     def __init__(
         self,
@@ -60,12 +60,16 @@ class Admission:
         record: Record | None = None,
         *,
         make: Callable[[], Record | None] | None = None,
+        times: tuple[int, int] | None = None,
     ) -> None:
         self.request_id = request_id
         self.status = status
         self.reason = reason
         self._record = record
         self._make = make
+        #: An admission just made: (created_at, due_at) of its record, in epoch ms on the
+        #: Redis clock, known without building the record. ``None`` for every other answer.
+        self.times = times
 
     @property
     def record(self) -> Record | None:

@@ -234,6 +234,17 @@ class ShardedLedger(Ledger):
 
     # -- admission --------------------------------------------------------------------
 
+    def admit(
+        self,
+        request_id: str,
+        payload: str,
+        delay: timedelta | float = 0,
+        traceparent: str | None = None,
+        priority: int = 0,
+    ) -> Admission:
+        """Admit one request on its id's shard (``Ledger.admit``)."""
+        return self.admit_many([(request_id, payload)], delay, traceparent, priority)[0]
+
     def admit_many(
         self,
         requests: Iterable[tuple[str, str]],

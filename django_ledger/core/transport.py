@@ -92,6 +92,10 @@ class Translate:
 
 def batches(items: list[Any], size_of: Any) -> Iterator[list[Any]]:
     """Split items into transport batches of at most MAX_BATCH items and MAX_BATCH_BYTES."""
+    if len(items) <= MAX_BATCH and sum(map(size_of, items)) <= MAX_BATCH_BYTES:
+        if items:
+            yield items  # one batch: the common case, sized in one pass
+        return
     batch: list[Any] = []
     size = 0
     for item in items:

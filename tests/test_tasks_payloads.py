@@ -147,3 +147,85 @@ def test_a_given_id_of_none_is_refused_not_generated(task_namespace: str) -> Non
     with pytest.raises(TypeError, match="must be a str, not NoneType"):
         enqueue_once(tasks.add, None, 1, 1)  # type: ignore[arg-type]
     assert get_ledger("default").stats().total == 0
+
+
+# -- a READY result without normalizing plain arguments again ---------------------------
+
+_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+_args = st.recursive(
+    _scalars | st.binary(max_size=4).map(lambda b: b.decode("latin-1").encode("utf-8")),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_args, max_size=4), st.dictionaries(st.text(max_size=4), _args, max_size=3))
+def test_a_ready_result_is_the_one_django_builds(args: list[Any], kwargs: dict[str, Any]) -> None:
+    """Where ``plain_call`` holds, ``ready_result`` equals ``TaskResult(...)`` field by field;
+    where it does not, normalizing would have changed something (or refused it)."""
+    from django_ledger.tasks.compat import TaskResult, TaskResultStatus, normalize_json
+    from django_ledger.tasks.results import plain_call, ready_result
+
+    def django_result() -> Any:
+        return TaskResult(
+            task=tasks.add,
+            id="the-id",
+            status=TaskResultStatus.READY,
+            enqueued_at=None,
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=list(args),
+            kwargs=dict(kwargs),
+            backend="default",
+            errors=[],
+            worker_ids=[],
+        )
+
+    if plain_call(tuple(args), kwargs):
+        ours = ready_result(tasks.add, "the-id", list(args), dict(kwargs), "default")
+        theirs = django_result()
+        assert ours == theirs
+        assert [type(a) for a in ours.args] == [type(a) for a in theirs.args]
+        assert (
+            ours.errors == []
+            and ours.errors is not ready_result(tasks.add, "x", [], {}, "default").errors
+        )  # each result its own lists
+    else:
+        assert any(not isinstance(a, str | int | float | bool | type(None)) for a in args) or any(
+            not isinstance(v, str | int | float | bool | type(None)) for v in kwargs.values()
+        )
+        try:
+            normalized = normalize_json(list(args))
+        except (TypeError, ValueError):
+            return
+        assert isinstance(normalized, list)
+
+
+def test_an_enqueue_of_tuples_and_bytes_is_normalized_as_django_does(task_namespace: str) -> None:
+    result = tasks.echo.enqueue((1, 2), b"bytes", key={"t": (3,)})
+    assert result.args == [[1, 2], "bytes"]
+    assert result.kwargs == {"key": {"t": [3]}}
+    record = get_ledger("default").resolve(result.id)
+    assert record is not None
+    assert json.loads(record.payload)["args"] == [[1, 2], "bytes"]
+
+
+def test_an_admission_knows_its_times_without_its_record(namespace: str) -> None:
+    from django_ledger.core.results import AdmissionStatus
+
+    with task_settings(namespace):
+        ledger = get_ledger("default")
+        for delay in (0, timedelta(seconds=90)):
+            answer = ledger.admit(random_id(), "p", delay)
+            assert answer.status is AdmissionStatus.ADMITTED and answer.times is not None
+            record = ledger.resolve(answer.request_id)
+            assert record is not None
+            assert answer.times == (record.created_at, record.due_at)
+            again = ledger.admit(answer.request_id, "p", delay)
+            assert again.status is AdmissionStatus.DUPLICATE and again.times is None

@@ -41,7 +41,7 @@ from .exceptions import QueueFull, TaskIdConflict
 from .ledger_task import LedgerTask
 from .options import BACKEND_OPTION_DEFAULTS, backend_option_problem
 from .resolve import declared_task, random_id, unique_id
-from .results import instant, task_of, task_result
+from .results import instant, plain_call, ready_result, task_of, task_result
 from .state import TaskState
 from .store import QueueEntry, queues, read_tasks
 
@@ -253,23 +253,28 @@ class LedgerBackend(BaseTaskBackend):
         The id is ``request_id`` if ``given`` (checked), else the task's: derived from the
         arguments for a unique task, otherwise a new one.
         """
-        result: TaskResult[_P, _R] = TaskResult(
-            task=task,
-            id="",
-            status=TaskResultStatus.READY,
-            enqueued_at=None,
-            started_at=None,
-            finished_at=None,
-            last_attempted_at=None,
-            args=list(args),
-            kwargs=dict(kwargs),
-            backend=self.alias,
-            errors=[],
-            worker_ids=[],
-        )
+        result: TaskResult[_P, _R] | None = None
+        if plain_call(args, kwargs):  # what normalize_json would hand back unchanged
+            call_args, call_kwargs = list(args), dict(kwargs)
+        else:  # Django's TaskResult normalizes them (and refuses what JSON cannot hold)
+            result = TaskResult(
+                task=task,
+                id="",
+                status=TaskResultStatus.READY,
+                enqueued_at=None,
+                started_at=None,
+                finished_at=None,
+                last_attempted_at=None,
+                args=list(args),
+                kwargs=dict(kwargs),
+                backend=self.alias,
+                errors=[],
+                worker_ids=[],
+            )
+            call_args, call_kwargs = result.args, result.kwargs
         path, ledger = plan.path, plan.entry.ledger
         try:
-            payload = plan.template.encode(result.args, result.kwargs)
+            payload = plan.template.encode(call_args, call_kwargs)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"The arguments of {path} are not JSON: {exc}") from exc
         try:
@@ -286,9 +291,12 @@ class LedgerBackend(BaseTaskBackend):
         if given:
             checked = _checked_id(request_id)
         elif plan.unique:
-            checked = unique_id(path, result.args, result.kwargs)
+            checked = unique_id(path, call_args, call_kwargs)
         else:
             checked = random_id()
+        if result is None:
+            ready = ready_result(task, checked, call_args, call_kwargs, self.alias)
+            return cast("TaskResult[_P, _R]", ready), payload
         object.__setattr__(result, "id", checked)
         return result, payload
 
@@ -326,14 +334,18 @@ class LedgerBackend(BaseTaskBackend):
         for result, answer in zip(results, answers, strict=True):
             status = answer.status
             if status is AdmissionStatus.ADMITTED:
-                record = answer.record
-                assert record is not None
-                if record.created_at != created[0]:
-                    created = (record.created_at, instant(record.created_at))
+                if answer.times is None:  # the reference path: read the record
+                    record = answer.record
+                    assert record is not None
+                    created_at, due_at = record.created_at, record.due_at
+                else:
+                    created_at, due_at = answer.times
+                if created_at != created[0]:
+                    created = (created_at, instant(created_at))
                 object.__setattr__(result, "enqueued_at", created[1])
-                if record.due_at > record.created_at:
-                    if record.due_at != deferred[0]:
-                        deferred = (record.due_at, replace(task, run_after=instant(record.due_at)))
+                if due_at > created_at:
+                    if due_at != deferred[0]:
+                        deferred = (due_at, replace(task, run_after=instant(due_at)))
                     object.__setattr__(result, "task", deferred[1])
                 task_enqueued.send(type(self), task_result=result)
                 out.append(result)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -16,7 +16,88 @@ from .ledger_task import LedgerTask
 from .resolve import resolve_task
 from .state import TaskState
 
-__all__ = ["instant", "task_of", "task_result"]
+__all__ = ["instant", "plain_call", "ready_result", "task_of", "task_result"]
+
+#: Classes ``normalize_json`` hands back as they are (exactly these: not subclasses).
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def plain_call(args: Any, kwargs: Any) -> bool:
+    """Whether a call's arguments are plain JSON scalars: ``normalize_json`` leaves them be.
+
+    Then ``list(args)`` and ``dict(kwargs)`` are what ``TaskResult`` would hold, and
+    ``ready_result`` can skip normalizing them again.
+    """
+    plain = _PLAIN
+    return (
+        args.__class__ in (list, tuple)
+        and kwargs.__class__ is dict
+        and all(arg.__class__ in plain for arg in args)
+        and all(key.__class__ is str and value.__class__ in plain for key, value in kwargs.items())
+    )
+
+
+#: The fields ``ready_result`` sets, all of ``TaskResult``'s in Django 6.0, 6.1 and the
+#: backport. Should a later version add one, ``TaskResult(...)`` builds every result.
+_READY_FIELDS = frozenset(
+    {
+        "task",
+        "id",
+        "status",
+        "enqueued_at",
+        "started_at",
+        "finished_at",
+        "last_attempted_at",
+        "args",
+        "kwargs",
+        "backend",
+        "errors",
+        "worker_ids",
+        "_return_value",
+    }
+)
+_FIELDS_KNOWN = {field.name for field in fields(TaskResult)} == _READY_FIELDS
+
+
+def ready_result(
+    task: Task[..., Any], request_id: str, args: list[Any], kwargs: dict[str, Any], alias: str
+) -> TaskResult[..., Any]:
+    """Django's READY ``TaskResult`` of a call whose arguments are ``plain_call``.
+
+    Every field set as ``TaskResult(...)`` sets it, without running ``normalize_json``
+    over arguments it would hand back unchanged (half of building one).
+    """
+    if not _FIELDS_KNOWN:
+        return TaskResult(
+            task=task,
+            id=request_id,
+            status=TaskResultStatus.READY,
+            enqueued_at=None,
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=args,
+            kwargs=kwargs,
+            backend=alias,
+            errors=[],
+            worker_ids=[],
+        )
+    result: TaskResult[..., Any] = TaskResult.__new__(TaskResult)
+    put = object.__setattr__  # the frozen dataclass's own __init__ sets fields so too
+    put(result, "task", task)
+    put(result, "id", request_id)
+    put(result, "status", TaskResultStatus.READY)
+    put(result, "enqueued_at", None)
+    put(result, "started_at", None)
+    put(result, "finished_at", None)
+    put(result, "last_attempted_at", None)
+    put(result, "args", args)
+    put(result, "kwargs", kwargs)
+    put(result, "backend", alias)
+    put(result, "errors", [])
+    put(result, "worker_ids", [])
+    put(result, "_return_value", None)
+    return result
 
 
 def instant(ms: int | None) -> datetime | None:

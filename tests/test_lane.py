@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -196,4 +197,59 @@ def test_text_beyond_ascii_travels_as_redis_pys_path_sends_it(own_redis: RedisSe
     assert ledger.results(["é-id"]) == ["ok ✓".encode()]
     # The same bytes as redis-py's own path writes: the id is the hash field, UTF-8.
     assert client.hexists("{n:text}:records", "é-id".encode())
+    client.close()
+
+
+def test_a_call_that_may_have_run_is_not_sent_again_by_a_client_that_never_retries(
+    own_redis: RedisServer,
+) -> None:
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    client = client_on(own_redis, "lane-once", socket_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    ledger = Ledger(client, "n", "once")
+    assert ledger.admit("warm", "p").status is AdmissionStatus.ADMITTED
+    with own_redis.client() as admin:
+        admin.config_resetstat()
+    own_redis.pause()  # the call goes out and its reply never comes in time
+    try:
+        with pytest.raises(LedgerUnavailable):
+            ledger.admit("slow", "p")
+    finally:
+        own_redis.resume()
+    with own_redis.client() as admin:
+        deadline = time.monotonic() + 10
+        while not admin.hexists("{n:once}:records", "slow") and time.monotonic() < deadline:
+            time.sleep(0.01)  # the server runs what it had received once it resumes
+        # Resumed, the server ran the call it had received, and only that one: a client
+        # that never retries does not get a second copy from the lane's hand-over.
+        calls = admin.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+        assert calls == 1
+    assert ledger.resolve("slow") is not None
+    assert ledger.admit("after", "p").status is AdmissionStatus.ADMITTED
+    client.close()
+
+
+def test_a_lane_goes_with_its_client(own_redis: RedisServer) -> None:
+    import gc
+    import weakref
+
+    client = client_on(own_redis, "lane-gone")
+    Ledger(client, "n", "gone").admit("a", "p")
+    lane = lane_for(client)
+    assert lane is not None and lane_for(client) is lane  # one per pool
+    gone = weakref.ref(lane)
+    client.close()
+    del client, lane
+    gc.collect()
+    assert gone() is None
+    assert named_clients(own_redis, "lane-gone") == []  # its connection closed with it
+
+
+def test_a_client_pinned_to_one_connection_keeps_it(own_redis: RedisServer) -> None:
+    client = client_on(own_redis, "lane-pinned", single_connection_client=True)
+    assert lane_for(client) is None
+    ledger = Ledger(client, "n", "pinned")
+    assert ledger.admit("a", "p").status is AdmissionStatus.ADMITTED
+    assert len(named_clients(own_redis, "lane-pinned")) == 1
     client.close()

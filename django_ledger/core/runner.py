@@ -73,6 +73,7 @@ class Runner:
         self._cluster = isinstance(redis, redis_py.RedisCluster)
         self._slot = key_slot(self.keys[0].encode())
         self._node_lane: tuple[Any, Lane | None] = (None, None)
+        self._cluster_retry = getattr(redis, "retry", None) if self._cluster else None
 
     def __repr__(self) -> str:
         return self.label
@@ -125,7 +126,7 @@ class Runner:
             lane = self._node_lane_now() if self._cluster else self._lane
             if lane is not None:
                 command = (b"EVALSHA", script.sha, len(keys), *keys, self.clock_skew_ms, *args)
-                reply = lane.call(command)
+                reply = lane.call(command, self._cluster_retry)
                 if reply is not MISSED:
                     return reply
             try:

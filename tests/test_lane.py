@@ -253,3 +253,44 @@ def test_a_client_pinned_to_one_connection_keeps_it(own_redis: RedisServer) -> N
     assert ledger.admit("a", "p").status is AdmissionStatus.ADMITTED
     assert len(named_clients(own_redis, "lane-pinned")) == 1
     client.close()
+
+
+# -- on a cluster: each queue's calls on a lane to its own master -------------------------
+
+
+def test_a_cluster_queue_calls_its_master_on_a_lane_and_survives_its_kill(
+    cluster: Any, namespace: str
+) -> None:
+    from tests.redis_server import delete_namespace
+
+    def refused(node: RedisServer) -> int:  # calls a node answered MOVED (or refused)
+        with node.client() as admin:
+            stats = admin.info("commandstats").get("cmdstat_evalsha", {})
+        return int(stats.get("rejected_calls", 0)) + int(stats.get("failed_calls", 0))
+
+    client = cluster.client(client_name="lane-cluster")
+    try:
+        for master in cluster.masters():
+            queue = cluster.queue_on(master, namespace)
+            ledger = Ledger(client, namespace, queue)
+            assert ledger.admit("a", "p").status is AdmissionStatus.ADMITTED  # loads the script
+            before = {node.port: refused(node) for node in cluster.masters()}
+            assert ledger.admit("b", "p").status is AdmissionStatus.ADMITTED
+            # No master was asked for another's queue: the lane went to the right one.
+            assert {node.port: refused(node) for node in cluster.masters()} == before
+            # The queue's own master saw the call come in on a connection named as the
+            # client, whose last command was the script call.
+            mine = named_clients(master, "lane-cluster")
+            assert any(entry["cmd"] == "evalsha" for entry in mine), mine
+            with master.client() as admin:  # only ours: the cluster may serve other tests
+                for entry in mine:
+                    admin.client_kill_filter(_id=entry["id"])
+            assert named_clients(master, "lane-cluster") == []
+            assert ledger.admit("c", "p").status is AdmissionStatus.ADMITTED
+            claims = ledger.claim_many("w", 10)
+            assert sorted(c.request_id for c in claims) == ["a", "b", "c"]
+            assert all(s.ok for s in ledger.settle_many([(c, State.COMPLETED) for c in claims]))
+    finally:
+        client.close()
+        with cluster.client() as cleaner:
+            delete_namespace(cleaner, namespace)

@@ -34,14 +34,13 @@ from .compat import (
     Task,
     TaskResult,
     TaskResultDoesNotExist,
-    TaskResultStatus,
     task_enqueued,
 )
 from .exceptions import QueueFull, TaskIdConflict
 from .ledger_task import LedgerTask
 from .options import BACKEND_OPTION_DEFAULTS, backend_option_problem
 from .resolve import declared_task, random_id, unique_id
-from .results import instant, plain_call, ready_result, task_of, task_result
+from .results import instant, new_result, plain_call, ready_result, task_of, task_result
 from .state import TaskState
 from .store import QueueEntry, queues, read_tasks
 
@@ -257,19 +256,8 @@ class LedgerBackend(BaseTaskBackend):
         if plain_call(args, kwargs):  # what normalize_json would hand back unchanged
             call_args, call_kwargs = list(args), dict(kwargs)
         else:  # Django's TaskResult normalizes them (and refuses what JSON cannot hold)
-            result = TaskResult(
-                task=task,
-                id="",
-                status=TaskResultStatus.READY,
-                enqueued_at=None,
-                started_at=None,
-                finished_at=None,
-                last_attempted_at=None,
-                args=list(args),
-                kwargs=dict(kwargs),
-                backend=self.alias,
-                errors=[],
-                worker_ids=[],
+            result = cast(
+                "TaskResult[_P, _R]", new_result(task, "", list(args), dict(kwargs), self.alias)
             )
             call_args, call_kwargs = result.args, result.kwargs
         path, ledger = plan.path, plan.entry.ledger

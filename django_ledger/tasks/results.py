@@ -16,7 +16,7 @@ from .ledger_task import LedgerTask
 from .resolve import resolve_task
 from .state import TaskState
 
-__all__ = ["instant", "plain_call", "ready_result", "task_of", "task_result"]
+__all__ = ["instant", "new_result", "plain_call", "ready_result", "task_of", "task_result"]
 
 #: Classes ``normalize_json`` hands back as they are (exactly these: not subclasses).
 _PLAIN = frozenset({str, int, float, bool, type(None)})
@@ -59,6 +59,27 @@ _READY_FIELDS = frozenset(
 _FIELDS_KNOWN = {field.name for field in fields(TaskResult)} == _READY_FIELDS
 
 
+def new_result(
+    task: Task[..., Any], request_id: str, args: Any, kwargs: Any, alias: str
+) -> TaskResult[..., Any]:
+    """Django's READY ``TaskResult`` of one call, built by Django (it normalizes the
+    arguments, and refuses what JSON cannot hold)."""
+    return TaskResult(
+        task=task,
+        id=request_id,
+        status=TaskResultStatus.READY,
+        enqueued_at=None,
+        started_at=None,
+        finished_at=None,
+        last_attempted_at=None,
+        args=args,
+        kwargs=kwargs,
+        backend=alias,
+        errors=[],
+        worker_ids=[],
+    )
+
+
 def ready_result(
     task: Task[..., Any], request_id: str, args: list[Any], kwargs: dict[str, Any], alias: str
 ) -> TaskResult[..., Any]:
@@ -68,20 +89,7 @@ def ready_result(
     over arguments it would hand back unchanged (half of building one).
     """
     if not _FIELDS_KNOWN:
-        return TaskResult(
-            task=task,
-            id=request_id,
-            status=TaskResultStatus.READY,
-            enqueued_at=None,
-            started_at=None,
-            finished_at=None,
-            last_attempted_at=None,
-            args=args,
-            kwargs=kwargs,
-            backend=alias,
-            errors=[],
-            worker_ids=[],
-        )
+        return new_result(task, request_id, args, kwargs, alias)
     result: TaskResult[..., Any] = TaskResult.__new__(TaskResult)
     put = object.__setattr__  # the frozen dataclass's own __init__ sets fields so too
     put(result, "task", task)

@@ -18,11 +18,11 @@ as redis-py would raise it. A connection that sat idle for a while is polled bef
 use, as the pool does, so a server's idle timeout is met by a new connection.
 
 Lanes serve plain ``Connection``, ``SSLConnection`` and ``UnixDomainSocketConnection``
-pools encoding UTF-8 (redis-py's default); any other client keeps redis-py's path for
+pools encoding UTF-8 (redis-py's default). Any other client keeps redis-py's path for
 every call (``lane_for`` answers ``None``): Sentinel, client-side caching, maintenance
-notifications turned on outright, a credential provider, ``single_connection_client``, another encoding.
-A lane lives on its pool (and goes with it); each connection is made from the pool's
-settings as they are then. A forked child makes its own connections.
+notifications turned on outright, a credential provider, ``single_connection_client``,
+another encoding. A lane lives on its pool (and goes with it); each connection is made
+from the pool's settings as they are then. A forked child makes its own connections.
 """
 
 from __future__ import annotations

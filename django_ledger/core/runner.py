@@ -1,12 +1,12 @@
 """One queue's keys and scripts on one client: the plumbing both paths of the ledger share.
 
-``Runner.run`` calls a script with the queue's keys (EVALSHA on the calling thread's own
-connection to the queue's node, ``lane.py``; through redis-py's client when that cannot
-answer, and on NOSCRIPT one EVAL with the source), ``translate_errors`` turns redis-py's
-errors into the ledger's, and
-``server_time_ms`` reads the Redis server clock of the node that holds the queue. The fused path (``fused.py``), the
-reference path (``reference.py``) and ``Ledger`` (the facade choosing one) all build on
-it; it imports none of them.
+``Runner.run`` calls a script with the queue's keys: EVALSHA on the calling thread's own
+connection to the queue's node (``lane.py``), through redis-py's client when that cannot
+answer, and on NOSCRIPT one EVAL with the source. ``translate_errors`` turns redis-py's
+errors into the ledger's, and ``server_time_ms`` reads the Redis server clock of the
+node that holds the queue. The fused path (``fused.py``), the reference path
+(``reference.py``) and ``Ledger`` (the facade choosing one) all build on it; it imports
+none of them.
 """
 
 from __future__ import annotations

@@ -119,15 +119,6 @@ def test_a_script_error_is_raised_and_the_lane_keeps_working(own_redis: RedisSer
     client.close()
 
 
-def _child_admits(port: int, queue: Any) -> None:
-    client = redis.Redis(host="127.0.0.1", port=port)
-    ledger = Ledger(client, "n", "fork")
-    try:
-        queue.put(str(ledger.admit("child", "p").status))
-    finally:
-        client.close()
-
-
 def test_a_forked_child_makes_its_own_connection(own_redis: RedisServer) -> None:
     client = client_on(own_redis, "lane-fork")
     ledger = Ledger(client, "n", "fork")

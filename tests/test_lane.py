@@ -25,6 +25,12 @@ from tests.ledger_helpers import count_calls
 from tests.redis_server import RedisServer
 
 
+@pytest.fixture(autouse=True)
+def _lanes_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every thread gets its lane from its first call (the warm-up has its own test)."""
+    monkeypatch.setattr(lane_module, "WARM_CALLS", 0)
+
+
 @pytest.fixture
 def own_redis() -> Iterator[RedisServer]:
     with RedisServer() as server:
@@ -285,3 +291,50 @@ def test_a_cluster_queue_calls_its_master_on_a_lane_and_survives_its_kill(
         client.close()
         with cluster.client() as cleaner:
             delete_namespace(cleaner, namespace)
+
+
+def test_a_thread_of_few_calls_keeps_to_the_pool_and_a_busy_one_gets_its_own(
+    own_redis: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lane_module, "WARM_CALLS", 16)
+    client = client_on(own_redis, "lane-warm")
+    ledger = Ledger(client, "n", "warm")
+
+    seen: list[int] = []  # connections named so, as each thread ends its calls
+
+    def admit(first: int, count: int) -> None:
+        for i in range(first, first + count):
+            assert ledger.admit(f"id-{i}", "p").status is AdmissionStatus.ADMITTED
+        seen.append(len(named_clients(own_redis, "lane-warm")))
+
+    # A thread per request, a few calls each (runserver's way): no connection of its own.
+    for request in range(5):
+        thread = threading.Thread(target=admit, args=(request * 3, 3))
+        thread.start()
+        thread.join()
+    assert seen == [1] * 5  # the pool's one, shared
+    # A thread that keeps calling gets its own after WARM_CALLS.
+    thread = threading.Thread(target=admit, args=(100, 16 + 5))
+    thread.start()
+    thread.join()
+    assert seen[-1] == 2
+    assert client.connection_pool._created_connections == 1
+    assert ledger.stats().pending == 15 + 21
+    client.close()
+
+
+def test_under_gevent_threads_keep_to_the_pool(
+    own_redis: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+    import types
+
+    client = client_on(own_redis, "lane-green")
+    assert lane_for(client) is not None
+    patched = types.ModuleType("gevent.monkey")
+    patched.is_module_patched = lambda name: name == "threading"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "gevent.monkey", patched)
+    assert lane_for(client) is None  # greenlets by the thousand: no connection each
+    ledger = Ledger(client, "n", "green")
+    assert ledger.admit("a", "p").status is AdmissionStatus.ADMITTED
+    client.close()

@@ -23,11 +23,18 @@ every call (``lane_for`` answers ``None``): Sentinel, client-side caching, maint
 notifications turned on outright, a credential provider, ``single_connection_client``,
 another encoding. A lane lives on its pool (and goes with it); each connection is made
 from the pool's settings as they are then. A forked child makes its own connections.
+
+A thread's first ``WARM_CALLS`` calls take redis-py's path: a thread that makes only a
+few (one per request of a server that starts a thread per request, as ``runserver``
+does) never opens a connection of its own, and only threads that keep calling (a
+worker's, a bulk loop's) do. Under gevent or eventlet, whose greenlets come and go by
+the thousand, lanes stay off.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +53,8 @@ __all__ = ["MISSED", "Lane", "lane_for"]
 MISSED: Any = object()
 #: Seconds a connection may sit idle before it is polled for a close by the server.
 IDLE_POLL_S = 1.0
+#: Calls a thread makes through redis-py's path before it gets a connection of its own.
+WARM_CALLS = 16
 #: Refusals given before anything runs: the call goes to redis-py's path, which knows them.
 _REFUSALS = (
     redis_py.exceptions.NoScriptError,
@@ -69,6 +78,7 @@ class _Held(threading.local):
     connection: Any = None
     pid = 0
     used = 0.0
+    calls = 0  # this thread's calls so far, counted up to WARM_CALLS
 
 
 class Lane:
@@ -103,6 +113,10 @@ class Lane:
         ``retry``: the retry policy of the client the call stands for (a cluster's own);
         ``None``: the connection's (a plain client's).
         """
+        held = self._held
+        if held.calls < WARM_CALLS:  # a thread that may make only a few calls
+            held.calls += 1
+            return MISSED
         try:
             packed = [_pack(command)] if _pack is not None else None
         except TypeError:  # a type hiredis does not pack: redis-py's path says what
@@ -144,10 +158,21 @@ def _retries(policy: Any, error: BaseException) -> bool:
     return bool(count > 0 and isinstance(error, tuple(getattr(policy, "_supported_errors", ()))))
 
 
+def _green() -> bool:
+    """Whether gevent or eventlet has patched threads (a "thread" is then a greenlet)."""
+    gevent = sys.modules.get("gevent.monkey")
+    if gevent is not None and gevent.is_module_patched("threading"):
+        return True
+    eventlet = sys.modules.get("eventlet.patcher")
+    return bool(eventlet is not None and eventlet.is_monkey_patched("thread"))
+
+
 def lane_for(client: Any) -> Lane | None:
     """Return the lane of a plain ``redis.Redis`` client's pool, ``None`` if it has none."""
     if not isinstance(client, redis_py.Redis) or getattr(client, "connection", None) is not None:
         return None  # not a plain client, or one pinned to a single connection
+    if _green():
+        return None
     pool = getattr(client, "connection_pool", None)
     kwargs = getattr(pool, "connection_kwargs", None)
     if getattr(pool, "connection_class", None) not in _PLAIN or not isinstance(kwargs, dict):

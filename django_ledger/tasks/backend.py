@@ -177,6 +177,9 @@ class LedgerBackend(BaseTaskBackend):
         answer = entry.ledger.admit(
             result.id, payload, self._delay(task, entry), priority=task.priority
         )
+        if answer.times is not None:  # admitted just now: the common answer, without lists
+            self._admitted(task, result, *answer.times, made={})
+            return result
         return self._answered(task, entry, [result], [answer])[0]
 
     def enqueue_many(
@@ -219,13 +222,20 @@ class LedgerBackend(BaseTaskBackend):
 
     def _plan(self, task: Task[..., Any]) -> _Plan:
         """Check ``task`` and return what its calls share, kept for a declared task."""
+        kept = self._plans.get(id(task))
+        # Django's checks passed when a kept plan was made, and a task is frozen; its
+        # module binding and its queue's settings may have changed since.
+        if (
+            kept is not None
+            and kept[0] is task
+            and task.run_after is None
+            and declared_task(task) is task
+            and kept[1].entry is self._queue(task.queue_name)
+        ):
+            return kept[1]
         self.validate_task(task)
         declared = declared_task(task)
         entry = self._queue(task.queue_name)
-        if task is declared:
-            kept = self._plans.get(id(task))
-            if kept is not None and kept[0] is task and kept[1].entry is entry:
-                return kept[1]
         unique = getattr(task, "unique", None)
         if unique is None:
             unique = bool(entry.options.get("unique", False))
@@ -316,26 +326,16 @@ class LedgerBackend(BaseTaskBackend):
             dict(zip(repeats, read_tasks([entry.ledger], repeats), strict=True)) if repeats else {}
         )
         out: list[TaskResult[_P, _R]] = []
-        # A batch is admitted at one server instant and due at one: each is made once.
-        created: tuple[int, datetime | None] = (-1, None)
-        deferred: tuple[int, Task[_P, _R]] = (-1, task)
+        made: dict[object, Any] = {}  # a batch is admitted at one instant, due at one
         for result, answer in zip(results, answers, strict=True):
             status = answer.status
             if status is AdmissionStatus.ADMITTED:
                 if answer.times is None:  # the reference path: read the record
                     record = answer.record
                     assert record is not None
-                    created_at, due_at = record.created_at, record.due_at
+                    self._admitted(task, result, record.created_at, record.due_at, made)
                 else:
-                    created_at, due_at = answer.times
-                if created_at != created[0]:
-                    created = (created_at, instant(created_at))
-                object.__setattr__(result, "enqueued_at", created[1])
-                if due_at > created_at:
-                    if due_at != deferred[0]:
-                        deferred = (due_at, replace(task, run_after=instant(due_at)))
-                    object.__setattr__(result, "task", deferred[1])
-                task_enqueued.send(type(self), task_result=result)
+                    self._admitted(task, result, *answer.times, made=made)
                 out.append(result)
             elif status is AdmissionStatus.DUPLICATE:
                 state = existing.get(answer.request_id)
@@ -361,6 +361,29 @@ class LedgerBackend(BaseTaskBackend):
         if failure is not None:
             raise failure
         return out
+
+    def _admitted(
+        self,
+        task: Task[_P, _R],
+        result: TaskResult[_P, _R],
+        created_at: int,
+        due_at: int,
+        made: dict[object, Any],
+    ) -> None:
+        """Give an admitted result its ``enqueued_at`` (and ``run_after``); send the signal.
+
+        ``made``: the datetimes and deferred tasks already made for this batch, reused.
+        """
+        enqueued_at = made.get(created_at)
+        if enqueued_at is None:
+            enqueued_at = made[created_at] = instant(created_at)
+        object.__setattr__(result, "enqueued_at", enqueued_at)
+        if due_at > created_at:
+            later = made.get(("task", due_at))
+            if later is None:
+                later = made[("task", due_at)] = replace(task, run_after=instant(due_at))
+            object.__setattr__(result, "task", later)
+        task_enqueued.send(type(self), task_result=result)
 
     async def aenqueue(
         self, task: Task[_P, _R], args: list[Any], kwargs: dict[str, Any]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from .arguments import Work
 from .errors import CorruptRecord
 from .records import Record, State, decode_record
-from .results import Admission, AdmissionStatus, Claim, Settlement, SettlementStatus
+from .results import Admission, AdmissionStatus, Settlement, SettlementStatus
 
-__all__ = ["ADMIT_CODES", "REPAIR_FIELDS", "admitted", "imported", "settlement"]
+__all__ = ["ADMIT_CODES", "REPAIR_FIELDS", "admitted", "imported", "settlements"]
 
 #: admit.lua's codes: status and reason.
 ADMIT_CODES = {
@@ -65,9 +68,22 @@ def imported(record: Record, given: frozenset[str], code: int, stored: bytes) ->
     return Admission(request_id, AdmissionStatus.DUPLICATE, None, existing)
 
 
-def settlement(claim: Claim, target: str, code: int, detail: bytes) -> Settlement:
-    """Turn one settle script answer into a ``Settlement`` (its record decoded lazily)."""
-    if code == 0:
-        return Settlement(SettlementStatus.LOST, None, detail.decode("ascii"))
-    status = SettlementStatus.RENEWED if target == "C" else SettlementStatus.SETTLED
-    return Settlement(status, request_id=claim.request_id, raw=detail)
+def settlements(
+    batch: Sequence[Work], codes: Sequence[int], details: Sequence[bytes]
+) -> list[Settlement]:
+    """Turn a settle script's answers into ``Settlement``s (records decoded lazily).
+
+    Code 0 is ``LOST`` (the detail says why); any other settled the claim, or renewed it
+    when its target was CLAIMED. One pass, no call per answer: a worker settles thousands.
+    """
+    lost, settled, renewed = (
+        SettlementStatus.LOST,
+        SettlementStatus.SETTLED,
+        SettlementStatus.RENEWED,
+    )
+    return [
+        Settlement(renewed if target == "C" else settled, request_id=claim.request_id, raw=detail)
+        if code
+        else Settlement(lost, None, detail.decode("ascii"))
+        for (claim, target, _, _), code, detail in zip(batch, codes, details, strict=True)
+    ]

@@ -87,13 +87,8 @@ def settle_work(item: object) -> Work:
     """Check one ``settle_many`` item and return it as the scripts take it."""
     if item.__class__ is tuple and len(item) == 2:  # (claim, state): a worker's every call
         claim, state = item
-        if (
-            claim.__class__ is Claim
-            and claim.request_id.__class__ is str
-            and claim.owner.__class__ is str
-            and claim.fence.__class__ is int
-        ):
-            return (claim, settle_target(state), 0, b"")
+        check_claim(claim)
+        return (claim, settle_target(state), 0, b"")
     if not isinstance(item, tuple | list) or not 2 <= len(item) <= 4:
         raise TypeError("each item must be (claim, state[, delay[, result]])")
     claim, state = item[0], item[1]

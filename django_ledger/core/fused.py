@@ -10,10 +10,10 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from .answers import ADMIT_CODES, admitted, imported, settlement
+from .answers import ADMIT_CODES, admitted, imported, settlements
 from .arguments import Work
 from .records import Record, decode_record
-from .results import Admission, AdmissionStatus, Claim, Settlement, SettlementStatus
+from .results import Admission, AdmissionStatus, Claim, Settlement
 from .runner import Runner
 
 __all__ = ["admit", "claim", "import_records", "repair", "settle", "settle_and_claim"]
@@ -75,17 +75,8 @@ def _settle_args(batch: list[Work]) -> list[Any]:
 
 
 def _settlements(batch: list[Work], reply: list[Any], start: int) -> list[Settlement]:
-    # answers.settlement's rule, inline for the common answer (a worker settles thousands).
-    settled, renewed = SettlementStatus.SETTLED, SettlementStatus.RENEWED
     end = start + 2 * len(batch)
-    return [
-        Settlement(renewed if target == "C" else settled, request_id=claim.request_id, raw=detail)
-        if code
-        else settlement(claim, target, code, detail)
-        for (claim, target, _, _), code, detail in zip(
-            batch, reply[start:end:2], reply[start + 1 : end : 2], strict=True
-        )
-    ]
+    return settlements(batch, reply[start:end:2], reply[start + 1 : end : 2])
 
 
 def settle(runner: Runner, batch: list[Work], max_retained: int) -> list[Settlement]:

@@ -87,6 +87,7 @@ class Worker:
         self._runs = Runs(state)
         self._stop = Stop(state)
         self._renewer = Renewer(state)
+        self._repairer = Repairer(state) if self.config.repair else None
         self._loop_error: BaseException | None = None
 
     # -- the outside ----------------------------------------------------------------
@@ -139,23 +140,35 @@ class Worker:
             if self.config.heartbeats is not None and not forced:
                 state.quietly(lambda: self.config.heartbeats.forget(self.worker_id))  # type: ignore[union-attr]
         log.info(
-            "worker %s stopped: %d processed, %d failed, %d retried, %d lost",
+            "worker %s stopped: %d processed, %d failed, %d retried, %d lost%s",
             self.worker_id,
             self.counts.processed,
             self.counts.failed,
             self.counts.retried,
             self.counts.lost,
+            self._repair_summary(),
         )
         if state.hard_exit.is_set():
             return 3
         return 1 if state.forced.is_set() else 0
 
+    def _repair_summary(self) -> str:
+        """What this worker's repairs did, for its last line (a burst run always says)."""
+        with self._state.lock:
+            counts = self._state.repaired.counts()
+        counts.pop("scanned")
+        counts.pop("stale")  # changed since read: nothing was done to them
+        done = " ".join(f"{name}={value}" for name, value in counts.items() if value)
+        if done:
+            return f"; repaired {done}"
+        return "; repaired nothing" if self.config.burst and self._repairer else ""
+
     def _start_threads(self) -> None:
         state = self._state
         state.quietly(self._renewer.beat)  # on the Workers page from the start, not a beat later
         state.spawn("ledger-renewer", self._renewer.run)
-        if self.config.repair:
-            state.spawn("ledger-repairer", Repairer(state).run)
+        if self._repairer is not None:
+            state.spawn("ledger-repairer", self._repairer.run)
 
     # -- the main loop ------------------------------------------------------------------
 
@@ -197,6 +210,10 @@ class Worker:
                 continue
             idle_now = not state.in_hand_count() and not self._pending_settlements()
             if self.config.burst and drained and idle_now:
+                # Expired leases are not due until repair gives them back: a burst run
+                # (perhaps the only process a cron deployment runs) sweeps them first.
+                if self._repairer is not None and self._repairer.sweep():
+                    continue
                 return
             if claimed or worked:
                 idle = _IDLE_FIRST

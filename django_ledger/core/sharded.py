@@ -31,7 +31,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from .arguments import SettleItem, check_claim, check_priority, positive_int, settle_work
+from .arguments import (
+    RenewItem,
+    SettleItem,
+    check_claim,
+    check_priority,
+    positive_int,
+    renew_work,
+    settle_work,
+)
 from .layout import check_layout, shard_index, shard_queues
 from .ledger import Ledger
 from .records import Record
@@ -208,13 +216,10 @@ class ShardedLedger(PerShardKeys, ShardedClaiming, Ledger):
 
     # -- claims -----------------------------------------------------------------------
 
-    def renew_many(self, items: Iterable[tuple[Claim, timedelta | float]]) -> list[Settlement]:
+    def renew_many(self, items: Iterable[RenewItem]) -> list[Settlement]:
         pairs = list(items)
         for item in pairs:
-            if not isinstance(item, tuple | list) or len(item) != 2:
-                raise TypeError("each item must be a (claim, lease) pair")
-            check_claim(item[0])
-            duration_ms(item[1], "lease", positive=True)
+            renew_work(item)
         return self._routed(
             pairs, lambda item: item[0].request_id, lambda shard, group: shard.renew_many(group)
         )

@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from .arguments import SettleItem, positive_int, settle_work
+from .claiming import check_hold_after
 from .layout import homes_key, shard_index
 from .ledger_base import LedgerBase
 from .records import owner_problem
@@ -47,13 +48,22 @@ class ShardedClaiming(LedgerBase):
         shards = self._laid_out()
         return list(shards[start:] + shards[:start])
 
-    def claim_many(self, owner: str, limit: int, lease: timedelta | float = 30) -> list[Claim]:
+    def claim_many(
+        self,
+        owner: str,
+        limit: int,
+        lease: timedelta | float = 30,
+        *,
+        hold_after: int | None = None,
+    ) -> list[Claim]:
         check_owner(owner)
         positive_int(limit, "limit")
         duration_ms(lease, "lease", positive=True)
+        check_hold_after(hold_after)
         claims: list[Claim] = []
         for shard in self._rotation():
-            claims += shard.claim_many(owner, limit - len(claims), lease)
+            more = _still(hold_after, claims)
+            claims += shard.claim_many(owner, limit - len(claims), lease, hold_after=more)
             if len(claims) >= limit:
                 break
         return claims
@@ -64,6 +74,8 @@ class ShardedClaiming(LedgerBase):
         owner: str,
         limit: int,
         lease: timedelta | float = 30,
+        *,
+        hold_after: int | None = None,
     ) -> tuple[list[Settlement], list[Claim]]:
         """Settle ``items``, then claim up to ``limit``: one call when they are one shard's.
 
@@ -92,18 +104,23 @@ class ShardedClaiming(LedgerBase):
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_BATCH:
             raise ValueError(f"limit must be an int from 0 to {MAX_BATCH}, got {limit!r}")
         duration_ms(lease, "lease", positive=True)
+        check_hold_after(hold_after)
         fused = self._claiming_shard(groups)
         settlements: list[Any]
         claims: list[Claim]
         if len(groups) == 1 and fused in groups:  # the common case: one shard, one call
-            settlements, claims = shards[fused].settle_and_claim(checked, owner, limit, lease)
+            settlements, claims = shards[fused].settle_and_claim(
+                checked, owner, limit, lease, hold_after=hold_after
+            )
         else:
             settlements, claims = [None] * len(checked), []
             for index in [*(i for i in groups if i != fused), fused]:
                 positions = groups.get(index, [])
                 group = [checked[p] for p in positions]
                 if index == fused:
-                    got, claims = shards[index].settle_and_claim(group, owner, limit, lease)
+                    got, claims = shards[index].settle_and_claim(
+                        group, owner, limit, lease, hold_after=hold_after
+                    )
                 else:
                     got = shards[index].settle_many(group)
                 for position, answer in zip(positions, got, strict=True):
@@ -116,7 +133,7 @@ class ShardedClaiming(LedgerBase):
                 if (start + step) % count == fused:
                     continue
                 claims += shards[(start + step) % count].claim_many(
-                    owner, limit - len(claims), lease
+                    owner, limit - len(claims), lease, hold_after=_still(hold_after, claims)
                 )
                 if len(claims) >= limit:
                     break
@@ -155,6 +172,11 @@ class ShardedClaiming(LedgerBase):
                 taken = int(first.redis.incr(homes_key(self.namespace, self.queue)))
             self._home = (taken - 1) % self.shard_count
         return self._home
+
+
+def _still(hold_after: int | None, claims: list[Claim]) -> int | None:
+    """How many more claims start at once, once ``claims`` are made (``None``: all)."""
+    return None if hold_after is None else max(0, hold_after - len(claims))
 
 
 def check_owner(owner: str) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 import redis.exceptions as redis_errors
 
 from ..errors import LedgerError, LedgerUnavailable
-from ..results import RepairReport, SettlementStatus
+from ..results import Claim, RepairReport, SettlementStatus
 from .heartbeat import WorkerInfo
 from .interrupt import interrupt
 from .state import Entry, WorkerState
@@ -73,11 +73,13 @@ class Renewer:
         for entry in entries:
             by_queue[entry.queue].append(entry)
         for queue, group in by_queue.items():
-            items = []
+            items: list[tuple[Claim, float, bool]] = []
             for entry in group:
                 plan = entry.plan
                 lease = plan.lease if plan is not None and plan.lease else entry.lease
-                items.append((entry.job.claim, lease))
+                claim = entry.job.claim
+                # A held claim whose job has started is marked started by this renewal.
+                items.append((claim, lease, claim.held and entry.started is not None))
             try:
                 answers = state.ledgers[queue].renew_many(items)
             except LedgerError as exc:  # Redis away: the leases may still hold; try next beat

@@ -74,7 +74,7 @@ def settlements(
     """Turn a settle script's answers into ``Settlement``s (records decoded lazily).
 
     Code 0 is ``LOST`` (the detail says why); any other settled the claim, or renewed it
-    when its target was CLAIMED. One pass, no call per answer: a worker settles thousands.
+    when its target was a renewal (``C``) or a start (``S``). One pass, no call per answer: a worker settles thousands.
     """
     lost, settled, renewed = (
         SettlementStatus.LOST,
@@ -82,7 +82,9 @@ def settlements(
         SettlementStatus.RENEWED,
     )
     return [
-        Settlement(renewed if target == "C" else settled, request_id=claim.request_id, raw=detail)
+        Settlement(
+            renewed if target in ("C", "S") else settled, request_id=claim.request_id, raw=detail
+        )
         if code
         else Settlement(lost, None, detail.decode("ascii"))
         for (claim, target, _, _), code, detail in zip(batch, codes, details, strict=True)

@@ -11,12 +11,14 @@ from .results import Claim
 from .timing import duration_ms
 
 __all__ = [
+    "RenewItem",
     "SettleItem",
     "Work",
     "check_claim",
     "check_name",
     "check_priority",
     "positive_int",
+    "renew_work",
     "settle_target",
     "settle_work",
     "work_size",
@@ -28,6 +30,8 @@ SettleItem: TypeAlias = (
     | tuple[Claim, State, timedelta | float]
     | tuple[Claim, State, timedelta | float, str | bytes | None]
 )
+#: What ``renew_many`` takes: (claim, lease[, started]).
+RenewItem: TypeAlias = tuple[Claim, timedelta | float] | tuple[Claim, timedelta | float, bool]
 #: One checked settlement for the scripts: claim, target letter, milliseconds, result bytes.
 Work: TypeAlias = tuple[Claim, str, int, bytes]
 
@@ -69,9 +73,13 @@ def settle_target(state: object) -> str:
         return "F"
     if state is State.PENDING:
         return "P"
+    if state is State.CLAIMED:
+        return "S"  # still claimed, its work started: the lease renewed by the delay
     if not isinstance(state, State):
         raise TypeError(f"state must be a State, not {type(state).__name__}")
-    raise ValueError(f"a claim settles as COMPLETED, FAILED or PENDING, not {state.value}")
+    raise ValueError(
+        f"a claim settles as COMPLETED, FAILED or PENDING (or CLAIMED: started), not {state.value}"
+    )
 
 
 def positive_int(value: object, name: str, *, upper: int | None = None) -> int:
@@ -88,7 +96,10 @@ def settle_work(item: object) -> Work:
     if item.__class__ is tuple and len(item) == 2:  # (claim, state): a worker's every call
         claim, state = item
         check_claim(claim)
-        return (claim, settle_target(state), 0, b"")
+        target = settle_target(state)
+        if target == "S":
+            raise ValueError("a claim marked started (CLAIMED) needs its new lease as the delay")
+        return (claim, target, 0, b"")
     if not isinstance(item, tuple | list) or not 2 <= len(item) <= 4:
         raise TypeError("each item must be (claim, state[, delay[, result]])")
     claim, state = item[0], item[1]
@@ -103,7 +114,22 @@ def settle_work(item: object) -> Work:
         data = result
     else:
         raise TypeError(f"result must be str, bytes or None, not {type(result).__name__}")
-    return (claim, settle_target(state), duration_ms(delay, "delay"), data)
+    target = settle_target(state)
+    # A started claim's "delay" is its new lease: it must be some time.
+    ms = duration_ms(delay, "lease" if target == "S" else "delay", positive=target == "S")
+    return (claim, target, ms, data)
+
+
+def renew_work(item: object) -> Work:
+    """Check one ``renew_many`` item: a renewal (``C``), or with ``started`` a start (``S``)."""
+    if not isinstance(item, tuple | list) or not 2 <= len(item) <= 3:
+        raise TypeError("each item must be a (claim, lease) pair or (claim, lease, started)")
+    claim = item[0]
+    check_claim(claim)
+    started = item[2] if len(item) == 3 else False
+    if not isinstance(started, bool):
+        raise TypeError(f"started must be a bool, not {type(started).__name__}")
+    return (claim, "S" if started else "C", duration_ms(item[1], "lease", positive=True), b"")
 
 
 def work_size(item: Work) -> int:

@@ -46,8 +46,13 @@ def admit(
     return answers
 
 
-def claim(runner: Runner, owner: str, limit: int, lease_ms: int) -> list[Claim]:
-    reply = runner.run(runner.scripts.claim, [owner, lease_ms, limit])
+def claim(
+    runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
+) -> list[Claim]:
+    args: list[Any] = [owner, lease_ms, limit]
+    if start is not None:
+        args.append(start)
+    reply = runner.run(runner.scripts.claim, args)
     return claims_of(reply, 1, owner)
 
 
@@ -62,8 +67,9 @@ def claims_of(reply: list[Any], start: int, owner: str) -> list[Claim]:
             reply[i + 3],
             reply[i + 4],
             reply[i + 5].decode("ascii") or None,
+            reply[i + 6] == 1,
         )
-        for i in range(start, len(reply), 6)
+        for i in range(start, len(reply), 7)
     ]
 
 
@@ -85,9 +91,17 @@ def settle(runner: Runner, batch: list[Work], max_retained: int) -> list[Settlem
 
 
 def settle_and_claim(
-    runner: Runner, batch: list[Work], max_retained: int, owner: str, limit: int, lease_ms: int
+    runner: Runner,
+    batch: list[Work],
+    max_retained: int,
+    owner: str,
+    limit: int,
+    lease_ms: int,
+    start: int | None = None,
 ) -> tuple[list[Settlement], list[Claim]]:
     args = [max_retained, owner, lease_ms, limit, len(batch), *_settle_args(batch)]
+    if start is not None:
+        args.append(start)
     reply = runner.run(runner.scripts.settle_claim, args)
     return _settlements(batch, reply, 2), claims_of(reply, 2 + 2 * len(batch), owner)
 

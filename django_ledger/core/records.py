@@ -24,6 +24,11 @@ Version 2 is version 1 with one more byte at offset 61, the priority as a signed
 integer (-100..100, never 0), before the owner; its H is over the id, 0x00, the version
 byte ``2`` and bytes[9:]. Records of priority 0 are written as version 1, so a queue that
 never uses priorities holds exactly the bytes it always did.
+
+Version 3 is version 2 with a flags byte at offset 62 (the priority byte at 61 may be 0),
+the owner from 63: bit 0 ``held`` (CLAIMED, its work not started), bit 1 ``given_back``
+(PENDING: repair gave back the attempt of a held claim; the next claim is not held).
+Its H binds the version byte ``3``. Only records with a flag set are written as version 3.
 """
 
 from __future__ import annotations
@@ -57,6 +62,9 @@ MAX_ID_BYTES = 256
 MAX_OWNER_BYTES = 256
 VERSION = b"1"
 VERSION_PRIORITY = b"2"
+VERSION_FLAGS = b"3"
+#: Version 3's flags: a held claim (not started), a PENDING record given back unstarted.
+FLAG_HELD, FLAG_GIVEN_BACK = 1, 2
 #: Priorities run from -100 to 100; a higher one is claimed first among due records.
 MIN_PRIORITY, MAX_PRIORITY = -100, 100
 #: How far apart priorities lie in the ready index: a PENDING record's score is
@@ -127,6 +135,12 @@ class Record:
     updated_at: int = 0
     traceparent: str | None = None
     priority: int = 0
+    #: CLAIMED and held by its owner, its work not started: repair of its expired lease
+    #: gives the attempt back (PENDING, ``attempts`` restored) instead of spending it.
+    held: bool = False
+    #: PENDING after repair gave back a held claim's attempt: its next claim is never
+    #: held, so a task that kills its worker as it starts still spends its attempts.
+    given_back: bool = False
 
     @property
     def due_datetime(self) -> datetime:
@@ -248,6 +262,15 @@ def encode_record(record: Record) -> bytes:
         if type(record.priority) is not int or not MIN_PRIORITY <= record.priority <= MAX_PRIORITY:
             raise ValueError(f"record {record.request_id!r} has a priority outside -100..100")
         version = VERSION_PRIORITY
+    flags = (FLAG_HELD if record.held else 0) | (FLAG_GIVEN_BACK if record.given_back else 0)
+    if record.held and record.state is not State.CLAIMED:
+        raise ValueError(f"record {record.request_id!r}: only a CLAIMED record is held")
+    if record.given_back and record.state is not State.PENDING:
+        raise ValueError(f"record {record.request_id!r}: only a PENDING record is given back")
+    if flags:
+        version = VERSION_FLAGS
+        body += _PRIORITY.pack(record.priority) + bytes((flags,))
+    elif record.priority:
         body += _PRIORITY.pack(record.priority)
     body += owner + trace + payload
     # Version 2 binds its version byte into H too: a flipped version byte never decodes.
@@ -258,19 +281,24 @@ def encode_record(record: Record) -> bytes:
 def decode_record(request_id: str, raw: bytes) -> Record:
     """Decode and verify stored bytes; raise ``CorruptRecord`` naming the id if they fail."""
     version = raw[:1]
-    if len(raw) < _HEAD or version not in (VERSION, VERSION_PRIORITY):
+    if len(raw) < _HEAD or version not in (VERSION, VERSION_PRIORITY, VERSION_FLAGS):
         raise CorruptRecord(request_id, "unknown encoding version or truncated header")
     head, letter, due_at, lease, attempts, fence, created_at, updated_at, olen, tlen = (
         _LAYOUT.unpack_from(raw, 1)
     )
-    start, priority = _HEAD, 0
-    if version == VERSION_PRIORITY:
-        if len(raw) < _HEAD + 1:
+    start, priority, flags = _HEAD, 0, 0
+    if version != VERSION:
+        extra = 1 if version == VERSION_PRIORITY else 2
+        if len(raw) < _HEAD + extra:
             raise CorruptRecord(request_id, "unknown encoding version or truncated header")
         (priority,) = _PRIORITY.unpack_from(raw, _HEAD)
-        start += 1
-        if not priority or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        start += extra
+        if not MIN_PRIORITY <= priority <= MAX_PRIORITY or (extra == 1 and not priority):
             raise CorruptRecord(request_id, f"priority {priority} is not -100..100 or is 0")
+        if extra == 2:
+            flags = raw[_HEAD + 1]
+            if not flags or flags & ~(FLAG_HELD | FLAG_GIVEN_BACK):
+                raise CorruptRecord(request_id, f"flags {flags} are not a known set")
     tail_at = start + olen
     if len(raw) < tail_at + tlen:
         raise CorruptRecord(request_id, "field lengths exceed the record")
@@ -282,6 +310,9 @@ def decode_record(request_id: str, raw: bytes) -> Record:
         raise CorruptRecord(request_id, f"unknown state letter {letter!r}")
     if (lease > 0) != (state is State.CLAIMED):
         raise CorruptRecord(request_id, "lease does not match state")
+    held, given_back = bool(flags & FLAG_HELD), bool(flags & FLAG_GIVEN_BACK)
+    if (held and state is not State.CLAIMED) or (given_back and state is not State.PENDING):
+        raise CorruptRecord(request_id, "flags do not match state")
     try:
         owner = raw[start:tail_at].decode("utf-8")
         trace = raw[tail_at : tail_at + tlen].decode("utf-8")
@@ -301,4 +332,6 @@ def decode_record(request_id: str, raw: bytes) -> Record:
         updated_at=updated_at,
         traceparent=trace or None,
         priority=priority,
+        held=held,
+        given_back=given_back,
     )

@@ -132,7 +132,11 @@ def _next_band(runner: Runner, start: int | str) -> tuple[int, int, int] | None:
     return low, score - low, low + PRIORITY_STEP
 
 
-def claim(runner: Runner, owner: str, limit: int, lease_ms: int) -> list[Claim]:
+def claim(
+    runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
+) -> list[Claim]:
+    """Claim up to ``limit``; those after the first ``start`` are held (ops.lua's rule)."""
+    start = limit if start is None else start
     claims: list[Claim] = []
     with runner.translate_errors():
         if runner.redis.exists(runner.gate_key):
@@ -184,6 +188,8 @@ def claim(runner: Runner, owner: str, limit: int, lease_ms: int) -> list[Claim]:
                 fence=fence,
                 lease_until=now + lease_ms,
                 updated_at=now,
+                held=len(claims) >= start and not record.given_back,
+                given_back=False,
             )
             code = write(
                 runner,
@@ -206,6 +212,7 @@ def claim(runner: Runner, owner: str, limit: int, lease_ms: int) -> list[Claim]:
                         new.fence,
                         now + lease_ms,
                         new.traceparent,
+                        new.held,
                     )
                 )
     return claims
@@ -233,9 +240,16 @@ def settle(
             return Settlement(SettlementStatus.LOST, None, "lease_expired")
         if target == "C":
             new = replace(record, lease_until=now + ms, updated_at=now)
+        elif target == "S":
+            new = replace(record, lease_until=now + ms, updated_at=now, held=False)
         elif target == "P":
             new = replace(
-                record, state=State.PENDING, lease_until=None, due_at=now + ms, updated_at=now
+                record,
+                state=State.PENDING,
+                lease_until=None,
+                due_at=now + ms,
+                updated_at=now,
+                held=False,
             )
         elif target == "R":
             new = replace(
@@ -245,9 +259,12 @@ def settle(
                 due_at=now,
                 attempts=record.attempts - 1,
                 updated_at=now,
+                held=False,
             )
         else:
-            new = replace(record, state=_STATE_OF[target], lease_until=None, updated_at=now)
+            new = replace(
+                record, state=_STATE_OF[target], lease_until=None, updated_at=now, held=False
+            )
         written = write(
             runner,
             claim.request_id,
@@ -259,7 +276,8 @@ def settle(
             result=result,
         )
         if written == 1:
-            status = SettlementStatus.RENEWED if target == "C" else SettlementStatus.SETTLED
+            renewal = target in ("C", "S")
+            status = SettlementStatus.RENEWED if renewal else SettlementStatus.SETTLED
             return Settlement(status, new)
         # The record or the clock moved under us: look again and answer from what is there.
     return Settlement(SettlementStatus.LOST, None, "contended")  # pragma: no cover
@@ -285,7 +303,18 @@ def repair(
             continue
         lease_until = record.lease_until
         if record.state is State.CLAIMED and lease_until is not None and now >= lease_until:
-            if record.attempts >= max_attempts:
+            if record.held:  # it never started: the attempt is given back (repair.lua)
+                new = replace(
+                    record,
+                    state=State.PENDING,
+                    lease_until=None,
+                    due_at=now,
+                    attempts=record.attempts - 1,
+                    updated_at=now,
+                    held=False,
+                    given_back=True,
+                )
+            elif record.attempts >= max_attempts:
                 new = replace(record, state=State.DEAD, lease_until=None, updated_at=now)
             else:
                 new = replace(

@@ -118,6 +118,9 @@ class Claim:
     fence: int
     lease_until: int
     traceparent: str | None = None
+    #: Claimed and held, its work not started (``claim_many(hold_after=)``): until a call
+    #: marks it started, repair gives its attempt back if its lease runs out.
+    held: bool = False
 
     @property
     def lease_until_datetime(self) -> datetime:

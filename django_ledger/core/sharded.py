@@ -31,16 +31,23 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from .arguments import SettleItem, check_claim, check_priority, positive_int, settle_work
-from .errors import LedgerError
-from .layout import check_layout, homes_key, shard_index, shard_queues
+from .arguments import (
+    RenewItem,
+    SettleItem,
+    check_claim,
+    check_priority,
+    positive_int,
+    renew_work,
+    settle_work,
+)
+from .layout import check_layout, shard_index, shard_queues
 from .ledger import Ledger
-from .records import Record, State, owner_problem
+from .records import Record
 from .results import Admission, Claim, RepairReport, Settlement, Stats
-from .runner import Runner
-from .scripts import Scripts
+from .sharded_claims import ShardedClaiming
+from .sharded_keys import PerShardKeys
 from .timing import duration_ms
-from .transport import MAX_BATCH, Translate
+from .transport import Translate
 
 __all__ = ["ShardedLedger"]
 
@@ -48,7 +55,7 @@ Item = TypeVar("Item")
 Answer = TypeVar("Answer")
 
 
-class ShardedLedger(Ledger):
+class ShardedLedger(PerShardKeys, ShardedClaiming, Ledger):
     """One queue's ledger over ``shards`` shards on a redis-py client (``Redis`` or ``RedisCluster``)."""
 
     def __init__(
@@ -137,60 +144,6 @@ class ShardedLedger(Ledger):
             self.check_layout()
         return self._shards
 
-    def _unsharded(self, what: str) -> LedgerError:
-        return LedgerError(
-            f"{self!r} has {self.shard_count} shards, each with its own {what}: use "
-            f"ledger.shards[i].{what}, or ledger.shard_for(request_id).{what}"
-        )
-
-    # Keys and scripts belong to one shard: on the whole queue they are a mistake.
-    @property
-    def runner(self) -> Runner:  # type: ignore[override]
-        raise self._unsharded("runner")
-
-    @property
-    def records_key(self) -> str:
-        raise self._unsharded("records_key")
-
-    @property
-    def ready_key(self) -> str:
-        raise self._unsharded("ready_key")
-
-    @property
-    def leases_key(self) -> str:
-        raise self._unsharded("leases_key")
-
-    @property
-    def gate_key(self) -> str:
-        raise self._unsharded("gate_key")
-
-    @property
-    def quarantine_key(self) -> str:
-        raise self._unsharded("quarantine_key")
-
-    @property
-    def fences_key(self) -> str:
-        raise self._unsharded("fences_key")
-
-    @property
-    def results_key(self) -> str:
-        raise self._unsharded("results_key")
-
-    @property
-    def terminal_keys(self) -> dict[State, str]:
-        raise self._unsharded("terminal_keys")
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        raise self._unsharded("keys")
-
-    @property
-    def scripts(self) -> Scripts:
-        raise self._unsharded("scripts")
-
-    def run(self, script: Any, args: Sequence[Any]) -> Any:
-        raise self._unsharded("run")
-
     @property
     def clock_skew_ms(self) -> int:
         return self._shards[0].clock_skew_ms
@@ -225,12 +178,6 @@ class ShardedLedger(Ledger):
             for position, answer in zip(positions, got, strict=True):
                 answers[position] = answer
         return answers
-
-    def _rotation(self) -> list[Ledger]:
-        """The shards in claim order for this call: from the one whose turn it is."""
-        start = next(self._turn) % self.shard_count
-        shards = self._laid_out()
-        return list(shards[start:] + shards[:start])
 
     # -- admission --------------------------------------------------------------------
 
@@ -269,24 +216,10 @@ class ShardedLedger(Ledger):
 
     # -- claims -----------------------------------------------------------------------
 
-    def claim_many(self, owner: str, limit: int, lease: timedelta | float = 30) -> list[Claim]:
-        _check_owner(owner)
-        positive_int(limit, "limit")
-        duration_ms(lease, "lease", positive=True)
-        claims: list[Claim] = []
-        for shard in self._rotation():
-            claims += shard.claim_many(owner, limit - len(claims), lease)
-            if len(claims) >= limit:
-                break
-        return claims
-
-    def renew_many(self, items: Iterable[tuple[Claim, timedelta | float]]) -> list[Settlement]:
+    def renew_many(self, items: Iterable[RenewItem]) -> list[Settlement]:
         pairs = list(items)
         for item in pairs:
-            if not isinstance(item, tuple | list) or len(item) != 2:
-                raise TypeError("each item must be a (claim, lease) pair")
-            check_claim(item[0])
-            duration_ms(item[1], "lease", positive=True)
+            renew_work(item)
         return self._routed(
             pairs, lambda item: item[0].request_id, lambda shard, group: shard.renew_many(group)
         )
@@ -306,104 +239,6 @@ class ShardedLedger(Ledger):
         return self._routed(
             given, lambda claim: claim.request_id, lambda shard, group: shard.release(group)
         )
-
-    def settle_and_claim(
-        self,
-        items: Iterable[SettleItem],
-        owner: str,
-        limit: int,
-        lease: timedelta | float = 30,
-    ) -> tuple[list[Settlement], list[Claim]]:
-        """Settle ``items``, then claim up to ``limit``: one call when they are one shard's.
-
-        The claims come first from this ledger's home shard (``_claiming_shard``): the
-        workers of a queue take different homes, and each keeps to its own while it has
-        work, in the same script call as its settlements there; every ``4 N``-th call
-        they come from the shard whose turn it is, so every shard is visited. When the
-        first shard has fewer than ``limit``, the others fill up, from a random one on.
-        """
-        checked = list(items)
-        shards = self._laid_out()
-        count = self.shard_count
-        groups: dict[int, list[int]] = {}
-        try:
-            for position, item in enumerate(checked):
-                groups.setdefault(shard_index(item[0].request_id, count), []).append(position)
-        except (AttributeError, IndexError, KeyError, TypeError):
-            groups = {}
-        if len(groups) != 1:
-            # Several shards get writes (or an item is no settlement at all): check every
-            # item before the first is written; one shard's own call checks its items
-            # before it writes anything.
-            for item in checked:
-                settle_work(item)
-        _check_owner(owner)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_BATCH:
-            raise ValueError(f"limit must be an int from 0 to {MAX_BATCH}, got {limit!r}")
-        duration_ms(lease, "lease", positive=True)
-        fused = self._claiming_shard(groups)
-        settlements: list[Any]
-        claims: list[Claim]
-        if len(groups) == 1 and fused in groups:  # the common case: one shard, one call
-            settlements, claims = shards[fused].settle_and_claim(checked, owner, limit, lease)
-        else:
-            settlements, claims = [None] * len(checked), []
-            for index in [*(i for i in groups if i != fused), fused]:
-                positions = groups.get(index, [])
-                group = [checked[p] for p in positions]
-                if index == fused:
-                    got, claims = shards[index].settle_and_claim(group, owner, limit, lease)
-                else:
-                    got = shards[index].settle_many(group)
-                for position, answer in zip(positions, got, strict=True):
-                    settlements[position] = answer
-        if limit and fused == self._home:
-            self._away = len(claims) < limit  # the home ran short: keep to where work is
-        if limit and len(claims) < limit:
-            start = random.randrange(count)  # not fused + 1: workers would move as a herd
-            for step in range(count):
-                if (start + step) % count == fused:
-                    continue
-                claims += shards[(start + step) % count].claim_many(
-                    owner, limit - len(claims), lease
-                )
-                if len(claims) >= limit:
-                    break
-        return settlements, claims
-
-    def _claiming_shard(self, groups: dict[int, list[int]]) -> int:
-        """The shard ``settle_and_claim`` claims from first (in the call that settles it).
-
-        Its home, where the worker keeps while the home has work, so that the workers of
-        one queue each drain their own shard (their own master); every ``4 N``-th call
-        the shard whose turn it is, so that every shard is visited. A call that has just
-        settled elsewhere (after a visit) goes home again, for one more call; once the
-        home has run short, the worker keeps to the shard it settles on until its next
-        visit.
-        """
-        turn = next(self._turn)
-        count = self.shard_count
-        home = self._home_shard()
-        if turn % self._rotate_every == 0:
-            self._away = False
-            return turn // self._rotate_every % count  # the shard whose turn it is
-        if not groups:
-            return turn % count if self._away else home
-        last = next(reversed(groups))  # the shard of the last settlement
-        return last if self._away else home
-
-    def _home_shard(self) -> int:
-        """This ledger's home shard, taken in turn from a counter of the queue's claimers.
-
-        One ``INCR`` (under shard 0's tag) the first time, so that workers started
-        together get different homes, ``N`` workers all ``N`` shards.
-        """
-        if self._home is None:
-            first = self._laid_out()[0]
-            with first.translate_errors():
-                taken = int(first.redis.incr(homes_key(self.namespace, self.queue)))
-            self._home = (taken - 1) % self.shard_count
-        return self._home
 
     # -- reads ------------------------------------------------------------------------
 
@@ -501,9 +336,3 @@ class ShardedLedger(Ledger):
         return self._routed(
             pairs, lambda pair: pair[0], lambda shard, group: shard.import_many(g for _, g in group)
         )
-
-
-def _check_owner(owner: str) -> None:
-    problem = owner_problem(owner)
-    if problem is not None:
-        raise ValueError(f"owner is not usable ({problem})")

@@ -25,7 +25,8 @@ __all__ = [
     "task_state",
 ]
 
-#: Django's ``TaskResultStatus`` value for each record state.
+#: Django's ``TaskResultStatus`` value for each record state (a held CLAIMED record, its
+#: work not started, is ``READY``).
 STATUS_OF = {
     State.PENDING: "READY",
     State.CLAIMED: "RUNNING",
@@ -119,11 +120,14 @@ def task_state(queue: str, record: Record, raw_result: bytes | None) -> TaskStat
     except BadPayload as exc:
         doc, problem = ResultDoc(), str(exc)
     attempts = list(doc.attempts)
-    running = record.state is State.CLAIMED
+    claimed = record.state is State.CLAIMED
+    # A held claim (prefetched by a worker, not started) is not running: the task is
+    # READY, and if its worker dies the attempt is given back.
+    running = claimed and not record.held
     # A FAILED record whose last attempt left no result was failed unrun (the worker
     # could not plan it); any other attempt missing from the document was never settled.
     unrun = record.state is State.FAILED and len(attempts) < record.attempts
-    for number in range(len(attempts) + 1, record.attempts + (0 if running else 1)):
+    for number in range(len(attempts) + 1, record.attempts + (0 if claimed else 1)):
         last = number == record.attempts
         attempt = unrun_attempt if unrun and last else lost_attempt
         attempts.append(attempt(record.owner, number))
@@ -132,7 +136,7 @@ def task_state(queue: str, record: Record, raw_result: bytes | None) -> TaskStat
         queue=queue,
         record=record,
         payload=payload,
-        status=STATUS_OF[record.state],
+        status="READY" if record.held else STATUS_OF[record.state],
         attempts=attempts,
         worker_ids=[attempt.worker_id for attempt in attempts]
         + ([record.owner] if running else []),

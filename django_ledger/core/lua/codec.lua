@@ -79,17 +79,26 @@ end
 -- Decode and verify; nil when the bytes are corrupt (callers never act on them).
 -- The payload is not split out: r.tail holds traceparent .. payload as stored.
 -- Version 2 carries a priority byte (signed, never 0) at offset 61 and binds its
--- version byte into H; version 1 is priority 0.
+-- version byte into H; version 1 is priority 0. Version 3 is version 2 with a flags
+-- byte at offset 62 (its priority may be 0): 1 held (a CLAIMED record whose work has not
+-- started), 2 given back (a PENDING record whose held claim repair gave back).
 local function decode(id, raw)
   local version = string.byte(raw, 1)
-  if #raw < 61 or (version ~= 49 and version ~= 50) then return nil end
+  if #raw < 61 or (version ~= 49 and version ~= 50 and version ~= 51) then return nil end
   local h, s, due, lease, att, fence, created, updated, olen, tlen = struct.unpack(LAYOUT, raw, 2)
-  local owner_at, prio, bound = 62, 0, ''
+  local owner_at, prio, flags, bound = 62, 0, 0, ''
   if version == 50 then
     if #raw < 62 then return nil end
     prio = struct.unpack('>b', raw, 62)
     if prio == 0 or prio < -100 or prio > 100 then return nil end
     owner_at, bound = 63, '2'
+  elseif version == 51 then
+    if #raw < 63 then return nil end
+    prio = struct.unpack('>b', raw, 62)
+    flags = string.byte(raw, 63)
+    if prio < -100 or prio > 100 or (flags ~= 1 and flags ~= 2) then return nil end
+    if (flags == 1 and s ~= 'C') or (flags == 2 and s ~= 'P') then return nil end
+    owner_at, bound = 64, '3'
   end
   local tail_at = owner_at + olen
   if #raw < tail_at - 1 + tlen or not INDEX_OF[s] or (s == 'C') ~= (lease > 0) then return nil end
@@ -104,15 +113,23 @@ local function decode(id, raw)
   local r = {
     s = s, due = due, att = att, fence = fence, created = created, updated = updated,
     owner = string.sub(raw, owner_at, tail_at - 1), tlen = tlen, tail = tail, prio = prio,
+    held = flags == 1, given = flags == 2,
   }
   if lease > 0 then r.lease = lease end
   return r
 end
 
+-- Encode r. Its flags must fit its state: callers clear r.held when a record leaves
+-- CLAIMED and r.given when it leaves PENDING.
 local function encode(id, r)
   local head = struct.pack(BODY, r.s, r.due, r.lease or 0, r.att, r.fence,
     r.created, r.updated, #r.owner, r.tlen)
   -- Each concatenation below is one copy: the body is never built on its own.
+  local flags = (r.held and 1 or 0) + (r.given and 2 or 0)
+  if flags ~= 0 then
+    head = head .. struct.pack('>b', r.prio or 0) .. string.char(flags)
+    return '3' .. digest(id .. '\0' .. '3' .. head .. r.owner .. r.tail) .. head .. r.owner .. r.tail
+  end
   if r.prio and r.prio ~= 0 then
     head = head .. struct.pack('>b', r.prio)
     return '2' .. digest(id .. '\0' .. '2' .. head .. r.owner .. r.tail) .. head .. r.owner .. r.tail

@@ -2,8 +2,10 @@
 -- (prepended after codec.lua), so a worker can settle and claim in one script call.
 
 -- Claim the records of `ids` (read from the ready index) that are due PENDING ones;
--- answer the counts claim_due carries from round to round.
-local function claim_ids(ids, now, owner, lease, out, got, skipped, budget)
+-- answer the counts claim_due carries from round to round. Claims after the first
+-- `start` of the call are held (claimed, not started), except a record whose last held
+-- claim repair gave back: its claim counts as started, so an attempt is spent.
+local function claim_ids(ids, now, owner, lease, out, got, skipped, budget, start)
   local stored = redis.call('HMGET', KEYS[1], unpack(ids))
   local records, taken, leases = {}, {}, {}
   for k, id in ipairs(ids) do
@@ -22,6 +24,7 @@ local function claim_ids(ids, now, owner, lease, out, got, skipped, budget)
     else
       r.s, r.owner, r.att, r.fence = 'C', owner, r.att + 1, next_fence(r.fence)
       r.lease, r.updated = now + lease, now
+      r.held, r.given = got >= start and not r.given, false
       records[#records + 1] = id
       records[#records + 1] = encode(id, r)
       taken[#taken + 1] = id
@@ -34,6 +37,7 @@ local function claim_ids(ids, now, owner, lease, out, got, skipped, budget)
       out[#out + 1] = r.fence
       out[#out + 1] = r.lease
       out[#out + 1] = traceparent_of(r)
+      out[#out + 1] = r.held and 1 or 0
     end
   end
   -- Records first, then the indexes they derive (one command each for the round).
@@ -44,8 +48,10 @@ local function claim_ids(ids, now, owner, lease, out, got, skipped, budget)
 end
 
 -- Claim up to `limit` due PENDING records for `owner` until now + lease, appending
--- {id, payload, attempt, fence, lease_until, traceparent} per claim to `out`.
-local function claim_due(now, owner, lease, limit, out)
+-- {id, payload, attempt, fence, lease_until, traceparent, held} per claim to `out`; the
+-- first `start` claims start at once, the rest are held (nil: none is held).
+local function claim_due(now, owner, lease, limit, out, start)
+  start = start or limit
   -- The gate is checked here, in the same atomic step as the claim itself.
   if redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
   local got, skipped = 0, 0
@@ -64,16 +70,17 @@ local function claim_due(now, owner, lease, limit, out)
       low, earliest, after = next_band(after)
       skipped = 0
     else
-      got, skipped, budget = claim_ids(ids, now, owner, lease, out, got, skipped, budget)
+      got, skipped, budget = claim_ids(ids, now, owner, lease, out, got, skipped, budget, start)
     end
   end
   return got
 end
 
 -- Settle the items ARGV[first], ARGV[first + 6], ...: six each, request id, owner, fence,
--- target, ms, result. Target 'C' renews the lease to now + ms; 'P' gives the record back
--- due at now + ms (a retry); 'R' gives it back due now without spending the attempt
--- (it never started); 'K' (COMPLETED) or 'F' (FAILED) end it. A result ('' for none) is
+-- target, ms, result. Target 'C' renews the lease to now + ms; 'S' renews it too and
+-- marks a held claim started; 'P' gives the record back due at now + ms (a retry); 'R'
+-- gives it back due now without spending the attempt (it never started); 'K' (COMPLETED)
+-- or 'F' (FAILED) end it. A result ('' for none) is
 -- stored in the results hash in the same step as the settlement it comes with.
 -- Appends {code, detail} per item to `out`: 1 applied (detail: the new bytes), 2 already
 -- settled this way by this claim (detail: the stored bytes), 0 lost (detail: reason).
@@ -109,10 +116,11 @@ local function settle_items(now, first, last, out)
       -- Judged by the server clock, in the same step as the write.
       detail = 'lease_expired'
     else
-      if target == 'C' then
+      if target == 'C' or target == 'S' then
         r.lease = now + ms
+        if target == 'S' then r.held = false end
       else
-        r.lease = nil
+        r.lease, r.held = nil, false
         if target == 'R' then
           r.s, r.due, r.att = 'P', now, r.att - 1
         else

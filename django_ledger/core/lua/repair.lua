@@ -3,6 +3,8 @@
 -- ARGV[1] skew, ARGV[2] retention ms, ARGV[3] max attempts, ARGV[4..] pairs of id, observed bytes.
 -- Returns one code per pair: 0 stale (changed since read: left alone), 1 fine,
 -- 2 reindexed, 3 expired lease returned to PENDING, 4 DEAD, 5 quarantined, 6 purged.
+-- A held claim (its work never started) whose lease expired goes back PENDING with its
+-- attempt given back (code 3 too), marked so that its next claim is not held.
 local now = server_now()
 local retention, max_attempts = tonumber(ARGV[2]), tonumber(ARGV[3])
 
@@ -22,7 +24,9 @@ local function repair(id, raw)
   if r.s == 'C' and now >= r.lease then
     local code = 3
     r.lease, r.updated = nil, now
-    if r.att >= max_attempts then
+    if r.held then
+      r.s, r.due, r.att, r.held, r.given = 'P', now, r.att - 1, false, true
+    elseif r.att >= max_attempts then
       r.s, code = 'D', 4
     else
       r.s, r.due = 'P', now

@@ -106,6 +106,8 @@ class Runs:
                 return
             entry.thread_id = threading.get_ident()
             entry.started = time.monotonic()
+        if entry.job.claim.held:  # prefetched: the main loop's next call marks it started
+            state.wake.set()
         try:
             self._execute_started(entry)
         except TimedOut:

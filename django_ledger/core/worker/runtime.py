@@ -34,8 +34,10 @@ import threading
 import time
 from collections import defaultdict
 
+from ..arguments import SettleItem
 from ..errors import LedgerError
 from ..ledger import Ledger
+from ..records import State
 from ..results import Claim
 from ..transport import MAX_BATCH
 from .config import Metrics, WorkerConfig, default_worker_id
@@ -87,6 +89,7 @@ class Worker:
         self._runs = Runs(state)
         self._stop = Stop(state)
         self._renewer = Renewer(state)
+        self._repairer = Repairer(state) if self.config.repair else None
         self._loop_error: BaseException | None = None
 
     # -- the outside ----------------------------------------------------------------
@@ -139,23 +142,35 @@ class Worker:
             if self.config.heartbeats is not None and not forced:
                 state.quietly(lambda: self.config.heartbeats.forget(self.worker_id))  # type: ignore[union-attr]
         log.info(
-            "worker %s stopped: %d processed, %d failed, %d retried, %d lost",
+            "worker %s stopped: %d processed, %d failed, %d retried, %d lost%s",
             self.worker_id,
             self.counts.processed,
             self.counts.failed,
             self.counts.retried,
             self.counts.lost,
+            self._repair_summary(),
         )
         if state.hard_exit.is_set():
             return 3
         return 1 if state.forced.is_set() else 0
 
+    def _repair_summary(self) -> str:
+        """What this worker's repairs did, for its last line (a burst run always says)."""
+        with self._state.lock:
+            counts = self._state.repaired.counts()
+        counts.pop("scanned")
+        counts.pop("stale")  # changed since read: nothing was done to them
+        done = " ".join(f"{name}={value}" for name, value in counts.items() if value)
+        if done:
+            return f"; repaired {done}"
+        return "; repaired nothing" if self.config.burst and self._repairer else ""
+
     def _start_threads(self) -> None:
         state = self._state
         state.quietly(self._renewer.beat)  # on the Workers page from the start, not a beat later
         state.spawn("ledger-renewer", self._renewer.run)
-        if self.config.repair:
-            state.spawn("ledger-repairer", Repairer(state).run)
+        if self._repairer is not None:
+            state.spawn("ledger-repairer", self._repairer.run)
 
     # -- the main loop ------------------------------------------------------------------
 
@@ -197,6 +212,10 @@ class Worker:
                 continue
             idle_now = not state.in_hand_count() and not self._pending_settlements()
             if self.config.burst and drained and idle_now:
+                # Expired leases are not due until repair gives them back: a burst run
+                # (perhaps the only process a cron deployment runs) sweeps them first.
+                if self._repairer is not None and self._repairer.sweep():
+                    continue
                 return
             if claimed or worked:
                 idle = _IDLE_FIRST
@@ -255,24 +274,36 @@ class Worker:
         """Settle what finished and claim up to ``room``; say (claimed, nothing due, worked).
 
         Nothing is due when every queue was asked for the room left and, together, they
-        gave less than that.
+        gave less than that. Claims beyond the threads free now are held (prefetched, not
+        started: ``Ledger.claim_many(hold_after=)``); the same call marks started those
+        held claims whose jobs have started since, so no round trip is spent on it.
         """
         state = self._state
         queues = state.queues
         claimed, failed, worked = 0, False, False
+        free = self._free_threads()
+        marks = self._start_marks()
         turn = self._turn = (self._turn + 1) % len(queues)
         for queue in queues[turn:] + queues[:turn]:
             items = self._unsettled.get(queue, [])
+            started = marks.get(queue, [])
             want = min(room - claimed, MAX_BATCH)
-            if not items and want <= 0:
+            if not items and not started and want <= 0:
                 continue
-            settle = [
+            settle: list[SettleItem] = [
+                (claim, State.CLAIMED, self.leases[queue]) for claim in started
+            ]
+            settle += [
                 (entry.job.claim, outcome.state, outcome.delay, outcome.result)
                 for entry, outcome in items
             ]
             try:
                 settlements, claims = self.ledgers[queue].settle_and_claim(
-                    settle, self.worker_id, max(0, want), self.leases[queue]
+                    settle,
+                    self.worker_id,
+                    max(0, want),
+                    self.leases[queue],
+                    hold_after=max(0, free - claimed),
                 )
             except LedgerError as exc:  # unavailable, or refused (maxmemory): keep the items
                 log.warning("worker %s: queue %s: %s", self.worker_id, queue, exc)
@@ -282,11 +313,33 @@ class Worker:
             self._unsettled[queue] = []
             if items:
                 worked = True
-                settled(state, items, settlements)
+                settled(state, items, settlements[len(started) :])
             claimed += len(claims)
             self._start(queue, claims)
         drained = room > 0 and claimed < room and not failed
         return claimed, drained, worked
+
+    def _free_threads(self) -> int:
+        """Threads with no job to run now: claims beyond them would wait (are held)."""
+        with self._state.lock:
+            busy = sum(1 for entry in self._state.in_hand.values() if not entry.finished)
+        return max(0, self.config.concurrency - busy)
+
+    def _start_marks(self) -> dict[str, list[Claim]]:
+        """Held claims to mark started: their jobs started, or (concurrency 1) start next.
+
+        A job the main loop runs itself starts right after this call: it is marked in it.
+        """
+        marks: dict[str, list[Claim]] = defaultdict(list)
+        backlog = self._runs.backlog
+        upcoming = backlog[0] if backlog else None
+        with self._state.lock:
+            for entry in self._state.in_hand.values():
+                claim = entry.job.claim
+                begun = entry.started is not None or entry is upcoming
+                if claim.held and begun and not entry.finished:
+                    marks[entry.queue].append(claim)
+        return marks
 
     def _start(self, queue: str, claims: list[Claim]) -> None:
         """Take new claims in hand and queue their jobs to run."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..ledger import Ledger
+from ..results import RepairReport
 from .config import Metrics, NoMetrics, WorkerConfig
 from .handler import Handler, Job, Outcome, Plan
 
@@ -81,6 +82,8 @@ class WorkerState:
         self.worker_id = config.worker_id
         self.queues = list(ledgers)
         self.counts = Counts()
+        #: What this worker's repairs did, added up (its last log line says it).
+        self.repaired = RepairReport()
         self.lock = threading.Lock()
         self.in_hand: dict[tuple[str, str, int], Entry] = {}
         #: Outcomes decided and not yet collected by the main loop.

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 import redis.exceptions as redis_errors
 
 from ..errors import LedgerError, LedgerUnavailable
-from ..results import SettlementStatus
+from ..results import Claim, RepairReport, SettlementStatus
 from .heartbeat import WorkerInfo
 from .interrupt import interrupt
 from .state import Entry, WorkerState
@@ -73,11 +73,13 @@ class Renewer:
         for entry in entries:
             by_queue[entry.queue].append(entry)
         for queue, group in by_queue.items():
-            items = []
+            items: list[tuple[Claim, float, bool]] = []
             for entry in group:
                 plan = entry.plan
                 lease = plan.lease if plan is not None and plan.lease else entry.lease
-                items.append((entry.job.claim, lease))
+                claim = entry.job.claim
+                # A held claim whose job has started is marked started by this renewal.
+                items.append((claim, lease, claim.held and entry.started is not None))
             try:
                 answers = state.ledgers[queue].renew_many(items)
             except LedgerError as exc:  # Redis away: the leases may still hold; try next beat
@@ -200,13 +202,40 @@ class Repairer:
             ledger = state.ledgers[queue]
             report = ledger.repair_page(self._cursors[queue], state.config.repair_count)
             self._cursors[queue] = report.cursor
-            counts = {name: value for name, value in report.counts().items() if value}
-            counts.pop("scanned", None)
-            if counts:
-                log.info(
-                    "repair queue=%s %s",
-                    queue,
-                    " ".join(f"{name}={value}" for name, value in sorted(counts.items())),
-                )
+            self._noted(queue, report)
             if report.cursor == "0":
                 state.metrics.depth(queue, ledger.stats().pending)
+
+    def sweep(self) -> int:
+        """Repair every queue's expired leases and ended records now, from the indexes.
+
+        What a ``--burst`` run does before it decides nothing is due: a sweep per queue
+        until one finds nothing more. Returns how many expired leases it gave back or
+        ended (their records are due again, or DEAD).
+        """
+        state = self._state
+        count = state.config.repair_count
+        returned = 0
+        for queue in state.queues:
+            for _ in range(100):  # bounded: every full sweep moved records on
+                report = state.ledgers[queue].sweep(count)
+                self._noted(queue, report, "burst ")
+                returned += report.expired + report.dead
+                if report.expired + report.dead + report.purged < count:
+                    break
+        return returned
+
+    def _noted(self, queue: str, report: RepairReport, what: str = "") -> None:
+        """Log what a repair did, and add it to the worker's ``repaired`` totals."""
+        state = self._state
+        with state.lock:
+            state.repaired.add(report)
+        counts = {name: value for name, value in report.counts().items() if value}
+        counts.pop("scanned", None)
+        if counts:
+            log.info(
+                "%srepair queue=%s %s",
+                what,
+                queue,
+                " ".join(f"{name}={value}" for name, value in sorted(counts.items())),
+            )

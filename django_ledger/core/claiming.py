@@ -1,0 +1,187 @@
+"""Claims and settlements: claim, renew, settle, release, settle-and-claim."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+
+from . import fused, reference
+from .arguments import (
+    RenewItem,
+    SettleItem,
+    Work,
+    check_claim,
+    positive_int,
+    renew_work,
+    settle_work,
+    work_size,
+)
+from .ledger_base import LedgerBase
+from .records import State, owner_problem
+from .results import Claim, Settlement, SettlementStatus
+from .timing import duration_ms
+from .transport import MAX_BATCH, batches
+
+__all__ = ["Claiming", "check_hold_after", "renewed"]
+
+
+def check_hold_after(hold_after: object) -> None:
+    """Refuse a ``hold_after`` that is not ``None`` or an int of 0 or more."""
+    if hold_after is None:
+        return
+    if isinstance(hold_after, bool) or not isinstance(hold_after, int):
+        raise TypeError(f"hold_after must be an int or None, not {type(hold_after).__name__}")
+    if hold_after < 0:
+        raise ValueError(f"hold_after must be 0 or more, got {hold_after}")
+
+
+def renewed(work: list[Work], settlements: list[Settlement]) -> list[Settlement]:
+    """Move each renewed claim's lease on, and mark a claim marked started as not held."""
+    for (claim, target, _, _), answer in zip(work, settlements, strict=True):
+        if target in ("C", "S") and answer.status is SettlementStatus.RENEWED:
+            record = answer.record
+            if record is not None:
+                claim.lease_until = record.lease_until or claim.lease_until
+            if target == "S":
+                claim.held = False
+    return settlements
+
+
+class Claiming(LedgerBase):
+    """A ledger's claims and their settlements, a transport batch per script call."""
+
+    def claim(self, owner: str, lease: timedelta | float = 30) -> Claim | None:
+        """Claim the earliest-due PENDING record for ``owner``, or ``None``."""
+        claims = self.claim_many(owner, 1, lease)
+        return claims[0] if claims else None
+
+    def claim_many(
+        self,
+        owner: str,
+        limit: int,
+        lease: timedelta | float = 30,
+        *,
+        hold_after: int | None = None,
+    ) -> list[Claim]:
+        """Claim up to ``limit`` due records, one round trip per batch of 128.
+
+        ``hold_after``: the claims after the first ``hold_after`` are held (``Claim.held``:
+        claimed, their work not started) until a settlement as ``State.CLAIMED`` (or a
+        renewal with ``started``) marks them started; repair gives back the attempt of a
+        held claim whose lease runs out. ``None``: every claim starts at once.
+        """
+        problem = owner_problem(owner)
+        if problem is not None:
+            raise ValueError(f"owner is not usable ({problem})")
+        positive_int(limit, "limit")
+        lease_ms = duration_ms(lease, "lease", positive=True)
+        check_hold_after(hold_after)
+        claims: list[Claim] = []
+        while len(claims) < limit:
+            want = min(MAX_BATCH, limit - len(claims))
+            start = None if hold_after is None else max(0, hold_after - len(claims))
+            if self.optimized:
+                got = fused.claim(self.runner, owner, want, lease_ms, start)
+            else:
+                got = reference.claim(self.runner, owner, want, lease_ms, start)
+            claims += got
+            if len(got) < want:
+                break
+        return claims
+
+    def renew(self, claim: Claim, lease: timedelta | float = 30) -> Settlement:
+        """Extend ``claim``'s lease to now + ``lease`` if it still holds the record."""
+        return self.renew_many([(claim, lease)])[0]
+
+    def renew_many(self, items: Iterable[RenewItem]) -> list[Settlement]:
+        """Renew many claims, one round trip per batch; each renewed Claim's lease moves on.
+
+        Items are ``(claim, lease)``, or ``(claim, lease, started)``: ``started`` true
+        also marks a held claim started.
+        """
+        work = [renew_work(item) for item in items]
+        return self._settle_batch(work)
+
+    def settle(
+        self,
+        claim: Claim,
+        state: State = State.COMPLETED,
+        delay: timedelta | float = 0,
+        result: str | bytes | None = None,
+    ) -> Settlement:
+        """End ``claim`` as COMPLETED or FAILED, or give it back as PENDING after ``delay``.
+
+        ``result`` (text or bytes) is stored under the request id in the same script call
+        as the settlement, and only if the settlement is applied; ``results`` reads it.
+        """
+        return self.settle_many([(claim, state, delay, result)])[0]
+
+    def settle_many(self, items: Iterable[SettleItem]) -> list[Settlement]:
+        """Settle many claims, one round trip per batch; only a lost item fails.
+
+        Items are ``(claim, state)``, ``(claim, state, delay)`` or ``(claim, state, delay,
+        result)``.
+        """
+        return self._settle_batch([settle_work(item) for item in items])
+
+    def release(self, claims: Iterable[Claim]) -> list[Settlement]:
+        """Give back claims whose work never started: PENDING, due now, the attempt unspent.
+
+        For a worker that stops with prefetched claims in hand. A compare-and-set like
+        every settlement: a claim that no longer holds its record answers ``LOST``.
+        """
+        work: list[Work] = []
+        for claim in claims:
+            check_claim(claim)
+            work.append((claim, "R", 0, b""))
+        return self._settle_batch(work)
+
+    def settle_and_claim(
+        self,
+        items: Iterable[SettleItem],
+        owner: str,
+        limit: int,
+        lease: timedelta | float = 30,
+        *,
+        hold_after: int | None = None,
+    ) -> tuple[list[Settlement], list[Claim]]:
+        """Settle ``items``, then claim up to ``limit`` more for ``owner``.
+
+        Optimized, the last transport batch of settlements and the claims travel in one
+        script call: a worker that has just finished gets its next work in the same round
+        trip. ``limit`` may be 0 (settle only). An item ``(claim, State.CLAIMED, lease)``
+        marks a held claim started (and renews it); ``hold_after`` as ``claim_many``.
+        """
+        work = [settle_work(item) for item in items]
+        problem = owner_problem(owner)
+        if problem is not None:
+            raise ValueError(f"owner is not usable ({problem})")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_BATCH:
+            raise ValueError(f"limit must be an int from 0 to {MAX_BATCH}, got {limit!r}")
+        lease_ms = duration_ms(lease, "lease", positive=True)
+        check_hold_after(hold_after)
+        if not self.optimized:
+            settled = self._settle_batch(work)
+            if not limit:
+                return settled, []
+            return settled, reference.claim(self.runner, owner, limit, lease_ms, hold_after)
+        parts = list(batches(work, work_size)) or [[]]
+        settlements: list[Settlement] = []
+        for part in parts[:-1]:
+            settlements += fused.settle(self.runner, part, self.max_retained)
+        last, claims = fused.settle_and_claim(
+            self.runner, parts[-1], self.max_retained, owner, limit, lease_ms, hold_after
+        )
+        return renewed(work, settlements + last), claims
+
+    def _settle_batch(self, work: list[Work]) -> list[Settlement]:
+        results: list[Settlement] = []
+        for batch in batches(work, work_size):
+            if self.optimized:
+                results += fused.settle(self.runner, batch, self.max_retained)
+            else:
+                results += [
+                    reference.settle(self.runner, *item, max_retained=self.max_retained)
+                    for item in batch
+                ]
+        return renewed(work, results)

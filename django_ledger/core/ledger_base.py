@@ -1,0 +1,122 @@
+"""What every part of a ``Ledger`` shares: its settings, its keys and the runner's plumbing.
+
+``Ledger`` (``ledger.py``) is made of parts, one module each: admission
+(``admission.py``), claims and settlements (``claiming.py``), reads (``reading.py``),
+repair (``repairing.py``) and the operator's gate and import (``operating.py``). Each
+part is a class on top of ``LedgerBase``, which declares the attributes ``Ledger``
+sets and holds what all of them use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from .records import State, id_problem
+from .runner import Runner
+from .scripts import Scripts
+from .transport import Translate
+
+__all__ = ["LedgerBase"]
+
+
+class LedgerBase:
+    """The attributes and plumbing a ledger's parts share (``Ledger.__init__`` sets them)."""
+
+    namespace: str
+    queue: str
+    redis: Any
+    runner: Runner
+    optimized: bool
+    max_payload_bytes: int
+    max_records: int
+    max_attempts: int
+    max_retained: int
+    retention_ms: int
+    durability_replicas: int
+    durability_timeout_ms: int
+
+    # -- keys ---------------------------------------------------------------------
+
+    @property
+    def records_key(self) -> str:
+        return self.runner.records_key
+
+    @property
+    def ready_key(self) -> str:
+        return self.runner.ready_key
+
+    @property
+    def leases_key(self) -> str:
+        return self.runner.leases_key
+
+    @property
+    def gate_key(self) -> str:
+        return self.runner.gate_key
+
+    @property
+    def quarantine_key(self) -> str:
+        return self.runner.quarantine_key
+
+    @property
+    def fences_key(self) -> str:
+        """The queue-wide fence counter: every claim's fence comes from it."""
+        return self.runner.fences_key
+
+    @property
+    def results_key(self) -> str:
+        """Results stored with settlements (``settle(..., result=)``), by request id."""
+        return self.runner.results_key
+
+    @property
+    def terminal_keys(self) -> dict[State, str]:
+        """The indexes of terminal records, scored by when they ended."""
+        return self.runner.terminal_keys
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every key of this queue, in the order the scripts take them."""
+        return self.runner.keys
+
+    @property
+    def retention(self) -> timedelta:
+        return timedelta(milliseconds=self.retention_ms)
+
+    # -- plumbing (the runner's, here for operator code and tests) -----------------
+
+    @property
+    def scripts(self) -> Scripts:
+        return self.runner.scripts
+
+    @property
+    def clock_skew_ms(self) -> int:
+        """Test seam: milliseconds added to the Redis server clock inside every script."""
+        return self.runner.clock_skew_ms
+
+    @clock_skew_ms.setter
+    def clock_skew_ms(self, value: int) -> None:
+        self.runner.clock_skew_ms = value
+
+    def run(self, script: Any, args: Sequence[Any]) -> Any:
+        """Run one of this queue's scripts, with errors in the ledger's terms."""
+        return self.runner.run(script, args)
+
+    def translate_errors(self) -> Translate:
+        return self.runner.translate_errors()
+
+    def server_time_ms(self) -> int:
+        """Return the Redis server's clock (plus the test skew) in epoch milliseconds."""
+        return self.runner.server_time_ms()
+
+    def _read_fields(self, key: str, ids: list[str]) -> list[bytes | None]:
+        """Read the fields ``ids`` of the hash ``key`` (ids checked first), 1,000 a call."""
+        for request_id in ids:
+            problem = id_problem(request_id)
+            if problem is not None:
+                raise ValueError(f"request id {request_id!r} is not usable ({problem})")
+        found: list[bytes | None] = []
+        with self.translate_errors():
+            for start in range(0, len(ids), 1000):
+                found += self.redis.hmget(key, ids[start : start + 1000])
+        return found

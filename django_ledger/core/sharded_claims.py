@@ -1,0 +1,185 @@
+"""Claims on a sharded queue: which shard each call claims from, and settle-and-claim.
+
+Claims visit the shards in turn from a start that moves on each call, so no shard waits
+for ever; ``settle_and_claim`` (the worker's) claims from the ledger's home shard, dealt in
+turn to the queue's claimers, in the same call as its settlements there, and every
+``4 N``-th call from the shard whose turn it is.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from .arguments import SettleItem, positive_int, settle_work
+from .claiming import check_hold_after
+from .layout import homes_key, shard_index
+from .ledger_base import LedgerBase
+from .records import owner_problem
+from .results import Claim, Settlement
+from .timing import duration_ms
+from .transport import MAX_BATCH
+
+if TYPE_CHECKING:
+    from .ledger import Ledger
+
+__all__ = ["ShardedClaiming", "check_owner"]
+
+
+class ShardedClaiming(LedgerBase):
+    """Claim from a sharded queue's shards in turn (``ShardedLedger`` sets the state)."""
+
+    shard_count: int
+    _rotate_every: int
+    _turn: itertools.count[int]
+    _home: int | None
+    _away: bool
+
+    def _laid_out(self) -> tuple[Ledger, ...]:
+        """The shards, their layout checked first (``ShardedLedger._laid_out``)."""
+        raise NotImplementedError
+
+    def _rotation(self) -> list[Ledger]:
+        """The shards in claim order for this call: from the one whose turn it is."""
+        start = next(self._turn) % self.shard_count
+        shards = self._laid_out()
+        return list(shards[start:] + shards[:start])
+
+    def claim_many(
+        self,
+        owner: str,
+        limit: int,
+        lease: timedelta | float = 30,
+        *,
+        hold_after: int | None = None,
+    ) -> list[Claim]:
+        check_owner(owner)
+        positive_int(limit, "limit")
+        duration_ms(lease, "lease", positive=True)
+        check_hold_after(hold_after)
+        claims: list[Claim] = []
+        for shard in self._rotation():
+            more = _still(hold_after, claims)
+            claims += shard.claim_many(owner, limit - len(claims), lease, hold_after=more)
+            if len(claims) >= limit:
+                break
+        return claims
+
+    def settle_and_claim(
+        self,
+        items: Iterable[SettleItem],
+        owner: str,
+        limit: int,
+        lease: timedelta | float = 30,
+        *,
+        hold_after: int | None = None,
+    ) -> tuple[list[Settlement], list[Claim]]:
+        """Settle ``items``, then claim up to ``limit``: one call when they are one shard's.
+
+        The claims come first from this ledger's home shard (``_claiming_shard``): the
+        workers of a queue take different homes, and each keeps to its own while it has
+        work, in the same script call as its settlements there; every ``4 N``-th call
+        they come from the shard whose turn it is, so every shard is visited. When the
+        first shard has fewer than ``limit``, the others fill up, from a random one on.
+        """
+        checked = list(items)
+        shards = self._laid_out()
+        count = self.shard_count
+        groups: dict[int, list[int]] = {}
+        try:
+            for position, item in enumerate(checked):
+                groups.setdefault(shard_index(item[0].request_id, count), []).append(position)
+        except (AttributeError, IndexError, KeyError, TypeError):
+            groups = {}
+        if len(groups) != 1:
+            # Several shards get writes (or an item is no settlement at all): check every
+            # item before the first is written; one shard's own call checks its items
+            # before it writes anything.
+            for item in checked:
+                settle_work(item)
+        check_owner(owner)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_BATCH:
+            raise ValueError(f"limit must be an int from 0 to {MAX_BATCH}, got {limit!r}")
+        duration_ms(lease, "lease", positive=True)
+        check_hold_after(hold_after)
+        fused = self._claiming_shard(groups)
+        settlements: list[Any]
+        claims: list[Claim]
+        if len(groups) == 1 and fused in groups:  # the common case: one shard, one call
+            settlements, claims = shards[fused].settle_and_claim(
+                checked, owner, limit, lease, hold_after=hold_after
+            )
+        else:
+            settlements, claims = [None] * len(checked), []
+            for index in [*(i for i in groups if i != fused), fused]:
+                positions = groups.get(index, [])
+                group = [checked[p] for p in positions]
+                if index == fused:
+                    got, claims = shards[index].settle_and_claim(
+                        group, owner, limit, lease, hold_after=hold_after
+                    )
+                else:
+                    got = shards[index].settle_many(group)
+                for position, answer in zip(positions, got, strict=True):
+                    settlements[position] = answer
+        if limit and fused == self._home:
+            self._away = len(claims) < limit  # the home ran short: keep to where work is
+        if limit and len(claims) < limit:
+            start = random.randrange(count)  # not fused + 1: workers would move as a herd
+            for step in range(count):
+                if (start + step) % count == fused:
+                    continue
+                claims += shards[(start + step) % count].claim_many(
+                    owner, limit - len(claims), lease, hold_after=_still(hold_after, claims)
+                )
+                if len(claims) >= limit:
+                    break
+        return settlements, claims
+
+    def _claiming_shard(self, groups: dict[int, list[int]]) -> int:
+        """The shard ``settle_and_claim`` claims from first (in the call that settles it).
+
+        Its home, where the worker keeps while the home has work, so that the workers of
+        one queue each drain their own shard (their own master); every ``4 N``-th call
+        the shard whose turn it is, so that every shard is visited. A call that has just
+        settled elsewhere (after a visit) goes home again, for one more call; once the
+        home has run short, the worker keeps to the shard it settles on until its next
+        visit.
+        """
+        turn = next(self._turn)
+        count = self.shard_count
+        home = self._home_shard()
+        if turn % self._rotate_every == 0:
+            self._away = False
+            return turn // self._rotate_every % count  # the shard whose turn it is
+        if not groups:
+            return turn % count if self._away else home
+        last = next(reversed(groups))  # the shard of the last settlement
+        return last if self._away else home
+
+    def _home_shard(self) -> int:
+        """This ledger's home shard, taken in turn from a counter of the queue's claimers.
+
+        One ``INCR`` (under shard 0's tag) the first time, so that workers started
+        together get different homes, ``N`` workers all ``N`` shards.
+        """
+        if self._home is None:
+            first = self._laid_out()[0]
+            with first.translate_errors():
+                taken = int(first.redis.incr(homes_key(self.namespace, self.queue)))
+            self._home = (taken - 1) % self.shard_count
+        return self._home
+
+
+def _still(hold_after: int | None, claims: list[Claim]) -> int | None:
+    """How many more claims start at once, once ``claims`` are made (``None``: all)."""
+    return None if hold_after is None else max(0, hold_after - len(claims))
+
+
+def check_owner(owner: str) -> None:
+    problem = owner_problem(owner)
+    if problem is not None:
+        raise ValueError(f"owner is not usable ({problem})")

@@ -9,6 +9,7 @@ result document, which the runtime stores in the same script call as the settlem
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -25,6 +26,7 @@ from ..core.jobs import Attempt, BadPayload, ResultDoc, TaskPayload, decode_resu
 from ..core.jobs import encode_result as encode_result_doc
 from ..core.records import State
 from ..core.worker.handler import Job, Outcome, Plan
+from ..core.worker.interrupt import TimedOut
 from .backend import LedgerBackend
 from .compat import (
     Task,
@@ -266,9 +268,12 @@ class _Attempt:
             value = func(*args, **kwargs)
             self.stage = "result"
             returned = self._returned(value)
-        except (Exception, SystemExit) as exc:
-            # Any other BaseException (KeyboardInterrupt, the worker's own interruption of
-            # a run past its time-out) is the worker's business and goes on up.
+        except TimedOut:
+            raise  # the worker's own interruption of a run past its time-out (settled)
+        except BaseException as exc:
+            # Anything else the task raised is its attempt's error: KeyboardInterrupt and
+            # GeneratorExit too (a signal never reaches a job's thread: the worker's
+            # handlers take it), so the thread, and the worker, go on serving.
             return self.raised(exc)
         return self._completed(returned)
 
@@ -280,8 +285,12 @@ class _Attempt:
             value = await func(*args, **kwargs)
             self.stage = "result"
             returned = self._returned(value)
-        except (Exception, SystemExit) as exc:
-            # CancelledError is the worker's time-out: timed_out() says how that ends.
+        except asyncio.CancelledError as exc:
+            if self.job.cancelled.is_set():
+                raise  # the worker's time-out cancelled it: timed_out() says how that ends
+            return self.raised(exc)  # the task's own, as any other error of its attempt
+        except BaseException as exc:
+            # KeyboardInterrupt or SystemExit escaping would stop the worker's event loop.
             return self.raised(exc)
         return self._completed(returned)
 

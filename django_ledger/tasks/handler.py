@@ -40,7 +40,14 @@ from .compat import (
 )
 from .exceptions import ResultTooLarge
 from .ledger_task import LedgerTask, LedgerTaskContext
-from .options import TaskOptions, exception_path, resolve_options, retries
+from .options import (
+    TaskOptions,
+    check_queue,
+    exception_path,
+    resolve_options,
+    retries,
+    tighten,
+)
 from .resolve import resolve_task
 from .results import instant
 from .state import lost_attempt
@@ -93,18 +100,21 @@ class TaskHandler:
         return backend
 
     def plan(self, job: Job) -> TaskPlan:
-        """Decode the payload and find its task; raise if it names no task (FAILED)."""
+        """Decode the payload and find its task; raise if it names none this queue runs.
+
+        Raising settles the job FAILED, nothing run (``refused`` records why): a payload
+        that does not decode, names no task, a task of another queue (``check_queue``),
+        or options that loosen the task's and the queue's (``tighten``).
+        """
         payload = decode_task(job.claim.payload)
         task = resolve_task(payload.task)
+        check_queue(task, self.queue)
         entry = queues.get(self.queue)
         declared = task.ledger_options if isinstance(task, LedgerTask) else {}
-        options = resolve_options(
-            payload.options,
-            declared,
-            entry.options,
-            max_attempts=entry.max_attempts,
-            lease=entry.lease,
+        limits = resolve_options(
+            declared, entry.options, max_attempts=entry.max_attempts, lease=entry.lease
         )
+        options = tighten(limits, payload.options)
         return TaskPlan(
             timeout=options.timeout,
             lease=options.lease,
@@ -121,6 +131,20 @@ class TaskHandler:
         if attempt.plan.is_async:
             return attempt.run_async()
         return attempt.run_sync()
+
+    def refused(self, job: Job, exc: BaseException) -> Outcome:
+        """Settle a job ``plan`` refused: FAILED, with why as its attempt's error."""
+        try:
+            previous = decode_result(job.previous_result).attempts
+        except BadPayload:
+            previous = []
+        attempts = list(previous)
+        while len(attempts) < job.claim.attempt - 1:
+            attempts.append(lost_attempt("", len(attempts) + 1))
+        error = {"exception_class_path": exception_path(type(exc)), "traceback": _traceback(exc)}
+        attempts.append(Attempt(job.worker_id, job.started_at, job.started_at, error))
+        doc = encode_result_doc(ResultDoc(_bounded(attempts)))
+        return Outcome(State.FAILED, result=doc, reason=f"refused: {exc}")
 
     def timed_out(self, job: Job, plan: Plan) -> Outcome:
         """Settle an attempt that outlived its timeout as a ``TimeoutError`` it raised."""

@@ -20,3 +20,12 @@ ESCAPE_QUEUES = {
 }
 
 LEDGER["QUEUES"].update({name: dict(queue, LEASE=3) for name, queue in ESCAPE_QUEUES.items()})
+
+#: A raw queue whose handler always raises, with a backoff long enough to measure.
+LEDGER["QUEUES"]["raw_backoff"] = {
+    "HANDLER": "tests.worker_handlers.fail",
+    "MAX_ATTEMPTS": 3,
+    "BACKOFF_BASE": 60,
+    "BACKOFF_CAP": 60,
+    "LEASE": 3,
+}

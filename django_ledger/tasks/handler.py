@@ -9,6 +9,7 @@ result document, which the runtime stores in the same script call as the settlem
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -25,6 +26,7 @@ from ..core.jobs import Attempt, BadPayload, ResultDoc, TaskPayload, decode_resu
 from ..core.jobs import encode_result as encode_result_doc
 from ..core.records import State
 from ..core.worker.handler import Job, Outcome, Plan
+from ..core.worker.interrupt import TimedOut
 from .backend import LedgerBackend
 from .compat import (
     Task,
@@ -38,7 +40,14 @@ from .compat import (
 )
 from .exceptions import ResultTooLarge
 from .ledger_task import LedgerTask, LedgerTaskContext
-from .options import TaskOptions, exception_path, resolve_options, retries
+from .options import (
+    TaskOptions,
+    check_queue,
+    exception_path,
+    resolve_options,
+    retries,
+    tighten,
+)
 from .resolve import resolve_task
 from .results import instant
 from .state import lost_attempt
@@ -91,18 +100,21 @@ class TaskHandler:
         return backend
 
     def plan(self, job: Job) -> TaskPlan:
-        """Decode the payload and find its task; raise if it names no task (FAILED)."""
+        """Decode the payload and find its task; raise if it names none this queue runs.
+
+        Raising settles the job FAILED, nothing run (``refused`` records why): a payload
+        that does not decode, names no task, a task of another queue (``check_queue``),
+        or options that loosen the task's and the queue's (``tighten``).
+        """
         payload = decode_task(job.claim.payload)
         task = resolve_task(payload.task)
+        check_queue(task, self.queue)
         entry = queues.get(self.queue)
         declared = task.ledger_options if isinstance(task, LedgerTask) else {}
-        options = resolve_options(
-            payload.options,
-            declared,
-            entry.options,
-            max_attempts=entry.max_attempts,
-            lease=entry.lease,
+        limits = resolve_options(
+            declared, entry.options, max_attempts=entry.max_attempts, lease=entry.lease
         )
+        options = tighten(limits, payload.options)
         return TaskPlan(
             timeout=options.timeout,
             lease=options.lease,
@@ -119,6 +131,20 @@ class TaskHandler:
         if attempt.plan.is_async:
             return attempt.run_async()
         return attempt.run_sync()
+
+    def refused(self, job: Job, exc: BaseException) -> Outcome:
+        """Settle a job ``plan`` refused: FAILED, with why as its attempt's error."""
+        try:
+            previous = decode_result(job.previous_result).attempts
+        except BadPayload:
+            previous = []
+        attempts = list(previous)
+        while len(attempts) < job.claim.attempt - 1:
+            attempts.append(lost_attempt("", len(attempts) + 1))
+        error = {"exception_class_path": exception_path(type(exc)), "traceback": _traceback(exc)}
+        attempts.append(Attempt(job.worker_id, job.started_at, job.started_at, error))
+        doc = encode_result_doc(ResultDoc(_bounded(attempts)))
+        return Outcome(State.FAILED, result=doc, reason=f"refused: {exc}")
 
     def timed_out(self, job: Job, plan: Plan) -> Outcome:
         """Settle an attempt that outlived its timeout as a ``TimeoutError`` it raised."""
@@ -266,9 +292,12 @@ class _Attempt:
             value = func(*args, **kwargs)
             self.stage = "result"
             returned = self._returned(value)
-        except (Exception, SystemExit) as exc:
-            # Any other BaseException (KeyboardInterrupt, the worker's own interruption of
-            # a run past its time-out) is the worker's business and goes on up.
+        except TimedOut:
+            raise  # the worker's own interruption of a run past its time-out (settled)
+        except BaseException as exc:
+            # Anything else the task raised is its attempt's error: KeyboardInterrupt and
+            # GeneratorExit too (a signal never reaches a job's thread: the worker's
+            # handlers take it), so the thread, and the worker, go on serving.
             return self.raised(exc)
         return self._completed(returned)
 
@@ -280,8 +309,12 @@ class _Attempt:
             value = await func(*args, **kwargs)
             self.stage = "result"
             returned = self._returned(value)
-        except (Exception, SystemExit) as exc:
-            # CancelledError is the worker's time-out: timed_out() says how that ends.
+        except asyncio.CancelledError as exc:
+            if self.job.cancelled.is_set():
+                raise  # the worker's time-out cancelled it: timed_out() says how that ends
+            return self.raised(exc)  # the task's own, as any other error of its attempt
+        except BaseException as exc:
+            # KeyboardInterrupt or SystemExit escaping would stop the worker's event loop.
             return self.raised(exc)
         return self._completed(returned)
 

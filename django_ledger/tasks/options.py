@@ -1,11 +1,18 @@
 """The options Django's task API leaves out: attempts, backoff, retries, time limits, unique.
 
 Each option can be set per task (``@task(max_attempts=5)`` on Django 6.1, or
-``django_ledger.tasks.task`` anywhere, or ``.using(max_attempts=5)``), per queue
-(``LEDGER['QUEUES'][name]``, upper case: ``MAX_ATTEMPTS``, ``BACKOFF_BASE``, ...), and
-in a payload (``"options"``, for other languages); the first that says wins, then the
-built-in default. Values are normalised once, when a task is declared, into what a JSON
-payload holds: seconds as numbers, exception classes as dotted paths.
+``django_ledger.tasks.task`` anywhere), per queue (``LEDGER['QUEUES'][name]``, upper
+case: ``MAX_ATTEMPTS``, ``BACKOFF_BASE``, ...), and in a payload (``"options"``: a
+call's ``.using(max_attempts=5)``, or another language's). The task's declaration wins
+over the queue's, then the built-in default: those are the limits. A payload comes from
+whoever may enqueue, so it may only tighten them (``tighten``): fewer attempts, a
+shorter time-out or lease, retries no sooner and of fewer exceptions; anything else
+refuses the run (``TaskRefused``). Values are normalised once, when a task is declared,
+into what a JSON payload holds: seconds as numbers, exception classes as dotted paths.
+
+A task runs only from its own queue (``queue_name``) and from those it declares with
+``queues=[...]`` (``check_queue``): a payload admitted into one queue cannot make its
+worker run a task meant for another.
 """
 
 from __future__ import annotations
@@ -26,13 +33,19 @@ __all__ = [
     "BACKEND_OPTION_DEFAULTS",
     "DEFAULT_RETRY_ON",
     "OPTION_NAMES",
+    "PAYLOAD_BACKOFF_MOST",
     "QUEUE_OPTION_KEYS",
     "TaskOptions",
+    "TaskRefused",
     "backend_option_problem",
+    "check_queue",
+    "declared_queues",
     "exception_path",
     "normalize_option",
+    "normalize_queues",
     "resolve_options",
     "retries",
+    "tighten",
 ]
 
 #: Exceptions that retry unless a task or queue says otherwise: any ``Exception`` (not
@@ -54,7 +67,22 @@ BACKEND_OPTION_DEFAULTS: dict[str, Any] = {
     "MAX_RESULT_BYTES": 65_536,
 }
 
+#: The longest backoff (``backoff_base``, ``backoff_cap``) a payload may ask for, in
+#: seconds, unless the task or queue declares a longer one: one day.
+PAYLOAD_BACKOFF_MOST = 86_400.0
+
 _MAX_SECONDS = MAX_DURATION_MS / 1000
+
+
+class TaskRefused(ValueError):
+    """A worker refused to run a payload: a task of another queue, or options that loosen.
+
+    Recorded as the error of the attempt, which ends FAILED without running anything.
+    (Defined here, not with the task exceptions: this module imports with no task
+    framework installed, for the system checks.)
+    """
+
+
 _PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -171,3 +199,96 @@ def backend_option_problem(name: str, value: Any) -> str | None:
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 512 * 2**20:
         return f"MAX_RESULT_BYTES must be an int from 1 to 536,870,912, got {value!r}"
     return None
+
+
+def normalize_queues(value: Any) -> tuple[str, ...]:
+    """Check a task's ``queues`` declaration (queue names) and return it as a tuple."""
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise TypeError(f"queues must be a list of queue names, not {value!r}")
+    names = tuple(value)
+    if not names or not all(isinstance(name, str) and name for name in names):
+        raise ValueError(f"queues must be a non-empty list of queue names, got {value!r}")
+    return tuple(dict.fromkeys(names))
+
+
+def declared_queues(task: Any) -> tuple[str, ...]:
+    """The queues ``task`` may run from: its ``queue_name``, then its declared ``queues``."""
+    extra = getattr(task, "queues", None) or ()
+    return tuple(dict.fromkeys((task.queue_name, *extra)))
+
+
+def check_queue(task: Any, queue: str) -> None:
+    """Raise ``TaskRefused`` unless ``task`` is declared for ``queue``."""
+    allowed = declared_queues(task)
+    if queue not in allowed:
+        shown = ", ".join(repr(name) for name in allowed)
+        raise TaskRefused(
+            f"{task.module_path!r} is declared for queue(s) {shown}, not {queue!r}: a worker "
+            f"of {queue!r} does not run it (a task meant for several queues declares them: "
+            "@task(queues=[...]))"
+        )
+
+
+def _refuse(name: str, value: Any, limit: str) -> TaskRefused:
+    return TaskRefused(
+        f"the payload's option {name}={value!r} loosens what the task and its queue allow "
+        f"({limit}): a payload may only tighten them"
+    )
+
+
+def _narrower(path: str, allowed: tuple[str, ...]) -> bool:
+    """Whether retrying ``path`` stays within ``allowed`` (built-ins: by subclass)."""
+    if path in allowed:
+        return True
+    module, _, name = path.rpartition(".")
+    kind = getattr(builtins, name, None) if module == "builtins" else None
+    if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+        return False
+    return any(exception_path(base) in allowed for base in kind.__mro__)
+
+
+def tighten(limits: TaskOptions, payload: Mapping[str, Any]) -> TaskOptions:
+    """Apply a payload's options to the declared and queue ``limits``, only to tighten them.
+
+    Raise ``TaskRefused`` for one that loosens a limit (more attempts, a longer or no
+    time-out, a longer lease, sooner retries, retries of other exceptions, a backoff
+    past ``PAYLOAD_BACKOFF_MOST``), ``ValueError``/``TypeError`` for one that does not parse.
+    """
+    chosen = {name: normalize_option(name, v) for name, v in payload.items() if v is not None}
+    options = dict(vars(limits))
+    attempts = chosen.get("max_attempts")
+    if attempts is not None:
+        if attempts > limits.max_attempts:
+            raise _refuse("max_attempts", attempts, f"at most {limits.max_attempts}")
+        options["max_attempts"] = attempts
+    if "timeout" in chosen:
+        timeout = chosen["timeout"] or None
+        if limits.timeout is not None and (timeout is None or timeout > limits.timeout):
+            raise _refuse(
+                "timeout", chosen["timeout"], f"more than 0, at most {limits.timeout:g} s"
+            )
+        options["timeout"] = timeout
+    lease = chosen.get("lease")
+    if lease is not None:
+        if lease > limits.lease:
+            raise _refuse("lease", lease, f"at most {limits.lease:g} s")
+        options["lease"] = lease
+    base, cap = limits.backoff.base, limits.backoff.cap
+    for name, least in (("backoff_base", base), ("backoff_cap", cap)):
+        value = chosen.get(name)
+        if value is None:
+            continue
+        most = max(least, PAYLOAD_BACKOFF_MOST)
+        if not least <= value <= most:
+            raise _refuse(name, value, f"from {least:g} s to {most:g} s")
+        base, cap = (value, cap) if name == "backoff_base" else (base, value)
+    options["backoff"] = Backoff(base=base, cap=max(cap, base))
+    retry_on = chosen.get("retry_on")
+    if retry_on is not None:
+        wider = [path for path in retry_on if not _narrower(path, limits.retry_on)]
+        if wider:
+            raise _refuse("retry_on", list(retry_on), f"within {list(limits.retry_on)}")
+        options["retry_on"] = tuple(retry_on)
+    if "unique" in chosen:
+        options["unique"] = chosen["unique"]
+    return TaskOptions(**options)

@@ -8,6 +8,8 @@ queues (``LEDGER['QUEUES'][name]['HANDLER']``), with the retry policy below.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -15,6 +17,7 @@ from typing import Any, Protocol
 
 from ..records import State
 from ..results import Claim
+from .interrupt import TimedOut
 
 __all__ = [
     "Backoff",
@@ -25,6 +28,8 @@ __all__ = [
     "Outcome",
     "Plan",
 ]
+
+log = logging.getLogger("django_ledger.worker")
 
 
 @dataclass(frozen=True)
@@ -135,8 +140,9 @@ class Handler(Protocol):
 class CallableHandler:
     """Call ``func(job)`` for each job: a return completes it, an exception retries it.
 
-    Retries back off (``Backoff``) until ``max_attempts`` claims, then FAILED. ``func``
-    may return a string, stored as the result; a coroutine function runs on the loop.
+    Retries back off (``Backoff``) until ``max_attempts`` claims, then FAILED; any other
+    ``BaseException`` fails it at once (``escaped``). ``func`` may return a string,
+    stored as the result; a coroutine function runs on the loop.
     """
 
     def __init__(
@@ -168,6 +174,10 @@ class CallableHandler:
             value = self.func(job)
         except Exception as exc:
             return self.failed(job, exc)
+        except TimedOut:
+            raise  # the worker's own interruption of a run past its time-out (settled)
+        except BaseException as exc:
+            return self.escaped(job, exc)
         return self.completed(value)
 
     async def _run_async(self, job: Job) -> Outcome:
@@ -175,6 +185,12 @@ class CallableHandler:
             value = await self.func(job)
         except Exception as exc:
             return self.failed(job, exc)
+        except asyncio.CancelledError as exc:
+            if job.cancelled.is_set():
+                raise  # the worker's time-out cancelled it: timed_out() says how it ends
+            return self.escaped(job, exc)
+        except BaseException as exc:
+            return self.escaped(job, exc)
         return self.completed(value)
 
     def completed(self, value: Any) -> Outcome:
@@ -185,6 +201,25 @@ class CallableHandler:
         if job.claim.attempt >= self.max_attempts:
             return Outcome(State.FAILED, reason=reason)
         return Outcome(State.PENDING, self.backoff.delay(job.claim.attempt), reason=reason)
+
+    def escaped(self, job: Job, exc: BaseException) -> Outcome:
+        """Fail at once a run that raised a ``BaseException`` that is not an ``Exception``.
+
+        ``SystemExit``, ``KeyboardInterrupt`` (never a signal: the worker's handlers take
+        those), ``GeneratorExit``, a ``CancelledError`` the worker did not cause: as for a
+        Django task, they would end the same way again. The traceback goes to the log,
+        the record's only account of a raw run.
+        """
+        reason = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        log.error(
+            "queue %s: %s (attempt %d) raised %s: failed",
+            job.queue,
+            job.claim.request_id,
+            job.claim.attempt,
+            reason,
+            exc_info=exc,
+        )
+        return Outcome(State.FAILED, reason=reason)
 
     def timed_out(self, job: Job, plan: Plan) -> Outcome:
         return self.failed(job, TimeoutError(f"ran past {plan.timeout} s"))

@@ -9,12 +9,15 @@ cancelling a future.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 __all__ = ["JobThreads"]
+
+log = logging.getLogger("django_ledger.worker")
 
 _T = TypeVar("_T")
 
@@ -69,4 +72,7 @@ class JobThreads(Generic[_T]):
             item = items.get()
             if item is None or self._closed:
                 return
-            work(item)
+            try:
+                work(item)
+            except BaseException:  # a thread that died would leave the pool one short
+                log.exception("%s: an item escaped its work", threading.current_thread().name)

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable
+from concurrent.futures import CancelledError
 
 from ..records import State
 from . import tracing
@@ -123,7 +124,9 @@ class Runs:
         job = entry.job
         try:
             plan = entry.handler.plan(job)
-        except Exception as exc:
+        except TimedOut:
+            raise
+        except BaseException as exc:  # a module that exits at import, too: refused, not fatal
             log.exception(
                 "worker %s: job %s cannot be run", self._state.worker_id, job.claim.request_id
             )
@@ -155,7 +158,9 @@ class Runs:
             if isinstance(result, Outcome):
                 state.finish(entry, result)
                 return
-        except Exception as exc:
+        except TimedOut:
+            raise
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt...: this job's, not ours
             state.finish(entry, handler_bug(state.worker_id, entry, exc))
             return
         self._await(entry, result)
@@ -166,7 +171,16 @@ class Runs:
 
         async def wrapped() -> Outcome:
             with tracing.span(name, job.claim.traceparent, trace_attributes(job)) as traced:
-                outcome = await awaitable
+                try:
+                    outcome = await awaitable
+                except Exception:
+                    raise  # the done callback retries it as a handler's bug
+                except asyncio.CancelledError as exc:
+                    if job.cancelled.is_set():
+                        raise  # the worker's time-out: settled already
+                    outcome = handler_bug(state.worker_id, entry, exc)
+                except BaseException as exc:  # KeyboardInterrupt, SystemExit would stop the loop
+                    outcome = handler_bug(state.worker_id, entry, exc)
                 traced.outcome(outcome)
                 return outcome
 
@@ -174,7 +188,9 @@ class Runs:
         entry.async_future = future
 
         def done(future: concurrent.futures.Future[Outcome]) -> None:
-            if future.cancelled():
+            if future.cancelled():  # by its time-out (settled already), or else a bug
+                if not entry.finished:
+                    state.finish(entry, handler_bug(state.worker_id, entry, CancelledError()))
                 return
             error = future.exception()
             if error is not None:
@@ -189,6 +205,17 @@ class Runs:
         with self._state.lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                self._state.spawn("ledger-loop", loop.run_forever)
+                self._state.spawn("ledger-loop", lambda: self._serve_loop(loop))
                 self._loop = loop
             return self._loop
+
+    def _serve_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run the loop until ``shutdown`` stops it; whatever escapes a callback, go on."""
+        while True:
+            try:
+                loop.run_forever()
+                return  # stopped
+            except BaseException:
+                log.exception("worker %s: the event loop raised", self._state.worker_id)
+                if self._state.done.is_set():
+                    return

@@ -60,7 +60,12 @@ KILL_AFTER_CLAIM_ENV: Final = "LEDGER_SCHEDULER_KILL_AFTER_CLAIM"
 
 def schedules(*, strict: bool = True) -> dict[str, ScheduleConfig]:
     """Return ``LEDGER['SCHEDULES']`` typed; ``strict`` raises on the first problem."""
-    return configured_schedules(ledger_settings.schedules, ledger_settings.queues, strict=strict)
+    return configured_schedules(
+        ledger_settings.schedules,
+        ledger_settings.queues,
+        strict=strict,
+        defaults=ledger_settings.defaults,
+    )
 
 
 def store() -> ScheduleStore:

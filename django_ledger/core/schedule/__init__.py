@@ -8,7 +8,17 @@ dispatch, admit); ``loop`` ticks until stopped. The Django layer
 ``LEDGER['SCHEDULES']``; ``docs/scheduler.md`` explains the design.
 """
 
-from .fires import MACROS, BadTiming, Cron, Every, Timing, datetime_of, epoch_of, zone_of
+from .fires import (
+    MACROS,
+    MAX_INTERVAL_S,
+    BadTiming,
+    Cron,
+    Every,
+    Timing,
+    datetime_of,
+    epoch_of,
+    zone_of,
+)
 from .loop import SchedulerLoop
 from .misfire import MAX_FIRES, ON_TIME_MS, Decision, Misfire, decide
 from .state import Pause, Pending, ScheduleStore, Snapshot, state_key
@@ -27,6 +37,7 @@ __all__ = [
     "FIRE_LEASE_MS",
     "MACROS",
     "MAX_FIRES",
+    "MAX_INTERVAL_S",
     "ON_TIME_MS",
     "Admit",
     "BadTiming",

@@ -35,6 +35,9 @@ __all__ = ["ScheduleAdmin"]
 #: Next fires on the detail page, and dispatches shown there.
 NEXT_FIRES: Final = 10
 HISTORY: Final = 20
+_UTC_ZONES: Final = frozenset(
+    {"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal", "Etc/Zulu", "Zulu"}
+)
 _ACTIONS: Final = {
     "pause": ("Pause", "Paused", "No scheduler admits its fires until it is resumed; "
               "fires that come due meanwhile are not run later."),
@@ -160,6 +163,8 @@ class ScheduleAdmin(PagesAdmin):
                 for epoch, entry in sorted(state.pending.get(key, {}).items())
             ],
             "fires": [(_utc_text(utc), _local_text(local)) for utc, local in found.rows()],
+            # A schedule in UTC gets one column: a second one headed "UTC" says nothing.
+            "in_utc": config.timing.zone.key in _UTC_ZONES,
             "dispatches": self._dispatches(request, config),
             "can_operate": self.can_operate(request, config),
             "urls": {action: self.action_url(key, action) for action in _ACTIONS},

@@ -12,6 +12,7 @@ import os
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -84,6 +85,11 @@ def url_problem(url: str) -> str | None:
         parse_url(url)
     except ValueError as exc:
         return str(exc)
+    if scheme != "unix":
+        # redis-py drops a path it cannot read as an int and quietly uses database 0.
+        path = unquote(urlsplit(url).path).strip("/")
+        if path and not (path.isascii() and path.isdigit()):
+            return f"the database ({path!r}, the URL's path) must be a number such as /0"
     return None
 
 

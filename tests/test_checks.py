@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+import sys
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.checks import Error
+from django.core.checks import Error, run_checks
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import modify_settings, override_settings
@@ -71,6 +73,8 @@ ERRORS: list[tuple[str, Any]] = [
     ("E012", {"CONNECTION": "default"}),
     ("E013", {"CONNECTION": "http://127.0.0.1:6380/0"}),
     ("E013", {"CONNECTION": "redis://127.0.0.1:port/0"}),
+    ("E013", {"CONNECTION": "redis://127.0.0.1:6391/abc"}),
+    ("E013", {"CONNECTION": "redis", "DISPATCH": {"BACKEND": MEMORY, "CONNECTION": "redis://h/x"}}),
     ("E013", {"CONNECTION": "redis", "DISPATCH": {"CONNECTION": "tcp://127.0.0.1:1"}}),
     ("E014", {"CONNECTION": {"CLUSTER": []}}),
     ("E014", {"CONNECTION": {"CLUSTER": ["10.0.0.1"]}}),
@@ -295,3 +299,26 @@ def test_deploy_reaches_every_node_of_a_cluster() -> None:
         if m.id == "django_ledger.I001"
     )
     assert answers == sorted(f"127.0.0.1:{node.port}" for node in nodes)
+
+
+@pytest.mark.parametrize(
+    ("id_", "ledger"),
+    [
+        ("E020", base(DISPATCH={"BACKEND": "checks_broken_module.Registry"})),
+        ("E080", base(QUEUES={"raw": {"HANDLER": "checks_broken_module.handle"}})),
+    ],
+)
+def test_a_module_that_raises_at_import_is_reported_not_raised(
+    id_: str, ledger: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "checks_broken_module.py").write_text("raise KeyError('NEEDS_A_SETTING')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "checks_broken_module", raising=False)
+
+    with override_settings(LEDGER=ledger, CACHES=CACHES):
+        found = [m for m in run_checks(tags=["django_ledger"]) if m.id == f"django_ledger.{id_}"]
+        with pytest.raises(SystemCheckError, match=f"django_ledger.{id_}"):
+            run_check()
+
+    [message] = found
+    assert "KeyError: 'NEEDS_A_SETTING'" in message.msg and message.hint

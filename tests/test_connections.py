@@ -129,3 +129,30 @@ def test_an_unusable_query_argument_is_refused() -> None:
         ),
     ):
         get_ledger()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:6391/abc",
+        "redis://127.0.0.1:6391/1/2",
+        "redis://127.0.0.1:6391/-1",
+        "rediss://127.0.0.1:6391/0x1",
+    ],
+)
+def test_a_database_that_is_not_a_number_is_refused(url: str) -> None:
+    # redis-py drops a path it cannot read as an int, and would quietly use database 0.
+    with (
+        override_settings(LEDGER={"CONNECTION": url}),
+        pytest.raises(ImproperlyConfigured, match="database"),
+    ):
+        get_ledger()
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://127.0.0.1:6391", "redis://127.0.0.1:6391/", "redis://h/15"]
+)
+def test_a_url_with_a_database_number_or_none_is_usable(url: str) -> None:
+    from django_ledger.connections import url_problem
+
+    assert url_problem(url) is None

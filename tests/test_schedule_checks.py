@@ -1,14 +1,21 @@
-"""Every bad setting of ``LEDGER['SCHEDULES']`` gets its system check id (E070 to E079)."""
+"""Every bad setting of ``LEDGER['SCHEDULES']`` gets its system check id (E070 to E079, E090 to E092)."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
+from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
+from django.test import override_settings
 
 from django_ledger.checks.schedules import check_schedules
 from django_ledger.checks.settings import check_settings
@@ -16,6 +23,7 @@ from django_ledger.core.schedule import Cron, Every, Misfire
 from django_ledger.services import scheduler
 
 TASK = "tests.tasks_app.tasks.noop"
+ADD = "tests.tasks_app.tasks.add"
 GOOD = {"TASK": TASK, "CRON": "0 3 * * *", "TIMEZONE": "Europe/Paris"}
 
 
@@ -120,3 +128,102 @@ def test_without_strict_a_bad_schedule_is_left_out(settings: Any) -> None:
     }
 
     assert list(scheduler.schedules(strict=False)) == ["good"]
+
+
+def test_a_task_module_that_raises_at_import_is_reported_not_raised(
+    settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "schedule_broken_tasks.py").write_text(
+        "raise RuntimeError('the tasks module needs a database at import')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "schedule_broken_tasks", raising=False)
+    schedules = {"nightly": {**GOOD, "TASK": "schedule_broken_tasks.nightly"}}
+    settings.LEDGER = {**settings.LEDGER, "SCHEDULES": schedules}
+
+    found = checks.run_checks(tags=["django_ledger"])
+
+    [message] = [m for m in found if m.id.startswith("django_ledger.E07")]
+    assert message.id == "django_ledger.E073"
+    assert "RuntimeError: the tasks module needs a database at import" in message.msg
+    assert message.obj == "LEDGER['SCHEDULES']['nightly']['TASK']"
+    with pytest.raises(SystemCheckError, match=r"django_ledger\.E073"):
+        call_command("check", "--tag", "django_ledger", stdout=StringIO(), stderr=StringIO())
+    with pytest.raises(ImproperlyConfigured, match="E073"):
+        scheduler.schedules()
+
+
+def test_a_task_queue_typo_with_schedules_is_e060_not_a_crash(settings: Any) -> None:
+    settings.LEDGER = {**settings.LEDGER, "SCHEDULES": {"nightly": GOOD}}
+    tasks = {"default": {"BACKEND": "django_ledger.tasks.LedgerBackend", "QUEUES": ["defualt"]}}
+    # The test module imported the task already: a fresh process imports it in the check.
+    with override_settings(TASKS=tasks), _task_module_unimported():
+        found = {m.id: m for m in checks.run_checks(tags=["django_ledger"])}
+
+    assert "django_ledger.E060" in found and "'defualt'" in found["django_ledger.E060"].msg
+    assert "not valid" in found["django_ledger.E073"].msg
+
+
+@contextmanager
+def _task_module_unimported() -> Iterator[None]:
+    name = TASK.rpartition(".")[0]
+    module = sys.modules.pop(name, None)
+    try:
+        yield
+    finally:
+        sys.modules.pop(name, None)
+        if module is not None:
+            sys.modules[name] = module
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected", "words"),
+    [
+        ({"TASK": TASK, "EVERY": timedelta(days=3650000)}, "E076", "at most"),
+        ({"TASK": TASK, "EVERY": 10**12}, "E076", "at most"),
+        ({**GOOD, "TASK": "os.system"}, "E090", "not a task"),
+        ({**GOOD, "TASK": "tests.tasks_app.tasks.import_string"}, "E090", "not a task"),
+        ({**GOOD, "TASK": "django_ledger.services.scheduler"}, "E090", "not a task"),
+        ({**GOOD, "TASK": ADD, "ARGS": [1]}, "E091", "missing a required argument: 'b'"),
+        ({**GOOD, "TASK": ADD, "ARGS": [1, 2, 3]}, "E091", "too many positional"),
+        ({**GOOD, "TASK": ADD, "ARGS": [1, 2], "KWARGS": {"c": 2}}, "E091", "'c'"),
+        ({**GOOD, "QUEUE": "small", "ARGS": ["x" * 300]}, "E092", "MAX_PAYLOAD_BYTES (256)"),
+    ],
+)
+def test_a_schedule_that_could_never_run_is_refused_by_the_checks(
+    settings: Any, entry: dict[str, Any], expected: str, words: str
+) -> None:
+    queues = {**settings.LEDGER["QUEUES"], "small": {"MAX_PAYLOAD_BYTES": 256}}
+    settings.LEDGER = {**settings.LEDGER, "QUEUES": queues, "SCHEDULES": {"s": entry}}
+
+    [message] = check_schedules()
+
+    assert message.id == f"django_ledger.{expected}"
+    assert words in message.msg and message.hint
+    assert message.obj.startswith("LEDGER['SCHEDULES']['s']")
+    with pytest.raises(ImproperlyConfigured, match=expected):
+        scheduler.schedules()
+
+
+def test_schedules_that_fit_their_task_pass(settings: Any) -> None:
+    queues = {**settings.LEDGER["QUEUES"], "small": {"MAX_PAYLOAD_BYTES": 256}}
+    schedules = {
+        "add": {**GOOD, "TASK": ADD, "ARGS": [1], "KWARGS": {"b": 2}},
+        "small": {**GOOD, "QUEUE": "small", "ARGS": ["x" * 100]},
+        "century": {"TASK": TASK, "EVERY": timedelta(days=36_500)},
+    }
+    settings.LEDGER = {**settings.LEDGER, "QUEUES": queues, "SCHEDULES": schedules}
+
+    assert check_schedules() == []
+    assert scheduler.schedules()["century"].every == 36_500 * 86_400
+
+
+def test_a_raw_queue_takes_any_callable_its_handler_reads(settings: Any) -> None:
+    queues = {**settings.LEDGER["QUEUES"], "raw": {"HANDLER": "tests.worker_handlers.record"}}
+    schedules = {"raw": {**GOOD, "QUEUE": "raw", "TASK": "os.path.join", "ARGS": [1]}}
+    settings.LEDGER = {**settings.LEDGER, "QUEUES": queues, "SCHEDULES": schedules}
+
+    assert check_schedules() == []
+    schedules["raw"]["TASK"] = "os.sep"
+    [message] = check_schedules()
+    assert message.id == "django_ledger.E090" and "not callable" in message.msg

@@ -201,3 +201,18 @@ def test_an_unknown_schedule_or_action_is_not_found(admin_client: Client, schedu
     assert admin_client.get(detail("nope")).status_code == 302
     assert admin_client.post(action("nightly", "explode")).status_code == 404
     assert admin_client.post(action("nope", "pause")).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("key", "headings"), [("beat", ["UTC"]), ("nightly", ["UTC", "Europe/Paris"])]
+)
+def test_next_fires_have_one_column_per_time_zone(
+    admin_client: Client, schedules: str, key: str, headings: list[str]
+) -> None:
+    text = html.unescape(admin_client.get(detail(key)).content.decode())
+
+    fires = re.search(r'<table id="next-fires">(.*?)</table>', text, re.S)
+    assert fires is not None
+    assert re.findall(r"<th>(.*?)</th>", fires.group(1)) == headings
+    first = re.search(r"<tbody>\s*<tr>(.*?)</tr>", fires.group(1), re.S)
+    assert first is not None and first.group(1).count("<td>") == len(headings)

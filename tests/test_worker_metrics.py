@@ -6,6 +6,7 @@ without metrics, and asking for them is a clear error naming the extra.
 
 from __future__ import annotations
 
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -43,10 +44,10 @@ def start(redis_server: RedisServer, namespace: str, tmp_path: Path) -> Iterator
         worker.stop()
 
 
-def scrape(port: int) -> Samples:
+def scrape(port: int, host: str = "127.0.0.1") -> Samples:
     """Every sample of ``/metrics``, by name and labels; empty while nothing answers."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as response:
             body = response.read().decode()
     except (urllib.error.URLError, ConnectionError):
         return {}
@@ -178,3 +179,48 @@ def test_without_prometheus_client_the_worker_runs_and_metrics_are_a_clear_error
     assert "--metrics-port needs prometheus-client" in out
     assert "pip install 'django-ledger[metrics]'" in out
     assert "Traceback" not in out
+
+
+def answers(host: str, port: int) -> bool:
+    """Whether anything accepts a connection on ``host:port``."""
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_metrics_listen_on_the_loopback_address_unless_told_otherwise(
+    start: Start, redis_client: redis.Redis, namespace: str
+) -> None:
+    Ledger(redis_client, namespace, "raw").admit("only", "x")
+    port, other = free_port(), free_port()
+    local = start("raw", "--metrics-port", str(port))
+    chosen = start("raw", "--metrics-port", str(other), "--metrics-address", "127.0.0.2")
+    wait_until(lambda: scrape(port) and scrape(other, "127.0.0.2"), what="both to serve metrics")
+
+    # 127.0.0.2 reaches a socket bound to 0.0.0.0, not one bound to 127.0.0.1.
+    assert not answers("127.0.0.2", port)
+    assert not answers("127.0.0.1", other)
+    for worker in (local, chosen):
+        worker.signal(15)
+        assert worker.wait() == 0, worker.output()
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (
+            ["--metrics-port", "0", "--metrics-address", "nowhere.invalid"],
+            "cannot serve metrics on nowhere.invalid:0",
+        ),
+        (["--metrics-address", "0.0.0.0"], "--metrics-address needs --metrics-port"),
+    ],
+)
+def test_a_metrics_address_that_cannot_serve_is_a_clear_error(
+    start: Start, args: list[str], words: str
+) -> None:
+    worker = start("raw", "--burst", *args)
+    assert worker.wait() != 0
+    out = worker.output()
+    assert words in out and "Traceback" not in out

@@ -1,7 +1,8 @@
 """Schedules: each one in words, its next fires, its last dispatches; pause, resume, fire now.
 
 The list and the detail read ``LEDGER['SCHEDULES']``, the scheduler's state in Redis and
-the dispatch registry. A user sees the schedules whose queue they reach, with
+the dispatch registry; the list also shows what every scheduler node publishes it runs,
+marking a schedule this process's settings lack. A user sees the schedules whose queue they reach, with
 ``view_schedule``; ``operate_schedule`` lets them pause, resume and trigger. A pause is
 kept in Redis and honoured by every scheduler at its next tick.
 """
@@ -12,6 +13,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
+from zoneinfo import ZoneInfo
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
@@ -23,7 +25,17 @@ from django.urls import URLPattern, path, reverse
 from .. import permissions
 from ..conf import get_dispatch_registry
 from ..core.dispatch import Dispatch
-from ..core.schedule import Every, Fire, Snapshot, datetime_of
+from ..core.schedule import (
+    BadTiming,
+    Cron,
+    Every,
+    Fire,
+    Running,
+    Snapshot,
+    Timing,
+    datetime_of,
+    zone_of,
+)
 from ..models import Schedule
 from ..schedules.config import ScheduleConfig
 from ..services import scheduler
@@ -35,6 +47,9 @@ __all__ = ["ScheduleAdmin"]
 #: Next fires on the detail page, and dispatches shown there.
 NEXT_FIRES: Final = 10
 HISTORY: Final = 20
+_UTC_ZONES: Final = frozenset(
+    {"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal", "Etc/Zulu", "Zulu"}
+)
 _ACTIONS: Final = {
     "pause": ("Pause", "Paused", "No scheduler admits its fires until it is resumed; "
               "fires that come due meanwhile are not run later."),
@@ -96,29 +111,41 @@ class ScheduleAdmin(PagesAdmin):
         return Schedule(key=object_id, queue=config.queue)
 
     def overview(self, request: HttpRequest) -> HttpResponse:
-        """List the schedules this user may see: next fire, state, last dispatch."""
+        """List the schedules this user may see: next fire, state, last dispatch, nodes.
+
+        Those of this process's settings, and those any scheduler node publishes that
+        the settings lack (another settings module, another release), marked as such.
+        """
         if not self.has_view_permission(request):
             raise PermissionDenied
         state = scheduler.state()
+        running = scheduler.running()
         registry = get_dispatch_registry()
         rows = []
-        for key, config in scheduler.schedules(strict=False).items():
+        configs = scheduler.schedules(strict=False)
+        for key, config in configs.items():
             if not self.can_see(request, config):
                 continue
             following = config.timing.next_after(state.now_ms // 1000)
-            last = registry.history(key, limit=1)
             rows.append(
                 {
                     "key": key,
                     "url": self.change_url(key),
-                    "config": config,
+                    "task": config.task,
                     "words": config.timing.describe(),
-                    "state": _state_text(config, state),
+                    "state": _state_text(config.key, config.enabled, state),
                     "next_utc": _utc(following),
-                    "next_local": _local(following, config),
-                    "last": last[0] if last else None,
+                    "next_local": _local(following, config.timing.zone),
+                    "nodes": sorted({entry.node for entry in running.get(key, [])}),
+                    "known": True,
                 }
             )
+        for key, entries in running.items():
+            if key not in configs and self._can_see_running(request, entries[0]):
+                rows.append(_running_row(key, entries, state))
+        for row in rows:
+            last = registry.history(str(row["key"]), limit=1)
+            row["last"] = last[0] if last else None
         context = {
             **self.admin_site.each_context(request),
             "title": "Schedules",
@@ -128,6 +155,13 @@ class ScheduleAdmin(PagesAdmin):
             "now": instant_text(state.now_ms),
         }
         return TemplateResponse(request, "admin/django_ledger/schedule_list.html", context)
+
+    def _can_see_running(self, request: HttpRequest, entry: Running) -> bool:
+        # A queue these settings lack has no GROUPS to grant it: superusers only.
+        user = request.user
+        return bool(getattr(user, "is_superuser", False)) or permissions.can_reach_queue(
+            user, entry.queue
+        )
 
     def detail_view(self, request: HttpRequest, key: str) -> HttpResponse:
         """Show one schedule: settings, state, next fires, last dispatches, actions."""
@@ -150,7 +184,7 @@ class ScheduleAdmin(PagesAdmin):
             "words": found.words,
             "settings": _settings(config),
             "now": instant_text(state.now_ms),
-            "state": _state_text(config, state),
+            "state": _state_text(config.key, config.enabled, state),
             "paused": pause is not None,
             "pause": pause,
             "paused_at": instant_text(pause.at_ms) if pause else "",
@@ -160,6 +194,8 @@ class ScheduleAdmin(PagesAdmin):
                 for epoch, entry in sorted(state.pending.get(key, {}).items())
             ],
             "fires": [(_utc_text(utc), _local_text(local)) for utc, local in found.rows()],
+            # A schedule in UTC gets one column: a second one headed "UTC" says nothing.
+            "in_utc": config.timing.zone.key in _UTC_ZONES,
             "dispatches": self._dispatches(request, config),
             "can_operate": self.can_operate(request, config),
             "urls": {action: self.action_url(key, action) for action in _ACTIONS},
@@ -245,10 +281,36 @@ def _epoch(moment: datetime) -> int:
     return int(moment.timestamp())
 
 
-def _state_text(config: ScheduleConfig, state: Snapshot) -> str:
-    if not config.enabled:
+def _running_row(key: str, entries: list[Running], state: Snapshot) -> dict[str, Any]:
+    """A row for a schedule some node runs and these settings lack, from what it published."""
+    entry = entries[0]
+    now = state.now_ms // 1000
+    try:
+        zone = zone_of(entry.timezone)
+        timing: Timing = (
+            Cron(entry.cron, zone) if entry.cron is not None else Every(entry.every or 0, zone)
+        )
+    except BadTiming:
+        words, following, zone = "-", entry.next_fire, zone_of("UTC")
+    else:
+        words, following = timing.describe(), timing.next_after(now)
+    return {
+        "key": key,
+        "url": None,
+        "task": entry.task,
+        "words": words,
+        "state": _state_text(key, entry.enabled, state),
+        "next_utc": _utc(following if entry.enabled else None),
+        "next_local": _local(following if entry.enabled else None, zone),
+        "nodes": sorted({e.node for e in entries}),
+        "known": False,
+    }
+
+
+def _state_text(key: str, enabled: bool, state: Snapshot) -> str:
+    if not enabled:
         return "disabled (ENABLED is False)"
-    pause = state.paused.get(config.key)
+    pause = state.paused.get(key)
     if pause is not None:
         return f"paused by {pause.by or 'an operator'}"
     return "active"
@@ -258,10 +320,10 @@ def _utc(epoch: int | None) -> str:
     return "-" if epoch is None else _utc_text(datetime_of(epoch))
 
 
-def _local(epoch: int | None, config: ScheduleConfig) -> str:
+def _local(epoch: int | None, zone: ZoneInfo) -> str:
     if epoch is None:
         return "-"
-    return _local_text(datetime_of(epoch).astimezone(config.timing.zone))
+    return _local_text(datetime_of(epoch).astimezone(zone))
 
 
 def _utc_text(moment: datetime) -> str:

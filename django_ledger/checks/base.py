@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.core import checks
+from django.utils.module_loading import import_string
 
-__all__ = ["DOCS", "TAG", "error", "safe"]
+__all__ = ["DOCS", "TAG", "error", "imported", "safe"]
 
 TAG = "django_ledger"
 DOCS = "see docs/checks.md"
@@ -23,3 +24,17 @@ def safe(spec: Any) -> str:
         scheme, _, rest = spec.partition("://")
         return f"{scheme}://***@{rest.rpartition('@')[2]}"
     return repr(spec) if not isinstance(spec, str) else spec
+
+
+def imported(path: str) -> tuple[Any, str | None]:
+    """Return what ``path`` names, or ``None`` and why it does not import.
+
+    Whatever a module raises at import is an answer, not an exception: a check reports,
+    it never raises (``manage.py`` runs the checks before every command).
+    """
+    try:
+        return import_string(path), None
+    except ImportError as exc:
+        return None, str(exc)
+    except (Exception, SystemExit) as exc:
+        return None, f"{type(exc).__name__}: {exc}"

@@ -1,4 +1,4 @@
-"""Checks of ``LEDGER['SCHEDULES']``: shape, task, timing, time zone, queue and options.
+"""Checks of ``LEDGER['SCHEDULES']``: shape, task, timing, time zone, queue, options, fit.
 
 The same code types the setting for the scheduler (``django_ledger.schedules.config``),
 so a schedule these checks pass is one the scheduler runs.
@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-from ..defaults import TOP_DEFAULTS
+from ..defaults import DEFAULTS, TOP_DEFAULTS
 from ..schedules.config import problems
 from .base import error as _error
 
@@ -22,14 +22,16 @@ __all__ = ["check_schedules"]
 def check_schedules(
     app_configs: Sequence[Any] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """Check every schedule of ``LEDGER['SCHEDULES']`` (ids E070 to E079)."""
+    """Check every schedule of ``LEDGER['SCHEDULES']`` (ids E070 to E079, E090 to E092)."""
     raw = getattr(settings, "LEDGER", {})
     if not isinstance(raw, dict):
         return []  # check_settings reports it
     queues = raw.get("QUEUES", TOP_DEFAULTS["QUEUES"])
     if not isinstance(queues, dict):
         return []  # check_settings reports it
+    overrides = raw.get("DEFAULTS")
+    defaults = {**DEFAULTS, **overrides} if isinstance(overrides, dict) else DEFAULTS
     return [
         _error(problem.id, problem.message, problem.hint, problem.where)
-        for problem in problems(raw.get("SCHEDULES"), queues)
+        for problem in problems(raw.get("SCHEDULES"), queues, defaults)
     ]

@@ -8,11 +8,11 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import import_string
 
 from .. import connections
 from .. import defaults as setting
 from .base import error as _error
+from .base import imported
 from .base import safe as _safe
 
 __all__ = ["check_settings"]
@@ -277,10 +277,9 @@ def _check_alias(alias: str, where: str) -> list[checks.CheckMessage]:
 def _is_django_redis(backend: str) -> bool:
     try:
         from django_redis.cache import RedisCache
-
-        cls = import_string(backend)
     except ImportError:
         return False
+    cls, _ = imported(backend)
     return isinstance(cls, type) and issubclass(cls, RedisCache)
 
 
@@ -330,10 +329,9 @@ def _check_backend(path: Any) -> list[checks.CheckMessage]:
         "Use 'django_ledger.dispatch.RedisDispatchRegistry' (the default) or "
         "'django_ledger.dispatch.MemoryDispatchRegistry' (tests, one process)."
     )
-    try:
-        backend = import_string(path) if isinstance(path, str) else None
-    except ImportError as exc:
-        return [_error(20, f"{path!r} does not import: {exc}.", hint, where)]
+    backend, why = imported(path) if isinstance(path, str) else (None, None)
+    if why is not None:
+        return [_error(20, f"{path!r} does not import: {why}.", hint, where)]
     if backend is None:
         return [_error(20, f"Must be a dotted path, got {path!r}.", hint, where)]
     if not isinstance(backend, type) or not issubclass(backend, DispatchRegistry):

@@ -15,7 +15,6 @@ from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import import_string
 
 from .. import defaults as setting
 from ..tasks.options import (
@@ -25,6 +24,7 @@ from ..tasks.options import (
     normalize_option,
 )
 from .base import error as _error
+from .base import imported
 
 __all__ = ["check_tasks"]
 
@@ -90,9 +90,8 @@ def _is_ledger_backend(path: Any) -> bool:
         return True
     if _missing_framework() is not None:
         return False
-    try:
-        kind = import_string(path)
-    except ImportError:
+    kind, why = imported(path)
+    if why is not None:
         return False  # Django's own check of TASKS says so
     from ..tasks.backend import LedgerBackend
 

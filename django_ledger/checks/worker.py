@@ -7,9 +7,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
-from django.utils.module_loading import import_string
 
 from .base import error as _error
+from .base import imported
 
 __all__ = ["check_handlers"]
 
@@ -31,10 +31,9 @@ def check_handlers(
         if not isinstance(path, str) or "." not in path:
             errors.append(_error(80, f"Must be a dotted path, got {path!r}.", hint, where))
             continue
-        try:
-            handler = import_string(path)
-        except ImportError as exc:
-            errors.append(_error(80, f"{path!r} does not import: {exc}.", hint, where))
+        handler, why = imported(path)
+        if why is not None:
+            errors.append(_error(80, f"{path!r} does not import: {why}.", hint, where))
             continue
         if not callable(handler):
             errors.append(_error(81, f"{path!r} is not callable.", hint, where))

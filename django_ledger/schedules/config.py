@@ -13,10 +13,12 @@ from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import import_string
 
 from ..core.schedule import BadTiming, Cron, Every, Misfire, Schedule, Timing, zone_of
 from ..defaults import LIMITS, SCHEDULE_DEFAULTS, SCHEDULE_KEYS, Limit, usable_name
+from .fit import fit_problems, imported
+from .problem import Problem
+from .problem import where as _where
 
 __all__ = [
     "PRIORITY_RANGE",
@@ -30,16 +32,6 @@ __all__ = [
 #: Priorities a schedule's fires may carry, as the task framework allows.
 PRIORITY_RANGE = range(-100, 101)
 _GRACE = Limit("duration", 0, LIMITS["RETENTION"].high, low_inclusive=False)
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with ``LEDGER['SCHEDULES']``: its check id number, words and place."""
-
-    id: int
-    message: str
-    hint: str
-    where: str
 
 
 @dataclass(frozen=True)
@@ -73,14 +65,19 @@ class ScheduleConfig:
 
 
 def configured_schedules(
-    raw: Any, queues: dict[str, Any], *, strict: bool = True
+    raw: Any,
+    queues: dict[str, Any],
+    *,
+    strict: bool = True,
+    defaults: dict[str, Any] | None = None,
 ) -> dict[str, ScheduleConfig]:
     """Type every schedule of ``raw`` (``LEDGER['SCHEDULES']``).
 
     With ``strict``, the first problem raises ``ImproperlyConfigured``; without it, a
-    schedule with problems is left out.
+    schedule with problems is left out. ``defaults`` is ``LEDGER['DEFAULTS']`` over the
+    built-in defaults (for the queues' payload limit).
     """
-    found = problems(raw, queues)
+    found = problems(raw, queues, defaults)
     if found and strict:
         first = found[0]
         raise ImproperlyConfigured(
@@ -127,8 +124,14 @@ def schedule_of(key: str, entry: dict[str, Any], queues: dict[str, Any]) -> Sche
     )
 
 
-def problems(raw: Any, queues: dict[str, Any]) -> list[Problem]:
-    """Return everything wrong with ``LEDGER['SCHEDULES']``, each with its check id."""
+def problems(
+    raw: Any, queues: dict[str, Any], defaults: dict[str, Any] | None = None
+) -> list[Problem]:
+    """Return everything wrong with ``LEDGER['SCHEDULES']``, each with its check id.
+
+    A check reports, it never raises: a task module that raises at import is a problem
+    of its schedule (E073), as is one that cannot be imported.
+    """
     where = "LEDGER['SCHEDULES']"
     if raw is None:
         return []
@@ -155,16 +158,13 @@ def problems(raw: Any, queues: dict[str, Any]) -> list[Problem]:
                 )
             )
             continue
-        found += _entry_problems(key, entry, queues)
+        found += _entry_problems(key, entry, queues, defaults)
     return found
 
 
-def _where(key: str, name: str | None = None) -> str:
-    where = f"LEDGER['SCHEDULES'][{key!r}]"
-    return where if name is None else f"{where}[{name!r}]"
-
-
-def _entry_problems(key: str, entry: Any, queues: dict[str, Any]) -> list[Problem]:
+def _entry_problems(
+    key: str, entry: Any, queues: dict[str, Any], defaults: dict[str, Any] | None
+) -> list[Problem]:
     if not isinstance(entry, dict):
         return [
             Problem(
@@ -189,7 +189,13 @@ def _entry_problems(key: str, entry: Any, queues: dict[str, Any]) -> list[Proble
     found += _timing_problems(key, config)
     found += _queue_problems(key, config, queues)
     found += _option_problems(key, config)
-    return found
+    if found:
+        return found
+    queue = _queue_of(config)
+    overrides = queues[queue]
+    return fit_problems(
+        key, config, queue, overrides if isinstance(overrides, dict) else {}, defaults
+    )
 
 
 def _task_problems(key: str, config: dict[str, Any]) -> list[Problem]:
@@ -199,10 +205,9 @@ def _task_problems(key: str, config: dict[str, Any]) -> list[Problem]:
         return [Problem(73, "A schedule needs TASK.", hint, _where(key))]
     if not isinstance(path, str) or "." not in path:
         return [Problem(73, f"Must be a dotted path, got {path!r}.", hint, where)]
-    try:
-        import_string(path)
-    except ImportError as exc:
-        return [Problem(73, f"{path!r} does not import: {exc}.", hint, where)]
+    _, why = imported(path)
+    if why is not None:
+        return [Problem(73, f"{path!r} does not import: {why}.", hint, where)]
     return []
 
 
@@ -266,10 +271,7 @@ def _queue_of(config: dict[str, Any]) -> str:
     if queue is not None:
         return str(queue)
     path = config.get("TASK")
-    try:
-        task = import_string(path) if isinstance(path, str) else None
-    except ImportError:
-        return "default"
+    task = imported(path)[0] if isinstance(path, str) and "." in path else None
     name = getattr(task, "queue_name", None)
     return name if isinstance(name, str) else "default"
 

@@ -23,8 +23,10 @@ from ..conf import connection, dispatch_node_id, get_dispatch_registry, ledger_s
 from ..core.errors import LedgerError
 from ..core.results import AdmissionStatus
 from ..core.schedule import (
+    PUBLISH_TTL_MS,
     Fire,
     Pause,
+    Running,
     SchedulerLoop,
     ScheduleStore,
     Snapshot,
@@ -44,6 +46,7 @@ __all__ = [
     "pause",
     "report_lines",
     "resume",
+    "running",
     "schedules",
     "start_scheduler_thread",
     "state",
@@ -60,7 +63,12 @@ KILL_AFTER_CLAIM_ENV: Final = "LEDGER_SCHEDULER_KILL_AFTER_CLAIM"
 
 def schedules(*, strict: bool = True) -> dict[str, ScheduleConfig]:
     """Return ``LEDGER['SCHEDULES']`` typed; ``strict`` raises on the first problem."""
-    return configured_schedules(ledger_settings.schedules, ledger_settings.queues, strict=strict)
+    return configured_schedules(
+        ledger_settings.schedules,
+        ledger_settings.queues,
+        strict=strict,
+        defaults=ledger_settings.defaults,
+    )
 
 
 def store() -> ScheduleStore:
@@ -82,6 +90,8 @@ class Scheduler:
     def __init__(self, node_id: str | None = None) -> None:
         self.node_id = node_id or dispatch_node_id()
         self._configs: dict[str, ScheduleConfig] = {}
+        #: How long this node's publication outlives a tick (``run`` raises it for a slow loop).
+        self.publish_ttl_ms = PUBLISH_TTL_MS
         self.ticker = Ticker(
             store(),
             get_dispatch_registry(),
@@ -91,9 +101,29 @@ class Scheduler:
         )
 
     def tick(self) -> TickReport:
-        """Run one tick over the schedules the settings configure now."""
+        """Run one tick over the schedules the settings configure now, and publish them.
+
+        The publication (one script call) is what the admin's Schedules page shows of
+        this node: every schedule it runs, whatever the web process's settings say.
+        """
         self._configs = schedules()
-        return self.ticker.tick(config.schedule for config in self._configs.values())
+        report = self.ticker.tick(config.schedule for config in self._configs.values())
+        now = report.now_ms // 1000
+        published = [
+            Running(
+                key=config.key,
+                task=config.task,
+                queue=config.queue,
+                cron=config.cron,
+                every=config.every,
+                timezone=config.timezone,
+                next_fire=config.timing.next_after(now) if config.enabled else None,
+                enabled=config.enabled,
+            )
+            for config in self._configs.values()
+        ]
+        self.ticker.store.publish(self.node_id, report.now_ms, published, self.publish_ttl_ms)
+        return report
 
     def run(
         self,
@@ -104,8 +134,15 @@ class Scheduler:
         on_error: Callable[[LedgerError], None] | None = None,
     ) -> int:
         """Tick until ``stop`` is set; return how many ticks ran."""
+        self.publish_ttl_ms = max(PUBLISH_TTL_MS, int(interval * 3000))
         loop = SchedulerLoop(self.tick, interval=interval, on_report=on_report, on_error=on_error)
-        return loop.run(stop)
+        try:
+            return loop.run(stop)
+        finally:
+            try:
+                self.ticker.store.unpublish(self.node_id)
+            except LedgerError as exc:  # it expires by itself
+                logger.warning("could not withdraw this node's published schedules: %s", exc)
 
     def _admit(self, fire: Fire) -> AdmissionStatus:
         return admit_fire(fire, self._configs[fire.key])
@@ -252,3 +289,11 @@ def trigger(key: str, by: str) -> tuple[Fire, AdmissionStatus]:
 def state() -> Snapshot:
     """Return the server clock and every schedule's state (for the admin)."""
     return store().snapshot()
+
+
+def running() -> dict[str, list[Running]]:
+    """Return what every live scheduler node runs, by schedule key (for the admin)."""
+    found: dict[str, list[Running]] = {}
+    for entry in store().running():
+        found.setdefault(entry.key, []).append(entry)
+    return found

@@ -38,6 +38,8 @@ class WorkerOptions:
     shutdown_timeout: float = 30.0
     repair: bool = True
     metrics_port: int | None = None
+    #: ``None``: the loopback address (``core.worker.metrics.DEFAULT_ADDRESS``).
+    metrics_address: str | None = None
     exit_on_timeout: bool = False
 
 
@@ -146,13 +148,18 @@ def build_worker(options: WorkerOptions) -> Worker:
         heartbeats=heartbeats(),
         exit_on_timeout=options.exit_on_timeout,
     )
-    return Worker(ledgers, handlers, leases, config, metrics=_metrics(options.metrics_port))
+    return Worker(ledgers, handlers, leases, config, metrics=_metrics(options))
 
 
-def _metrics(port: int | None) -> Metrics | None:
+def _metrics(options: WorkerOptions) -> Metrics | None:
+    port, address = options.metrics_port, options.metrics_address
     if port is None:
+        if address is not None:
+            raise ValueError("--metrics-address needs --metrics-port: give the port too")
         return None
     from ..core.worker import metrics
+
+    address = metrics.DEFAULT_ADDRESS if address is None else address
 
     if not metrics.available():
         raise ValueError(
@@ -160,8 +167,8 @@ def _metrics(port: int | None) -> Metrics | None:
         )
     exporter: Any = metrics.PrometheusMetrics()
     try:
-        metrics.serve(port, exporter)
+        metrics.serve(port, exporter, address)
     except OSError as exc:
-        raise ValueError(f"--metrics-port {port}: cannot serve metrics there: {exc}") from exc
+        raise ValueError(f"cannot serve metrics on {address}:{port}: {exc}") from exc
     result: Metrics = exporter
     return result

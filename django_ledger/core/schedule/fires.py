@@ -28,6 +28,7 @@ from cronsim import CronSim, CronSimError
 
 __all__ = [
     "MACROS",
+    "MAX_INTERVAL_S",
     "BadTiming",
     "Cron",
     "Every",
@@ -52,6 +53,9 @@ MACROS: Final = {
 _UNITS: Final = (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1))
 # The furthest a cron expression is searched for its next fire (cronsim's own bound).
 _HORIZON_YEARS: Final = 50
+#: The longest interval: 100 years of 365 days, the bound of every other duration. A
+#: longer one would put its next fire past what a datetime holds (year 9999).
+MAX_INTERVAL_S: Final = 36_500 * 86_400
 
 
 class BadTiming(ValueError):
@@ -113,6 +117,11 @@ class Every:
             raise BadTiming(f"an interval is whole seconds, not {self.seconds!r}")
         if self.seconds < 1:
             raise BadTiming(f"an interval must be at least 1 second, not {self.seconds}")
+        if self.seconds > MAX_INTERVAL_S:
+            raise BadTiming(
+                f"an interval must be at most 100 years ({MAX_INTERVAL_S:,} seconds), "
+                f"not {self.seconds:,} seconds"
+            )
 
     @classmethod
     def of(cls, period: timedelta | float, zone: ZoneInfo | None = None) -> Every:
@@ -120,6 +129,11 @@ class Every:
         if isinstance(period, bool) or not isinstance(period, timedelta | int | float):
             raise BadTiming(f"an interval is a timedelta or a number of seconds, not {period!r}")
         seconds = period.total_seconds() if isinstance(period, timedelta) else float(period)
+        if math.isfinite(seconds) and seconds > MAX_INTERVAL_S:
+            raise BadTiming(
+                f"an interval must be at most 100 years ({MAX_INTERVAL_S:,} seconds), "
+                f"not {period!r}"
+            )
         if not math.isfinite(seconds) or seconds != int(seconds):
             raise BadTiming(f"an interval must be whole seconds, not {period!r}")
         return cls(int(seconds), zone or ZoneInfo("UTC"))

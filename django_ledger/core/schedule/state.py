@@ -8,6 +8,9 @@ Fields, for each schedule key ``K`` (keys hold no whitespace, so a space separat
   to finish before any other node takes it over);
 - ``paused K``: an operator paused ``K`` (JSON ``{"by": ..., "at": ms}``).
 
+Each node also publishes what it runs, at each tick, under keys of its own with a TTL
+(``running``: ``publish`` and ``running`` here).
+
 A decision moves ``through`` and adds its pending fires in one script call, a
 compare-and-set on the ``through`` the node read (``lua/schedule_commit.lua``); the
 other writes are single commands. The server clock is read with ``TIME`` in a script on
@@ -26,11 +29,13 @@ from typing import Any, Final
 import redis as redis_py
 
 from ..transport import Translate
+from .running import Running, decode_running, encode_running, running_index_key, running_key
 
 __all__ = ["Pause", "Pending", "ScheduleStore", "Snapshot", "state_key"]
 
 _COMMIT: Final = "schedule_commit.lua"
 _SNAPSHOT: Final = "schedule_snapshot.lua"
+_PUBLISH: Final = "schedule_publish.lua"
 
 
 def state_key(namespace: str) -> str:
@@ -79,6 +84,7 @@ class ScheduleStore:
         folder = resources.files("django_ledger.core") / "lua"
         self._commit = redis.register_script((folder / _COMMIT).read_text(encoding="utf-8"))
         self._snapshot = redis.register_script((folder / _SNAPSHOT).read_text(encoding="utf-8"))
+        self._publish = redis.register_script((folder / _PUBLISH).read_text(encoding="utf-8"))
         #: Test seam: milliseconds added to the Redis server clock as this store reads it.
         self.clock_skew_ms = 0
 
@@ -88,13 +94,14 @@ class ScheduleStore:
     def _translate(self) -> Translate:
         return Translate(self)
 
-    def _run(self, script: Any, *args: str) -> Any:
-        """Run a script on the state's key: EVALSHA, and on NOSCRIPT one EVAL."""
+    def _run(self, script: Any, *args: str, keys: tuple[str, ...] = ()) -> Any:
+        """Run a script on the state's key (or ``keys``): EVALSHA, on NOSCRIPT one EVAL."""
+        keys = keys or (self.key,)
         with self._translate():
             try:
-                return self.redis.evalsha(script.sha, 1, self.key, *args)
+                return self.redis.evalsha(script.sha, len(keys), *keys, *args)
             except redis_py.exceptions.NoScriptError:
-                return self.redis.eval(script.script, 1, self.key, *args)
+                return self.redis.eval(script.script, len(keys), *keys, *args)
 
     # -- reads ----------------------------------------------------------------------
 
@@ -111,7 +118,23 @@ class ScheduleStore:
             _read_field(snapshot, _text(name), _text(value))
         return snapshot
 
+    def running(self) -> list[Running]:
+        """Return what every scheduler node published, node by node (two round trips)."""
+        index = running_index_key(self.namespace)
+        with self._translate():
+            nodes = [_text(node) for node in self.redis.zrange(index, 0, -1)]
+            if not nodes:
+                return []
+            documents = self.redis.mget([running_key(self.namespace, n) for n in nodes])
+        return [entry for text in documents if text is not None for entry in decode_running(text)]
+
     # -- writes ---------------------------------------------------------------------
+
+    def publish(self, node: str, now_ms: int, schedules: list[Running], ttl_ms: int) -> int:
+        """Publish what ``node`` runs for ``ttl_ms``, in one call; return how many nodes do."""
+        document = encode_running(node, now_ms, schedules)
+        keys = (running_key(self.namespace, node), running_index_key(self.namespace))
+        return int(self._run(self._publish, node, document, str(int(ttl_ms)), keys=keys))
 
     def start(self, key: str, through: int) -> bool:
         """Record ``through`` for a schedule seen for the first time; say if this call did."""
@@ -130,6 +153,12 @@ class ScheduleStore:
         args = [key, "" if expected is None else str(expected), str(through), pending.to_json()]
         args += [str(fire) for fire in fires]
         return bool(self._run(self._commit, *args))
+
+    def unpublish(self, node: str) -> None:
+        """Withdraw ``node``'s publication (a node that stops cleanly; others expire)."""
+        with self._translate():
+            self.redis.zrem(running_index_key(self.namespace), node)
+            self.redis.delete(running_key(self.namespace, node))
 
     def finish(self, key: str, epoch: int) -> None:
         """Forget a pending fire: it is admitted (or given up), by whichever node."""

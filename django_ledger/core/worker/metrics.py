@@ -1,7 +1,7 @@
 """Prometheus metrics of a worker, with ``prometheus-client`` installed (the ``metrics`` extra).
 
-``PrometheusMetrics`` implements the runtime's ``Metrics``; ``serve(port)`` exposes them
-over HTTP for scraping. Without the package, ``available()`` is false and the worker
+``PrometheusMetrics`` implements the runtime's ``Metrics``; ``serve(port, metrics, addr)``
+exposes them over HTTP for scraping, on the loopback address unless told otherwise. Without the package, ``available()`` is false and the worker
 runs without metrics.
 """
 
@@ -10,7 +10,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["PrometheusMetrics", "available", "serve"]
+__all__ = ["DEFAULT_ADDRESS", "PrometheusMetrics", "available", "serve"]
+
+#: Where metrics are served unless told otherwise: this host only. The page names every
+#: queue and task and needs no credentials, so serving it on every interface is a choice
+#: to make (``--metrics-address 0.0.0.0`` in a container whose port is not published).
+DEFAULT_ADDRESS = "127.0.0.1"
 
 # Imported by name, so the module type-checks the same with and without the extra.
 _prometheus: Any  # the ``prometheus_client`` module, or None
@@ -79,8 +84,8 @@ class PrometheusMetrics:
         self._depth.labels(queue).set(pending)
 
 
-def serve(port: int, metrics: PrometheusMetrics, addr: str = "0.0.0.0") -> None:
-    """Serve ``/metrics`` on ``port`` from a daemon thread."""
+def serve(port: int, metrics: PrometheusMetrics, addr: str = DEFAULT_ADDRESS) -> None:
+    """Serve ``/metrics`` on ``addr:port`` from a daemon thread."""
     if _prometheus is None:
         raise RuntimeError(INSTALL)
     _prometheus.start_http_server(port, addr=addr, registry=metrics.registry)

@@ -69,6 +69,12 @@ class Command(BaseCommand):
             "--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port"
         )
         parser.add_argument(
+            "--metrics-address",
+            default=None,
+            help="the address --metrics-port listens on (default 127.0.0.1: this host only; "
+            "0.0.0.0 for every interface)",
+        )
+        parser.add_argument(
             "--scheduler", action="store_true", help="run the scheduler in this worker too"
         )
 
@@ -103,6 +109,7 @@ class Command(BaseCommand):
             shutdown_timeout=options["shutdown_timeout"],
             repair=not options["no_repair"],
             metrics_port=options["metrics_port"],
+            metrics_address=options["metrics_address"],
             exit_on_timeout=child,
         )
         try:

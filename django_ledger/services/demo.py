@@ -210,16 +210,17 @@ def _stage(staging: Ledger, queue: str) -> list[tuple[str, bytes]]:
             raise RuntimeError(f"claimed {taken!r} instead of {request_id!r} in staging")
         return got
 
-    # Out of attempts: claimed as many times as the queue allows, each lease running out,
-    # until repair ends it DEAD. First, while nothing else in staging can be claimed.
-    _exhaust(staging, admit("dead"))
     staging.settle(claim("completed"), State.COMPLETED)
     staging.settle(claim("failed"), State.FAILED)
     staging.settle(claim("retried"), State.PENDING, delay=300)
     held = claim("claimed", lease=60)
     staging.renew(held, lease=600)
-    # A lease that ran out: repair gives it back (PENDING), as it has attempts left.
+    # A lease that ran out: repair gives it back (PENDING), as it has attempts left; it
+    # is due a second from now, so the claims below take only demo-dead.
     _expire(staging, claim("expired", lease=1))
+    # Out of attempts: claimed as many times as the queue allows, each lease running out,
+    # until repair ends it DEAD.
+    _exhaust(staging, admit("dead"))
     admit("pending")
     admit("later", delay=3600)
     made = [PREFIX + step for step in STEPS if step != "quarantined"]

@@ -76,7 +76,8 @@ def find_python(version: str) -> str | None:
 
 
 def is_virtualenv_bin(entry: str) -> bool:
-    return (Path(entry).parent / "pyvenv.cfg").is_file()
+    """Whether ``entry`` is a virtualenv's ``bin`` (tox's, or one the caller activated)."""
+    return Path(entry).name == "bin" and (Path(entry).parent / "pyvenv.cfg").is_file()
 
 
 def new_user_env(bin_dir: Path, redis_port: int) -> dict[str, str]:
@@ -120,6 +121,8 @@ def login_page(port: int) -> str | None:
 @pytest.fixture
 def clone(tmp_path: Path) -> Path:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI must run this from a git checkout, with git installed")
         pytest.skip("needs git and the project's git checkout to clone")
     head = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True

@@ -111,7 +111,7 @@ fi
 # Django 5.2, which needs the django-tasks backport: the "tasks" extra.
 install_project() {
     local spec=.
-    if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+    if "$PY" -c 'import sys; sys.exit(sys.version_info >= (3, 12))'; then # below 3.12
         spec=".[tasks]"
     fi
     log "installing the project into $VENV (pip install -e '$spec')"

@@ -3,13 +3,19 @@
 #
 #   bash scripts/demo.sh [options for manage.py ledger_demo]
 #
-# Makes the virtualenv .venv (Python 3.11+) with the project installed, starts a
-# redis-server of its own on a free port with its data in .demo/redis (kept between
-# runs: rm -rf .demo starts clean), writes .demo/env (the demo's REDIS_URL and
-# database: manage.py run from another terminal reads it while the demo runs), and
-# runs `manage.py ledger_demo` (migrate, admin user, seed each queue once, server on
-# http://127.0.0.1:8000/). Ctrl-C or SIGTERM stops everything, however the script was
-# started, and removes .demo/env. Never touches the Redis on port 6379.
+# Makes the virtualenv .venv with the first python3 (or python3.11 .. python3.13) on
+# PATH that is 3.11 or newer, and installs the project there: Django 5.2 with the
+# django-tasks backport (the "tasks" extra) on Python 3.11, Django 6 on 3.12 and later.
+# Starts a redis-server of its own on a free port with its data in .demo/redis (kept
+# between runs: rm -rf .demo starts clean), writes .demo/env (the demo's REDIS_URL and
+# database: manage.py run from another terminal reads it while the demo runs), and runs
+# `manage.py ledger_demo` (migrate, the admin user with the password kept in
+# .demo/admin-password, seed each queue once, server on http://127.0.0.1:8000/) beside a
+# `ledger_worker tasks --scheduler` (log in .demo/worker.log). A worker that dies is
+# replaced, and the terminal says so; one that dies within 10 s of its start three
+# times running stops the demo, as the admin server or Redis ending does. Ctrl-C or
+# SIGTERM stops everything, however the script was started, and removes .demo/env.
+# Never touches the Redis on port 6379.
 #
 # Environment:
 #   DEMO_DIR         the demo's folder (default: .demo in the project root)
@@ -100,6 +106,26 @@ if [ -f "$ENV_FILE" ]; then
     rm -f "$ENV_FILE" # left by a demo that was killed outright
 fi
 
+# install_project: the project into $VENV, with what Django's task framework needs there.
+# Django 6.0+ has django.tasks built in but needs Python 3.12, so on Python 3.11 pip takes
+# Django 5.2, which needs the django-tasks backport: the "tasks" extra.
+install_project() {
+    local spec=.
+    if "$PY" -c 'import sys; sys.exit(sys.version_info >= (3, 12))'; then # below 3.12
+        spec=".[tasks]"
+    fi
+    log "installing the project into $VENV (pip install -e '$spec')"
+    "$PY" -m pip install -q -e "$spec"
+    # A .venv of an earlier run may hold a Django 5.2 of its own: check, whatever the Python.
+    if ! "$PY" -c "$HAS_TASK_FRAMEWORK"; then
+        log "Django $("$PY" -m django --version) has no django.tasks: adding the tasks extra"
+        "$PY" -m pip install -q -e ".[tasks]"
+    fi
+}
+HAS_TASK_FRAMEWORK='
+import importlib.util, sys, django
+sys.exit(django.VERSION < (6, 0) and importlib.util.find_spec("django_tasks") is None)'
+
 if [ -n "${DEMO_PYTHON:-}" ]; then
     PY="$DEMO_PYTHON"
     VENV="$(dirname "$(dirname "$PY")")"
@@ -108,8 +134,7 @@ else
     VENV=.venv
     PY="$VENV/bin/python"
     make_venv "$VENV"
-    log "installing the project into $VENV"
-    "$PY" -m pip install -q -e .
+    install_project
 fi
 ensure_redis_server "$VENV"
 
@@ -170,22 +195,56 @@ EOF
 mv "$ENV_FILE.tmp" "$ENV_FILE"
 log "settings in $ENV_FILE: manage.py in another terminal uses this demo while it runs"
 
-start_bg "the admin server" "$PY" manage.py ledger_demo --skip tasks "$@"
-# A worker with the scheduler inside: the demo's schedules admit tasks into the "tasks"
-# queue every few seconds and it runs them, so the admin shows work flowing.
-start_bg "the worker" "$PY" manage.py ledger_worker tasks --scheduler --concurrency 4 \
-    >>"$DEMO_DIR/worker.log" 2>&1
-log "worker: ledger_worker tasks --scheduler (log in $DEMO_DIR/worker.log)"
+# The admin's password is kept in $DEMO_DIR/admin-password: a restart prints the same one.
+start_bg "the admin server" "$PY" manage.py ledger_demo --skip tasks \
+    --password-file "$DEMO_DIR/admin-password" "$@"
 
-# Wait for whichever process ends first, then stop the rest (the EXIT trap). A signal
-# interrupts the wait at once and runs its trap.
-status=0
-wait -n || status=$?
-for i in "${!pids[@]}"; do
-    if ! kill -0 "${pids[i]}" 2>/dev/null; then # waited for already: not to be stopped
-        log "${names[i]} ended with status $status: stopping the demo"
-        unset 'pids[i]'
+# A worker with the scheduler inside: the demo's schedules admit tasks into the "tasks"
+# queue every few seconds and it runs them, so the admin shows work flowing. A worker
+# that dies (kill it: nothing is lost) is replaced; one that keeps dying at once is not.
+WORKER_LOG="$DEMO_DIR/worker.log"
+start_worker() {
+    "$PY" manage.py ledger_worker tasks --scheduler --concurrency 4 >>"$WORKER_LOG" 2>&1 &
+    worker_pid=$!
+    worker_since=$SECONDS
+}
+start_worker
+pids+=("$worker_pid")
+names+=("the worker")
+log "worker: ledger_worker tasks --scheduler, pid $worker_pid (log in $WORKER_LOG)"
+
+# Wait for whichever process ends first: a worker is started again, anything else stops
+# the rest (the EXIT trap). A signal interrupts the wait at once and runs its trap.
+QUICK_SECONDS=10 # a worker that ends sooner than this after its start ended "at once"
+quick=0
+while :; do
+    status=0
+    wait -n || status=$?
+    ended=""
+    for i in "${!pids[@]}"; do
+        if ! kill -0 "${pids[i]}" 2>/dev/null; then # waited for already: not to be stopped
+            ended="$i"
+        fi
+    done
+    [ -n "$ended" ] || continue
+    if [ "${pids[ended]}" = "$worker_pid" ]; then
+        if ((SECONDS - worker_since < QUICK_SECONDS)); then
+            quick=$((quick + 1))
+        else
+            quick=0
+        fi
+        if ((quick < 3)); then
+            old="$worker_pid"
+            start_worker
+            pids[ended]="$worker_pid"
+            log "the worker (pid $old) ended with status $status: started another, pid $worker_pid (log in $WORKER_LOG)"
+            continue
+        fi
+        log "the worker ended with status $status, 3 times within ${QUICK_SECONDS} s of its start; the end of $WORKER_LOG:"
+        tail -n 15 "$WORKER_LOG" >&2 || true
     fi
+    log "${names[ended]} ended with status $status: stopping the demo"
+    unset 'pids[ended]'
+    pids=("${pids[@]}")
+    exit "$status"
 done
-pids=("${pids[@]}")
-exit "$status"

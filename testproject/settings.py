@@ -117,7 +117,8 @@ if _env.get("LEDGER_DEMO") == "1":
     LEDGER["QUEUES"]["tasks"] = {"MAX_ATTEMPTS": 3, "BACKOFF_BASE": 2, "BACKOFF_CAP": 10}
     LEDGER["SCHEDULES"] = LEDGER["SCHEDULES"] or {
         "receipts": {"TASK": "testproject.tasks.send_receipt", "EVERY": 3},
-        "hourly-report": {"TASK": "testproject.tasks.hourly_report", "CRON": "* * * * *"},
+        # A cron schedule as well, each minute so that the demo shows its fires at once.
+        "report-every-minute": {"TASK": "testproject.tasks.build_report", "CRON": "* * * * *"},
     }
 
 # Django's task framework on the ledger (docs/tasks.md): django.tasks on Django 6.0+,

@@ -1,6 +1,6 @@
 """The demo's tasks: what `scripts/demo.sh` keeps flowing so the admin shows work.
 
-The demo's scheduler admits `send_receipt` every few seconds and `hourly_report` each
+The demo's scheduler admits `send_receipt` every 3 seconds and `build_report` each
 minute (`LEDGER_DEMO=1` in `testproject/settings.py`); its worker runs them. One receipt
 in six raises, to show retries with backoff and, after the last attempt, a failure.
 """
@@ -25,7 +25,7 @@ def send_receipt() -> dict[str, Any]:
 
 
 @task(queue_name="tasks")
-def hourly_report() -> dict[str, Any]:
+def build_report() -> dict[str, Any]:
     """Pretend to build a report."""
     time.sleep(0.5)
     return {"rows": random.randint(10, 500)}

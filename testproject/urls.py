@@ -6,6 +6,8 @@ from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path
 from django.views.generic import RedirectView
 
+from testproject.favicon import favicon
+
 
 def _has_module(name: str) -> bool:
     # find_spec imports the parents of a dotted name, and raises if one is missing.
@@ -22,6 +24,8 @@ admin.site.site_url = None
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", RedirectView.as_view(pattern_name="admin:index"), name="home"),
     path("admin/", admin.site.urls),
+    # Browsers ask every site for it: an icon rather than a 404 on every page.
+    path("favicon.ico", favicon, name="favicon"),
 ]
 
 # The API arrives with django_ledger.api; until then the project serves the admin only.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -211,3 +212,44 @@ def test_the_demo_prints_a_curl_line_whose_token_works(queues: None) -> None:
     api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     response = api.get("/api/queues/")
     assert response.status_code == 200, response.content
+
+
+def test_the_dead_record_used_every_attempt_its_queue_allows(queues: None) -> None:
+    # The admin shows "ended: out of attempts" beside "Attempts N of at most MAX_ATTEMPTS":
+    # the seeded record must have had as many claims as its queue allows, no fewer.
+    demo()
+    for queue, allowed in (("default", 16), ("emails", 3)):
+        ledger = get_ledger(queue)
+        assert ledger.max_attempts == allowed
+        record = ledger.resolve("demo-dead")
+        assert record is not None and record.state.value == "DEAD"
+        assert record.attempts == allowed
+
+
+def test_a_password_file_keeps_the_admin_password_across_runs(queues: None, tmp_path: Path) -> None:
+    kept = tmp_path / "demo" / "admin-password"
+
+    def password_of_a_run() -> str:
+        out = io.StringIO()
+        call_command("ledger_demo", "--no-serve", "--password-file", str(kept), stdout=out)
+        found = re.search(r"user admin, password (\S+)", out.getvalue())
+        assert found is not None and f"in {kept}" in out.getvalue(), out.getvalue()
+        return found.group(1)
+
+    first = password_of_a_run()
+    assert kept.read_text() == first + "\n" and kept.stat().st_mode & 0o077 == 0
+    assert password_of_a_run() == first
+    assert authenticate(username="admin", password=first) is not None
+    # Deleting the file asks for a new one: the old one stops working.
+    kept.unlink()
+    second = password_of_a_run()
+    assert second != first and kept.read_text() == second + "\n"
+    assert authenticate(username="admin", password=first) is None
+    assert authenticate(username="admin", password=second) is not None
+
+
+def test_an_unusable_password_file_is_a_clear_error(queues: None, tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="could not use --password-file"):
+        call_command(
+            "ledger_demo", "--no-serve", "--password-file", str(tmp_path), stdout=io.StringIO()
+        )

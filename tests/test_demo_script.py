@@ -9,12 +9,15 @@ installed) spares the virtualenv and the install, so nothing needs the network.
 from __future__ import annotations
 
 import contextlib
+import http.cookiejar
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,10 +43,11 @@ class Demo:
     redis_port: int
     http_port: int
     env: dict[str, str]
+    log_name: str = "demo.log"
 
     @property
     def log(self) -> str:
-        path = self.folder / "demo.log"
+        path = self.folder / self.log_name
         return path.read_text(errors="replace") if path.exists() else ""
 
 
@@ -81,12 +85,62 @@ def stop_all(demo: Demo) -> None:
         demo.launcher.communicate()
 
 
-@pytest.fixture
-def demo(tmp_path: Path) -> Iterator[Demo]:
-    folder = tmp_path / "demo"
-    folder.mkdir()
-    redis_port, http_port = free_port(), free_port()
-    env = demo_env(folder, redis_port)
+def stop(demo: Demo) -> None:
+    """SIGTERM, as a user's supervisor stops it: it ends 143 with all of it gone."""
+    os.kill(demo.pid, signal.SIGTERM)
+    assert demo.launcher.communicate(timeout=STOP_TIMEOUT)[0].strip() == "status 143", demo.log
+    assert session_members(demo.launcher.pid) == [], demo.log
+
+
+def session_members(session: int, named: str = "") -> list[int]:
+    """Return the processes of ``session`` whose command line contains ``named``."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[3]) == session and named in command:
+            members.append(int(entry.name))
+    return members
+
+
+def tasks_ended(port: int) -> int:
+    client = redis.Redis(port=port)
+    try:
+        return int(client.zcard("{ledger:tasks}:completed") + client.zcard("{ledger:tasks}:failed"))
+    finally:
+        client.close()
+
+
+def logs_in(port: int, password: str) -> bool:
+    """Log in to the admin as ``admin`` the way a browser does; True when it lets us in."""
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    url = f"http://127.0.0.1:{port}/admin/login/"
+    with opener.open(url) as page:
+        form = page.read().decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form)
+    assert token is not None, form
+    body = urllib.parse.urlencode(
+        {
+            "csrfmiddlewaretoken": token.group(1),
+            "username": "admin",
+            "password": password,
+            "next": "/admin/",
+        }
+    ).encode()
+    with opener.open(urllib.request.Request(url, body, headers={"Referer": url})) as answer:
+        # Let in: the admin's index (its log-out form); refused: the log-in form again.
+        return answer.url.endswith("/admin/") and "logout" in answer.read().decode()
+
+
+def start_demo(folder: Path, redis_port: int, http_port: int, log: str = "demo.log") -> Demo:
+    """Start the demo the way a supervisor script would; return once its admin answers."""
+    env = {**demo_env(folder, redis_port), "DEMO_LOG": str(folder / log)}
     launcher = subprocess.Popen(
         ["bash", "-c", LAUNCHER, "launcher", "--port", str(http_port)],
         cwd=ROOT,
@@ -97,16 +151,27 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
         start_new_session=True,
     )
     assert launcher.stdout is not None
-    running = Demo(launcher, int(launcher.stdout.readline()), folder, redis_port, http_port, env)
+    running = Demo(
+        launcher, int(launcher.stdout.readline()), folder, redis_port, http_port, env, log
+    )
+    deadline = time.monotonic() + START_TIMEOUT
+    while "serving http://" not in running.log or not answers(http_port):
+        if launcher.poll() is not None or time.monotonic() > deadline:
+            stop_all(running)
+            pytest.fail(f"the demo did not start:\n{running.log}")
+        time.sleep(0.2)
+    return running
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    running = start_demo(folder, free_port(), free_port())
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while "serving http://" not in running.log or not answers(http_port):
-            if launcher.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the demo did not start:\n{running.log}")
-            time.sleep(0.2)
         yield running
     finally:
-        if launcher.poll() is None:  # the test failed before stopping it
+        if running.launcher.poll() is None:  # the test failed before stopping it
             stop_all(running)
 
 
@@ -183,3 +248,52 @@ def test_the_demo_runs_a_worker_and_its_schedules_keep_work_flowing(demo: Demo) 
     client.close()
     os.kill(demo.pid, signal.SIGTERM)
     assert demo.launcher.communicate(timeout=STOP_TIMEOUT)[0].strip() == "status 143"
+
+
+def test_a_killed_worker_is_replaced_and_the_rest_keeps_running(demo: Demo) -> None:
+    deadline = time.monotonic() + 45
+    while not tasks_ended(demo.redis_port):
+        assert time.monotonic() < deadline, f"no task ended in 45 s:\n{demo.log}"
+        time.sleep(0.2)
+    (worker,) = session_members(demo.launcher.pid, "ledger_worker")
+    redis_pids = session_members(demo.launcher.pid, "redis-server")
+    os.kill(worker, signal.SIGKILL)
+
+    deadline = time.monotonic() + 30
+    while not (workers := session_members(demo.launcher.pid, "ledger_worker")) or workers == [
+        worker
+    ]:
+        assert demo.launcher.poll() is None, f"the demo stopped:\n{demo.log}"
+        assert time.monotonic() < deadline, f"no new worker in 30 s:\n{demo.log}"
+        time.sleep(0.1)
+    (replacement,) = workers
+    # Said on the terminal, and the new one runs the tasks that keep coming.
+    assert (
+        f"the worker (pid {worker}) ended with status 137: started another, pid {replacement}"
+        in demo.log
+    )
+    ended = tasks_ended(demo.redis_port)
+    deadline = time.monotonic() + 45
+    while tasks_ended(demo.redis_port) <= ended:
+        assert time.monotonic() < deadline, f"no task ended after the restart:\n{demo.log}"
+        time.sleep(0.2)
+    with urllib.request.urlopen(f"http://127.0.0.1:{demo.http_port}/admin/login/") as page:
+        assert page.status == 200
+    assert session_members(demo.launcher.pid, "redis-server") == redis_pids
+    stop(demo)
+
+
+def test_the_admin_password_survives_a_restart(demo: Demo) -> None:
+    found = re.search(r"user admin, password (\S+)", demo.log)
+    assert found is not None, demo.log
+    password = found.group(1)
+    assert logs_in(demo.http_port, password)
+    assert not logs_in(demo.http_port, password + "x")
+    stop(demo)
+
+    again = start_demo(demo.folder, demo.redis_port, demo.http_port, "demo-again.log")
+    try:
+        assert f"user admin, password {password} (kept in " in again.log, again.log
+        assert logs_in(again.http_port, password)
+    finally:
+        stop_all(again)

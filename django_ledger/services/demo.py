@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..core.errors import CorruptRecord
 from ..core.ledger import Ledger
@@ -23,7 +25,16 @@ from ..core.records import Record, State, decode_record, encode_record
 from ..core.reference import write
 from ..core.results import AdmissionStatus, Claim
 
-__all__ = ["STEPS", "DemoRecord", "DemoSeed", "demo_ids", "ensure_admin", "read_demo", "seed_demo"]
+__all__ = [
+    "STEPS",
+    "DemoRecord",
+    "DemoSeed",
+    "demo_ids",
+    "ensure_admin",
+    "kept_password",
+    "read_demo",
+    "seed_demo",
+]
 
 WORKER = "demo-worker"
 #: What seeding makes, in order; the record of step ``s`` is ``demo-s``.
@@ -46,11 +57,15 @@ def demo_ids() -> list[str]:
     return [PREFIX + step for step in STEPS]
 
 
-def ensure_admin(username: str = "admin") -> str:
-    """Create the superuser ``username``, or reset its password; return the new password."""
+def ensure_admin(username: str = "admin", password: str | None = None) -> str:
+    """Create the superuser ``username``, or reset its password; return the password.
+
+    The password is ``password``, or a new random one when it is ``None``.
+    """
     from django.contrib.auth import get_user_model
 
-    password = secrets.token_urlsafe(12)
+    if password is None:
+        password = secrets.token_urlsafe(12)
     user_model = get_user_model()
     user = user_model._default_manager.filter(**{user_model.USERNAME_FIELD: username}).first()
     if user is None:
@@ -62,6 +77,27 @@ def ensure_admin(username: str = "admin") -> str:
         user.set_password(password)
         user.save()
     return password
+
+
+def kept_password(path: Path) -> tuple[str, bool]:
+    """Return the password kept in ``path`` and False, or a new one written there and True.
+
+    The file's first line is the password; a missing or empty file gets a new random
+    one, written only readable by its owner. Raise ``OSError`` when it cannot be read or
+    written.
+    """
+    if path.exists():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if lines and lines[0].strip():
+            return lines[0].strip(), False
+    password = secrets.token_urlsafe(12)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".tmp")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        out.write(password + "\n")
+    os.replace(partial, path)  # whole or not at all
+    return password, True
 
 
 @dataclass(frozen=True)
@@ -164,9 +200,9 @@ def _stage(staging: Ledger, queue: str) -> list[tuple[str, bytes]]:
             raise RuntimeError(f"staging refused {request_id!r}: {answer.status.value}")
         return request_id
 
-    def claim(step: str, lease: float = 30, on: Ledger = staging) -> Claim:
+    def claim(step: str, lease: float = 30) -> Claim:
         request_id = admit(step)
-        got = on.claim(WORKER, lease=lease)
+        got = staging.claim(WORKER, lease=lease)
         # Nothing else is due in staging, so this is the record just admitted; say so
         # loudly if it ever is not, rather than act on someone else's.
         if got is None or got.request_id != request_id:
@@ -179,11 +215,12 @@ def _stage(staging: Ledger, queue: str) -> list[tuple[str, bytes]]:
     staging.settle(claim("retried"), State.PENDING, delay=300)
     held = claim("claimed", lease=60)
     staging.renew(held, lease=600)
-    # A lease that ran out: repair gives it back (PENDING), or ends it DEAD once a
-    # record has had max_attempts claims (a twin ledger with max_attempts=1 here).
+    # A lease that ran out: repair gives it back (PENDING), as it has attempts left; it
+    # is due a second from now, so the claims below take only demo-dead.
     _expire(staging, claim("expired", lease=1))
-    strict = Ledger(staging.redis, staging.namespace, staging.queue, max_attempts=1)
-    _expire(strict, claim("dead", lease=1, on=strict))
+    # Out of attempts: claimed as many times as the queue allows, each lease running out,
+    # until repair ends it DEAD.
+    _exhaust(staging, admit("dead"))
     admit("pending")
     admit("later", delay=3600)
     made = [PREFIX + step for step in STEPS if step != "quarantined"]
@@ -230,6 +267,29 @@ def _torn(request_id: str, payload: str, now: int) -> bytes:
         Record(request_id, payload, State.PENDING, now, created_at=now, updated_at=now)
     )
     return whole[: len(whole) - len(payload) // 2]
+
+
+def _exhaust(ledger: Ledger, request_id: str) -> None:
+    """Claim ``request_id`` ``max_attempts`` times, each lease running out, until it is DEAD.
+
+    The server clock moves on past each lease (a skew of a few milliseconds in all).
+    """
+    try:
+        for _ in range(ledger.max_attempts):
+            got = ledger.claim(WORKER, lease=0.001)
+            if got is None or got.request_id != request_id:
+                taken = None if got is None else got.request_id
+                raise RuntimeError(f"claimed {taken!r} instead of {request_id!r} in staging")
+            with ledger.translate_errors():
+                raw = ledger.redis.hget(ledger.records_key, request_id)
+            ledger.clock_skew_ms += got.lease_until - ledger.server_time_ms() + 1
+            ledger.repair_records([(request_id, raw)])
+    finally:
+        ledger.clock_skew_ms = 0
+    record = ledger.resolve(request_id)
+    if record is None or record.state is not State.DEAD:
+        state = None if record is None else record.state.value
+        raise RuntimeError(f"{request_id!r} is {state} after {ledger.max_attempts} claims")
 
 
 def _expire(ledger: Ledger, claim: Claim) -> None:

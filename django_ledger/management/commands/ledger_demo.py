@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -11,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django_ledger.conf import get_ledger, ledger_settings
 from django_ledger.core.errors import LedgerError
 from django_ledger.services import ensure_admin, seed_demo
+from django_ledger.services.demo import kept_password
 
 STATS = ("pending_due", "pending_later", "claimed", "completed", "failed", "dead", "quarantined")
 
@@ -18,7 +20,7 @@ STATS = ("pending_due", "pending_later", "claimed", "completed", "failed", "dead
 class Command(BaseCommand):
     help = (
         "Run the demo: migrate the database, create (or reset) the superuser 'admin' with a "
-        "new random password, seed every configured queue once with records in every state "
+        "new random password (or the one kept in --password-file), seed every configured queue once with records in every state "
         "(touching no other record), print each queue's counters and the demo's records, "
         "then serve the admin on 127.0.0.1."
     )
@@ -29,6 +31,12 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--no-serve", action="store_true", help="seed and print, without starting the server"
+        )
+        parser.add_argument(
+            "--password-file",
+            metavar="PATH",
+            help="keep the admin's password in this file: the first run writes a new one "
+            "there, later runs set and print the same one (default: a new one every run)",
         )
         parser.add_argument(
             "--skip",
@@ -43,7 +51,17 @@ class Command(BaseCommand):
         if not 1 <= port <= 65535:
             raise CommandError(f"--port must be from 1 to 65535, got {port}")
         call_command("migrate", interactive=False, verbosity=0)
-        password = ensure_admin("admin")
+        kept = ""
+        if options["password_file"]:
+            path = Path(options["password_file"])
+            try:
+                password, made = kept_password(path)
+            except (OSError, UnicodeError) as exc:
+                raise CommandError(f"could not use --password-file {path}: {exc}") from exc
+            kept = f" ({'new, kept' if made else 'kept'} in {path}: delete it for a new one)"
+            ensure_admin("admin", password)
+        else:
+            password = ensure_admin("admin")
         try:
             for name in ledger_settings.queue_names:
                 if name in options["skip"]:
@@ -66,7 +84,7 @@ class Command(BaseCommand):
         except (ImproperlyConfigured, LedgerError, RuntimeError) as exc:
             raise CommandError(f"could not seed the demo: {exc}") from exc
         url = f"http://127.0.0.1:{port}/admin/"
-        self.stdout.write(f"admin login: user admin, password {password}")
+        self.stdout.write(f"admin login: user admin, password {password}{kept}")
         self._print_api_line(port)
         if options["no_serve"]:
             self.stdout.write(

@@ -15,7 +15,7 @@ from typing import Any, TypeVar, cast
 from django.utils import timezone
 from typing_extensions import ParamSpec
 
-from ..core.jobs import PayloadTemplate
+from ..core.jobs import PayloadTemplate, argument_problem
 from ..core.records import id_problem
 from ..core.timing import instant_ms
 from .compat import InvalidTask, Task, TaskResult
@@ -58,16 +58,26 @@ def request(
     arguments for a unique task, otherwise a new one.
     """
     result: TaskResult[_P, _R] | None = None
+    path, ledger = plan.path, plan.entry.ledger
     if plain_call(args, kwargs):  # what normalize_json would hand back unchanged
         call_args, call_kwargs = list(args), dict(kwargs)
     else:  # Django's TaskResult normalizes them (and refuses what JSON cannot hold)
-        result = cast("TaskResult[_P, _R]", new_result(task, "", list(args), dict(kwargs), alias))
+        try:
+            made = new_result(task, "", list(args), dict(kwargs), alias)
+        except (TypeError, ValueError, RecursionError) as exc:
+            # normalize_json recurses: a cycle or deep nesting is a RecursionError there.
+            problem = argument_problem(args, kwargs, loose=True)
+            if problem is None:
+                raise _refused(path, exc) from exc
+            if not isinstance(exc, RecursionError):  # Django's own words too
+                problem = type(problem)(f"{problem} ({exc})")
+            raise _refused(path, problem) from exc
+        result = cast("TaskResult[_P, _R]", made)
         call_args, call_kwargs = result.args, result.kwargs
-    path, ledger = plan.path, plan.entry.ledger
     try:
         payload = plan.template.encode(call_args, call_kwargs)
     except (TypeError, ValueError) as exc:
-        raise type(exc)(f"The arguments of {path} are not JSON: {exc}") from exc
+        raise _refused(path, exc) from exc
     try:
         size = len(payload) if payload.isascii() else len(payload.encode("utf-8"))
     except UnicodeEncodeError as exc:
@@ -88,6 +98,12 @@ def request(
         return cast("TaskResult[_P, _R]", ready), payload
     object.__setattr__(result, "id", checked)
     return result, payload
+
+
+def _refused(path: str, problem: BaseException) -> TypeError | ValueError:
+    """The error of arguments no payload can hold: ``TypeError``, else ``ValueError``."""
+    kind = TypeError if isinstance(problem, TypeError) else ValueError
+    return kind(f"The arguments of {path} cannot be enqueued: {problem}")
 
 
 def delay(task: Task[..., Any], entry: QueueEntry) -> timedelta | int:

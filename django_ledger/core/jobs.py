@@ -45,6 +45,7 @@ __all__ = [
     "encode_result",
     "encode_task",
     "nesting_depth",
+    "payload_problem",
     "too_deep",
 ]
 
@@ -175,6 +176,15 @@ def decode_task(payload: str) -> TaskPayload:
     if not isinstance(options, dict) or set(options) - OPTION_NAMES:
         raise BadPayload(f"options must be an object of {sorted(OPTION_NAMES)}")
     return TaskPayload(task, args, kwargs, options)
+
+
+def payload_problem(payload: str) -> str | None:
+    """Say why ``payload`` does not decode as a task document, or ``None`` if it does."""
+    try:
+        decode_task(payload)
+    except BadPayload as exc:
+        return str(exc)
+    return None
 
 
 def encode_result(doc: ResultDoc) -> str:

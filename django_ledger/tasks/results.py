@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from ..core.jobs import BadPayload, decode_task
+from ..core.jobs import payload_problem
 from ..core.records import State, ms_to_datetime
 from .compat import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
 from .exceptions import UnknownTask
@@ -21,7 +21,6 @@ from .state import TaskState
 __all__ = [
     "instant",
     "new_result",
-    "payload_problem",
     "plain_call",
     "ready_result",
     "task_of",
@@ -137,7 +136,7 @@ def task_of(state: TaskState, alias: str) -> Task[..., Any]:
     if state.payload is None:
         raise TaskResultDoesNotExist(
             f"{state.request_id!r} on queue {state.queue!r} is a ledger record whose payload "
-            f"is not a task document: {payload_problem(state.record.payload)}"
+            f"is not a task document: {payload_problem(state.record.payload) or 'it changed'}"
         )
     try:
         declared = resolve_task(state.payload.task)
@@ -170,15 +169,6 @@ def usable_options(options: dict[str, Any]) -> dict[str, Any]:
         except (TypeError, ValueError):
             continue
     return usable
-
-
-def payload_problem(payload: str) -> str:
-    """Say why ``payload`` does not decode as a task document."""
-    try:
-        decode_task(payload)
-    except BadPayload as exc:
-        return str(exc)
-    return "it decodes now"  # a record read while it changed
 
 
 def task_result(state: TaskState, task: Task[..., Any], alias: str) -> TaskResult[..., Any]:

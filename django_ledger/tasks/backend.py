@@ -23,9 +23,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from typing_extensions import ParamSpec
 
+from ..core.errors import LedgerUnavailable
 from ..core.jobs import PayloadTemplate
 from ..core.records import id_problem
-from .admission import admitted, answered
+from .admission import admitted, answered, retried
 from .compat import (
     DEFAULT_TASK_QUEUE_NAME,
     BaseTaskBackend,
@@ -136,7 +137,11 @@ class LedgerBackend(BaseTaskBackend):
     def enqueue(
         self, task: Task[_P, _R], args: list[Any], kwargs: dict[str, Any]
     ) -> TaskResult[_P, _R]:
-        """Admit one call of ``task``; a unique task's repeat answers the existing result."""
+        """Admit one call of ``task``; a unique task's repeat answers the existing result.
+
+        With Redis away, the admission is tried again under the same id
+        (``admission.py``); ``EnqueueOutcomeUnknown`` says it stayed away, with the id.
+        """
         return self._enqueue_one(task, args, kwargs, None, given=False)
 
     def enqueue_once(
@@ -158,7 +163,21 @@ class LedgerBackend(BaseTaskBackend):
         plan = self._plan(task)
         result, payload = request(plan, task, args, kwargs, request_id, self.alias, given=given)
         entry = plan.entry
-        answer = entry.ledger.admit(result.id, payload, delay(task, entry), priority=task.priority)
+        ledger = entry.ledger
+        try:
+            answer = ledger.admit(result.id, payload, delay(task, entry), priority=task.priority)
+        except LedgerUnavailable as exc:  # applied or not: try again under the same id
+            answer = retried(
+                exc,
+                ledger,
+                plan.path,
+                [result.id],
+                lambda: ledger.admit(
+                    result.id, payload, delay(task, entry), priority=task.priority
+                ),
+            )
+            own = not given and not plan.unique
+            return answered(type(self), self.alias, task, entry, [result], [answer], own=own)[0]
         if answer.times is not None:  # admitted just now: the common answer, without lists
             admitted(type(self), task, result, *answer.times, made={})
             return result
@@ -198,7 +217,19 @@ class LedgerBackend(BaseTaskBackend):
         if not requests:
             return []
         entry = plan.entry
-        answers = entry.ledger.admit_many(requests, delay(task, entry), priority=task.priority)
+        ledger = entry.ledger
+        try:
+            answers = ledger.admit_many(requests, delay(task, entry), priority=task.priority)
+        except LedgerUnavailable as exc:  # any prefix applied: try all again under their ids
+            answers = retried(
+                exc,
+                ledger,
+                plan.path,
+                [request_id for request_id, _ in requests],
+                lambda: ledger.admit_many(requests, delay(task, entry), priority=task.priority),
+            )
+            own = ids is None and not plan.unique
+            return answered(type(self), self.alias, task, entry, results, answers, own=own)
         return answered(type(self), self.alias, task, entry, results, answers)
 
     def _plan(self, task: Task[..., Any]) -> Plan:

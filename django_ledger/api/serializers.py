@@ -59,6 +59,8 @@ __all__ = [
 MAX_SECONDS = MAX_DURATION_MS / 1000
 #: The latest fire time a dispatch may name (9999-12-31T23:59:59Z).
 MAX_EPOCH_SECONDS = 253_402_300_799
+#: The largest repair cursor: Redis's HSCAN cursor is an unsigned 64-bit number.
+MAX_CURSOR = 2**64 - 1
 STATES = [state.value for state in State]
 
 
@@ -339,8 +341,18 @@ class RecordListQuerySerializer(serializers.Serializer[Any]):
 
 
 class RepairSerializer(serializers.Serializer[Any]):
-    cursor = serializers.RegexField(r"^[0-9]{1,20}$", default="0")
+    cursor = serializers.RegexField(
+        r"^[0-9]{1,20}(\.[0-9]{1,20})?$",
+        default="0",
+        help_text='"0", or the cursor the last page answered ("<shard>.<cursor>" when sharded).',
+    )
     count = serializers.IntegerField(min_value=1, max_value=10_000, default=100)
+
+    def validate_cursor(self, value: str) -> str:
+        # Redis's HSCAN cursor is an unsigned 64-bit number: a larger one is an error there.
+        if any(int(part) > MAX_CURSOR for part in value.split(".")):
+            raise serializers.ValidationError(f"A cursor is at most {MAX_CURSOR}.")
+        return value
 
 
 class GateSerializer(serializers.Serializer[Any]):

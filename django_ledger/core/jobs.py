@@ -15,15 +15,23 @@ The result is a JSON document a worker stores with each settlement of an attempt
 Each attempt that raised carries ``error``: ``{"exception_class_path": "...",
 "traceback": "..."}``. ``return_value`` is present once an attempt returned. Neither
 document imports Django: the task backend builds Django's ``TaskResult`` from them.
+
+A payload nests at most ``MAX_PAYLOAD_DEPTH`` arrays and objects deep (its own object
+and its ``args`` array count two): the encoder refuses a deeper call, naming the
+argument, and ``decode_task`` refuses a deeper payload, so no reader recurses past it.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "MAX_PAYLOAD_DEPTH",
     "PAYLOAD_VERSION",
     "RESULT_VERSION",
     "Attempt",
@@ -31,10 +39,14 @@ __all__ = [
     "PayloadTemplate",
     "ResultDoc",
     "TaskPayload",
+    "argument_problem",
     "decode_result",
     "decode_task",
     "encode_result",
     "encode_task",
+    "nesting_depth",
+    "payload_problem",
+    "too_deep",
 ]
 
 PAYLOAD_VERSION = 1
@@ -43,6 +55,9 @@ RESULT_VERSION = 1
 OPTION_NAMES = frozenset(
     {"max_attempts", "backoff_base", "backoff_cap", "retry_on", "timeout", "lease", "unique"}
 )
+#: The deepest nesting of arrays and objects a payload may have (its own object is 1,
+#: its ``args`` array 2): about what any JSON reader takes without recursing too deep.
+MAX_PAYLOAD_DEPTH = 64
 
 
 class BadPayload(ValueError):
@@ -113,8 +128,19 @@ class PayloadTemplate:
 
     def encode(self, args: list[Any], kwargs: dict[str, Any]) -> str:
         """Encode one call (a list and a dict); ``TypeError``/``ValueError`` as ``encode_task``."""
-        encoded_kwargs = _canonical(kwargs) if kwargs else "{}"
-        return f'{{"args":{_canonical(args)},"kwargs":{encoded_kwargs}{self._tail}'
+        try:
+            encoded_kwargs = _canonical(kwargs) if kwargs else "{}"
+            payload = f'{{"args":{_canonical(args)},"kwargs":{encoded_kwargs}{self._tail}'
+        except (TypeError, ValueError, RecursionError) as exc:
+            problem = argument_problem(args, kwargs)
+            if problem is None:  # what the walk does not know: json's own words
+                raise (ValueError if isinstance(exc, RecursionError) else type(exc))(
+                    str(exc)
+                ) from exc
+            raise problem from exc
+        if too_deep(payload):
+            raise argument_problem(args, kwargs) or ValueError(f"the payload {_TOO_DEEP}")
+        return payload
 
 
 def encode_task(
@@ -131,9 +157,11 @@ def encode_task(
 
 def decode_task(payload: str) -> TaskPayload:
     """Decode a task payload, or raise ``BadPayload`` saying what is wrong with it."""
+    if too_deep(payload):
+        raise BadPayload(f"the payload {_TOO_DEEP}")
     try:
         document = json.loads(payload)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise BadPayload(f"the payload is not JSON: {exc}") from exc
     if not isinstance(document, dict):
         raise BadPayload("the payload is not a JSON object")
@@ -148,6 +176,15 @@ def decode_task(payload: str) -> TaskPayload:
     if not isinstance(options, dict) or set(options) - OPTION_NAMES:
         raise BadPayload(f"options must be an object of {sorted(OPTION_NAMES)}")
     return TaskPayload(task, args, kwargs, options)
+
+
+def payload_problem(payload: str) -> str | None:
+    """Say why ``payload`` does not decode as a task document, or ``None`` if it does."""
+    try:
+        decode_task(payload)
+    except BadPayload as exc:
+        return str(exc)
+    return None
 
 
 def encode_result(doc: ResultDoc) -> str:
@@ -182,8 +219,143 @@ def decode_result(raw: str | bytes | None) -> ResultDoc:
             )
             for item in document["attempts"]
         ]
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise BadPayload(f"the stored result is not a result document: {exc}") from exc
     if document.get("v") != RESULT_VERSION:
         raise BadPayload(f"result version {document.get('v')!r} is not {RESULT_VERSION}")
     return ResultDoc(attempts, "return_value" in document, document.get("return_value"))
+
+
+# -- nesting, and the place of what JSON cannot hold ----------------------------------
+
+_TOO_DEEP = (
+    f"nests deeper than {MAX_PAYLOAD_DEPTH} levels of arrays and objects (the payload's "
+    "own object and its args array count two)"
+)
+# A JSON string, escapes included (the unrolled form: no backtracking per character).
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_SCALARS = (str, int, float, type(None))  # bool is an int
+_KEY_TYPES = (str, int, float, type(None))
+
+
+def nesting_depth(text: str, limit: int = MAX_PAYLOAD_DEPTH) -> int:
+    """Return how deep arrays and objects nest in JSON ``text``, counting to ``limit + 1``.
+
+    Brackets inside strings do not count. A loop, not recursion, that stops as soon as
+    it passes ``limit``; text that is not JSON gets some number that ``json`` refuses
+    anyway.
+    """
+    depth = deepest = 0
+    for bracket in _NOT_BRACKET.sub("", _STRING.sub("", text)):
+        if bracket == "[" or bracket == "{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    break
+        else:
+            depth -= 1
+    return deepest
+
+
+def too_deep(text: str, limit: int = MAX_PAYLOAD_DEPTH) -> bool:
+    """Whether JSON ``text`` nests deeper than ``limit``; a count first, so it is cheap.
+
+    Text holding at most ``limit`` opening brackets cannot nest deeper, and is not
+    scanned (nearly every payload).
+    """
+    return text.count("[") + text.count("{") > limit and nesting_depth(text, limit) > limit
+
+
+def argument_problem(
+    args: Any, kwargs: Any, *, limit: int = MAX_PAYLOAD_DEPTH, loose: bool = False
+) -> TypeError | ValueError | None:
+    """Return the error of the first argument no payload may hold, naming its place.
+
+    ``args[0]["x"] is of type datetime.datetime``, ``kwargs["loop"][1] refers to
+    itself``, ``args[2] nests deeper than ...``: what JSON cannot hold, a cycle, and
+    nesting past ``limit`` (an argument sits at level 3). A loop, not recursion.
+    ``loose``: any mapping and sequence count as objects and arrays, and bytes as text
+    (as Django's ``normalize_json`` reads them).
+    """
+    top: list[tuple[str, Any]] = [(f"args[{i}]", arg) for i, arg in enumerate(args)]
+    top += [(f"kwargs[{_key(key)}]", value) for key, value in dict(kwargs).items()]
+    for place, value in top:
+        problem = _problem(place, value, limit, loose)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _problem(top: str, value: Any, limit: int, loose: bool) -> TypeError | ValueError | None:
+    # (place, value, level, containers on the way down): depth-first, in order.
+    stack: list[tuple[str, Any, int, tuple[int, ...]]] = [(top, value, 3, ())]
+    while stack:
+        place, item, level, above = stack.pop()
+        children = _children(item, loose)
+        if children is None:
+            problem = _scalar_problem(place, item, loose)
+            if problem is not None:
+                return problem
+            continue
+        if id(item) in above:
+            return ValueError(f"{place} refers to itself (a circular reference)")
+        if level > limit:
+            return ValueError(f"{top} {_TOO_DEEP}")
+        if isinstance(item, Mapping):
+            problem = _keys_problem(place, list(item), loose)
+            if problem is not None:
+                return problem
+        below = (*above, id(item))
+        stack.extend(
+            (f"{place}[{label}]", child, level + 1, below)
+            for label, child in reversed(list(children))
+        )
+    return None
+
+
+def _children(item: Any, loose: bool) -> Iterator[tuple[str, Any]] | None:
+    if isinstance(item, dict) or (loose and isinstance(item, Mapping)):
+        return ((_key(key), value) for key, value in item.items())
+    if isinstance(item, list | tuple) or (
+        loose and isinstance(item, Sequence) and not isinstance(item, str | bytes | bytearray)
+    ):
+        return ((str(index), value) for index, value in enumerate(item))
+    return None
+
+
+def _scalar_problem(place: str, item: Any, loose: bool) -> TypeError | ValueError | None:
+    if isinstance(item, float) and not math.isfinite(item):
+        name = "NaN" if math.isnan(item) else ("-Infinity" if item < 0 else "Infinity")
+        return ValueError(f"{place} is {name}, which JSON cannot hold")
+    if isinstance(item, _SCALARS):
+        return None
+    if loose and isinstance(item, bytes):
+        try:
+            item.decode("utf-8")
+        except UnicodeDecodeError:
+            return ValueError(f"{place} is bytes that are not UTF-8 text")
+        return None
+    return TypeError(f"{place} is of type {_type_name(item)}, which JSON cannot hold")
+
+
+def _keys_problem(place: str, keys: list[Any], loose: bool) -> TypeError | None:
+    for key in keys:
+        if not isinstance(key, _KEY_TYPES) and not (loose and isinstance(key, bytes)):
+            return TypeError(f"{place} has a key of type {_type_name(key)}, which JSON cannot hold")
+    try:
+        sorted(keys)
+    except TypeError:  # the payload's keys are sorted: str and int keys together do not sort
+        return TypeError(f"{place} has keys of types that do not sort (str and int, ...)")
+    return None
+
+
+def _key(key: Any) -> str:
+    return json.dumps(key, ensure_ascii=False) if isinstance(key, str) else repr(key)
+
+
+def _type_name(value: Any) -> str:
+    kind = type(value)
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"

@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
+    "EnqueueOutcomeUnknown",
     "LeaseExpired",
     "LedgerBackend",
     "LedgerTask",
@@ -37,6 +38,7 @@ _HOMES = {
     "aenqueue_once": "calls",
     "enqueue_many": "calls",
     "aenqueue_many": "calls",
+    "EnqueueOutcomeUnknown": "exceptions",
     "LeaseExpired": "exceptions",
     "NotRun": "exceptions",
     "QueueFull": "exceptions",
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from .backend import LedgerBackend
     from .calls import aenqueue_many, aenqueue_once, enqueue_many, enqueue_once
     from .exceptions import (
+        EnqueueOutcomeUnknown,
         LeaseExpired,
         NotRun,
         QueueFull,

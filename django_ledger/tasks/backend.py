@@ -6,13 +6,13 @@ becomes a record of the queue named by its ``queue_name``, its ``TaskResult.id``
 record's request id; ``run_after`` becomes the record's due time on the Redis clock and
 ``priority`` its priority. ``manage.py ledger_worker`` runs what is due
 (``handler.TaskHandler``); ``get_result`` reads record and result from any process.
+A call's checks before the write live in ``plans.py``, the admission's answers in
+``admission.py``.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, TypeVar, cast
@@ -23,10 +23,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from typing_extensions import ParamSpec
 
+from ..core.errors import LedgerUnavailable
 from ..core.jobs import PayloadTemplate
 from ..core.records import id_problem
-from ..core.results import Admission, AdmissionStatus
-from ..core.timing import instant_ms
+from .admission import admitted, answered, retried
 from .compat import (
     DEFAULT_TASK_QUEUE_NAME,
     BaseTaskBackend,
@@ -34,36 +34,21 @@ from .compat import (
     Task,
     TaskResult,
     TaskResultDoesNotExist,
-    task_enqueued,
 )
-from .exceptions import QueueFull, TaskIdConflict
 from .ledger_task import LedgerTask
 from .options import BACKEND_OPTION_DEFAULTS, backend_option_problem
-from .resolve import declared_task, random_id, unique_id
-from .results import instant, new_result, plain_call, ready_result, task_of, task_result
+from .plans import Call, Plan, delay, payload_options, request
+from .resolve import declared_task
+from .results import task_of, task_result
 from .state import TaskState
 from .store import QueueEntry, queues, read_tasks
 
-__all__ = ["LedgerBackend"]
-
-logger = logging.getLogger("django_ledger.tasks")
+__all__ = ["Call", "LedgerBackend"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-#: One call of a task: positional and keyword arguments.
-Call = tuple[Sequence[Any], Mapping[str, Any]]
 #: Plans kept per backend (declared tasks: module-level, so few); past it, all are dropped.
 _MAX_PLANS = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """What every call of one task shares: its queue, its id rule, its payload template."""
-
-    entry: QueueEntry
-    path: str
-    unique: bool
-    template: PayloadTemplate
 
 
 class LedgerBackend(BaseTaskBackend):
@@ -81,7 +66,7 @@ class LedgerBackend(BaseTaskBackend):
         self.queue_order: list[str] = list(params.get("QUEUES", [DEFAULT_TASK_QUEUE_NAME]))
         self._validated: dict[tuple[Any, ...], None] = {}
         #: Declared tasks' plans by ``id(task)``, each with its task (ids are reused).
-        self._plans: dict[int, tuple[Task[..., Any], _Plan]] = {}
+        self._plans: dict[int, tuple[Task[..., Any], Plan]] = {}
 
     # -- options ----------------------------------------------------------------------
 
@@ -152,7 +137,11 @@ class LedgerBackend(BaseTaskBackend):
     def enqueue(
         self, task: Task[_P, _R], args: list[Any], kwargs: dict[str, Any]
     ) -> TaskResult[_P, _R]:
-        """Admit one call of ``task``; a unique task's repeat answers the existing result."""
+        """Admit one call of ``task``; a unique task's repeat answers the existing result.
+
+        With Redis away, the admission is tried again under the same id
+        (``admission.py``); ``EnqueueOutcomeUnknown`` says it stayed away, with the id.
+        """
         return self._enqueue_one(task, args, kwargs, None, given=False)
 
     def enqueue_once(
@@ -172,15 +161,27 @@ class LedgerBackend(BaseTaskBackend):
     ) -> TaskResult[_P, _R]:
         # enqueue_many's steps for one call, without its lists and batching.
         plan = self._plan(task)
-        result, payload = self._request(plan, task, args, kwargs, request_id, given=given)
+        result, payload = request(plan, task, args, kwargs, request_id, self.alias, given=given)
         entry = plan.entry
-        answer = entry.ledger.admit(
-            result.id, payload, self._delay(task, entry), priority=task.priority
-        )
+        ledger = entry.ledger
+        try:
+            answer = ledger.admit(result.id, payload, delay(task, entry), priority=task.priority)
+        except LedgerUnavailable as exc:  # applied or not: try again under the same id
+            answer = retried(
+                exc,
+                ledger,
+                plan.path,
+                [result.id],
+                lambda: ledger.admit(
+                    result.id, payload, delay(task, entry), priority=task.priority
+                ),
+            )
+            own = not given and not plan.unique
+            return answered(type(self), self.alias, task, entry, [result], [answer], own=own)[0]
         if answer.times is not None:  # admitted just now: the common answer, without lists
-            self._admitted(task, result, *answer.times, made={})
+            admitted(type(self), task, result, *answer.times, made={})
             return result
-        return self._answered(task, entry, [result], [answer])[0]
+        return answered(type(self), self.alias, task, entry, [result], [answer])[0]
 
     def enqueue_many(
         self,
@@ -202,12 +203,13 @@ class LedgerBackend(BaseTaskBackend):
         results: list[TaskResult[_P, _R]] = []
         requests: list[tuple[str, str]] = []
         for position, (args, kwargs) in enumerate(calls):
-            result, payload = self._request(
+            result, payload = request(
                 plan,
                 task,
                 args,
                 kwargs,
                 None if ids is None else ids[position],
+                self.alias,
                 given=ids is not None,
             )
             results.append(result)
@@ -215,12 +217,22 @@ class LedgerBackend(BaseTaskBackend):
         if not requests:
             return []
         entry = plan.entry
-        answers = entry.ledger.admit_many(
-            requests, self._delay(task, entry), priority=task.priority
-        )
-        return self._answered(task, entry, results, answers)
+        ledger = entry.ledger
+        try:
+            answers = ledger.admit_many(requests, delay(task, entry), priority=task.priority)
+        except LedgerUnavailable as exc:  # any prefix applied: try all again under their ids
+            answers = retried(
+                exc,
+                ledger,
+                plan.path,
+                [request_id for request_id, _ in requests],
+                lambda: ledger.admit_many(requests, delay(task, entry), priority=task.priority),
+            )
+            own = ids is None and not plan.unique
+            return answered(type(self), self.alias, task, entry, results, answers, own=own)
+        return answered(type(self), self.alias, task, entry, results, answers)
 
-    def _plan(self, task: Task[..., Any]) -> _Plan:
+    def _plan(self, task: Task[..., Any]) -> Plan:
         """Check ``task`` and return what its calls share, kept for a declared task."""
         kept = self._plans.get(id(task))
         # Django's checks passed when a kept plan was made, and a task is frozen; its
@@ -240,150 +252,12 @@ class LedgerBackend(BaseTaskBackend):
         if unique is None:
             unique = bool(entry.options.get("unique", False))
         path = task.module_path
-        plan = _Plan(entry, path, unique, PayloadTemplate(path, _payload_options(task, declared)))
+        plan = Plan(entry, path, unique, PayloadTemplate(path, payload_options(task, declared)))
         if task is declared:
             if len(self._plans) >= _MAX_PLANS:
                 self._plans.clear()
             self._plans[id(task)] = (task, plan)
         return plan
-
-    def _request(
-        self,
-        plan: _Plan,
-        task: Task[_P, _R],
-        args: Sequence[Any],
-        kwargs: Mapping[str, Any],
-        request_id: object,
-        *,
-        given: bool,
-    ) -> tuple[TaskResult[_P, _R], str]:
-        """Return one call's result (its id set) and payload, checked; nothing is written.
-
-        The id is ``request_id`` if ``given`` (checked), else the task's: derived from the
-        arguments for a unique task, otherwise a new one.
-        """
-        result: TaskResult[_P, _R] | None = None
-        if plain_call(args, kwargs):  # what normalize_json would hand back unchanged
-            call_args, call_kwargs = list(args), dict(kwargs)
-        else:  # Django's TaskResult normalizes them (and refuses what JSON cannot hold)
-            result = cast(
-                "TaskResult[_P, _R]", new_result(task, "", list(args), dict(kwargs), self.alias)
-            )
-            call_args, call_kwargs = result.args, result.kwargs
-        path, ledger = plan.path, plan.entry.ledger
-        try:
-            payload = plan.template.encode(call_args, call_kwargs)
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(f"The arguments of {path} are not JSON: {exc}") from exc
-        try:
-            size = len(payload) if payload.isascii() else len(payload.encode("utf-8"))
-        except UnicodeEncodeError as exc:
-            raise InvalidTask(
-                f"The arguments of {path} hold text that is not UTF-8: {exc}"
-            ) from exc
-        if size > ledger.max_payload_bytes:
-            raise InvalidTask(
-                f"The payload of {path} is {size:,} bytes, over the "
-                f"MAX_PAYLOAD_BYTES ({ledger.max_payload_bytes:,}) of queue {ledger.queue!r}."
-            )
-        if given:
-            checked = _checked_id(request_id)
-        elif plan.unique:
-            checked = unique_id(path, call_args, call_kwargs)
-        else:
-            checked = random_id()
-        if result is None:
-            ready = ready_result(task, checked, call_args, call_kwargs, self.alias)
-            return cast("TaskResult[_P, _R]", ready), payload
-        object.__setattr__(result, "id", checked)
-        return result, payload
-
-    def _delay(self, task: Task[..., Any], entry: QueueEntry) -> timedelta | int:
-        """``run_after`` as a delay from the Redis server's now."""
-        run_after: object = task.run_after
-        if run_after is None:
-            return 0
-        if isinstance(run_after, timedelta):
-            return max(run_after, timedelta(0))
-        assert isinstance(run_after, datetime)
-        if timezone.is_naive(run_after):  # only without USE_TZ: validate_task says so
-            run_after = timezone.make_aware(run_after)
-        due = instant_ms(run_after, "run_after")
-        return timedelta(milliseconds=max(0, due - entry.ledger.server_time_ms()))
-
-    def _answered(
-        self,
-        task: Task[_P, _R],
-        entry: QueueEntry,
-        results: list[TaskResult[_P, _R]],
-        answers: list[Admission],
-    ) -> list[TaskResult[_P, _R]]:
-        failure: Exception | None = None
-        repeats = [
-            answer.request_id for answer in answers if answer.status is AdmissionStatus.DUPLICATE
-        ]
-        existing = (
-            dict(zip(repeats, read_tasks([entry.ledger], repeats), strict=True)) if repeats else {}
-        )
-        out: list[TaskResult[_P, _R]] = []
-        made: dict[object, Any] = {}  # a batch is admitted at one instant, due at one
-        for result, answer in zip(results, answers, strict=True):
-            status = answer.status
-            if status is AdmissionStatus.ADMITTED:
-                if answer.times is None:  # the reference path: read the record
-                    record = answer.record
-                    assert record is not None
-                    self._admitted(task, result, record.created_at, record.due_at, made)
-                else:
-                    self._admitted(task, result, *answer.times, made=made)
-                out.append(result)
-            elif status is AdmissionStatus.DUPLICATE:
-                state = existing.get(answer.request_id)
-                if state is None:  # purged between the admission and the read
-                    failure = failure or TaskIdConflict(answer.request_id, entry.ledger.queue)
-                    continue
-                out.append(cast("TaskResult[_P, _R]", self._result_of(state)))
-            elif status is AdmissionStatus.CONFLICT:
-                failure = failure or TaskIdConflict(
-                    answer.request_id, entry.ledger.queue, answer.reason
-                )
-            elif status is AdmissionStatus.FULL:
-                failure = failure or QueueFull(
-                    f"Queue {entry.ledger.queue!r} holds its MAX_RECORDS "
-                    f"({entry.ledger.max_records:,}) live tasks: {answer.request_id!r} "
-                    "was not enqueued."
-                )
-            else:
-                failure = failure or InvalidTask(
-                    f"{answer.request_id!r} was refused by queue {entry.ledger.queue!r}: "
-                    f"{answer.reason}."
-                )
-        if failure is not None:
-            raise failure
-        return out
-
-    def _admitted(
-        self,
-        task: Task[_P, _R],
-        result: TaskResult[_P, _R],
-        created_at: int,
-        due_at: int,
-        made: dict[object, Any],
-    ) -> None:
-        """Give an admitted result its ``enqueued_at`` (and ``run_after``); send the signal.
-
-        ``made``: the datetimes and deferred tasks already made for this batch, reused.
-        """
-        enqueued_at = made.get(created_at)
-        if enqueued_at is None:
-            enqueued_at = made[created_at] = instant(created_at)
-        object.__setattr__(result, "enqueued_at", enqueued_at)
-        if due_at > created_at:
-            later = made.get(("task", due_at))
-            if later is None:
-                later = made[("task", due_at)] = replace(task, run_after=instant(due_at))
-            object.__setattr__(result, "task", later)
-        task_enqueued.send(type(self), task_result=result)
 
     async def aenqueue(
         self, task: Task[_P, _R], args: list[Any], kwargs: dict[str, Any]
@@ -422,31 +296,11 @@ class LedgerBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(result_id)
         return state
 
-    def _result_of(self, state: TaskState) -> TaskResult[..., Any]:
-        return task_result(state, task_of(state, self.alias), self.alias)
-
     def get_result(self, result_id: str) -> TaskResult[..., Any]:
         """Read a task's result from any process; ``TaskResultDoesNotExist`` if unknown."""
-        return self._result_of(self.task_state(result_id))
+        state = self.task_state(result_id)
+        return task_result(state, task_of(state, self.alias), self.alias)
 
     async def aget_result(self, result_id: str) -> TaskResult[..., Any]:
         """``get_result`` on a worker thread: the event loop never waits on Redis."""
         return await sync_to_async(self.get_result, thread_sensitive=False)(result_id)
-
-
-def _payload_options(task: Task[..., Any], declared: Task[..., Any]) -> dict[str, Any] | None:
-    """The options a payload must carry: those of a task changed from its declaration."""
-    if task is declared or not isinstance(task, LedgerTask):
-        return None
-    options = task.ledger_options
-    base = declared.ledger_options if isinstance(declared, LedgerTask) else {}
-    return options if options != base else None
-
-
-def _checked_id(request_id: object) -> str:
-    if not isinstance(request_id, str):
-        raise TypeError(f"a task id must be a str, not {type(request_id).__name__}")
-    problem = id_problem(request_id)
-    if problem is not None:
-        raise ValueError(f"task id {request_id!r} is not usable ({problem})")
-    return request_id

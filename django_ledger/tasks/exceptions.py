@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ..core.errors import LedgerUnavailable
 from .compat import InvalidTask, TaskException
 
 __all__ = [
+    "EnqueueOutcomeUnknown",
     "LeaseExpired",
     "NotRun",
     "QueueFull",
@@ -30,6 +34,19 @@ class TaskIdConflict(TaskException):
             f"task id {request_id!r} is taken on queue {queue!r}: {why}; a repeat of an "
             "idempotent enqueue must pass the same task and arguments"
         )
+
+
+class EnqueueOutcomeUnknown(LedgerUnavailable):
+    """Redis stayed unavailable through every try of an enqueue's admission.
+
+    Each task in ``task_ids`` (in call order) may or may not be enqueued. Enqueue it
+    again under its id (``enqueue_once(task, task_id, ...)``, or ``enqueue_many(...,
+    ids=error.task_ids)``) once Redis is back: it is admitted at most once.
+    """
+
+    def __init__(self, message: str, task_ids: Sequence[str]) -> None:
+        super().__init__(message)
+        self.task_ids = list(task_ids)
 
 
 class QueueFull(TaskException):

@@ -9,14 +9,24 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from ..core.jobs import payload_problem
 from ..core.records import State, ms_to_datetime
 from .compat import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
 from .exceptions import UnknownTask
 from .ledger_task import LedgerTask
+from .options import normalize_option
 from .resolve import resolve_task
 from .state import TaskState
 
-__all__ = ["instant", "new_result", "plain_call", "ready_result", "task_of", "task_result"]
+__all__ = [
+    "instant",
+    "new_result",
+    "plain_call",
+    "ready_result",
+    "task_of",
+    "task_result",
+    "usable_options",
+]
 
 #: Classes ``normalize_json`` hands back as they are (exactly these: not subclasses).
 _PLAIN = frozenset({str, int, float, bool, type(None)})
@@ -117,11 +127,16 @@ def instant(ms: int | None) -> datetime | None:
 
 
 def task_of(state: TaskState, alias: str) -> Task[..., Any]:
-    """Return the task of ``state`` as it was enqueued: queue, priority and options."""
+    """Return the task of ``state`` as it was enqueued: queue, priority and options.
+
+    A stored option this version cannot use (``lease: -1``, from a payload admitted
+    through the REST API) is left out: the task shows its declared value, and reading
+    never fails on a record's options (the worker refuses to run such a payload).
+    """
     if state.payload is None:
         raise TaskResultDoesNotExist(
             f"{state.request_id!r} on queue {state.queue!r} is a ledger record whose payload "
-            "is not a task document"
+            f"is not a task document: {payload_problem(state.record.payload) or 'it changed'}"
         )
     try:
         declared = resolve_task(state.payload.task)
@@ -141,8 +156,19 @@ def task_of(state: TaskState, alias: str) -> Task[..., Any]:
     if record.due_at > record.created_at:
         changes["run_after"] = instant(record.due_at)
     if isinstance(declared, LedgerTask):
-        changes.update(state.payload.options)
+        changes.update(usable_options(state.payload.options))
     return replace(declared, **changes) if changes else declared
+
+
+def usable_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Return the payload ``options`` a task can take, leaving out those it cannot."""
+    usable = {}
+    for name, value in options.items():
+        try:
+            usable[name] = normalize_option(name, value)
+        except (TypeError, ValueError):
+            continue
+    return usable
 
 
 def task_result(state: TaskState, task: Task[..., Any], alias: str) -> TaskResult[..., Any]:

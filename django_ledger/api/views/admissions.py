@@ -8,6 +8,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from ...core.jobs import MAX_PAYLOAD_DEPTH, too_deep
 from ...core.ledger import MAX_BATCH, MAX_BATCH_BYTES
 from ...core.records import MAX_ID_BYTES
 from ...core.results import Admission, AdmissionStatus
@@ -23,7 +24,7 @@ from ..serializers import (
 )
 from .base import LedgerViewSet
 
-__all__ = ["AdmissionViewSet"]
+__all__ = ["AdmissionViewSet", "carries_tasks"]
 
 #: Reasons of a REJECTED admission that mean "too large" rather than "invalid".
 TOO_LARGE = {"payload_too_large"}
@@ -52,6 +53,13 @@ class AdmissionViewSet(LedgerViewSet):
         self.check_body_size(ledger.max_payload_bytes)
         data = self.validated(AdmitSerializer, request.data)
         request_id = _request_id(data.get("request_id"), request.headers.get("Idempotency-Key"))
+        if carries_tasks(queue) and too_deep(data["payload"]):
+            raise ApiError(
+                400,
+                "payload_too_deep",
+                refusal_message("payload_too_deep"),
+                {"request_id": request_id, "reason": "payload_too_deep"},
+            )
         admission = ledger.admit(
             request_id, data["payload"], data["delay"], data["traceparent"], data["priority"]
         )
@@ -83,10 +91,17 @@ class AdmissionViewSet(LedgerViewSet):
             raise _batch_too_large({"max_bytes": MAX_BATCH_BYTES, "bytes": size})
         # The ledger takes one delay, traceparent and priority per call: group items by them.
         groups: dict[tuple[float, str | None, int], list[int]] = {}
+        results: list[Admission | None] = [None] * len(valid)
+        tasks = carries_tasks(queue)
         for position, item in enumerate(valid):
+            if tasks and too_deep(item["payload"]):
+                refused = Admission(
+                    item["request_id"], AdmissionStatus.REJECTED, "payload_too_deep"
+                )
+                results[position] = refused
+                continue
             key = (item["delay"], item["traceparent"], item["priority"])
             groups.setdefault(key, []).append(position)
-        results: list[Admission | None] = [None] * len(valid)
         for (delay, traceparent, priority), positions in groups.items():
             pairs = [(valid[p]["request_id"], valid[p]["payload"]) for p in positions]
             answers = ledger.admit_many(pairs, delay, traceparent, priority)
@@ -118,6 +133,13 @@ def admission_response(admission: Admission, max_payload_bytes: int | None = Non
     raise ApiError(code, reason, refusal_message(reason, max_payload_bytes), details)
 
 
+def carries_tasks(queue: str) -> bool:
+    """Whether ``queue`` carries Django tasks (a ``LedgerBackend`` serves it)."""
+    from ...services.worker import task_queues
+
+    return queue in task_queues()
+
+
 def refusal_message(reason: str, max_payload_bytes: int | None = None) -> str:
     """Say in words why an admission was refused, with the limit it passed."""
     if reason == "payload_too_large" and max_payload_bytes is not None:
@@ -137,6 +159,10 @@ _REFUSALS = {
         "U+2028 or U+2029)."
     ),
     "payload_not_utf8": "The payload is not valid Unicode (it holds a lone surrogate).",
+    "payload_too_deep": (
+        f"The task payload nests deeper than {MAX_PAYLOAD_DEPTH} levels of arrays and "
+        "objects (its own object and its args count two), which no reader takes."
+    ),
     "traceparent_invalid": "The traceparent is not W3C trace context (00-<32 hex>-<16 hex>-<2 hex>).",
 }
 

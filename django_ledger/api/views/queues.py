@@ -90,7 +90,12 @@ class QueueViewSet(LedgerViewSet):
         """Repair one HSCAN page of records and say what it did."""
         self.check_body_size(1024)
         data = self.validated(RepairSerializer, request.data)
-        report = self.ledger.repair_page(data["cursor"], data["count"])
+        try:
+            report = self.ledger.repair_page(data["cursor"], data["count"])
+        except ValueError as exc:  # a shard this queue does not have
+            raise ApiError(
+                400, "invalid", "The request is not valid: see details.", {"cursor": [str(exc)]}
+            ) from exc
         body = {"cursor": report.cursor, "done": report.cursor == "0", "counts": report.counts()}
         return Response(RepairReportSerializer(body).data)
 

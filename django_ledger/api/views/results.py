@@ -14,6 +14,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from ...core.jobs import payload_problem
 from ...core.records import id_problem
 from ...tasks.state import TaskState
 from ...tasks.store import read_tasks
@@ -105,7 +106,8 @@ class TaskResultViewSet(LedgerViewSet):
         description=(
             "A task's status, times, attempts, errors and return value, as Django's "
             "TaskResult holds them (docs/tasks.md). 404 `record_not_found` for an "
-            "unknown id, 404 `not_a_task` for a record whose payload is not a task."
+            "unknown id, 404 `not_a_task` for a record whose payload is not a task "
+            "document this version reads (`details.reason` says why)."
         ),
         parameters=[QUEUE, REQUEST_ID, RETRY_AFTER],
         responses={200: TaskResultSerializer, **errors(400, 404, 409)},
@@ -121,10 +123,11 @@ class TaskResultViewSet(LedgerViewSet):
                 404, "record_not_found", "No record has this id.", {"request_id": request_id}
             )
         if state.payload is None:
+            reason = payload_problem(state.record.payload) or "it changed while read"
             raise ApiError(
                 404,
                 "not_a_task",
-                "The record's payload is not a task document (docs/encoding.md).",
-                {"request_id": request_id},
+                f"The record's payload is not a task document (docs/encoding.md): {reason}.",
+                {"request_id": request_id, "reason": reason},
             )
         return Response(result_data(state))

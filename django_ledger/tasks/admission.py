@@ -19,9 +19,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar, cast
-
-from typing_extensions import ParamSpec
+from typing import Any, ParamSpec, TypeVar, cast
 
 from ..core.errors import LedgerUnavailable, NotReplicated
 from ..core.ledger import Ledger

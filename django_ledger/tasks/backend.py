@@ -15,13 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import SimpleNamespace
-from typing import Any, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
-from typing_extensions import ParamSpec
 
 from ..core.errors import LedgerUnavailable
 from ..core.jobs import PayloadTemplate

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, TypeVar
-
-from typing_extensions import ParamSpec
+from typing import Any, ParamSpec, TypeVar
 
 from .backend import Call, LedgerBackend
 from .compat import InvalidTask, Task, TaskResult

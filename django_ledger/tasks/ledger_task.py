@@ -21,7 +21,7 @@ from .compat import (
     TaskContext,
     task_backends,
 )
-from .options import OPTION_NAMES, normalize_option
+from .options import OPTION_NAMES, normalize_option, normalize_queues
 from .registry import declare
 
 __all__ = ["LedgerTask", "LedgerTaskContext", "task"]
@@ -52,12 +52,17 @@ class LedgerTask(_TaskBase):
     lease: float | None = None
     #: Admit each (task, arguments) once: the id is derived from them.
     unique: bool | None = None
+    #: The queues besides ``queue_name`` the task may run from (``None``: its own only).
+    #: Declared only: it never travels in a payload.
+    queues: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in OPTION_NAMES:
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, normalize_option(name, value))
+        if self.queues is not None:
+            object.__setattr__(self, "queues", normalize_queues(self.queues))
         Task.__post_init__(self)
         declare(self.module_path)
 
@@ -151,7 +156,7 @@ def task(
             "run_after cannot be defined statically with the @task decorator. "
             "Use .using(run_after=...) to set it dynamically."
         )
-    unknown = sorted(set(options) - OPTION_NAMES)
+    unknown = sorted(set(options) - OPTION_NAMES - {"queues"})
     if unknown:
         raise TypeError(f"task() got unknown option(s): {', '.join(unknown)}")
 

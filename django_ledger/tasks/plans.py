@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar, cast
 
 from django.utils import timezone
-from typing_extensions import ParamSpec
 
 from ..core.jobs import PayloadTemplate, argument_problem
 from ..core.records import id_problem

@@ -1,31 +1,11 @@
-"""Tasks of the queue-group tests: one per queue, one declared for several, one with limits.
-
-``MultiQueueTask`` stands for ``LedgerTask`` with its ``queues`` option: the handler
-reads ``task.queues`` (``django_ledger.tasks.options.declared_queues``), whatever class
-carries it.
-"""
+"""Tasks of the queue-group tests: one per queue, one declared for several, one with limits."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from django_ledger.tasks import LedgerTask
 from django_ledger.tasks import task as ledger_task
 from django_ledger.tasks.compat import task
-from django_ledger.tasks.options import normalize_queues
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MultiQueueTask(LedgerTask):
-    """A ``LedgerTask`` that declares the queues it may run from besides its own."""
-
-    queues: tuple[str, ...] | None = None
-
-    def __post_init__(self) -> None:
-        if self.queues is not None:
-            object.__setattr__(self, "queues", normalize_queues(self.queues))
-        LedgerTask.__post_init__(self)
 
 
 @task(queue_name="emails")
@@ -37,14 +17,10 @@ def emails_only(value: int) -> int:
     return value
 
 
+@ledger_task(queue_name="emails", queues=["emails", "reports"])
 def both(value: int) -> int:
+    """Declared for ``emails`` and ``reports``: either queue's worker runs it."""
     return value
-
-
-#: Declared for ``emails`` and ``reports`` (as ``@task(queues=[...])`` would).
-both = MultiQueueTask(  # type: ignore[no-redef]
-    func=both, queue_name="emails", queues=("emails", "reports"), backend="default"
-)
 
 
 @ledger_task(timeout=2, max_attempts=3, lease=3, backoff_base=0.5, backoff_cap=1)

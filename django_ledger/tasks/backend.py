@@ -35,7 +35,14 @@ from .compat import (
     TaskResultDoesNotExist,
 )
 from .ledger_task import LedgerTask
-from .options import BACKEND_OPTION_DEFAULTS, backend_option_problem
+from .options import (
+    BACKEND_OPTION_DEFAULTS,
+    TaskRefused,
+    backend_option_problem,
+    check_queue,
+    resolve_options,
+    tighten,
+)
 from .plans import Call, Plan, delay, payload_options, request
 from .resolve import declared_task
 from .results import task_of, task_result
@@ -251,7 +258,9 @@ class LedgerBackend(BaseTaskBackend):
         if unique is None:
             unique = bool(entry.options.get("unique", False))
         path = task.module_path
-        plan = Plan(entry, path, unique, PayloadTemplate(path, payload_options(task, declared)))
+        options = payload_options(task, declared)
+        _check_bounds(declared, task.queue_name, entry, options)
+        plan = Plan(entry, path, unique, PayloadTemplate(path, options))
         if task is declared:
             if len(self._plans) >= _MAX_PLANS:
                 self._plans.clear()
@@ -303,3 +312,25 @@ class LedgerBackend(BaseTaskBackend):
     async def aget_result(self, result_id: str) -> TaskResult[..., Any]:
         """``get_result`` on a worker thread: the event loop never waits on Redis."""
         return await sync_to_async(self.get_result, thread_sensitive=False)(result_id)
+
+
+def _check_bounds(
+    declared: Task[..., Any], queue: str, entry: QueueEntry, options: dict[str, Any] | None
+) -> None:
+    """Refuse at enqueue what a worker would refuse at run time (``TaskHandler.plan``).
+
+    A queue the task is not declared for, or options that loosen the task's and the
+    queue's limits: ``InvalidTask`` now rather than a ``TaskRefused`` failure later.
+    """
+    try:
+        check_queue(declared, queue)
+        if options:
+            base = declared.ledger_options if isinstance(declared, LedgerTask) else {}
+            limits = resolve_options(
+                base, entry.options, max_attempts=entry.max_attempts, lease=entry.lease
+            )
+            tighten(limits, options)
+    except TaskRefused as exc:
+        raise InvalidTask(
+            f"{declared.module_path} cannot be enqueued into {queue!r}: {exc}"
+        ) from exc

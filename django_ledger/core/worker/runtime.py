@@ -35,6 +35,7 @@ import time
 from collections import defaultdict
 
 from ..errors import LedgerError
+from ..lane import borrowed
 from ..ledger import Ledger
 from ..results import Claim
 from ..transport import MAX_BATCH
@@ -161,7 +162,8 @@ class Worker:
 
     def _main_loop_thread(self) -> None:
         try:
-            self._main_loop()
+            with borrowed(*(ledger.redis for ledger in self.ledgers.values())):
+                self._main_loop()  # its script calls on one connection borrowed from the pool
         except BaseException as exc:  # raised again by ``run``, on the caller's thread
             self._loop_error = exc
 

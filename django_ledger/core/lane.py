@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis as redis_py
+from redis.observability.providers import get_observability_instance
 from redis.observability.recorder import record_error_count, record_operation_duration
 from redis.utils import HIREDIS_AVAILABLE
 
@@ -61,6 +62,19 @@ _REFUSALS = (
     redis_py.exceptions.MasterDownError,
 )
 _LOST = (redis_py.ConnectionError, redis_py.TimeoutError, OSError)
+
+
+class _Forks:
+    """How many forks made this process (0 in the first): a child's scopes answer ``MISSED``."""
+
+    count = 0
+
+
+def _forked() -> None:
+    _Forks.count += 1
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 class _Open(threading.local):
@@ -123,7 +137,11 @@ def _hiredis_packs(client: Any) -> bool:
 
 
 def _ready(pool: Any, connection: Any) -> None:
-    """Check ``connection`` before a send as ``pool.get_connection()`` checks one it hands out."""
+    """Check ``connection`` before a send as ``pool.get_connection()`` checks one it hands out.
+
+    Called when ``should_reconnect()`` or ``can_read()`` said so (or failed): the rest
+    of the pool's checks, and a new connection when they fail.
+    """
     if connection.should_reconnect():  # a maintenance notification moved it
         connection.disconnect()
     try:
@@ -145,6 +163,9 @@ def _exchange(connection: Any, packed: bytes | None, command: tuple[Any, ...]) -
 
 
 def _record(connection: Any, name: str, start: float, **extra: Any) -> None:
+    """Record the operation's duration as redis-py does (nothing unless observability is on)."""
+    if get_observability_instance().get_provider_manager() is None:
+        return  # what redis-py's recorder finds too, at a tenth of its cost
     record_operation_duration(
         command_name=name,
         duration_seconds=time.monotonic() - start,
@@ -173,13 +194,15 @@ class _Scope:
     def __init__(self, client: Any) -> None:
         self.client = client
         self.pool = client.connection_pool
-        self.pid = os.getpid()
+        self.forks = _Forks.count
         self.connection: Any = None
         self.hiredis = _hiredis_packs(client)
+        # The call in flight: its command's name, when it began, its failed attempts.
+        self.name, self.start, self.attempts = "", 0.0, 0
 
     def call(self, name: str, command: tuple[Any, ...], slot: int = 0) -> Any:
         """Send ``command`` (its name first) and return its reply, or ``MISSED``."""
-        if os.getpid() != self.pid:
+        if _Forks.count != self.forks:
             return MISSED  # a forked child: the connection is the parent's
         try:
             packed = _pack(command) if self.hiredis else None  # type: ignore[misc]
@@ -189,33 +212,41 @@ class _Scope:
         if connection is None:  # checked by the pool as it hands it out
             connection = self.connection = self.pool.get_connection()
         else:
-            _ready(self.pool, connection)
-        start = time.monotonic()
-        attempts = 0
-
-        def failed(error: Exception, count: int) -> None:  # redis-py's _close_connection
-            nonlocal attempts
-            attempts = count
-            if count <= connection.retry.get_retries():
-                _record(connection, name, start, error=error, retry_attempts=count)
-            connection.disconnect()
-
+            try:
+                suspect = connection.should_reconnect() or connection.can_read()
+            except _LOST:
+                suspect = True
+            if suspect:
+                _ready(self.pool, connection)
+        self.name, self.start, self.attempts = name, time.monotonic(), 0
         try:
             response = connection.retry.call_with_retry(
-                lambda: _exchange(connection, packed, command), failed, with_failure_count=True
+                lambda: _exchange(connection, packed, command),
+                self._failed,
+                with_failure_count=True,
             )
         except _REFUSALS:
+            self.close()  # redis-py's path takes it from the pool: no second connection
             return MISSED
         except Exception as exc:
-            _record_error(connection, exc, attempts)
+            _record_error(connection, exc, self.attempts)
             raise
-        _record(connection, name, start)
+        if get_observability_instance().get_provider_manager() is not None:
+            _record(connection, name, self.start)
         callback = self.client.response_callbacks.get(name)
         return response if callback is None else callback(response)
 
+    def _failed(self, error: Exception, count: int) -> None:
+        """A failed attempt, as redis-py's ``_close_connection``: recorded, disconnected."""
+        connection = self.connection
+        self.attempts = count
+        if count <= connection.retry.get_retries():
+            _record(connection, self.name, self.start, error=error, retry_attempts=count)
+        connection.disconnect()
+
     def close(self) -> None:
         connection, self.connection = self.connection, None
-        if connection is not None and os.getpid() == self.pid:
+        if connection is not None and _Forks.count == self.forks:
             self.pool.release(connection)
 
 
@@ -230,14 +261,14 @@ class _ClusterScope:
 
     def __init__(self, client: Any) -> None:
         self.client = client
-        self.pid = os.getpid()
+        self.forks = _Forks.count
         #: node name -> (the node's client, its borrowed connection)
         self.held: dict[str, tuple[Any, Any]] = {}
         self.hiredis = _hiredis_packs(client)
 
     def call(self, name: str, command: tuple[Any, ...], slot: int = 0) -> Any:
         """Send ``command`` to the node serving ``slot``; its reply, or ``MISSED``."""
-        if os.getpid() != self.pid:
+        if _Forks.count != self.forks:
             return MISSED
         cluster = self.client
         try:
@@ -261,6 +292,7 @@ class _ClusterScope:
                 _ready(node_client.connection_pool, connection)
             response = _exchange(connection, packed, command)
         except _REFUSALS:
+            self._give_back(node.name)  # redis-py's path takes it from the node's pool
             return MISSED
         except redis_py.exceptions.MaxConnectionsError:
             raise  # the pool is full here: not the node's failure
@@ -284,7 +316,7 @@ class _ClusterScope:
 
     def _give_back(self, name: str) -> None:
         node_client, connection = self.held.pop(name)
-        if os.getpid() == self.pid:
+        if _Forks.count == self.forks:
             node_client.connection_pool.release(connection)
 
     def close(self) -> None:

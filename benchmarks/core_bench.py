@@ -4,6 +4,9 @@ Run from the repository root (see docs/performance.md for the figures and how):
 
     python -m benchmarks.core_bench                 # client and Redis float over the CPUs
     python -m benchmarks.core_bench --pin           # Redis on CPU 0, this client on CPU 1
+    python -m benchmarks.core_bench --pin --roads   # single calls: redis-py's path or a scope
+    git show main:django_ledger/core/lane.py > /tmp/old_lane.py
+    python -m benchmarks.core_bench --pin --roads --old-lane /tmp/old_lane.py  # and main's lane
 
 It starts its own redis-server on a free port and stops it at the end. Every figure
 is items (or calls) per second; each ledger figure is printed beside the raw-Redis
@@ -20,17 +23,21 @@ baseline that does the same writes with no ledger semantics:
 * lua-128: one ``EVALSHA`` per 128 items of a script doing ``HSETNX`` + ``ZADD`` each
   (what a fused script could do with no checks at all).
 
-Repair is shown beside pipeline-admit. The ledger and the baselines alternate round by
+The ledger's figures are taken inside ``lane.borrowed(client)``, as a bulk loop or a
+worker makes its calls. ``--roads`` instead times single calls (admit, claim, settle)
+on redis-py's plain path (no scope) and in a scope, alternating, in µs of client CPU
+and of wall time per call. Repair is shown beside pipeline-admit. The ledger and the baselines alternate round by
 round; the table shows medians of the rates and of the per-round ratios.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -38,6 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from django_ledger import MAX_BATCH, Ledger, State
+from django_ledger.core.lane import borrowed
 from tests.redis_server import RedisServer
 
 PAYLOAD = "x" * 200
@@ -195,6 +203,91 @@ def bench_ledger(
     return figures, calls
 
 
+def _old_lane_road(client: Any, path: str) -> Callable[[], Any]:
+    """A road through the lane of ``path`` (git's main ``core/lane.py``): for comparison."""
+    import importlib.util
+
+    from django_ledger.core import runner
+
+    spec = importlib.util.spec_from_file_location("old_lane", path)
+    assert spec is not None and spec.loader is not None
+    old = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(old)
+    old.WARM_CALLS = 0
+    lane = old.lane_for(client)
+    assert lane is not None, "the old lane cannot serve this client"
+
+    class Adapter:
+        def call(self, name: str, command: tuple[Any, ...], slot: int = 0) -> Any:
+            reply = lane.call(command)
+            return runner.MISSED if reply is old.MISSED else reply
+
+    adapter = Adapter()
+
+    @contextlib.contextmanager
+    def road() -> Iterator[None]:
+        saved = runner.current
+        runner.current = lambda redis: adapter  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            runner.current = saved
+            lane.drop()
+
+    return road
+
+
+def bench_roads(client: Any, n: int, rounds: int, old_lane: str | None) -> None:
+    """Print µs per single call (client CPU, wall) on redis-py's plain path and in a scope.
+
+    With ``old_lane``, also through that file's lane (git's main), in the same rounds.
+    """
+    ledger = fresh(client, "roads", True, n)
+    ledger.admit("warm", PAYLOAD)  # loads the scripts
+    roads: dict[str, Callable[[], Any]] = {
+        "plain": contextlib.nullcontext,
+        "scope": lambda: borrowed(client),
+    }
+    if old_lane:
+        roads["old lane"] = _old_lane_road(client, old_lane)
+    seen: dict[str, dict[str, list[tuple[float, float]]]] = {road: {} for road in roads}
+
+    def one_round(road: str, tag: str) -> None:
+        def timed_us(name: str, work: Callable[[], int]) -> None:
+            cpu, wall = time.process_time(), time.perf_counter()
+            count = work()
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            seen[road].setdefault(name, []).append((cpu / count * 1e6, wall / count * 1e6))
+
+        claims: list[Any] = []
+        timed_us("admit", lambda: sum(1 for i in range(n) if ledger.admit(f"{tag}{i}", PAYLOAD)))
+        timed_us("claim", lambda: len([claims.append(ledger.claim("w", 300)) for _ in range(n)]))
+        timed_us("settle", lambda: sum(1 for c in claims if c is not None and ledger.settle(c).ok))
+
+    for r in range(rounds):
+        for road, enter in roads.items():
+            with enter():
+                one_round(road, f"{road}{r}-")
+    print(f"\nsingle calls, µs of client CPU per call, {rounds} rounds of {n}: min (median)")
+    print(f"{'operation':<10}" + "".join(f"{road:>18}" for road in roads))
+    for name in ("admit", "claim", "settle"):
+        cells = []
+        for road in roads:
+            cpu = [c for c, _ in seen[road][name]]
+            cells.append(f"{min(cpu):>8.1f} ({median(cpu):>6.1f})")
+        print(f"{name:<10}" + "".join(f"{cell:>18}" for cell in cells))
+    print(
+        "wall µs per call, median: "
+        + ", ".join(
+            f"{road} "
+            + "/".join(f"{median(w for _, w in seen[road][name]):.0f}" for name in seen[road])
+            for road in roads
+        )
+    )
+    for key in ledger.keys:
+        client.delete(key)
+
+
 def memory_ratio(client: object, n: int = 100_000) -> tuple[float, float, float]:
     """Return bytes per PENDING record for the ledger and for the bare baseline."""
     client.flushall()  # type: ignore[attr-defined]
@@ -237,6 +330,12 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=20_000, help="items per batched figure")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (medians)")
     parser.add_argument("--pin", action="store_true", help="Redis on CPU 0, this client on CPU 1")
+    parser.add_argument(
+        "--roads", action="store_true", help="only single calls: redis-py's path and a scope"
+    )
+    parser.add_argument(
+        "--old-lane", metavar="FILE", help="with --roads: also through this lane.py (git's main)"
+    )
     args = parser.parse_args()
     server = RedisServer()
     server.start()
@@ -250,6 +349,9 @@ def main() -> None:
             f"redis-server {client.info('server')['redis_version']} on port {server.port}, "
             f"n={args.n}, rounds={args.rounds}, pinned={args.pin}"
         )
+        if args.roads:
+            bench_roads(client, max(args.n // 8, 100), args.rounds, args.old_lane)
+            return
         # Baseline and ledger alternate round by round, so a slow spell of this shared
         # machine weighs on both sides of a ratio; the table shows medians.
         raws: list[dict[str, float]] = []
@@ -257,9 +359,11 @@ def main() -> None:
         calls: dict[str, float] = {}
         for _ in range(args.rounds):
             raws.append(bench_raw(client, args.n))
-            figures, calls = bench_ledger(client, True, args.n)
+            with borrowed(client):  # as a bulk loop or a worker makes its calls
+                figures, calls = bench_ledger(client, True, args.n)
             opts.append(figures)
-        ref, _ = bench_ledger(client, False, max(args.n // 10, 1000))
+        with borrowed(client):
+            ref, _ = bench_ledger(client, False, max(args.n // 10, 1000))
         raw = {name: median(r[name] for r in raws) for name in raws[0]}
         print(
             "\nraw Redis baselines, median items/s: "

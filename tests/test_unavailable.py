@@ -81,3 +81,32 @@ def test_stopped_server_then_restarted(
         assert ledger.admit("new", "p").status is AdmissionStatus.ADMITTED
     finally:
         client.close()
+
+
+def test_the_message_says_what_could_not_be_reached_and_why(namespace: str) -> None:
+    client = unreachable_client()
+    port = client.connection_pool.connection_kwargs["port"]
+    ledger = Ledger(client, namespace, "tasks")
+    try:
+        with pytest.raises(LedgerUnavailable) as caught:
+            ledger.admit("a", "p")
+    finally:
+        client.close()
+    message = str(caught.value)
+    assert message.startswith(
+        f"Redis is unavailable at 127.0.0.1:{port} for queue {namespace}:tasks"
+    )
+    assert "Connection refused" in message
+    assert "<Ledger" not in message  # the ledger's repr says nothing a reader can act on
+
+
+def test_the_message_names_a_unix_socket(tmp_path: Any, namespace: str) -> None:
+    path = tmp_path / "nothing.sock"
+    client = redis.Redis(unix_socket_path=str(path), retry=None)
+    try:
+        with pytest.raises(LedgerUnavailable) as caught:
+            Ledger(client, namespace, "tasks").stats()
+    finally:
+        client.close()
+    assert f"Redis is unavailable at {path} for queue {namespace}:tasks" in str(caught.value)
+    assert "No such file or directory" in str(caught.value)

@@ -1,60 +1,56 @@
-"""A thread's own connection to a node for the ledger's script calls: the short road.
+"""Script calls on a connection borrowed from the pool for a scope: the short road.
 
-A call through redis-py's client checks a connection out of the pool, polls it for stale
-data, packs every argument in Python, records metrics and checks the connection back
-in: about 30 µs on this project's VM, more than the round trip itself. A ledger script
-call takes a shorter road. Each thread keeps one connection of its own per node (a
-``Lane``: made with the pool's own settings, outside the pool), packs the whole command
-in one hiredis call and reads the reply on it.
+A call through redis-py's client checks a connection out of the pool and back in,
+packs every argument in Python and wraps the call in metrics and retries: about 65 µs
+of client CPU on this project's VM, more than the round trip itself. A thread that
+makes many calls in a row (a worker's main loop, a bulk loop) opens a scope instead::
 
-A call the server never ran goes to redis-py's own path, which reconnects, retries and
-follows redirections as the client is configured: one that could not be sent, and the
-refusals a server gives before running anything (NOSCRIPT, MOVED, ASK, TRYAGAIN,
-CLUSTERDOWN, LOADING, READONLY, MASTERDOWN). A connection error or a time-out after the
-command went out (it may have run) goes there only if the client's retry policy retries
-that error, as redis-py itself would; otherwise it is raised. Either way the lane's
-connection is dropped and made again on the next call. A script's own error is raised
-as redis-py would raise it. A connection that sat idle for a while is polled before
-use, as the pool does, so a server's idle timeout is met by a new connection.
+    with borrowed(client):
+        ...  # every ledger script call of this thread on ``client`` goes the short road
 
-Lanes serve plain ``Connection``, ``SSLConnection`` and ``UnixDomainSocketConnection``
-pools encoding UTF-8 (redis-py's default). Any other client keeps redis-py's path for
-every call (``lane_for`` answers ``None``): Sentinel, client-side caching, maintenance
-notifications turned on outright, a credential provider, ``single_connection_client``,
-another encoding. A lane lives on its pool (and goes with it); each connection is made
-from the pool's settings as they are then. A forked child makes its own connections.
+The scope borrows one connection with ``pool.get_connection()`` at its first call (on
+a cluster, one per node, each at its first call there) and gives it back with
+``pool.release()`` when it ends. Inside it, each script call is checked as the pool
+checks a connection it hands out (``can_read``: data waiting means the server closed
+it; ``should_reconnect``: a maintenance notification moved it), packed in one hiredis
+call where hiredis is installed, and sent and read inside the connection's own
+``retry.call_with_retry``, whose failure handler disconnects as redis-py's does: retry
+counts, backoff and ``set_retry`` are the client's. The client's response callback for
+``EVALSHA`` and redis-py's operation metrics see every call.
 
-A thread's first ``WARM_CALLS`` calls take redis-py's path: a thread that makes only a
-few (one per request of a server that starts a thread per request, as ``runserver``
-does) never opens a connection of its own, and only threads that keep calling (a
-worker's, a bulk loop's) do. Under gevent or eventlet, whose greenlets come and go by
-the thousand, lanes stay off.
+The connection stays the pool's: it counts against ``max_connections`` (a
+``BlockingConnectionPool`` waits for it like any other), ``disconnect()`` and
+``close()`` close it, a forked child never uses it (the scope answers ``MISSED`` there),
+and it is back in the pool when the scope ends. A refusal given before anything ran
+(NOSCRIPT, MOVED, ASK, TRYAGAIN, CLUSTERDOWN, LOADING, READONLY, MASTERDOWN) answers
+``MISSED``: the caller takes redis-py's path, which knows them. Outside a scope (a
+request thread, the admin, the API) every call is redis-py's own. Clients with
+client-side caching or pinned to one connection (``single_connection_client``) get
+no scope.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis as redis_py
+from redis.observability.providers import get_observability_instance
+from redis.observability.recorder import record_error_count, record_operation_duration
 from redis.utils import HIREDIS_AVAILABLE
 
 _pack: Callable[[tuple[Any, ...]], bytes] | None = None
-if HIREDIS_AVAILABLE:  # the hiredis redis-py itself packs with; else its Python packer
+if HIREDIS_AVAILABLE:  # the hiredis redis-py itself parses with; else redis-py's packer
     from hiredis import pack_command as _pack
 
-__all__ = ["MISSED", "Lane", "lane_for"]
+__all__ = ["MISSED", "borrowed", "current"]
 
-#: What ``Lane.call`` answers when redis-py's own path must make the call.
+#: What a scope's ``call`` answers when redis-py's own path must make the call.
 MISSED: Any = object()
-#: Seconds a connection may sit idle before it is polled for a close by the server.
-IDLE_POLL_S = 1.0
-#: Calls a thread makes through redis-py's path before it gets a connection of its own.
-WARM_CALLS = 16
 #: Refusals given before anything runs: the call goes to redis-py's path, which knows them.
 _REFUSALS = (
     redis_py.exceptions.NoScriptError,
@@ -65,130 +61,264 @@ _REFUSALS = (
     redis_py.exceptions.ClusterDownError,
     redis_py.exceptions.MasterDownError,
 )
-_PLAIN = (
-    redis_py.Connection,
-    redis_py.SSLConnection,
-    redis_py.UnixDomainSocketConnection,
-)
-#: Where a pool keeps its lane (an attribute: the lane is collected with its pool).
-_ATTRIBUTE = "_django_ledger_lane"
+_LOST = (redis_py.ConnectionError, redis_py.TimeoutError, OSError)
 
 
-class _Held(threading.local):
-    connection: Any = None
-    pid = 0
-    used = 0.0
-    calls = 0  # this thread's calls so far, counted up to WARM_CALLS
+class _Forks:
+    """How many forks made this process (0 in the first): a child's scopes answer ``MISSED``."""
+
+    count = 0
 
 
-class Lane:
-    """One pool's per-thread connections, outside the pool."""
+def _forked() -> None:
+    _Forks.count += 1
 
-    def __init__(self, pool: Any) -> None:
-        self._pool = pool
-        self._held = _Held()
 
-    def _connection(self) -> Any:
-        held = self._held
-        connection = held.connection
-        now = time.monotonic()
-        if connection is None or held.pid != os.getpid():
-            pool = self._pool
-            connection = held.connection = pool.connection_class(**pool.connection_kwargs)
-            held.pid = os.getpid()
-        elif now - held.used > IDLE_POLL_S and getattr(connection, "_sock", None) is not None:
-            # Data waiting on an idle connection is a close (or junk): start afresh.
-            try:
-                stale = connection.can_read()
-            except (redis_py.ConnectionError, OSError):  # the server closed it
-                stale = True
-            if stale:
-                connection.disconnect()
-        held.used = now
-        return connection
+os.register_at_fork(after_in_child=_forked)
 
-    def call(self, command: tuple[Any, ...], retry: Any = None) -> Any:
-        """Send ``command`` and return its reply, or ``MISSED`` for redis-py's path.
 
-        ``retry``: the retry policy of the client the call stands for (a cluster's own);
-        ``None``: the connection's (a plain client's).
-        """
-        held = self._held
-        if held.calls < WARM_CALLS:  # a thread that may make only a few calls
-            held.calls += 1
-            return MISSED
+class _Open(threading.local):
+    """This thread's open scopes, by ``id`` of their client (each holds its client)."""
+
+    def __init__(self) -> None:
+        self.scopes: dict[int, _Scope | _ClusterScope] = {}
+
+
+_OPEN = _Open()
+
+
+@contextlib.contextmanager
+def borrowed(*clients: Any) -> Iterator[None]:
+    """Make this thread's script calls on ``clients`` on connections borrowed for the block.
+
+    A client already in an open scope of this thread (an outer ``borrowed``) keeps it;
+    a client that cannot have one keeps redis-py's path. Whatever was borrowed goes
+    back to its pool when the block ends, however it ends.
+    """
+    scopes = _OPEN.scopes
+    mine: list[tuple[int, _Scope | _ClusterScope]] = []
+    for client in clients:
+        key = id(client)
+        if key in scopes:
+            continue
+        scope = _scope_for(client)
+        if scope is not None:
+            scopes[key] = scope
+            mine.append((key, scope))
+    try:
+        yield
+    finally:
+        for key, scope in mine:
+            scopes.pop(key, None)
+            scope.close()
+
+
+def current(client: Any) -> _Scope | _ClusterScope | None:
+    """The scope this thread has open on ``client``, ``None`` outside one."""
+    scopes = _OPEN.scopes
+    return scopes.get(id(client)) if scopes else None
+
+
+def _scope_for(client: Any) -> _Scope | _ClusterScope | None:
+    if isinstance(client, redis_py.RedisCluster):
+        return _ClusterScope(client)
+    if not isinstance(client, redis_py.Redis) or getattr(client, "connection", None) is not None:
+        return None  # not a redis-py client, or one pinned to a single connection
+    if client.get_cache() is not None:
+        return None  # client-side caching: its connections are redis-py's proxies
+    return _Scope(client)
+
+
+def _hiredis_packs(client: Any) -> bool:
+    """Whether hiredis packs as the client's encoder would (UTF-8, strict: the default)."""
+    encoder = client.get_encoder()
+    encoding = str(encoder.encoding).lower().replace("-", "").replace("_", "")
+    return _pack is not None and encoding == "utf8" and encoder.encoding_errors == "strict"
+
+
+def _ready(pool: Any, connection: Any) -> None:
+    """Check ``connection`` before a send as ``pool.get_connection()`` checks one it hands out.
+
+    Called when ``should_reconnect()`` or ``can_read()`` said so (or failed): the rest
+    of the pool's checks, and a new connection when they fail.
+    """
+    if connection.should_reconnect():  # a maintenance notification moved it
+        connection.disconnect()
+    try:
+        if connection.can_read() and pool.cache is None and not pool.maint_notifications_enabled():
+            raise redis_py.ConnectionError("Connection has data")
+    except _LOST:  # data waiting is a close by the server (or junk): start afresh
+        connection.disconnect()
+        connection.connect()
+        if connection.can_read() and pool.cache is None and not pool.maint_notifications_enabled():
+            raise redis_py.ConnectionError("Connection not ready") from None
+
+
+def _exchange(connection: Any, packed: bytes | None, command: tuple[Any, ...]) -> Any:
+    if packed is not None:
+        connection.send_packed_command((packed,))
+    else:
+        connection.send_command(*command)
+    return connection.read_response()
+
+
+def _record(connection: Any, name: str, start: float, **extra: Any) -> None:
+    """Record the operation's duration as redis-py does (nothing unless observability is on)."""
+    if get_observability_instance().get_provider_manager() is None:
+        return  # what redis-py's recorder finds too, at a tenth of its cost
+    record_operation_duration(
+        command_name=name,
+        duration_seconds=time.monotonic() - start,
+        server_address=getattr(connection, "host", None),
+        server_port=getattr(connection, "port", None),
+        db_namespace=str(getattr(connection, "db", 0)),
+        **extra,
+    )
+
+
+def _record_error(connection: Any, error: Exception, attempts: int) -> None:
+    record_error_count(
+        server_address=getattr(connection, "host", None),
+        server_port=getattr(connection, "port", None),
+        network_peer_address=getattr(connection, "host", None),
+        network_peer_port=getattr(connection, "port", None),
+        error_type=error,
+        retry_attempts=attempts,
+        is_internal=False,
+    )
+
+
+class _Scope:
+    """One thread's borrowed connection of one plain client's pool."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.pool = client.connection_pool
+        self.forks = _Forks.count
+        self.connection: Any = None
+        self.hiredis = _hiredis_packs(client)
+        # The call in flight: its command's name, when it began, its failed attempts.
+        self.name, self.start, self.attempts = "", 0.0, 0
+
+    def call(self, name: str, command: tuple[Any, ...], slot: int = 0) -> Any:
+        """Send ``command`` (its name first) and return its reply, or ``MISSED``."""
+        if _Forks.count != self.forks:
+            return MISSED  # a forked child: the connection is the parent's
         try:
-            packed = [_pack(command)] if _pack is not None else None
+            packed = _pack(command) if self.hiredis else None  # type: ignore[misc]
         except TypeError:  # a type hiredis does not pack: redis-py's path says what
             return MISSED
-        sent = False
+        connection = self.connection
+        if connection is None:  # checked by the pool as it hands it out
+            connection = self.connection = self.pool.get_connection()
+        else:
+            try:
+                suspect = connection.should_reconnect() or connection.can_read()
+            except _LOST:
+                suspect = True
+            if suspect:
+                _ready(self.pool, connection)
+        self.name, self.start, self.attempts = name, time.monotonic(), 0
+        try:
+            response = connection.retry.call_with_retry(
+                lambda: _exchange(connection, packed, command),
+                self._failed,
+                with_failure_count=True,
+            )
+        except _REFUSALS:
+            self.close()  # redis-py's path takes it from the pool: no second connection
+            return MISSED
+        except Exception as exc:
+            _record_error(connection, exc, self.attempts)
+            raise
+        if get_observability_instance().get_provider_manager() is not None:
+            _record(connection, name, self.start)
+        callback = self.client.response_callbacks.get(name)
+        return response if callback is None else callback(response)
+
+    def _failed(self, error: Exception, count: int) -> None:
+        """A failed attempt, as redis-py's ``_close_connection``: recorded, disconnected."""
+        connection = self.connection
+        self.attempts = count
+        if count <= connection.retry.get_retries():
+            _record(connection, self.name, self.start, error=error, retry_attempts=count)
+        connection.disconnect()
+
+    def close(self) -> None:
+        connection, self.connection = self.connection, None
+        if connection is not None and _Forks.count == self.forks:
+            self.pool.release(connection)
+
+
+class _ClusterScope:
+    """One thread's borrowed connections of a cluster client: one per node, as needed.
+
+    Each call is one attempt on the node the client's slots table names, as one
+    attempt of ``RedisCluster`` is. A connection error or time-out disconnects it and
+    asks the cluster for its slots again, as redis-py does; then the call goes to
+    redis-py's path if the cluster's retry policy retries, else it is raised.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.forks = _Forks.count
+        #: node name -> (the node's client, its borrowed connection)
+        self.held: dict[str, tuple[Any, Any]] = {}
+        self.hiredis = _hiredis_packs(client)
+
+    def call(self, name: str, command: tuple[Any, ...], slot: int = 0) -> Any:
+        """Send ``command`` to the node serving ``slot``; its reply, or ``MISSED``."""
+        if _Forks.count != self.forks:
+            return MISSED
+        cluster = self.client
+        try:
+            packed = _pack(command) if self.hiredis else None  # type: ignore[misc]
+            node = cluster.nodes_manager.get_node_from_slot(slot)
+            node_client = cluster.get_redis_connection(node)
+        except (TypeError, redis_py.RedisError, redis_py.exceptions.RedisClusterException):
+            return MISSED  # redis-py's path says what is wrong
+        held = self.held.get(node.name)
+        if held is not None and held[0] is not node_client:  # the node's client was replaced
+            self._give_back(node.name)
+            held = None
+        start = time.monotonic()
         connection = None
         try:
-            connection = self._connection()
-            connection.send_packed_command(packed or connection.pack_command(*command))
-            sent = True
-            return connection.read_response()
+            if held is None:
+                connection = node_client.connection_pool.get_connection()
+                self.held[node.name] = (node_client, connection)
+            else:
+                connection = held[1]
+                _ready(node_client.connection_pool, connection)
+            response = _exchange(connection, packed, command)
         except _REFUSALS:
+            self._give_back(node.name)  # redis-py's path takes it from the node's pool
             return MISSED
-        except redis_py.ResponseError:  # the script's own error: a whole reply, as redis-py's
-            raise
-        except (redis_py.ConnectionError, redis_py.TimeoutError, OSError) as exc:
-            self.drop()
-            if not sent or _retries(retry or getattr(connection, "retry", None), exc):
+        except redis_py.exceptions.MaxConnectionsError:
+            raise  # the pool is full here: not the node's failure
+        except (redis_py.ConnectionError, redis_py.TimeoutError) as exc:
+            if connection is not None:
+                connection.disconnect()
+            with contextlib.suppress(
+                redis_py.RedisError, redis_py.exceptions.RedisClusterException
+            ):
+                cluster.nodes_manager.initialize()  # the node may have failed over
+            if cluster.retry.get_retries() > 0:
                 return MISSED
-            raise  # it may have run: only a client that retries would send it again
-        except BaseException:
-            # Interrupted with the reply unread: the connection cannot be trusted again.
-            self.drop()
+            _record_error(connection, exc, 0)
             raise
+        _record(connection, name, start)
+        callback = node_client.response_callbacks.get(name)
+        if callback is not None:
+            response = callback(response)
+        callback = cluster.cluster_response_callbacks.get(name)
+        return response if callback is None else callback(response)
 
-    def drop(self) -> None:
-        """Close this thread's connection (if this process made it)."""
-        held = self._held
-        connection, held.connection = held.connection, None
-        if connection is not None and held.pid == os.getpid():
-            connection.disconnect()
+    def _give_back(self, name: str) -> None:
+        node_client, connection = self.held.pop(name)
+        if _Forks.count == self.forks:
+            node_client.connection_pool.release(connection)
 
-
-def _retries(policy: Any, error: BaseException) -> bool:
-    """Whether redis-py's ``Retry`` ``policy`` would send a call again after ``error``."""
-    if policy is None:
-        return False
-    count = policy.get_retries() if hasattr(policy, "get_retries") else policy._retries
-    return bool(count > 0 and isinstance(error, tuple(getattr(policy, "_supported_errors", ()))))
-
-
-def _green() -> bool:
-    """Whether gevent or eventlet has patched threads (a "thread" is then a greenlet)."""
-    gevent = sys.modules.get("gevent.monkey")
-    if gevent is not None and gevent.is_module_patched("threading"):
-        return True
-    eventlet = sys.modules.get("eventlet.patcher")
-    return bool(eventlet is not None and eventlet.is_monkey_patched("thread"))
-
-
-def lane_for(client: Any) -> Lane | None:
-    """Return the lane of a plain ``redis.Redis`` client's pool, ``None`` if it has none."""
-    if not isinstance(client, redis_py.Redis) or getattr(client, "connection", None) is not None:
-        return None  # not a plain client, or one pinned to a single connection
-    if _green():
-        return None
-    pool = getattr(client, "connection_pool", None)
-    kwargs = getattr(pool, "connection_kwargs", None)
-    if getattr(pool, "connection_class", None) not in _PLAIN or not isinstance(kwargs, dict):
-        return None
-    if getattr(pool, "cache", None) is not None or kwargs.get("credential_provider"):
-        return None
-    # Maintenance notifications asked for outright (not redis-py 8's "auto" on RESP3):
-    # the pool moves its connections itself, and it knows nothing of a lane's.
-    notifications = getattr(pool, "maint_notifications_enabled", None)
-    if callable(notifications) and notifications() is True:
-        return None
-    encoding = str(kwargs.get("encoding", "utf-8")).lower().replace("-", "").replace("_", "")
-    if encoding != "utf8" or kwargs.get("encoding_errors", "strict") != "strict":
-        return None
-    lane = getattr(pool, _ATTRIBUTE, None)
-    if lane is None:  # two threads may both make one: the last kept serves from then on
-        lane = Lane(pool)
-        setattr(pool, _ATTRIBUTE, lane)
-    return lane
+    def close(self) -> None:
+        for name in list(self.held):
+            self._give_back(name)

@@ -1,8 +1,9 @@
 """One queue's keys and scripts on one client: the plumbing both paths of the ledger share.
 
-``Runner.run`` calls a script with the queue's keys: EVALSHA on the calling thread's own
-connection to the queue's node (``lane.py``), through redis-py's client when that cannot
-answer, and on NOSCRIPT one EVAL with the source. ``translate_errors`` turns redis-py's
+``Runner.run`` calls a script with the queue's keys: EVALSHA on the connection the calling
+thread borrowed for a scope (``lane.py``: a worker's main loop, a bulk loop), else (and
+when that cannot answer) through redis-py's client, and on NOSCRIPT one EVAL with the
+source. ``translate_errors`` turns redis-py's
 errors into the ledger's, and ``server_time_ms`` reads the Redis server clock of the
 node that holds the queue. The fused path (``fused.py``), the reference path
 (``reference.py``) and ``Ledger`` (the facade choosing one) all build on it; it imports
@@ -19,7 +20,7 @@ import redis as redis_py
 from redis.crc import key_slot
 
 from .errors import NotReplicated
-from .lane import MISSED, Lane, lane_for
+from .lane import MISSED, current
 from .records import State
 from .scripts import SCRIPT_NAMES, Scripts
 from .transport import Translate
@@ -69,13 +70,10 @@ class Runner:
         self.durability_replicas = durability_replicas
         self.durability_timeout_ms = durability_timeout_ms
         self._writes = frozenset(getattr(self.scripts, name).sha for name in WRITE_SCRIPTS)
-        #: The short road for script calls (``lane.py``): on one server, its pool's lane;
-        #: on a cluster, the lane of the node that serves the queue's slot, found per call.
-        self._lane = lane_for(redis)
-        self._cluster = isinstance(redis, redis_py.RedisCluster)
+        #: The queue's name as messages give it (``namespace:queue``).
+        self.queue_name = f"{namespace}:{queue}"
+        #: The queue's cluster slot: a scope's call on a cluster goes to the node serving it.
         self._slot = key_slot(self.keys[0].encode())
-        self._node_lane: tuple[Any, Lane | None] = (None, None)
-        self._cluster_retry = getattr(redis, "retry", None) if self._cluster else None
 
     def __repr__(self) -> str:
         return self.label
@@ -125,31 +123,16 @@ class Runner:
         with self.translate_errors():
             if self.durability_replicas and script.sha in self._writes:
                 return self._replicated_script(script, args)
-            lane = self._node_lane_now() if self._cluster else self._lane
-            if lane is not None:
+            scope = current(self.redis)  # a scope this thread opened on the client
+            if scope is not None:
                 command = (b"EVALSHA", script.sha, len(keys), *keys, self.clock_skew_ms, *args)
-                reply = lane.call(command, self._cluster_retry)
+                reply = scope.call("EVALSHA", command, self._slot)
                 if reply is not MISSED:
                     return reply
             try:
                 return self.redis.evalsha(script.sha, len(keys), *keys, self.clock_skew_ms, *args)
             except redis_py.exceptions.NoScriptError:
                 return self.redis.eval(script.script, len(keys), *keys, self.clock_skew_ms, *args)
-
-    def _node_lane_now(self) -> Lane | None:
-        """The lane of the node the client's slots table names for the queue (cluster)."""
-        try:
-            node = self.redis.nodes_manager.get_node_from_slot(self._slot)
-        except (redis_py.RedisError, redis_py.exceptions.RedisClusterException, AttributeError):
-            return None  # redis-py's path says what is wrong
-        cached, lane = self._node_lane
-        if node is not cached:
-            try:
-                lane = lane_for(self.redis.get_redis_connection(node))
-            except (redis_py.RedisError, redis_py.exceptions.RedisClusterException):
-                return None
-            self._node_lane = (node, lane)
-        return lane
 
     def write(self, *command: Any) -> Any:
         """Send one plain write command on this queue's keys, replicated like a script."""
@@ -217,6 +200,13 @@ class Runner:
         if kwargs.get("path"):
             return None, str(kwargs["path"])
         return None, f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
+
+    def address(self) -> str:
+        """The queue's node as ``placement`` names it; ``"?"`` when even that cannot be told."""
+        try:
+            return self.placement()[1]
+        except Exception:  # for messages only: a cluster with no slots table, say
+            return "?"
 
     def _master(self) -> Any:
         """Return a plain client on the node that serves this queue's keys."""

@@ -17,6 +17,7 @@ __all__ = [
     "decodes_responses",
     "scanned_id",
     "unavailable",
+    "unavailable_message",
     "utf8_len",
 ]
 
@@ -65,6 +66,40 @@ def unavailable(exc: BaseException) -> bool:
     return False
 
 
+def unavailable_message(subject: object, exc: BaseException) -> str:
+    """Say what could not be reached, for what, and why: ``Redis is unavailable at ...``.
+
+    The address is the one the error names (a cluster's node), else the subject's own
+    (a ``Runner``'s queue node: ``host:port`` or a unix socket's path); the subject is
+    its queue (``namespace:queue``) or what it says of itself; the cause is redis-py's
+    own words (``Error 111 connecting to ... Connection refused.``).
+    """
+    where = _error_address(exc)
+    if where is None:
+        address = getattr(subject, "address", None)
+        where = address() if callable(address) else None
+    queue = getattr(subject, "queue_name", None)
+    what = f"queue {queue}" if queue else str(subject)
+    cause = str(exc).strip() or type(exc).__name__
+    if type(exc).__name__ not in cause and not cause.startswith(("Error", "Timeout")):
+        cause = f"{type(exc).__name__}: {cause}"
+    at = f" at {where}" if where and where != "?" else ""
+    return f"Redis is unavailable{at} for {what}: {cause}"
+
+
+def _error_address(exc: BaseException) -> str | None:
+    """The node a redis-py error names (a cluster's errors carry their connection or node)."""
+    connection = getattr(exc, "connection", None)
+    name = getattr(connection, "name", None)  # a ClusterNode
+    if isinstance(name, str) and name:
+        return name
+    path = getattr(connection, "path", None)
+    if isinstance(path, str) and path:
+        return path
+    host, port = getattr(connection, "host", None), getattr(connection, "port", None)
+    return f"{host}:{port}" if host and port else None
+
+
 class Translate:
     """Context manager turning redis-py errors (cluster errors too) into the ledger's.
 
@@ -85,7 +120,7 @@ class Translate:
         if exc is None or isinstance(exc, LedgerError):
             return
         if unavailable(exc):
-            raise LedgerUnavailable(f"Redis is unavailable for {self.ledger!r}: {exc}") from exc
+            raise LedgerUnavailable(unavailable_message(self.ledger, exc)) from exc
         if isinstance(exc, redis_py.RedisError | redis_py.exceptions.RedisClusterException):
             raise LedgerError(f"Redis refused a call of {self.ledger!r}: {exc}") from exc
 

@@ -36,6 +36,7 @@ from collections import defaultdict
 
 from ..arguments import SettleItem
 from ..errors import LedgerError
+from ..lane import borrowed
 from ..ledger import Ledger
 from ..records import State
 from ..results import Claim
@@ -176,7 +177,8 @@ class Worker:
 
     def _main_loop_thread(self) -> None:
         try:
-            self._main_loop()
+            with borrowed(*(ledger.redis for ledger in self.ledgers.values())):
+                self._main_loop()  # its script calls on one connection borrowed from the pool
         except BaseException as exc:  # raised again by ``run``, on the caller's thread
             self._loop_error = exc
 

@@ -220,7 +220,7 @@ def test_what_a_user_saw_at_1400_px(
     page.goto(f"{live_server.url}/admin/django_ledger/record/")
     page.wait_for_selector("#result_list")
     page.screenshot(path=str(CHECKS / "records-list-1400.png"), full_page=True)
-    fits(page, "th.field-request_id a", "td.field-owner", "td.field-state")
+    fits(page, "th.field-request_id a", "td.field-owner", "td.field-record_state")
 
     # A date that does not parse: one full stop, not two.
     page.goto(f"{live_server.url}/admin/django_ledger/record/?due_at__range__gte_0=2026-02-30")

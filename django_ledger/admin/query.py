@@ -59,6 +59,8 @@ class LedgerQuery:
         self._total: int | None = None
         self._cached_rows: list[LedgerEntry] | None = None
         self._ledgers: dict[str, Ledger] = {}
+        #: A note for some rows by key, set as their ``error`` (``noting``).
+        self._notes: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.spec}>"
@@ -72,6 +74,7 @@ class LedgerQuery:
             self.query.order_by if order_by is None else order_by,
         )
         clone._ledgers = self._ledgers
+        clone._notes = self._notes
         return clone
 
     def _clone(self) -> Self:
@@ -122,6 +125,12 @@ class LedgerQuery:
                 break
         return self._with(spec=replace(self.spec, descending=descending), order_by=fields)
 
+    def noting(self, notes: dict[str, str]) -> Self:
+        """Return this query, with ``notes`` (by key) set as the listed rows' ``error``."""
+        clone = self._with()
+        clone._notes = {**self._notes, **notes}
+        return clone
+
     def check_spec(self, spec: Spec) -> None:
         """Refuse lookups this kind of query cannot answer."""
 
@@ -153,14 +162,14 @@ class LedgerQuery:
                 raise UnsupportedLookup(
                     f"{total} records match: narrow the filter to at most {MAX_MATERIALIZE}"
                 )
-            self._cached_rows = self.rows(0, total)
+            self._cached_rows = self._noted(self.rows(0, total))
         return iter(self._cached_rows)
 
     def __getitem__(self, k: int | slice) -> Any:
         if isinstance(k, int):
             if k < 0:
                 raise ValueError("negative indexing is not supported")
-            rows = self.rows(k, k + 1)
+            rows = self._noted(self.rows(k, k + 1))
             if not rows:
                 raise IndexError("record query index out of range")
             return rows[0]
@@ -172,7 +181,13 @@ class LedgerQuery:
             raise ValueError("negative indexing is not supported")
         if stop <= start:
             return []
-        return self.rows(start, stop)
+        return self._noted(self.rows(start, stop))
+
+    def _noted(self, rows: list[LedgerEntry]) -> list[LedgerEntry]:
+        for row in rows:
+            if row.key in self._notes:
+                row.error = self._notes[row.key]
+        return rows
 
     def get(self, *args: Q, **kwargs: Any) -> LedgerEntry:
         rows = self.filter(*args, **kwargs)[:2]

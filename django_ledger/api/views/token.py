@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.contrib.auth import authenticate
-from drf_spectacular.utils import extend_schema
 from rest_framework.parsers import FormParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -11,7 +10,7 @@ from rest_framework.response import Response
 
 from ..errors import ApiError
 from ..parsers import LedgerJSONParser
-from ..schema import RETRY_AFTER, refusals
+from ..schema import RETRY_AFTER, extend_schema, refusals
 from ..serializers import TokenRequestSerializer, TokenSerializer
 from ..user_tokens import user_token
 from .base import LedgerAPIView

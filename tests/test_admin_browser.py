@@ -4,7 +4,8 @@ Logs in, filters records by a due-time range, opens a record, retries it and see
 change, and saves screenshots of the records list, a record, the quarantine and the
 queue health page under ``tests/screenshots/`` (or the folder named by the environment
 variable ``LEDGER_SCREENSHOTS``: ``LEDGER_SCREENSHOTS=docs/screenshots`` refreshes the
-ones the docs show). A second test looks at the demo's records at 1,400 px for what a
+ones the docs show). A third checks that the records list and the Workers page fit 1,280 px with the
+admin's navigation sidebar open (``*-1280.png``). A second test looks at the demo's records at 1,400 px for what a
 user saw (issue 14): a list cut at the right or ids wrapped, double full stops, a
 confirmation page without its last heading, a "View site" that leads nowhere, an ended
 record "due ... ago", settings in Python's spelling; its screenshots (``*-1400.png``) always go to
@@ -220,7 +221,7 @@ def test_what_a_user_saw_at_1400_px(
     page.goto(f"{live_server.url}/admin/django_ledger/record/")
     page.wait_for_selector("#result_list")
     page.screenshot(path=str(CHECKS / "records-list-1400.png"), full_page=True)
-    fits(page, "th.field-request_id a", "td.field-owner", "td.field-state")
+    fits(page, "th.field-request_id a", "td.field-owner", "td.field-record_state")
 
     # A date that does not parse: one full stop, not two.
     page.goto(f"{live_server.url}/admin/django_ledger/record/?due_at__range__gte_0=2026-02-30")
@@ -290,3 +291,91 @@ def test_what_a_user_saw_at_1400_px(
     error = page.locator("p.errornote").inner_text()
     assert "Connection refused." in error and ".." not in error, error
     page.screenshot(path=str(CHECKS / "unavailable-1400.png"), full_page=True)
+
+
+#: What each page's layout is measured by: the document's width, each table's width
+#: beside its container's (item 14: a table wider than its box is cut or hidden).
+MEASURE = """() => ({
+  viewport: window.innerWidth,
+  document: document.documentElement.scrollWidth,
+  header: Math.ceil(document.querySelector('#header').getBoundingClientRect().right),
+  content: Math.ceil(document.querySelector('#content').getBoundingClientRect().right),
+  tables: [...document.querySelectorAll('#content table')].map(t => ({
+    table: t.id || t.className || t.tagName,
+    width: Math.ceil(t.getBoundingClientRect().width),
+    box: t.parentElement.clientWidth,
+  })),
+})"""
+
+
+def assert_fits(page: Any, what: str) -> None:
+    measured = page.evaluate(MEASURE)
+    assert measured["document"] <= measured["viewport"], (what, measured)
+    assert measured["content"] <= measured["header"], (what, measured)
+    assert measured["tables"], (what, "no table measured")
+    for table in measured["tables"]:
+        assert table["width"] <= table["box"], (what, table)
+
+
+def test_the_records_list_and_the_workers_page_fit_1280_px(
+    live_server: Any,
+    django_user_model: Any,
+    admin_ledger: Ledger,
+    browser: Any,
+    redis_client: redis.Redis,
+    namespace: str,
+) -> None:
+    from django_ledger.core.worker import Heartbeats, WorkerInfo
+
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    for queue in ("default", "emails"):
+        seed_demo(get_ledger(queue))
+    admin_ledger.admit("order-1043:receipt", '{"to": "ada@example.com"}')
+    # A record held by a worker named as `ledger_worker` names it (host:pid:tag).
+    admin_ledger.admit("order-1044:send-receipt-email", '{"to": "bob@example.com"}')
+    assert admin_ledger.claim("web-1.shop-production.internal:48211:a1b2c1", lease=600)
+    now = admin_ledger.server_time_ms()
+    # Two workers as `ledger_worker` names them (host:pid:tag), busy on both queues.
+    for n in (1, 2):
+        running = [
+            {
+                "id": f"order-10{n}{i}:send-receipt-email",
+                "queue": ("default", "emails")[i % 2],
+                "name": "shop.tasks.send_receipt_email",
+                "attempt": 1 + i,
+                "since": now - 1000 * i,
+            }
+            for i in range(4)
+        ]
+        info = WorkerInfo(
+            worker_id=f"web-{n}.shop-production.internal:4821{n}:a1b2c{n}",
+            host=f"web-{n}.shop-production.internal",
+            pid=48210 + n,
+            queues=["default", "emails"],
+            concurrency=16,
+            started_at=now - 3 * HOUR,
+            beat_at=now,
+            processed=1_234_567,
+            failed=12_345,
+            retried=2_345,
+            lost=17,
+            running=running,
+        )
+        Heartbeats(redis_client, namespace).beat(info, ttl_s=60)
+    CHECKS.mkdir(parents=True, exist_ok=True)
+    log_in(page, live_server, django_user_model)
+
+    page.goto(f"{live_server.url}/admin/django_ledger/record/")
+    page.wait_for_selector("#result_list")
+    page.screenshot(path=str(CHECKS / "records-list-1280.png"), full_page=True)
+    assert_fits(page, "records list")
+    # Every column shows, its heading included: the last ones were cut or hidden.
+    for heading in ("Lease until", "Updated at"):
+        cell = page.locator("#result_list thead th", has_text=heading).bounding_box()
+        assert cell is not None and cell["x"] + cell["width"] <= 1280, heading
+
+    page.goto(f"{live_server.url}/admin/django_ledger/worker/")
+    page.wait_for_selector("#workers")
+    page.screenshot(path=str(CHECKS / "workers-1280.png"), full_page=True)
+    assert page.locator("#workers tr[data-worker]").count() == 2
+    assert_fits(page, "workers page")

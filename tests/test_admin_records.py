@@ -124,7 +124,7 @@ def test_list_shows_every_column(admin_client: Client, admin_ledger: Ledger) -> 
     cells = re.findall(r'<td class="field-(\w+)">([^<]*)</td>', row.group(1))
     values = dict(cells)
     assert values["queue"] == "default"
-    assert values["state"] == "CLAIMED"
+    assert values["record_state"] == "CLAIMED"
     assert values["owner"] == "worker-7"
     assert values["attempts"] == "1" and values["fence"] == "1"
     assert values["lease"] != "-"

@@ -275,3 +275,22 @@ def test_redis_unavailable_gets_a_503_page(
             assert "could not read Redis" in response.content.decode()
     finally:
         reset_connections()
+
+
+def test_queue_names_out_of_reach_are_not_shown(
+    settings: Any, beats: Heartbeats, login_as: Callable[..., Client]
+) -> None:
+    settings.LEDGER = {
+        **settings.LEDGER,
+        "QUEUES": {"default": {}, "payroll-secret": {"GROUPS": ["hr"]}},
+    }
+    beats.beat(info("w1", queues=["default", "payroll-secret"]), ttl_s=30)
+    outsider = login_as("view_worker")
+    for url in (LIST, detail("w1")):
+        page = text(outsider.get(url))
+        assert "default" in page and "payroll-secret" not in page
+        assert "(and 1 you do not reach)" in page  # counted, never named
+    member = login_as("view_worker", groups=("hr",))
+    for url in (LIST, detail("w1")):
+        page = text(member.get(url))
+        assert "default, payroll-secret" in page and "you do not reach" not in page

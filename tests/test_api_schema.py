@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -92,7 +96,10 @@ def test_the_token_endpoint_needs_no_credentials_and_documents_its_refusals(
     for status in ("400", "413", "429"):
         ref = operation["responses"][status]["content"]["application/json"]["schema"]["$ref"]
         assert ref == "#/components/schemas/Error"
-    body = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    content = operation["requestBody"]["content"]
+    assert set(content) == {"application/json", "application/x-www-form-urlencoded"}
+    body = content["application/json"]["schema"]["$ref"]
+    assert content["application/x-www-form-urlencoded"]["schema"]["$ref"] == body
     assert set(schema["components"]["schemas"][body.rsplit("/", 1)[1]]["required"]) == {
         "username",
         "password",
@@ -153,3 +160,75 @@ def test_the_fast_representations_match_their_serializers(record: Record) -> Non
         Settlement(SettlementStatus.LOST, None, "superseded"),
     ):
         assert settlement_data(settlement) == SettlementSerializer(settlement).data
+
+
+ROOT = Path(__file__).resolve().parent.parent
+#: A project on another schema generator: DRF's own default schema class.
+OTHER_SCHEMA_SETTINGS = """
+from testproject.settings import *  # noqa: F403
+
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,  # noqa: F405
+    "DEFAULT_SCHEMA_CLASS": "rest_framework.schemas.openapi.AutoSchema",
+}
+"""
+
+
+def manage(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``manage.py`` under ``other_schema_settings`` (a process of its own: the
+    schema classes are chosen when the views are imported)."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "other_schema_settings",
+        "PYTHONPATH": os.pathsep.join([str(folder), str(ROOT)]),
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+#: Until every view module annotates with ``django_ledger.api.schema.extend_schema``
+#: (drf-spectacular's own builds a method's annotation on the project's class).
+PENDING_IMPORTS = pytest.mark.xfail(
+    strict=True,
+    reason="api/views/{admissions,claims,dispatch,queues,records,results}.py still import "
+    "drf_spectacular.utils.extend_schema: import it from django_ledger.api.schema",
+)
+
+
+@PENDING_IMPORTS
+def test_every_view_annotates_with_the_ledgers_extend_schema() -> None:
+    api = ROOT / "django_ledger" / "api"
+    direct = [
+        str(path.relative_to(api))
+        for path in sorted(api.rglob("*.py"))
+        if path.name != "schema.py" or path.parent != api
+        if re.search(
+            r"^from drf_spectacular\.utils import (\([^)]*|[^\n]*)\bextend_schema\b",
+            path.read_text(),
+            re.M,
+        )
+    ]
+    assert direct == []
+
+
+@PENDING_IMPORTS
+def test_the_projects_own_schema_class_is_left_alone(
+    tmp_path: Path, schema: dict[str, Any]
+) -> None:
+    (tmp_path / "other_schema_settings.py").write_text(OTHER_SCHEMA_SETTINGS)
+    check = manage(tmp_path, "check", "--tag", "django_ledger")
+    assert check.returncode == 0, check.stderr
+    assert "E042" not in check.stdout + check.stderr
+    out = tmp_path / "schema.json"
+    args = ("--validate", "--fail-on-warn", "--format", "openapi-json", "--file", str(out))
+    spectacular = manage(tmp_path, "spectacular", *args)
+    assert spectacular.returncode == 0, spectacular.stderr
+    assert "warning" not in spectacular.stderr.lower(), spectacular.stderr
+    # The ledger's views document themselves as they do on drf-spectacular's class.
+    assert json.loads(out.read_text()) == schema

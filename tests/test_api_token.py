@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth.models import User
@@ -28,6 +29,12 @@ def fresh_cache() -> dict[str, Any]:
 
 TOKEN = "/api/token/"
 PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(autouse=True)
+def own_throttle_counts(settings: Any) -> None:
+    """Each test counts its own calls: the default token throttle is on."""
+    settings.CACHES = fresh_cache()
 
 
 @pytest.fixture
@@ -123,10 +130,47 @@ def test_the_credentials_are_taken_as_typed(api_anonymous: APIClient, worker: Us
     assert sign_in(api_anonymous, password=PASSWORD + " ").status_code == 400
 
 
+def post_form(client: APIClient, fields: dict[str, str]) -> Any:
+    """POST ``fields`` as an HTML form does (``application/x-www-form-urlencoded``)."""
+    body = urlencode(fields)
+    return client.generic("POST", TOKEN, body, content_type="application/x-www-form-urlencoded")
+
+
+def test_a_form_body_is_accepted_too(api_anonymous: APIClient, worker: User) -> None:
+    form = post_form(api_anonymous, {"username": "worker-7", "password": PASSWORD})
+    assert form.status_code == 200, form.content
+    assert form.json() == {"token": Token.objects.get(user=worker).key}
+    wrong = post_form(api_anonymous, {"username": "worker-7", "password": "wrong"})
+    assert wrong.status_code == 400 and error_code(wrong) == "credentials_invalid"
+    missing = post_form(api_anonymous, {"username": "worker-7"})
+    assert missing.status_code == 400 and error_code(missing) == "invalid"
+    huge = post_form(api_anonymous, {"username": "x" * 200_000, "password": PASSWORD})
+    assert huge.status_code == 413 and error_code(huge) == "body_too_large"
+
+
+def test_the_token_endpoint_is_throttled_by_default(api_anonymous: APIClient, worker: User) -> None:
+    # No rate configured for ledger.token: the default (10 a minute per address) holds.
+    answers = [sign_in(api_anonymous, password=f"guess-{i}").status_code for i in range(12)]
+    assert answers[:10] == [400] * 10
+    assert answers[10:] == [429, 429]
+    assert sign_in(api_anonymous).status_code == 429  # good credentials wait too
+
+
+def test_the_default_token_throttle_can_be_turned_off(
+    api_anonymous: APIClient, worker: User, settings: Any
+) -> None:
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"ledger.token": None},
+    }
+    for i in range(15):
+        assert sign_in(api_anonymous, password=f"guess-{i}").status_code == 400
+
+
 def test_refusals_keep_the_apis_error_contract(api_anonymous: APIClient, worker: User) -> None:
-    form = api_anonymous.post(TOKEN, {"username": "worker-7", "password": PASSWORD})
-    assert form.status_code == 415
-    assert error_code(form) == "unsupported_media_type"
+    xml = api_anonymous.generic("POST", TOKEN, "<username/>", content_type="application/xml")
+    assert xml.status_code == 415
+    assert error_code(xml) == "unsupported_media_type"
     get = api_anonymous.get(TOKEN)
     assert get.status_code == 405
     assert error_code(get) == "method_not_allowed"
@@ -169,13 +213,13 @@ def test_the_token_endpoint_is_throttled_per_client_address(
     assert signed_in.get("/api/queues/").status_code == 200
 
 
-def test_without_a_rate_the_token_endpoint_is_not_throttled(
+def test_other_scopes_rates_leave_the_token_default_alone(
     api_anonymous: APIClient, worker: User, settings: Any
 ) -> None:
-    settings.CACHES = fresh_cache()
     settings.REST_FRAMEWORK = {
         **settings.REST_FRAMEWORK,
         "DEFAULT_THROTTLE_RATES": {"ledger.read": "1/min"},
     }
-    for _ in range(5):
+    for _ in range(10):
         assert sign_in(api_anonymous).status_code == 200
+    assert sign_in(api_anonymous).status_code == 429

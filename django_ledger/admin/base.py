@@ -21,7 +21,8 @@ from .. import permissions
 from ..core.errors import LedgerError
 from .display import sentence
 from .lookups import Spec, split_key
-from .query import LedgerQuery, RecordQuery
+from .query import LedgerQuery
+from .record_query import RecordQuery
 
 __all__ = ["LedgerModelAdmin", "PagesAdmin"]
 

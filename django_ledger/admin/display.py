@@ -47,9 +47,12 @@ def pretty_payload(payload: str) -> tuple[str, bool]:
     """Return the payload indented if it is JSON, and whether it was."""
     try:
         value = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):
         return payload, False
-    return json.dumps(value, indent=2, ensure_ascii=False), True
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False), True
+    except RecursionError:
+        return payload, False  # indenting recurses deeper than decoding did
 
 
 def decode_error(request_id: str, raw: bytes) -> str:

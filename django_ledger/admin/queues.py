@@ -22,7 +22,7 @@ from ..services.placement import Placement, crowded_masters, crowding_hint, plac
 from .base import LedgerModelAdmin
 from .display import bytes_text, count_text, duration_text, instant_text, period_text
 from .lookups import Spec
-from .query import RecordQuery
+from .record_query import RecordQuery
 
 __all__ = ["QueueAdmin"]
 

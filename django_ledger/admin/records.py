@@ -11,6 +11,7 @@ from django.contrib.admin.utils import quote
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.html import format_html
 
 from .. import operations, permissions
 from ..conf import get_ledger
@@ -20,7 +21,7 @@ from ..models import LedgerEntry, Record
 from .actions import OPERATIONS, ActionsAdmin, bulk_action
 from .display import escape_bytes, instant_text, pretty_payload, relative_text
 from .filters import QueueFilter, ScoreRangeFilter, StateFilter
-from .tasks import TaskFilter, task_section
+from .tasks import TaskFilter, read_task, task_section
 
 __all__ = ["RecordAdmin"]
 
@@ -38,7 +39,7 @@ class RecordAdmin(ActionsAdmin):
     list_display = (
         "request_id",
         "queue",
-        "state",
+        "record_state",
         "due",
         "owner",
         "attempts",
@@ -62,6 +63,15 @@ class RecordAdmin(ActionsAdmin):
     sortable_by = ("due", "lease", "updated")
     ordering = ("due_at",)
     actions = [bulk_action("retry"), bulk_action("fail"), bulk_action("purge")]
+
+    @admin.display(description="state")
+    def record_state(self, obj: LedgerEntry) -> str:
+        """The state, marked when the payload does not decode (the task filter notes it)."""
+        if not obj.error or obj.state == "CORRUPT":
+            return obj.state
+        return format_html(
+            '{}<br><span class="ledger-bad" title="{}">undecodable</span>', obj.state, obj.error
+        )
 
     @admin.display(description="due at (UTC)", ordering="due_at")
     def due(self, obj: LedgerEntry) -> str:
@@ -126,12 +136,22 @@ class RecordAdmin(ActionsAdmin):
             if permissions.can(request.user, "view_quarantine", queue)
             else "",
         }
+        full = request.GET.get("full") == "1"
         if record is not None:
-            payload, is_json = pretty_payload(record.payload)
+            problem = read_task(record.payload)[1]
+            if problem:
+                # Shown as stored, escaped and cut like corrupt bytes: it may be huge.
+                payload, cut = escape_bytes(record.payload.encode(), None if full else RAW_PREVIEW)
+                is_json = False
+            else:
+                (payload, is_json), cut = pretty_payload(record.payload), False
             context.update(
-                task=task_section(ledger, record),
+                task=None if problem else task_section(ledger, record),
                 payload=payload,
                 payload_is_json=is_json,
+                payload_problem=problem,
+                payload_cut=cut,
+                full_url=f"{detail_url}?full=1",
                 fields=[
                     ("Request id", record.request_id, ""),
                     ("Queue", queue, ""),
@@ -161,7 +181,6 @@ class RecordAdmin(ActionsAdmin):
                 ],
             )
         else:
-            full = request.GET.get("full") == "1"
             raw_text, cut = escape_bytes(snap.raw, None if full else RAW_PREVIEW)
             context.update(raw_text=raw_text, raw_cut=cut, full_url=f"{detail_url}?full=1")
         context["actions"] = [

@@ -1,7 +1,9 @@
 """Tasks in the admin: a record page's task section, and the records list's task filter.
 
 Needs no task framework: it reads the payload and result documents (``tasks.state``)
-and the task paths this process declared (``tasks.registry``).
+and the task paths this process declared (``tasks.registry``). A payload meant as a
+task document that does not decode (not JSON, nested too deep to read, not the
+version this reads) is shown as undecodable, never as an error page.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from django.http import HttpRequest
 from django.utils.module_loading import autodiscover_modules
 
 from ..core.errors import CorruptRecord
+from ..core.jobs import BadPayload, TaskPayload, decode_task
 from ..core.ledger import Ledger
 from ..core.records import Record, decode_record
 from ..tasks.registry import declared_paths
@@ -24,17 +27,39 @@ from ..tasks.state import TaskState, task_state
 from .display import instant_text
 from .lookups import join_key
 
-__all__ = ["MAX_TASK_MATCHES", "TaskFilter", "task_section"]
+__all__ = ["MAX_TASK_MATCHES", "TaskFilter", "read_task", "task_section"]
 
 #: Most records the task filter selects (it reads every record of the queues shown).
 MAX_TASK_MATCHES = 10_000
 _discovered = False
 
 
+def read_task(payload: str) -> tuple[TaskPayload | None, str]:
+    """Decode a task payload: the task and ``""``, or ``None`` and why it does not decode.
+
+    The reason is ``""`` for a payload not meant as a task document (one that is not a
+    JSON object naming a ``"task"``): a queue may hold plain payloads.
+    """
+    try:
+        return decode_task(payload), ""
+    except RecursionError:
+        reason = "the payload is nested too deep to read"
+    except (BadPayload, ValueError, TypeError) as exc:
+        reason = str(exc)
+    if not payload.lstrip().startswith("{") or '"task"' not in payload:
+        return None, ""
+    return None, f"does not decode as a task document: {reason}"
+
+
 def task_section(ledger: Ledger, record: Record) -> dict[str, Any] | None:
     """What the record page shows of a task, or ``None`` when the payload is not one."""
+    if read_task(record.payload)[0] is None:
+        return None
     raw_result = ledger.results([record.request_id])[0]
-    state = task_state(ledger.queue, record, raw_result)
+    try:
+        state = task_state(ledger.queue, record, raw_result)
+    except (RecursionError, ValueError):
+        return None  # a result document too deep to read: the payload is still shown
     if state.payload is None:
         return None
     return {
@@ -89,7 +114,11 @@ def _attempts(state: TaskState) -> list[dict[str, Any]]:
 
 
 def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    except RecursionError:
+        # Indenting recurses in Python, deeper than decoding did: show it on one line.
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 class TaskFilter(admin.SimpleListFilter):
@@ -117,13 +146,19 @@ class TaskFilter(admin.SimpleListFilter):
             return queryset
         if value not in {path for path, _ in self.lookup_choices}:
             raise IncorrectLookupParameters(f"no task {value!r} to show")
-        return queryset.filter(key__in=matching_keys(queryset, value))
+        keys, notes = matching_keys(queryset, value)
+        return queryset.filter(key__in=keys).noting(notes)
 
 
-def matching_keys(queryset: Any, path: str) -> list[str]:
-    """Return the keys of the records of task ``path`` in the queues of ``queryset``."""
+def matching_keys(queryset: Any, path: str) -> tuple[list[str], dict[str, str]]:
+    """Return the keys of the records of task ``path`` in the queues of ``queryset``.
+
+    A record whose payload names the task but does not decode is one of them too: the
+    second value is why, by key (the list shows such a row as undecodable).
+    """
     needle = json.dumps({"task": path}, ensure_ascii=False)[1:-1].replace(": ", ":").encode()
     keys: list[str] = []
+    notes: dict[str, str] = {}
     for queue in queryset.spec.queues:
         ledger = queryset.ledger(queue)
         for shard in ledger.shards:  # a sharded queue's records: every shard's
@@ -133,11 +168,16 @@ def matching_keys(queryset: Any, path: str) -> list[str]:
                         continue
                     request_id = raw_id.decode("utf-8", "replace")
                     try:
-                        state = task_state(queue, decode_record(request_id, raw), None)
+                        record = decode_record(request_id, raw)
                     except CorruptRecord:
                         continue  # corrupt: the quarantine's business
-                    if state.task_path == path:
-                        keys.append(join_key(queue, request_id))
-                        if len(keys) >= MAX_TASK_MATCHES:
-                            return keys
-    return keys
+                    task, problem = read_task(record.payload)
+                    key = join_key(queue, request_id)
+                    if problem:
+                        notes[key] = f"payload {problem}"
+                    elif task is None or task.task != path:
+                        continue
+                    keys.append(key)
+                    if len(keys) >= MAX_TASK_MATCHES:
+                        return keys, notes
+    return keys, notes

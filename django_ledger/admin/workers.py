@@ -4,8 +4,8 @@ Each ``ledger_worker`` writes a heartbeat to Redis that expires on its own
 (``django_ledger.core.worker.heartbeat``); this page lists the ones that have not
 expired, so a worker that died drops off within one heartbeat's lifetime. Nothing here
 writes. ``view_worker`` shows the page; a user sees the workers that serve a queue they
-reach, the running tasks of those queues only, and a task's record page link only with
-``view_record`` on its queue.
+reach, the names of those queues only (the others are counted), the running tasks of
+those queues only, and a task's record page link only with ``view_record`` on its queue.
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ class WorkerRow:
 
     info: WorkerInfo
     url: str
+    #: The queues it serves that this user reaches (the others are counted only).
+    queues: list[str]
+    hidden_queues: int
     started: str
     started_ago: str
     beat: str
@@ -120,7 +123,7 @@ class WorkerAdmin(PagesAdmin):
                 ("Worker id", info.worker_id),
                 ("Host", info.host),
                 ("Process id", str(info.pid)),
-                ("Queues", ", ".join(info.queues)),
+                ("Queues", _queues_text(row)),
                 ("Concurrency", count_text(info.concurrency)),
                 ("State", info.state),
                 ("Started", f"{row.started} ({row.started_ago})"),
@@ -139,12 +142,12 @@ class WorkerAdmin(PagesAdmin):
 
     def _row(self, request: HttpRequest, info: WorkerInfo, now: int) -> WorkerRow:
         user = request.user
+        superuser = getattr(user, "is_superuser", False)
+        queues = [q for q in info.queues if superuser or permissions.can_reach_queue(user, q)]
         running, hidden = [], 0
         for task in sorted(info.running, key=_since):
             queue = str(task.get("queue", ""))
-            if not (
-                getattr(user, "is_superuser", False) or permissions.can_reach_queue(user, queue)
-            ):
+            if not (superuser or permissions.can_reach_queue(user, queue)):
                 hidden += 1
                 continue
             request_id = str(task.get("id", ""))
@@ -170,6 +173,8 @@ class WorkerAdmin(PagesAdmin):
         return WorkerRow(
             info=info,
             url=self.change_url(info.worker_id),
+            queues=queues,
+            hidden_queues=len(info.queues) - len(queues),
             started=instant_text(info.started_at),
             started_ago=relative_text(info.started_at, now),
             beat=instant_text(info.beat_at or None),
@@ -194,6 +199,13 @@ def _read() -> tuple[int, list[WorkerInfo]]:
         seconds, micros = beats.redis.eval("return redis.call('TIME')", 1, beats.index_key)
         found = beats.live()
     return int(seconds) * 1000 + int(micros) // 1000, found
+
+
+def _queues_text(row: WorkerRow) -> str:
+    shown = ", ".join(row.queues)
+    if not row.hidden_queues:
+        return shown
+    return f"{shown} (and {row.hidden_queues} you do not reach)"
 
 
 def _since(task: dict[str, Any]) -> int:

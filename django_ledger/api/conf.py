@@ -6,7 +6,7 @@ from typing import Any
 
 from ..conf import ledger_settings
 
-__all__ = ["API_DEFAULTS", "THROTTLE_SCOPES", "api_settings"]
+__all__ = ["API_DEFAULTS", "THROTTLE_DEFAULTS", "THROTTLE_SCOPES", "api_settings"]
 
 #: What the API does unless ``LEDGER["API"]`` says otherwise.
 API_DEFAULTS: dict[str, Any] = {
@@ -21,13 +21,20 @@ API_DEFAULTS: dict[str, Any] = {
 }
 
 #: Throttle scope of each kind of call; rates come from REST_FRAMEWORK's
-#: DEFAULT_THROTTLE_RATES under these names (a scope without a rate is not throttled).
+#: DEFAULT_THROTTLE_RATES under these names, else from ``THROTTLE_DEFAULTS`` (a scope
+#: with no rate in either is not throttled).
 THROTTLE_SCOPES = {
     "admit": "ledger.admit",
     "claim": "ledger.claim",
     "read": "ledger.read",
     "operate": "ledger.operate",
     "token": "ledger.token",
+}
+
+#: Rates a scope has unless ``DEFAULT_THROTTLE_RATES`` names it (``None`` there: no
+#: limit). Signing in is open to anyone, so passwords are not guessed at speed.
+THROTTLE_DEFAULTS: dict[str, str | None] = {
+    "ledger.token": "10/min",
 }
 
 

@@ -1,15 +1,79 @@
-"""OpenAPI pieces the views share: path parameters, error responses, headers."""
+"""OpenAPI pieces the views share: the schema class, path parameters, errors, headers.
+
+The ledger's views document themselves with drf-spectacular's ``AutoSchema`` whatever
+the project's ``REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"]`` is (a project may generate its
+own views' schema with another tool): each view class sets ``schema`` (``LedgerAPIView``),
+and ``extend_schema`` here builds a view method's annotations on that class.
+drf-spectacular's own decorator builds a method's on ``DEFAULT_SCHEMA_CLASS``, read
+when the view module is imported.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from drf_spectacular.utils import extend_schema as spectacular_extend_schema
 
 from .serializers import ErrorSerializer
 
-__all__ = ["IDEMPOTENCY_KEY", "QUEUE", "REQUEST_ID", "RETRY_AFTER", "errors", "refusals"]
+__all__ = [
+    "IDEMPOTENCY_KEY",
+    "QUEUE",
+    "REQUEST_ID",
+    "RETRY_AFTER",
+    "AutoSchema",
+    "errors",
+    "extend_schema",
+    "refusals",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def extend_schema(**kwargs: Any) -> Callable[[F], F]:
+    """Return drf-spectacular's ``extend_schema(**kwargs)``, built on its ``AutoSchema``.
+
+    A view method's annotation takes its base class from the method's
+    ``kwargs["schema"]`` before ``DEFAULT_SCHEMA_CLASS``: set there, it is the ledger's
+    whatever the project's setting. A view class takes its own ``schema``.
+    """
+    decorate = spectacular_extend_schema(**kwargs)
+
+    def decorator(view: F) -> F:
+        if inspect.isclass(view):
+            decorated: F = decorate(view)
+            _build_methods_on_class_schema(decorated)
+            return decorated
+        own = getattr(view, "kwargs", None)
+        if own is None:
+            own = {}
+            view.kwargs = own  # type: ignore[attr-defined]
+        own.setdefault("schema", AutoSchema)
+        decorated = decorate(view)
+        return decorated
+
+    return decorator
+
+
+def _build_methods_on_class_schema(view_class: Any) -> None:
+    """Build each annotated method's schema on its class's annotated one.
+
+    drf-spectacular does so for the methods it knows (HTTP methods, CRUD, ``@action``)
+    and rebuilds the others when it generates, on ``DEFAULT_SCHEMA_CLASS``; a ViewSet
+    method routed by name (``{"get": "check"}``) is one of those others.
+    """
+    base = type(view_class.schema)
+    for member in vars(view_class).values():
+        own = getattr(member, "kwargs", None)
+        schema = own.get("schema") if isinstance(own, dict) else None
+        if isinstance(schema, type) and not issubclass(schema, base):
+            own["schema"] = type("ExtendedMetaSchema", (schema, base), {})  # type: ignore[index]
+
 
 QUEUE = OpenApiParameter(
     "queue",

@@ -1,10 +1,12 @@
 """Throttles per kind of call, configurable per scope.
 
 Every view action belongs to one scope (``ledger.admit``, ``ledger.claim``,
-``ledger.read``, ``ledger.operate``). The rate of a scope comes from
-``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]``, read on every call (so
-``override_settings`` works); a scope without a rate is not throttled. Counts are
-kept per user in Django's default cache, as DRF's ``ScopedRateThrottle`` keeps them.
+``ledger.read``, ``ledger.operate``, ``ledger.token``). The rate of a scope comes
+from ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]``, read on every call (so
+``override_settings`` works), else from ``THROTTLE_DEFAULTS`` (``ledger.token``:
+10 a minute); a scope without a rate, or whose rate is ``None``, is not throttled.
+Counts are kept per user (per client address when no user is signed in) in Django's
+default cache, as DRF's ``ScopedRateThrottle`` keeps them.
 """
 
 from __future__ import annotations
@@ -15,15 +17,20 @@ from rest_framework.request import Request
 from rest_framework.settings import api_settings as drf_settings
 from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 
+from .conf import THROTTLE_DEFAULTS
+
 __all__ = ["LedgerScopedThrottle"]
 
 
 class LedgerScopedThrottle(ScopedRateThrottle):
-    """DRF's scoped throttle, with an unconfigured scope meaning "no limit"."""
+    """DRF's scoped throttle: the ledger's default rates, an unconfigured scope unlimited."""
 
     def allow_request(self, request: Request, view: Any) -> bool:
         self.scope = getattr(view, self.scope_attr, None)
-        rates: dict[str, Any] = drf_settings.DEFAULT_THROTTLE_RATES or {}
+        rates: dict[str, Any] = {
+            **THROTTLE_DEFAULTS,
+            **(drf_settings.DEFAULT_THROTTLE_RATES or {}),
+        }
         self.rate = rates.get(self.scope) if self.scope else None
         if self.rate is None:
             return True

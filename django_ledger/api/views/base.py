@@ -2,9 +2,10 @@
 
 Each class sets every DRF policy itself, so the project's ``REST_FRAMEWORK`` defaults
 (authentication, permissions, parsers, renderers, negotiation, versioning, exception
-handler) leave the API's contract as ``docs/api.md`` writes it. The one they cannot
-set is ``DEFAULT_SCHEMA_CLASS``: drf-spectacular's ``extend_schema`` builds on it when
-the views are imported (``django_ledger.E042`` checks it).
+handler, schema class) leave the API's contract as ``docs/api.md`` writes it. The
+schema class is drf-spectacular's ``AutoSchema``; annotate a view's methods with
+``django_ledger.api.schema.extend_schema``, which builds on it (drf-spectacular's own
+builds on ``DEFAULT_SCHEMA_CLASS``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ..conf import THROTTLE_SCOPES
 from ..errors import ApiError, exception_handler
 from ..parsers import LedgerJSONParser, LedgerJSONRenderer
 from ..permissions import LedgerPermission
+from ..schema import AutoSchema
 from ..throttling import LedgerScopedThrottle
 
 __all__ = ["LedgerAPIView", "LedgerViewSet"]
@@ -48,6 +50,8 @@ class LedgerAPIView(APIView):
     content_negotiation_class = DefaultContentNegotiation
     metadata_class = SimpleMetadata
     versioning_class = None
+    # drf-spectacular's, whatever REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] says.
+    schema = AutoSchema()
     #: The kind of call, whose throttle scope (``THROTTLE_SCOPES``) every call has.
     throttle_kind: ClassVar[str] = "read"
 

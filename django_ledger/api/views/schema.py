@@ -18,11 +18,11 @@ from drf_spectacular.renderers import (
     OpenApiYamlRenderer,
     OpenApiYamlRenderer2,
 )
-from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.renderers import TemplateHTMLRenderer
 from rest_framework.request import Request
 
+from ..schema import extend_schema
 from .base import LedgerAPIView
 
 __all__ = ["SIDECAR", "DocsView", "SchemaView"]

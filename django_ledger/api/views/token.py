@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 from django.contrib.auth import authenticate
-from drf_spectacular.utils import extend_schema
+from rest_framework.parsers import FormParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ..errors import ApiError
-from ..schema import RETRY_AFTER, refusals
+from ..parsers import LedgerJSONParser
+from ..schema import RETRY_AFTER, extend_schema, refusals
 from ..serializers import TokenRequestSerializer, TokenSerializer
 from ..user_tokens import user_token
 from .base import LedgerAPIView
 
 __all__ = ["TokenView"]
 
-#: A username and a password, as JSON.
+#: A username and a password, as JSON or as a form.
 CREDENTIALS_BODY = 8 * 1024
 
 
@@ -26,6 +27,8 @@ class TokenView(LedgerAPIView):
     # a stale token in the headers does not stand in the way of getting a good one.
     authentication_classes = []
     permission_classes = [AllowAny]
+    # A form too (``curl -d username=... -d password=...``, an HTML form).
+    parser_classes = [LedgerJSONParser, FormParser]
     throttle_kind = "token"
 
     @extend_schema(
@@ -33,8 +36,10 @@ class TokenView(LedgerAPIView):
         summary="Exchange a username and password for the user's API token",
         description=(
             "Answers the user's token, creating it on first use; the same token until it "
-            "is reset (`manage.py ledger_token USERNAME --reset`). Throttled under the "
-            "scope `ledger.token`, per client address."
+            "is reset (`manage.py ledger_token USERNAME --reset`). The body is JSON or "
+            "a form (`application/x-www-form-urlencoded`). Throttled under the scope "
+            "`ledger.token`, per client address: 10 a minute unless "
+            '`REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]` sets another rate (or `None`).'
         ),
         request=TokenRequestSerializer,
         parameters=[RETRY_AFTER],

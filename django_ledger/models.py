@@ -2,7 +2,7 @@
 
 ``LedgerEntry`` is unmanaged (Redis is the only store); its proxies give records,
 quarantined records and queues each an admin entry and permissions of their own.
-Instances are built from Redis by ``django_ledger.admin.query`` and never saved.
+Instances are built from Redis by ``django_ledger.admin.record_query`` and never saved.
 """
 
 from __future__ import annotations

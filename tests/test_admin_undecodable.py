@@ -72,7 +72,7 @@ def test_a_record_page_of_an_undecodable_payload_shows_its_raw_bytes(
     note = re.search(r'<p class="errornote" id="payload-undecodable">([^<]*)</p>', text)
     assert note is not None, "no note says the payload does not decode"
     assert "does not decode" in note.group(1)
-    assert ("nested too deep" in note.group(1)) == (payload != BAD_JSON)
+    assert ("nests deeper" in note.group(1)) == (payload != BAD_JSON)
     shown = re.search(r'<pre class="ledger-payload" id="payload">(.*?)</pre>', text, re.S)
     assert shown is not None and shown.group(1).startswith(payload[:60])
     assert 'id="task"' not in text  # no task section made up from what does not decode

@@ -192,16 +192,6 @@ def manage(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-#: Until every view module annotates with ``django_ledger.api.schema.extend_schema``
-#: (drf-spectacular's own builds a method's annotation on the project's class).
-PENDING_IMPORTS = pytest.mark.xfail(
-    strict=True,
-    reason="api/views/{admissions,claims,dispatch,queues,records,results}.py still import "
-    "drf_spectacular.utils.extend_schema: import it from django_ledger.api.schema",
-)
-
-
-@PENDING_IMPORTS
 def test_every_view_annotates_with_the_ledgers_extend_schema() -> None:
     api = ROOT / "django_ledger" / "api"
     direct = [
@@ -217,7 +207,6 @@ def test_every_view_annotates_with_the_ledgers_extend_schema() -> None:
     assert direct == []
 
 
-@PENDING_IMPORTS
 def test_the_projects_own_schema_class_is_left_alone(
     tmp_path: Path, schema: dict[str, Any]
 ) -> None:

@@ -76,6 +76,19 @@ def cases(label: str) -> st.SearchStrategy[Any]:
     )
 
 
+@pytest.fixture(autouse=True)
+def own_throttle_counts(request: pytest.FixtureRequest) -> None:
+    """Each test counts its own calls (a cache of its own): the token throttle's default
+    (10 a minute per address) would otherwise meet the calls of the tests before it."""
+    django_settings = request.getfixturevalue("settings")  # pytest-django's, not hypothesis's
+    django_settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": f"throttles-{request.node.nodeid}",
+        }
+    }
+
+
 @pytest.fixture
 def superuser_token(api_make_user: Callable[..., User]) -> str:
     token, _ = Token.objects.get_or_create(user=api_make_user(superuser=True))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -15,7 +15,7 @@ from ...core.results import Admission, AdmissionStatus
 from ..conf import api_settings
 from ..errors import ApiError
 from ..representations import admission_data
-from ..schema import IDEMPOTENCY_KEY, QUEUE, RETRY_AFTER, errors
+from ..schema import IDEMPOTENCY_KEY, QUEUE, RETRY_AFTER, errors, extend_schema
 from ..serializers import (
     AdmissionBatchSerializer,
     AdmissionSerializer,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -14,7 +14,7 @@ from ...core.records import State, owner_problem
 from ...core.results import Claim, Settlement, SettlementStatus
 from ..errors import ApiError
 from ..representations import settlement_data
-from ..schema import QUEUE, RETRY_AFTER, errors
+from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
 from ..serializers import (
     ClaimListSerializer,
     ClaimRequestSerializer,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
@@ -21,7 +21,7 @@ from ... import conf
 from ...core.dispatch import CorruptDispatch, Dispatch
 from ...permissions import can_reach_dispatch_key
 from ..errors import ApiError
-from ..schema import RETRY_AFTER, errors
+from ..schema import RETRY_AFTER, errors, extend_schema
 from ..serializers import (
     DispatchCheckSerializer,
     DispatchClaimResultSerializer,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -16,7 +15,7 @@ from ...core.records import decode_record
 from ...permissions import can, can_reach_queue
 from ..errors import ApiError
 from ..pagination import QuarantinePagination
-from ..schema import QUEUE, RETRY_AFTER, errors
+from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
 from ..serializers import (
     GateSerializer,
     GateStateSerializer,

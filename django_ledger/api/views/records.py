@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -22,7 +22,7 @@ from ..pagination import (
     _start_after,
 )
 from ..representations import record_data
-from ..schema import QUEUE, REQUEST_ID, RETRY_AFTER, errors
+from ..schema import QUEUE, REQUEST_ID, RETRY_AFTER, errors, extend_schema
 from ..serializers import (
     STATES,
     RecordListQuerySerializer,

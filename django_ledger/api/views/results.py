@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,7 +18,7 @@ from ...core.records import id_problem
 from ...tasks.state import TaskState
 from ...tasks.store import read_tasks
 from ..errors import ApiError
-from ..schema import QUEUE, REQUEST_ID, RETRY_AFTER, errors
+from ..schema import QUEUE, REQUEST_ID, RETRY_AFTER, errors, extend_schema
 from .base import LedgerViewSet
 
 __all__ = ["TaskResultSerializer", "TaskResultViewSet", "result_data"]

@@ -86,6 +86,9 @@ class LedgerSettings:
     system checks (``django_ledger.checks``) report the same problems ahead of time.
     """
 
+    #: The last ``TIMEOUTS`` section read, and its parsed value.
+    _timeouts: tuple[dict[str, Any], Timeouts] | None = None
+
     @property
     def raw(self) -> dict[str, Any]:
         value = getattr(django_settings, "LEDGER", {})
@@ -113,7 +116,15 @@ class LedgerSettings:
     @property
     def timeouts(self) -> Timeouts:
         """``LEDGER['TIMEOUTS']`` over its defaults: the connect and socket time-outs."""
-        return timeouts_of({**TIMEOUT_DEFAULTS, **self._section("TIMEOUTS")})
+        section = self._section("TIMEOUTS")
+        known = self._timeouts
+        # Parsed again only when the section changes (compared by value: a dict changed
+        # in place, or replaced by override_settings, is read afresh).
+        if known is not None and known[0] == section:
+            return known[1]
+        timeouts = timeouts_of({**TIMEOUT_DEFAULTS, **section})
+        self._timeouts = (dict(section), timeouts)
+        return timeouts
 
     @property
     def durability(self) -> Durability:

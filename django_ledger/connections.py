@@ -101,6 +101,11 @@ def client_for(spec: Any, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> Any:
     startup nodes get one client, and so one pool, per process and ``timeouts``,
     reused. A URL's own query arguments (``?socket_timeout=``) win over ``timeouts``.
     """
+    if spec.__class__ is str:
+        # The common call, per operation: a URL whose client this process has built.
+        client = _clients.get(("url", spec, timeouts))
+        if client is not None and _pid == os.getpid():
+            return client
     kind = connection_kind(spec)
     if kind == "cluster":
         nodes = cluster_nodes(spec)

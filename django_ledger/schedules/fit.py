@@ -9,6 +9,8 @@ refused at each fire:
   queue's ``HANDLER`` reads the path as data, so any callable will do there.
 - E091: ``ARGS`` and ``KWARGS`` do not bind to the task function's parameters.
 - E092: the payload of a fire is over the queue's ``MAX_PAYLOAD_BYTES``.
+- E093: ``QUEUE`` is not one of the task's declared queues (its ``queue_name`` and any
+  ``queues=[...]``): the queue's worker would refuse every fire (``TaskRefused``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from django.utils.module_loading import import_string
 
 from ..core.jobs import encode_task
 from ..defaults import DEFAULTS
+from ..tasks.options import declared_queues
 from .problem import Problem, where
 
 __all__ = ["fit_problems", "imported"]
@@ -70,9 +73,30 @@ def fit_problems(
     task, why = _task_of(target, path)
     if task is None:
         return [Problem(90, f"{why}.", _NO_TASK_HINT, where(key, "TASK"))]
-    return _argument_problems(key, config, task) or _size_problems(
-        key, config, queue, overrides, defaults
+    return (
+        _argument_problems(key, config, task)
+        or _size_problems(key, config, queue, overrides, defaults)
+        or _queue_problems(key, task, queue)
     )
+
+
+def _queue_problems(key: str, task: Any, queue: str) -> list[Problem]:
+    allowed = declared_queues(task)
+    if queue in allowed:
+        return []
+    shown = ", ".join(map(repr, allowed))
+    return [
+        Problem(
+            93,
+            f"QUEUE {queue!r} is not a queue {task.module_path} is declared for ({shown}): "
+            f"a worker of {queue!r} would refuse every fire (TaskRefused) and fail it "
+            "unrun.",
+            f"Drop QUEUE to use the task's own queue, name one of {shown}, or declare the "
+            f"task for it: @task(queue_name={queue!r}), or with django_ledger.tasks.task, "
+            f"queues=[..., {queue!r}].",
+            where(key, "QUEUE"),
+        )
+    ]
 
 
 def _task_of(target: Any, path: str) -> tuple[Any, str]:

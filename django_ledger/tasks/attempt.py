@@ -1,0 +1,327 @@
+"""One attempt of a Django task in a worker: signals, the call, and its result document.
+
+``TaskHandler.run`` (``handler.py``) makes one ``TaskAttempt`` per claimed job. It runs
+the attempt as Django's ``ImmediateBackend`` does (``task_started``, the call,
+``task_finished``, with the result's status, times, worker ids and errors) and builds
+the outcome's result document once, its return value encoded once, for the runtime to
+store in the settlement call it makes anyway. A signal with no receiver is not sent,
+and ``TaskResult`` is built only when a receiver or the task's context will see it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import traceback
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..core.jobs import Attempt, BadPayload, ResultDoc, TaskPayload, decode_result
+from ..core.jobs import encode_result as encode_result_doc
+from ..core.records import State
+from ..core.worker.handler import Job, Outcome, Plan
+from ..core.worker.interrupt import TimedOut
+from .compat import (
+    Task,
+    TaskError,
+    TaskResult,
+    TaskResultStatus,
+    normalize_json,
+    task_finished,
+    task_started,
+)
+from .exceptions import ResultTooLarge
+from .ledger_task import LedgerTask, LedgerTaskContext
+from .options import TaskOptions, exception_path, retries
+from .results import instant, ready_result
+from .state import lost_attempt
+
+__all__ = [
+    "KEPT_TRACEBACKS",
+    "TRACEBACK_LIMIT",
+    "Runner",
+    "TaskAttempt",
+    "TaskPlan",
+    "bounded",
+    "earlier_attempts",
+    "error_of",
+]
+
+logger = logging.getLogger("django_ledger.tasks")
+
+#: The most characters of one traceback a result keeps (the end, where the error is).
+TRACEBACK_LIMIT = 16_384
+#: Errors whose tracebacks a result keeps whole: the first, and this many of the last.
+KEPT_TRACEBACKS = 16
+#: Classes ``normalize_json`` hands back as they are (exactly these: not subclasses).
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+#: A return value as ``core.jobs.encode_result`` encodes it, with its encoder built once.
+_encode_value = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+@dataclass(frozen=True)
+class TaskPlan(Plan):
+    """A ``Plan`` that carries what ``TaskHandler.plan`` found, for ``run``."""
+
+    task: Task[..., Any] | None = None
+    payload: TaskPayload | None = None
+    options: TaskOptions | None = None
+
+
+class Runner:
+    """What an attempt needs of its handler: the queue, the backend and its result limit."""
+
+    __slots__ = ("_limit", "alias", "backend", "queue", "sender")
+
+    def __init__(self, queue: str, alias: str, backend: Any) -> None:
+        self.queue = queue
+        self.alias = alias
+        self.backend = backend
+        #: The backend's class: the sender of the task signals.
+        self.sender: type = type(backend)
+        self._limit: int | None = None
+
+    @property
+    def max_result_bytes(self) -> int:
+        """The backend's ``MAX_RESULT_BYTES``, read once (a bad one raises each time)."""
+        if self._limit is None:
+            self._limit = int(self.backend.max_result_bytes)
+        return self._limit
+
+
+def traceback_text(exc: BaseException) -> str:
+    """The traceback a result keeps of ``exc``: UTF-8 safe, its end if it is long."""
+    text = "".join(traceback.format_exception(exc))
+    if not text.isascii():  # a lone surrogate in a message must not make the result unstorable
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    if len(text) <= TRACEBACK_LIMIT:
+        return text
+    cut = len(text) - TRACEBACK_LIMIT
+    return f"... ({cut:,} characters of this traceback cut)\n" + text[cut:]
+
+
+def error_of(exc: BaseException) -> dict[str, str]:
+    """An attempt's error as a result document holds it."""
+    return {"exception_class_path": exception_path(type(exc)), "traceback": traceback_text(exc)}
+
+
+def bounded(attempts: list[Attempt]) -> list[Attempt]:
+    """Keep the tracebacks of the first and the last errors whole, the others' last line."""
+    failed = [i for i, attempt in enumerate(attempts) if attempt.error]
+    if len(failed) <= KEPT_TRACEBACKS + 1:
+        return attempts
+    short = set(failed[1:-KEPT_TRACEBACKS])
+    kept = []
+    for i, attempt in enumerate(attempts):
+        if i in short and attempt.error:
+            text = attempt.error.get("traceback", "").rstrip("\n")
+            error = dict(attempt.error, traceback=text.rpartition("\n")[2] + "\n")
+            attempt = replace(attempt, error=error)
+        kept.append(attempt)
+    return kept
+
+
+def earlier_attempts(job: Job) -> list[Attempt]:
+    """The attempts before ``job``'s: those stored, then one per claim that never settled."""
+    attempts: list[Attempt] = []
+    if job.previous_result is not None:
+        try:
+            attempts = decode_result(job.previous_result).attempts
+        except BadPayload as exc:
+            logger.warning(
+                "task %s: %s; its earlier attempts are not shown", job.claim.request_id, exc
+            )
+    # Attempts claimed but never settled (their worker died) before this one.
+    while len(attempts) < job.claim.attempt - 1:
+        attempts.append(lost_attempt("", len(attempts) + 1))
+    return attempts
+
+
+def document(attempts: list[Attempt], value_json: str | None = None) -> str:
+    """Encode a result document, ``value_json`` (encoded already) as its return value.
+
+    The same text as ``core.jobs.encode_result`` (``v``, ``attempts``, ``return_value``).
+    """
+    head = encode_result_doc(ResultDoc(bounded(attempts)))
+    return head if value_json is None else f'{head[:-1]},"return_value":{value_json}}}'
+
+
+class TaskAttempt:
+    """One attempt of one task, from ``task_started`` to its outcome."""
+
+    def __init__(self, runner: Runner, job: Job, plan: TaskPlan) -> None:
+        assert plan.task is not None and plan.payload is not None and plan.options is not None
+        self.runner = runner
+        self.job = job
+        self.plan = plan
+        self.options = plan.options
+        self.clock = time.monotonic()
+        self.attempts = earlier_attempts(job) if job.claim.attempt > 1 else []
+        self.task = self._task(plan.task, plan.payload)
+        self.stage = "call"
+        # Django's TaskResult, for the signals' receivers and a task's context: built
+        # only if one of them will see it.
+        self.result: TaskResult[..., Any] | None = None
+        if self.task.takes_context or task_started.receivers or task_finished.receivers:
+            self.result = self._result()
+
+    def _task(self, task: Task[..., Any], payload: TaskPayload) -> Task[..., Any]:
+        changes: dict[str, Any] = {}
+        if task.queue_name != self.runner.queue:
+            changes["queue_name"] = self.runner.queue
+        if task.backend != self.runner.alias:
+            changes["backend"] = self.runner.alias
+        if isinstance(task, LedgerTask):
+            changes.update(payload.options)
+        return replace(task, **changes) if changes else task
+
+    def _result(self) -> TaskResult[..., Any]:
+        job, payload, attempts = self.job, self.plan.payload, self.attempts
+        assert payload is not None
+        # Its arguments came out of JSON: normalize_json would hand back equal copies.
+        result = ready_result(
+            self.task, job.claim.request_id, payload.args, payload.kwargs, self.runner.alias
+        )
+        started = instant(job.started_at)
+        first = next((a.started_at for a in attempts if a.started_at), None)
+        put = object.__setattr__  # the frozen dataclass's own __init__ sets fields so too
+        put(result, "status", TaskResultStatus.RUNNING)
+        put(result, "started_at", started if first is None else instant(first))
+        put(result, "last_attempted_at", started)
+        put(
+            result,
+            "errors",
+            [
+                TaskError(
+                    exception_class_path=attempt.error.get("exception_class_path", ""),
+                    traceback=attempt.error.get("traceback", ""),
+                )
+                for attempt in attempts
+                if attempt.error
+            ],
+        )
+        put(result, "worker_ids", [attempt.worker_id for attempt in attempts] + [job.worker_id])
+        return result
+
+    def _arguments(self) -> tuple[list[Any], dict[str, Any]]:
+        payload = self.plan.payload
+        assert payload is not None
+        args = list(payload.args)
+        if self.task.takes_context:
+            assert self.result is not None
+            context = LedgerTaskContext(
+                task_result=self.result,
+                fence=self.job.claim.fence,
+                max_attempts=self.options.max_attempts,
+            )
+            args.insert(0, context)
+        return args, payload.kwargs
+
+    def _now(self) -> int:
+        """The Redis clock now, from the attempt's start and this process's steady clock."""
+        return self.job.started_at + int((time.monotonic() - self.clock) * 1000)
+
+    def _send(self, signal: Any) -> None:
+        if self.result is not None and signal.receivers and not self.job.cancelled.is_set():
+            signal.send(sender=self.runner.sender, task_result=self.result)
+
+    def run_sync(self) -> Outcome:
+        self._send(task_started)
+        func = self.task.func
+        try:
+            args, kwargs = self._arguments()
+            value = func(*args, **kwargs)
+            self.stage = "result"
+            returned = self._returned(value)
+        except TimedOut:
+            raise  # the worker's own interruption of a run past its time-out (settled)
+        except BaseException as exc:
+            # Anything else the task raised is its attempt's error: KeyboardInterrupt and
+            # GeneratorExit too (a signal never reaches a job's thread: the worker's
+            # handlers take it), so the thread, and the worker, go on serving.
+            return self.raised(exc)
+        return self._completed(*returned)
+
+    async def run_async(self) -> Outcome:
+        self._send(task_started)
+        func = self.task.func
+        try:
+            args, kwargs = self._arguments()
+            value = await func(*args, **kwargs)
+            self.stage = "result"
+            returned = self._returned(value)
+        except asyncio.CancelledError as exc:
+            if self.job.cancelled.is_set():
+                raise  # the worker's time-out cancelled it: timed_out() says how that ends
+            return self.raised(exc)  # the task's own, as any other error of its attempt
+        except BaseException as exc:
+            # KeyboardInterrupt or SystemExit escaping would stop the worker's event loop.
+            return self.raised(exc)
+        return self._completed(*returned)
+
+    def _returned(self, value: Any) -> tuple[Any, str]:
+        """Normalise the return value as Django does, held to MAX_RESULT_BYTES, and encode it."""
+        normalized = value if value.__class__ in _PLAIN else normalize_json(value)
+        text = _encode_value(normalized)
+        try:
+            size = len(text) if text.isascii() else len(text.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"{self.plan.name} returned text that is not UTF-8: {exc}") from exc
+        limit = self.runner.max_result_bytes
+        if size > limit:
+            raise ResultTooLarge(
+                f"{self.plan.name} returned {size:,} bytes of JSON, over the "
+                f"MAX_RESULT_BYTES ({limit:,}) of task backend {self.runner.alias!r}"
+            )
+        return normalized, text
+
+    def _completed(self, value: Any, text: str) -> Outcome:
+        finished = self._now()
+        self.attempts.append(Attempt(self.job.worker_id, self.job.started_at, finished))
+        outcome = Outcome(State.COMPLETED, result=document(self.attempts, text))
+        result = self.result
+        if result is not None:
+            put = object.__setattr__
+            put(result, "_return_value", value)
+            put(result, "finished_at", instant(finished))
+            put(result, "status", TaskResultStatus.SUCCESSFUL)
+            self._send(task_finished)
+        return outcome
+
+    def raised(self, exc: BaseException, *, timed_out: bool = False) -> Outcome:
+        """Record ``exc`` as this attempt's error; call it inside the ``except`` block.
+
+        ``task_finished`` goes out from there, so its receivers (Django's log line)
+        see the exception. A retry shows ``READY``: the task will run again.
+        """
+        error = error_of(exc)
+        path = error["exception_class_path"]
+        finished = self._now()
+        self.attempts.append(Attempt(self.job.worker_id, self.job.started_at, finished, error))
+        attempt = self.job.claim.attempt
+        retry = (
+            self.stage == "call"
+            and attempt < self.options.max_attempts
+            and retries(self.options, exc)
+        )
+        doc = document(self.attempts)
+        if retry:
+            status = TaskResultStatus.READY
+            outcome = Outcome(
+                State.PENDING, self.options.backoff.delay(attempt), result=doc, reason=path
+            )
+        else:
+            status = TaskResultStatus.FAILED
+            outcome = Outcome(State.FAILED, result=doc, reason=path)
+        result = self.result
+        if result is not None:
+            result.errors.append(TaskError(exception_class_path=path, traceback=error["traceback"]))
+            object.__setattr__(result, "status", status)
+            if not retry:
+                object.__setattr__(result, "finished_at", instant(finished))
+            # A run the worker gave up on (timed_out() spoke for it) finishes unheard.
+            if task_finished.receivers and (timed_out or not self.job.cancelled.is_set()):
+                task_finished.send(sender=self.runner.sender, task_result=result)
+        return outcome

@@ -15,7 +15,6 @@ LEDGER["SCHEDULES"] = {
         "TASK": "tests.tasks_app.tasks.noop",
         "CRON": "0 3 * * *",
         "TIMEZONE": "Europe/Paris",
-        "QUEUE": "emails",
     }
 }
 LEDGER["DISPATCH"] = {"NODE_ID": "published-node"}

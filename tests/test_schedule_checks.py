@@ -35,7 +35,12 @@ def ids_for(settings: Any, schedules: Any) -> list[str]:
 def test_good_schedules_pass_every_check(settings: Any) -> None:
     schedules = {
         "nightly": GOOD,
-        "heartbeat": {"TASK": TASK, "EVERY": timedelta(minutes=5), "QUEUE": "emails"},
+        "heartbeat": {
+            "TASK": "tests.tasks_app.tasks.on_emails",
+            "ARGS": [1],
+            "EVERY": timedelta(minutes=5),
+            "QUEUE": "emails",
+        },
         "full": {
             **GOOD,
             "ARGS": [1, "two"],
@@ -206,10 +211,10 @@ def test_a_schedule_that_could_never_run_is_refused_by_the_checks(
 
 
 def test_schedules_that_fit_their_task_pass(settings: Any) -> None:
-    queues = {**settings.LEDGER["QUEUES"], "small": {"MAX_PAYLOAD_BYTES": 256}}
+    queues = {**settings.LEDGER["QUEUES"], "default": {"MAX_PAYLOAD_BYTES": 256}}
     schedules = {
         "add": {**GOOD, "TASK": ADD, "ARGS": [1], "KWARGS": {"b": 2}},
-        "small": {**GOOD, "QUEUE": "small", "ARGS": ["x" * 100]},
+        "small": {**GOOD, "ARGS": ["x" * 100]},
         "century": {"TASK": TASK, "EVERY": timedelta(days=36_500)},
     }
     settings.LEDGER = {**settings.LEDGER, "QUEUES": queues, "SCHEDULES": schedules}

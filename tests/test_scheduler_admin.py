@@ -43,7 +43,13 @@ def schedules(settings: Any, namespace: str, redis_client: redis.Redis) -> Itera
         "SCHEDULES": {
             "nightly": {"TASK": TASK, "CRON": "30 2 * * *", "TIMEZONE": "Europe/Paris"},
             "beat": {"TASK": TASK, "EVERY": 60, "MISFIRE": "all"},
-            "ops-report": {"TASK": TASK, "CRON": "0 * * * *", "QUEUE": "reports"},
+            # tenancy.both is declared for "reports" (a schedule's QUEUE must be, E093).
+            "ops-report": {
+                "TASK": "tests.tasks_app.tenancy.both",
+                "ARGS": [1],
+                "CRON": "0 * * * *",
+                "QUEUE": "reports",
+            },
         },
     }
     yield namespace

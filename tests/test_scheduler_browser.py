@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / os.environ.get("LEDGER_SCREENSHOTS", "tests/screenshots")
 PASSWORD = "correct horse battery staple"
 TASK = "tests.tasks_app.tasks.noop"
+#: A task declared for queue "emails" (a schedule's QUEUE must be one of its task's, E093).
+EMAILS_TASK = "tests.tasks_app.tasks.on_emails"
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 if not (os.access(CHROMIUM, os.X_OK) or shutil.which("chromium")):
@@ -46,7 +48,7 @@ def schedules(settings: Any, namespace: str, redis_client: redis.Redis) -> Itera
                 "TIMEZONE": "Europe/Paris",
                 "KWARGS": {"format": "pdf"},
             },
-            "heartbeat": {"TASK": TASK, "EVERY": 300, "QUEUE": "emails"},
+            "heartbeat": {"TASK": EMAILS_TASK, "ARGS": [1], "EVERY": 300, "QUEUE": "emails"},
             "feed": {"TASK": TASK, "CRON": "*/10 * * * *", "MISFIRE": "all", "PRIORITY": 10},
         },
     }

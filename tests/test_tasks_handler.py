@@ -211,7 +211,27 @@ def test_a_return_value_that_is_not_json_fails_without_retrying(task_namespace: 
     failed = tasks.lambda_result.get_result(result.id)
     assert failed.errors[0].exception_class is TypeError
     assert "Unsupported type" in failed.errors[0].traceback
+    assert "The return value of tests.tasks_app.tasks.lambda_result cannot be stored" in (
+        failed.errors[0].traceback
+    )
     assert failed._return_value is None  # type: ignore[attr-defined]
+
+
+def test_a_return_value_that_refers_to_itself_fails_saying_so(task_namespace: str) -> None:
+    result = tasks.cyclic_result.enqueue()
+    assert [o.state for o in run_until_settled()] == [State.FAILED]
+    failed = tasks.cyclic_result.get_result(result.id)
+    assert failed.errors[0].exception_class is ValueError
+    assert "return value of tests.tasks_app.tasks.cyclic_result refers to itself" in (
+        failed.errors[0].traceback
+    )
+
+
+def test_a_return_value_nested_past_the_bound_fails_saying_so(task_namespace: str) -> None:
+    result = tasks.deep_result.enqueue()
+    assert [o.state for o in run_until_settled()] == [State.FAILED]
+    failed = tasks.deep_result.get_result(result.id)
+    assert "nests deeper than 64 levels" in failed.errors[0].traceback
 
 
 @pytest.fixture

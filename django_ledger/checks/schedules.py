@@ -22,7 +22,7 @@ __all__ = ["check_schedules"]
 def check_schedules(
     app_configs: Sequence[Any] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """Check every schedule of ``LEDGER['SCHEDULES']`` (ids E070 to E079, E090 to E092)."""
+    """Check every schedule of ``LEDGER['SCHEDULES']`` (ids E070 to E079, E090 to E093)."""
     raw = getattr(settings, "LEDGER", {})
     if not isinstance(raw, dict):
         return []  # check_settings reports it

@@ -18,7 +18,15 @@ import traceback
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.jobs import Attempt, BadPayload, ResultDoc, TaskPayload, decode_result
+from ..core.jobs import (
+    MAX_PAYLOAD_DEPTH,
+    Attempt,
+    BadPayload,
+    ResultDoc,
+    TaskPayload,
+    decode_result,
+    too_deep,
+)
 from ..core.jobs import encode_result as encode_result_doc
 from ..core.records import State
 from ..core.worker.handler import Job, Outcome, Plan
@@ -263,8 +271,21 @@ class TaskAttempt:
 
     def _returned(self, value: Any) -> tuple[Any, str]:
         """Normalise the return value as Django does, held to MAX_RESULT_BYTES, and encode it."""
-        normalized = value if value.__class__ in _PLAIN else normalize_json(value)
-        text = _encode_value(normalized)
+        name = self.plan.name
+        try:
+            normalized = value if value.__class__ in _PLAIN else normalize_json(value)
+            text = _encode_value(normalized)
+        except RecursionError as exc:  # normalize_json and json recurse
+            raise ValueError(
+                f"The return value of {name} refers to itself or nests too deep to be stored"
+            ) from exc
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"The return value of {name} cannot be stored as JSON: {exc}") from exc
+        if too_deep(text):
+            raise ValueError(
+                f"The return value of {name} nests deeper than {MAX_PAYLOAD_DEPTH} levels of "
+                "arrays and objects: it could not be read back"
+            )
         try:
             size = len(text) if text.isascii() else len(text.encode("utf-8"))
         except UnicodeEncodeError as exc:

@@ -139,3 +139,20 @@ def wait_for_key(key: str) -> str:
         raise TimeoutError(f"nothing was pushed to {key!r}")
     value: bytes = got[1]
     return value.decode()
+
+
+@task
+def cyclic_result() -> list[Any]:
+    """Return a list that holds itself: no JSON can store it."""
+    value: list[Any] = []
+    value.append(value)
+    return value
+
+
+@task
+def deep_result() -> list[Any]:
+    """Return a list nested 100 deep: JSON holds it, but past the ledger's bound."""
+    value: list[Any] = []
+    for _ in range(100):
+        value = [value]
+    return value

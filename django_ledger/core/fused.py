@@ -64,17 +64,17 @@ def claims_of(reply: list[Any], start: int, owner: str) -> Claims:
     next_at = reply[1]
     claims = Claims(
         [
-        Claim(
-            reply[i].decode("utf-8"),
-            reply[i + 1].decode("utf-8"),
-            owner,
-            reply[i + 2],
-            reply[i + 3],
-            reply[i + 4],
-            reply[i + 5].decode("ascii") or None,
-            reply[i + 6] == 1,
-        )
-        for i in range(start, len(reply), 7)
+            Claim(
+                reply[i].decode("utf-8"),
+                reply[i + 1].decode("utf-8"),
+                owner,
+                reply[i + 2],
+                reply[i + 3],
+                reply[i + 4],
+                reply[i + 5].decode("ascii") or None,
+                reply[i + 6] == 1,
+            )
+            for i in range(start, len(reply), 7)
         ]
     )
     if next_at >= 0:

@@ -165,7 +165,7 @@ def _woken(runner: Runner, claims: list[Claim], limit: int, budget: int) -> Clai
         return Claims(claims)  # corrupt records at the head: repair's to clear
     if len(claims) >= limit and due_now:
         runner.write("ZADD", wake_key, now, "w")  # more is due: another worker wakes
-        return Claims(claims)
+        return Claims.of(claims, 0)
     with runner.translate_errors():
         stale = runner.redis.exists(wake_key)
     if stale:

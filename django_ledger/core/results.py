@@ -131,9 +131,9 @@ class Claim:
 class Claims(list[Claim]):
     """The claims one call made, and when the next PENDING record falls due.
 
-    ``due_in_ms``: when the call left nothing due now, how long after it (milliseconds,
-    server clock) the earliest PENDING record falls due; ``None`` when none is pending,
-    or more is due now. A worker with nothing due
+    ``due_in_ms``: how long after the call (milliseconds, server clock) the earliest
+    PENDING record it left falls due: 0 when more is due now, ``None`` when none is
+    pending (or it is not known). While the gate is closed, a second. A worker with nothing due
     blocks until then, woken sooner by an admission (docs/worker.md, Waking).
     """
 

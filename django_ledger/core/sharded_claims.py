@@ -137,11 +137,11 @@ class ShardedClaiming(LedgerBase):
             for step in range(count):
                 if (start + step) % count == fused:
                     continue
-                got = shards[(start + step) % count].claim_many(
+                more = shards[(start + step) % count].claim_many(
                     owner, limit - len(claims), lease, hold_after=_still(hold_after, claims)
                 )
-                claims += got
-                waits.append(got.due_in_ms)
+                claims += more
+                waits.append(more.due_in_ms)
                 if len(claims) >= limit:
                     claims.due_in_ms = None
                     break

@@ -3,8 +3,8 @@
 -- ARGV[1] skew, ARGV[2] owner, ARGV[3] lease ms, ARGV[4] limit, ARGV[5] how many of the
 -- claims start at once (the rest are held; absent: all start).
 -- Returns {now, next due, id, payload, attempt, fence, lease_until, traceparent, held (1/0),
--- ...}; next due: when nothing more is due now, the earliest due time of a PENDING record
--- left (-1: none, or more is due).
+-- ...}; next due: the earliest due time of a PENDING record left (-1: none; now: more is
+-- due now; a second on while the gate is closed).
 local now = server_now()
 local out = {now, -1}
 local _, next_at = claim_due(now, ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), out,

@@ -50,9 +50,8 @@ end
 -- Claim up to `limit` due PENDING records for `owner` until now + lease, appending
 -- {id, payload, attempt, fence, lease_until, traceparent, held} per claim to `out`; the
 -- first `start` claims start at once, the rest are held (nil: none is held).
--- Returns the claims made and, when nothing more is due now, the earliest due time of a
--- PENDING record left (-1: none, or more is due), so that an idle worker blocks until
--- then and no longer. The wake key follows: a call that filled its limit while more is
+-- Returns the claims made and the earliest due time of a PENDING record left (-1: none;
+-- now: more is due now), so that an idle worker blocks until then and no longer. The wake key follows: a call that filled its limit while more is
 -- due sets it (another idle worker takes the rest); one that left nothing due deletes it.
 local function claim_due(now, owner, lease, limit, out, start)
   start = start or limit
@@ -81,7 +80,7 @@ local function claim_due(now, owner, lease, limit, out, start)
   if budget <= 0 and got < limit then return got, -1 end  -- corrupt records at the head
   if got >= limit and due_now(now) then
     wake(now)  -- more is due than this call took: another idle worker takes the rest
-    return got, -1
+    return got, now
   end
   -- Nothing (more) is due now: a marker left is stale. Deleting a key that is not there
   -- writes nothing, so a claim that finds nothing changes nothing.

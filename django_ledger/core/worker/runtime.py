@@ -38,7 +38,7 @@ from ..arguments import SettleItem
 from ..errors import LedgerError
 from ..ledger import Ledger
 from ..records import State
-from ..results import Claim, earliest
+from ..results import Claim, Claims, earliest
 from ..transport import MAX_BATCH
 from ..wake import Waker
 from .config import Metrics, WorkerConfig, default_worker_id
@@ -96,6 +96,8 @@ class Worker:
         #: none is, or it is not known), and whether a call of the last round failed.
         self._due_in_ms: int | None = None
         self._failed = False
+        #: Queues with nothing due until a monotonic time (inf: until woken for them).
+        self._quiet: dict[str, float] = {}
         self._waker = Waker(
             {queue: _wake_keys(ledger) for queue, ledger in state.ledgers.items()},
             state.wake,
@@ -311,13 +313,19 @@ class Worker:
         # call that claims none passes the wake-up on when something is due (ops.lua).
         popped = self._waker.take_popped()
         waits: list[int | None] = []
+        now = time.monotonic()
         turn = self._turn = (self._turn + 1) % len(queues)
         for queue in queues[turn:] + queues[:turn]:
             items = self._unsettled.get(queue, [])
             started = marks.get(queue, [])
             want = min(room - claimed, MAX_BATCH)
-            if not items and not started and want <= 0 and queue not in popped:
-                continue
+            if not items and not started and queue not in popped:
+                if want <= 0:
+                    continue
+                quiet = self._quiet.get(queue, 0.0) - now
+                if quiet > 0:  # nothing due there until then, and no wake-up since
+                    waits.append(None if quiet == float("inf") else int(quiet * 1000) + 1)
+                    continue
             settle: list[SettleItem] = [
                 (claim, State.CLAIMED, self.leases[queue]) for claim in started
             ]
@@ -335,6 +343,7 @@ class Worker:
                 )
             except LedgerError as exc:  # unavailable, or refused (maxmemory): keep the items
                 log.warning("worker %s: queue %s: %s", self.worker_id, queue, exc)
+                self._quiet.pop(queue, None)
                 failed = True
                 state.wake.wait(0.5)
                 continue
@@ -343,13 +352,29 @@ class Worker:
                 worked = True
                 settled(state, items, settlements[len(started) :])
             claimed += len(claims)
-            if want > 0:
-                waits.append(getattr(claims, "due_in_ms", None))
+            if want > 0 and isinstance(claims, Claims):
+                waits.append(claims.due_in_ms)
+                self._note_quiet(queue, claims.due_in_ms, len(claims) < want, now)
+            elif want > 0:
+                waits.append(None)
             self._start(queue, claims)
         self._due_in_ms = earliest(*waits)
         self._failed = failed
         drained = room > 0 and claimed < room and not failed
         return claimed, drained, worked
+
+    def _note_quiet(self, queue: str, due: int | None, short: bool, now: float) -> None:
+        """Remember until when ``queue`` has nothing due, so that rounds skip it meanwhile.
+
+        Only a call that got fewer than it asked for knows (a ``Claims`` reply); a wake-up
+        popped for the queue ends it sooner. A burst run asks every queue every round.
+        """
+        if not short or self.config.burst or not self._waker.blocks or due == 0:
+            self._quiet.pop(queue, None)
+        elif due is None:
+            self._quiet[queue] = float("inf")
+        else:
+            self._quiet[queue] = now + due / 1000
 
     def _free_threads(self) -> int:
         """Threads with no job to run now: claims beyond them would wait (are held)."""

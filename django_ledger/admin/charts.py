@@ -23,6 +23,8 @@ __all__ = ["WINDOW_CHOICES", "line_chart", "read_series", "sparkline", "throughp
 
 WINDOW_CHOICES = (("hour", "Last hour"), ("day", "Last day"), ("week", "Last week"))
 WIDTH, HEIGHT, PAD = 720, 180, 36
+#: Room on the left for the top value ('2.39 s').
+LEFT = 56
 
 
 def read_series(queue: str, window: str) -> Series:
@@ -76,15 +78,15 @@ def _frame(title: str, top: float, unit: str, labels: list[str], body: str) -> S
     parts = [
         f'<svg class="ledger-svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
         f'preserveAspectRatio="none" aria-label="{_esc(title)}"><title>{_esc(title)}</title>',
-        f'<line class="axis" x1="{PAD}" y1="{PAD + inner_h}" x2="{WIDTH - 8}" '
+        f'<line class="axis" x1="{LEFT}" y1="{PAD + inner_h}" x2="{WIDTH - 8}" '
         f'y2="{PAD + inner_h}"/>',
-        f'<line class="axis" x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{PAD + inner_h}"/>',
-        f'<text class="tick" x="{PAD - 4}" y="{PAD + 4}" text-anchor="end">{_esc(unit)}</text>',
+        f'<line class="axis" x1="{LEFT}" y1="{PAD}" x2="{LEFT}" y2="{PAD + inner_h}"/>',
+        f'<text class="tick" x="{LEFT - 4}" y="{PAD + 4}" text-anchor="end">{_esc(unit)}</text>',
         body,
     ]
     if labels:
         parts.append(
-            f'<text class="tick" x="{PAD}" y="{HEIGHT - 10}">{_esc(labels[0])}</text>'
+            f'<text class="tick" x="{LEFT}" y="{HEIGHT - 10}">{_esc(labels[0])}</text>'
             f'<text class="tick" x="{WIDTH - 8}" y="{HEIGHT - 10}" text-anchor="end">'
             f"{_esc(labels[-1])}</text>"
         )
@@ -105,11 +107,11 @@ def throughput_chart(series: Series) -> SafeString:
     done = [b.counts["completed"] for b in series.buckets]
     failed = [b.counts["failed"] + b.counts["dead"] for b in series.buckets]
     top = max([d + f for d, f in zip(done, failed, strict=True)] + [1])
-    inner_w, inner_h = WIDTH - PAD - 8, HEIGHT - 2 * PAD
+    inner_w, inner_h = WIDTH - LEFT - 8, HEIGHT - 2 * PAD
     step = inner_w / len(done)
     marks = []
     for i, (d, f) in enumerate(zip(done, failed, strict=True)):
-        x = PAD + i * step + step * 0.1
+        x = LEFT + i * step + step * 0.1
         w = max(1.0, step * 0.8)
         hd, hf = inner_h * d / top, inner_h * f / top
         base = PAD + inner_h
@@ -138,12 +140,12 @@ def line_chart(series: Series, kind: str) -> SafeString:
     p50 = [b.quantiles()[f"{kind}_p50"] for b in series.buckets]
     p95 = [b.quantiles()[f"{kind}_p95"] for b in series.buckets]
     top = max([v for v in p95 if v is not None] + [0.001])
-    inner_w, inner_h = WIDTH - PAD - 8, HEIGHT - 2 * PAD
+    inner_w, inner_h = WIDTH - LEFT - 8, HEIGHT - 2 * PAD
     step = inner_w / max(1, len(p50) - 1)
     marks = []
     for css, values in (("p50", p50), ("p95", p95)):
         points = [
-            f"{PAD + i * step:.1f},{PAD + inner_h - inner_h * v / top:.1f}"
+            f"{LEFT + i * step:.1f},{PAD + inner_h - inner_h * v / top:.1f}"
             for i, v in enumerate(values)
             if v is not None
         ]

@@ -42,7 +42,7 @@ def counted(namespace: str, settings: Any) -> Ledger:
         tally = Tally()
         for n in range(20 + (minute * 7) % 30):
             tally.add("default", "shop.tasks.send_receipt", "completed", 0.05 + n / 200, 0.02)
-        for n in range(minute % 4):
+        for _ in range(minute % 4):
             tally.add("default", "shop.tasks.send_receipt", "failed", 2.0, 0.5)
         tally.add("default", "shop.tasks.resize_image", "completed", 1.5 + minute / 10, 1.0)
         for queue, counts in tally.take().items():

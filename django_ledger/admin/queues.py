@@ -19,6 +19,7 @@ from ..core.records import State, ms_to_datetime
 from ..core.results import Stats
 from ..models import Queue, Record
 from ..services.placement import Placement, crowded_masters, crowding_hint, place_ledger
+from . import charts
 from .base import LedgerModelAdmin
 from .display import bytes_text, count_text, duration_text, instant_text, period_text
 from .lookups import Spec
@@ -42,6 +43,11 @@ class QueueAdmin(LedgerModelAdmin):
     def get_urls(self) -> list[URLPattern]:
         info = (self.opts.app_label, self.opts.model_name)
         extra = [
+            path(
+                "tasks/",
+                self.admin_site.admin_view(self.tasks_view),
+                name=f"{info[0]}_{info[1]}_tasks",
+            ),
             path(
                 "<path:object_id>/gate/<str:action>/",
                 self.admin_site.admin_view(self.gate),
@@ -97,9 +103,11 @@ class QueueAdmin(LedgerModelAdmin):
                     ],
                     "oldest_due": duration_text(stats.oldest_due_age_ms),
                     "url": self.change_url(name),
+                    "spark": charts.sparkline(charts.read_series(name, "hour")),
                 }
             )
         context = {
+            "tasks_url": reverse("admin:django_ledger_queue_tasks"),
             **self.admin_site.each_context(request),
             "title": "Queues",
             "subtitle": None,
@@ -115,6 +123,11 @@ class QueueAdmin(LedgerModelAdmin):
         queue = unquote(object_id)
         if queue not in ledger_settings.queues or not self.can_view_queue(request, queue):
             return self.not_found(request, queue)
+        window = charts.window_of(request.GET.get("window"))
+        if request.GET.get("fragment") == "charts":  # the live view: one script call
+            return TemplateResponse(
+                request, "admin/django_ledger/_charts.html", self.charts_context(queue, window)
+            )
         ledger = get_ledger(queue)
         if len(ledger.shards) > 1:
             placed = place_ledger(ledger)  # each shard's counters, read once
@@ -133,6 +146,7 @@ class QueueAdmin(LedgerModelAdmin):
             )
             expired = RecordQuery(Record, spec)[:EXPIRED_SAMPLE]
         context = {
+            **self.charts_context(queue, window),
             **self.admin_site.each_context(request),
             "title": f"Queue {queue}",
             "subtitle": None,
@@ -172,6 +186,46 @@ class QueueAdmin(LedgerModelAdmin):
             "history_url": reverse("admin:django_ledger_queue_history", args=(quote(queue),)),
         }
         return TemplateResponse(request, "admin/django_ledger/queue_health.html", context)
+
+    def charts_context(self, queue: str, window: str) -> dict[str, Any]:
+        """The charts of one queue's counters over ``window``."""
+        series = charts.read_series(queue, window)
+        return {
+            "window": window,
+            "windows": charts.WINDOW_CHOICES,
+            "charts": [
+                charts.throughput_chart(series),
+                charts.line_chart(series, "wait"),
+                charts.line_chart(series, "run"),
+            ],
+        }
+
+    def tasks_view(self, request: HttpRequest) -> HttpResponse:
+        """Each task name of the user's queues: runs, failure rate, run times."""
+        return self.guard(request, self.tasks_page, request)
+
+    def tasks_page(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        window = charts.window_of(request.GET.get("window"))
+        queues = permissions.allowed_queues(request.user, self.view_action)
+        rows = charts.task_rows(
+            [charts.read_series(name, window) for name in queues],
+            reverse("admin:django_ledger_record_changelist"),
+        )
+        for row in rows:  # the records list only for those who may see records
+            if not permissions.can(request.user, "view", row["queue"]):
+                row["url"] = None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Tasks",
+            "subtitle": None,
+            "opts": self.opts,
+            "rows": rows,
+            "window": window,
+            "windows": charts.WINDOW_CHOICES,
+        }
+        return TemplateResponse(request, "admin/django_ledger/task_list.html", context)
 
     def gate(self, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
         """GET: confirm closing or opening the gate; POST: do it."""

@@ -16,6 +16,7 @@ from .views import (
     TaskResultViewSet,
     TokenView,
 )
+from .views.series import SeriesViewSet
 
 app_name = "django_ledger_api"
 
@@ -68,6 +69,7 @@ urlpatterns: list[URLPattern] = [
         name="task-result",
     ),
     path(Q + "stats/", QueueViewSet.as_view({"get": "stats"}), name="stats"),
+    path(Q + "series/", SeriesViewSet.as_view({"get": "series"}), name="series"),
     path(Q + "quarantine/", QuarantineViewSet.as_view({"get": "list"}), name="quarantine"),
     path(Q + "repair/", QueueViewSet.as_view({"post": "repair"}), name="repair"),
     path(Q + "gate/", QueueViewSet.as_view({"post": "gate"}), name="gate"),

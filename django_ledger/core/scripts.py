@@ -28,6 +28,7 @@ SCRIPT_NAMES = (
     "reindex",
     "quarantine",
     "now",
+    "counters",
 )
 
 
@@ -65,3 +66,4 @@ class Scripts:
     reindex: Any
     quarantine: Any
     now: Any
+    counters: Any

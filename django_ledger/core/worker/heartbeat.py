@@ -3,6 +3,10 @@
 Each worker writes one JSON document under ``{namespace}:worker:{worker_id}`` with an
 expiry a few beats long, and scores its id in ``{namespace}:workers`` by the beat's time;
 a worker that dies simply stops beating, and its entry expires and drops off the list.
+
+A beat also flushes the worker's ``tally`` (its outcome counters, ``core/counters.py``)
+at most once every ``counters.FLUSH_EVERY`` seconds, and a clean stop flushes what is
+left, so the counters cost no round trip per task.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..counters import Counters, Tally
 
 __all__ = ["Heartbeats", "WorkerInfo"]
 
@@ -49,6 +55,9 @@ class Heartbeats:
         self.redis = redis
         self.namespace = namespace
         self.index_key = f"{namespace}:workers"
+        #: What this worker counted since its last flush (``worker/outcomes.py`` adds).
+        self.tally = Tally()
+        self.counters = Counters(redis, namespace)
 
     def key(self, worker_id: str) -> str:
         return f"{self.namespace}:worker:{worker_id}"
@@ -59,9 +68,16 @@ class Heartbeats:
         pipe.set(self.key(info.worker_id), info.to_json(), px=max(1, int(ttl_s * 1000)))
         pipe.zadd(self.index_key, {info.worker_id: info.beat_at})
         pipe.execute()
+        self.counters.flush(self.tally)
 
     def forget(self, worker_id: str) -> None:
-        """Remove a worker that stopped cleanly."""
+        """Remove a worker that stopped cleanly, flushing its last counts first."""
+        try:
+            self.counters.flush(self.tally, force=True)
+        finally:
+            self._forget(worker_id)
+
+    def _forget(self, worker_id: str) -> None:
         pipe = self.redis.pipeline(transaction=False)
         pipe.delete(self.key(worker_id))
         pipe.zrem(self.index_key, worker_id)

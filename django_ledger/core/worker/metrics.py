@@ -1,5 +1,9 @@
 """Prometheus metrics of a worker, with ``prometheus-client`` installed (the ``metrics`` extra).
 
+The names and meanings are the counters' (``core/counters.py``) that the admin's charts
+and the API's series read: ``ledger_tasks`` by ``outcome`` (completed, failed, retry,
+lost), ``ledger_task_seconds`` with the same bucket edges.
+
 ``PrometheusMetrics`` implements the runtime's ``Metrics``; ``serve(port, metrics, addr)``
 exposes them over HTTP for scraping, on the loopback address unless told otherwise. Without the package, ``available()`` is false and the worker
 runs without metrics.
@@ -9,6 +13,8 @@ from __future__ import annotations
 
 import importlib
 from typing import Any
+
+from ..counters import EDGES
 
 __all__ = ["DEFAULT_ADDRESS", "PrometheusMetrics", "available", "serve"]
 
@@ -52,7 +58,7 @@ class PrometheusMetrics:
             "Run time of a task attempt, by queue and task.",
             ["queue", "task"],
             registry=registry,
-            buckets=(0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800),
+            buckets=EDGES,  # the same as the counters' run time histogram (core/counters.py)
         )
         self._lost = _prometheus.Counter(
             "ledger_lost_leases",

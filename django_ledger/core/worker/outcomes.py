@@ -10,6 +10,7 @@ import logging
 import time
 from typing import Any
 
+from ..counters import Tally
 from ..records import State
 from ..results import Settlement, SettlementStatus
 from .handler import Backoff, Job, Outcome
@@ -29,6 +30,8 @@ def settled(
             state.drop(entry)
     now = time.monotonic()
     counts, metered = state.counts, state.metered
+    heartbeats = state.config.heartbeats
+    tally = heartbeats.tally if heartbeats is not None else None
     # The level's check is cached by the logger: a disabled line costs no formatting.
     info, warning = log.isEnabledFor(logging.INFO), log.isEnabledFor(logging.WARNING)
     for (entry, outcome), answer in zip(items, answers, strict=True):
@@ -48,14 +51,37 @@ def settled(
         else:
             counts.retried += 1
             word, shown = "retry", info
-        if not (shown or metered):
+        if not (shown or metered or tally is not None):
             continue
         seconds = None if entry.started is None else now - entry.started
         name = entry.plan.name if entry.plan is not None else ""
+        if tally is not None:
+            tallied(tally, entry, word, seconds, name, answer)
         if metered:
             state.metrics.outcome(entry.queue, name, word, seconds)
         if shown:
             log_outcome(entry, outcome, word, seconds, name, answer.reason)
+
+
+def tallied(
+    tally: Tally,
+    entry: Entry,
+    word: str,
+    seconds: float | None,
+    name: str,
+    answer: Settlement,
+) -> None:
+    """Add one settlement to the worker's counters (``core/counters.py``).
+
+    Wait time (due to start) is known for the attempts that ended: their record keeps
+    the due time they were claimed at (a retry's record is due again, later).
+    """
+    wait = None
+    if word == "completed" or word == "failed":
+        record = answer.record
+        if record is not None:
+            wait = (entry.job.started_at - record.due_at) / 1000
+    tally.add(entry.queue, name, word, seconds, wait)
 
 
 def log_outcome(

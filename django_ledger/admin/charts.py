@@ -1,0 +1,216 @@
+"""Charts of the workers' counters, drawn by the server as inline SVG (no script, no CDN).
+
+Each chart is a ``<figure>``: a title, the SVG (``role="img"``, colours from the admin
+theme's CSS variables, so dark mode holds), and a ``<details>`` table of the same
+numbers for screen readers. Times are in the user's time zone (``timezone.localtime``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+from ..conf import get_ledger, ledger_settings
+from ..core.counters import Counters, Series
+from ..core.records import ms_to_datetime
+from .display import duration_text
+
+__all__ = ["WINDOW_CHOICES", "line_chart", "read_series", "sparkline", "throughput_chart"]
+
+WINDOW_CHOICES = (("hour", "Last hour"), ("day", "Last day"), ("week", "Last week"))
+WIDTH, HEIGHT, PAD = 720, 180, 36
+#: Room on the left for the top value ('2.39 s').
+LEFT = 56
+
+
+def read_series(queue: str, window: str) -> Series:
+    """One window of a queue's counters: one script call."""
+    ledger = get_ledger(queue)
+    return Counters(ledger.redis, ledger_settings.namespace).read(queue, window)
+
+
+def window_of(value: str | None) -> str:
+    return value if value in dict(WINDOW_CHOICES) else "hour"
+
+
+def _label(start_ms: int, window: str) -> str:
+    moment = timezone.localtime(ms_to_datetime(start_ms))
+    return moment.strftime("%H:%M" if window == "hour" else "%a %H:%M")
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    return f"{value:.2f} s" if value < 60 else duration_text(round(value * 1000))
+
+
+def _figure(
+    chart_id: str, title: str, svg: SafeString, head: Sequence[str], rows: list[list[str]]
+) -> SafeString:
+    table = format_html(
+        '<details class="ledger-chart-table"><summary>Table</summary><table>'
+        "<thead><tr>{}</tr></thead><tbody>{}</tbody></table></details>",
+        format_html_join("", "<th>{}</th>", ((h,) for h in head)),
+        format_html_join(
+            "",
+            "<tr>{}</tr>",
+            ((format_html_join("", "<td>{}</td>", ((c,) for c in row)),) for row in rows),
+        ),
+    )
+    return format_html(
+        '<figure class="ledger-chart" id="{}"><figcaption>{}</figcaption>{}{}</figure>',
+        chart_id,
+        title,
+        svg,
+        table,
+    )
+
+
+def _frame(title: str, top: float, unit: str, labels: list[str], body: str) -> SafeString:
+    """The SVG around a chart's marks: axes, the top value, first and last times."""
+    inner_h = HEIGHT - 2 * PAD
+    parts = [
+        f'<svg class="ledger-svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'preserveAspectRatio="none" aria-label="{_esc(title)}"><title>{_esc(title)}</title>',
+        f'<line class="axis" x1="{LEFT}" y1="{PAD + inner_h}" x2="{WIDTH - 8}" '
+        f'y2="{PAD + inner_h}"/>',
+        f'<line class="axis" x1="{LEFT}" y1="{PAD}" x2="{LEFT}" y2="{PAD + inner_h}"/>',
+        f'<text class="tick" x="{LEFT - 4}" y="{PAD + 4}" text-anchor="end">{_esc(unit)}</text>',
+        body,
+    ]
+    if labels:
+        parts.append(
+            f'<text class="tick" x="{LEFT}" y="{HEIGHT - 10}">{_esc(labels[0])}</text>'
+            f'<text class="tick" x="{WIDTH - 8}" y="{HEIGHT - 10}" text-anchor="end">'
+            f"{_esc(labels[-1])}</text>"
+        )
+    parts.append("</svg>")
+    return mark_safe("".join(parts))  # every text in it went through _esc
+
+
+def _esc(text: str) -> str:
+    return (
+        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    )
+
+
+def throughput_chart(series: Series) -> SafeString:
+    """Completed and failed per bucket, stacked bars."""
+    per = "minute" if series.bucket_seconds == 60 else "hour"
+    title = f"Throughput: completed and failed per {per}"
+    done = [b.counts["completed"] for b in series.buckets]
+    failed = [b.counts["failed"] + b.counts["dead"] for b in series.buckets]
+    top = max([d + f for d, f in zip(done, failed, strict=True)] + [1])
+    inner_w, inner_h = WIDTH - LEFT - 8, HEIGHT - 2 * PAD
+    step = inner_w / len(done)
+    marks = []
+    for i, (d, f) in enumerate(zip(done, failed, strict=True)):
+        x = LEFT + i * step + step * 0.1
+        w = max(1.0, step * 0.8)
+        hd, hf = inner_h * d / top, inner_h * f / top
+        base = PAD + inner_h
+        if d:
+            marks.append(
+                f'<rect class="done" x="{x:.1f}" y="{base - hd:.1f}" width="{w:.1f}" '
+                f'height="{hd:.1f}" data-value="{d}"/>'
+            )
+        if f:
+            marks.append(
+                f'<rect class="failed" x="{x:.1f}" y="{base - hd - hf:.1f}" width="{w:.1f}" '
+                f'height="{hf:.1f}" data-value="{f}"/>'
+            )
+    labels = [_label(s, series.window) for s in series.starts]
+    svg = _frame(title, top, str(top), labels, "".join(marks))
+    rows = [
+        [label, str(d), str(f)] for label, d, f in zip(labels, done, failed, strict=True) if d or f
+    ]
+    return _figure("chart-throughput", title, svg, ["Time", "Completed", "Failed"], rows)
+
+
+def line_chart(series: Series, kind: str) -> SafeString:
+    """The p50 and p95 of ``kind`` (``run`` or ``wait``) time per bucket, two lines."""
+    what = "Run time" if kind == "run" else "Wait time (due to start)"
+    title = f"{what}: p50 and p95"
+    p50 = [b.quantiles()[f"{kind}_p50"] for b in series.buckets]
+    p95 = [b.quantiles()[f"{kind}_p95"] for b in series.buckets]
+    top = max([v for v in p95 if v is not None] + [0.001])
+    inner_w, inner_h = WIDTH - LEFT - 8, HEIGHT - 2 * PAD
+    step = inner_w / max(1, len(p50) - 1)
+    marks = []
+    for css, values in (("p50", p50), ("p95", p95)):
+        points = [
+            f"{LEFT + i * step:.1f},{PAD + inner_h - inner_h * v / top:.1f}"
+            for i, v in enumerate(values)
+            if v is not None
+        ]
+        if points:
+            marks.append(f'<polyline class="{css}" points="{" ".join(points)}"/>')
+            marks.extend(
+                f'<circle class="{css}" cx="{p.split(",")[0]}" cy="{p.split(",")[1]}" r="2"/>'
+                for p in points
+            )
+    labels = [_label(s, series.window) for s in series.starts]
+    svg = _frame(title, top, _seconds(top), labels, "".join(marks))
+    rows = [
+        [label, _seconds(a), _seconds(b)]
+        for label, a, b in zip(labels, p50, p95, strict=True)
+        if a is not None
+    ]
+    return _figure(f"chart-{kind}", title, svg, ["Time", "p50", "p95"], rows)
+
+
+def sparkline(series: Series) -> SafeString:
+    """Attempts ended per minute over the window: a small line, its total as text."""
+    values = [b.runs for b in series.buckets]
+    top = max([*values, 1])
+    w, h = 120, 24
+    step = w / max(1, len(values) - 1)
+    points = " ".join(
+        f"{i * step:.1f},{h - 2 - (h - 4) * v / top:.1f}" for i, v in enumerate(values)
+    )
+    total = sum(values)
+    label = f"{total} attempts ended in the last {series.window}, at most {top} a bucket"
+    return format_html(
+        '<svg class="ledger-spark" viewBox="0 0 {} {}" width="{}" height="{}" role="img" '
+        'aria-label="{}"><title>{}</title><polyline points="{}"/></svg>',
+        w,
+        h,
+        w,
+        h,
+        label,
+        label,
+        points,
+    )
+
+
+def task_rows(series_list: list[Series], records_url: str) -> list[dict[str, Any]]:
+    """One row per queue and task over the window: runs, failure rate, run times."""
+    from urllib.parse import urlencode
+
+    rows = []
+    for series in series_list:
+        for name, stat in series.tasks().items():
+            q = stat.quantiles()
+            rate = stat.failure_rate
+            rows.append(
+                {
+                    "queue": series.queue,
+                    "name": name,
+                    "runs": stat.runs,
+                    "completed": stat.counts["completed"],
+                    "failed": stat.counts["failed"] + stat.counts["dead"],
+                    "retried": stat.counts["retry"],
+                    "failure_rate": "-" if rate is None else f"{rate:.1%}",
+                    "run_p50": _seconds(q["run_p50"]),
+                    "run_p95": _seconds(q["run_p95"]),
+                    "wait_p95": _seconds(q["wait_p95"]),
+                    "url": records_url + "?" + urlencode({"queue": series.queue, "task": name}),
+                }
+            )
+    return sorted(rows, key=lambda row: (-row["runs"], row["queue"], row["name"]))

@@ -1,0 +1,121 @@
+"""A queue's counters over time: the series the admin's charts draw, as JSON.
+
+The same numbers, names and bucket edges as the worker's Prometheus metrics
+(``ledger_tasks`` by ``outcome``, ``ledger_task_seconds``), read from the counters the
+workers flush (``core/counters.py``) in one script call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from ...conf import ledger_settings
+from ...core.counters import EDGES, OUTCOMES, WINDOWS, Counters, Stat, rounded
+from ...core.records import ms_to_datetime
+from ..errors import ApiError
+from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
+from .base import LedgerViewSet
+
+__all__ = ["SeriesViewSet"]
+
+WINDOW = OpenApiParameter(
+    "window",
+    str,
+    OpenApiParameter.QUERY,
+    required=False,
+    enum=list(WINDOWS),
+    description="hour: 60 one-minute buckets; day: 24 one-hour buckets; week: 168 one-hour buckets",
+)
+
+
+class OutcomesSerializer(serializers.Serializer[Any]):
+    completed = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    retry = serializers.IntegerField()
+    lost = serializers.IntegerField()
+    dead = serializers.IntegerField()
+
+
+class QuantilesSerializer(serializers.Serializer[Any]):
+    p50 = serializers.FloatField(allow_null=True)
+    p95 = serializers.FloatField(allow_null=True)
+    p99 = serializers.FloatField(allow_null=True)
+
+
+class PointSerializer(serializers.Serializer[Any]):
+    start = serializers.DateTimeField()
+    ledger_tasks = OutcomesSerializer()
+    ledger_task_seconds = QuantilesSerializer(help_text="Run time of the attempts, seconds")
+    ledger_wait_seconds = QuantilesSerializer(help_text="Due to start of ended ones, seconds")
+
+
+class TaskSeriesSerializer(PointSerializer):
+    start = None  # type: ignore[assignment]
+    task = serializers.CharField()
+    failure_rate = serializers.FloatField(allow_null=True)
+
+
+class SeriesSerializer(serializers.Serializer[Any]):
+    queue = serializers.CharField()
+    window = serializers.ChoiceField(choices=list(WINDOWS))
+    bucket_seconds = serializers.IntegerField()
+    now = serializers.DateTimeField()
+    bucket_edges = serializers.ListField(child=serializers.FloatField())
+    buckets = PointSerializer(many=True)
+    tasks = TaskSeriesSerializer(many=True)
+
+
+def _point(stat: Stat) -> dict[str, Any]:
+    q = stat.quantiles()
+    return {
+        "ledger_tasks": {name: stat.counts[name] for name in OUTCOMES},
+        "ledger_task_seconds": {f"p{p}": rounded(q[f"run_p{p}"]) for p in (50, 95, 99)},
+        "ledger_wait_seconds": {f"p{p}": rounded(q[f"wait_p{p}"]) for p in (50, 95, 99)},
+    }
+
+
+class SeriesViewSet(LedgerViewSet):
+    action_rules = {"series": ("view_queue", "read")}
+
+    @extend_schema(
+        operation_id="series",
+        summary="A queue's outcomes and times over the last hour, day or week",
+        tags=["queues"],
+        parameters=[QUEUE, WINDOW, RETRY_AFTER],
+        responses={200: SeriesSerializer, **errors(400, 404)},
+    )
+    def series(self, request: Request, queue: str) -> Response:
+        """Counts by outcome and run and wait time quantiles per bucket, and per task."""
+        window = request.query_params.get("window", "hour")
+        if window not in WINDOWS:
+            raise ApiError(
+                400,
+                "invalid",
+                "The request is not valid: see details.",
+                {"window": [f"must be one of {', '.join(WINDOWS)}"]},
+            )
+        ledger = self.ledger
+        with ledger.translate_errors():
+            series = Counters(ledger.redis, ledger_settings.namespace).read(queue, window)
+        tasks = []
+        for name, stat in series.tasks().items():
+            rate = stat.failure_rate
+            tasks.append({"task": name, "failure_rate": rounded(rate), **_point(stat)})
+        body = {
+            "queue": queue,
+            "window": window,
+            "bucket_seconds": series.bucket_seconds,
+            "now": ms_to_datetime(series.now_ms),
+            "bucket_edges": list(EDGES),
+            "buckets": [
+                {"start": ms_to_datetime(start), **_point(stat)}
+                for start, stat in zip(series.starts, series.buckets, strict=True)
+            ],
+            "tasks": tasks,
+        }
+        return Response(SeriesSerializer(body).data)

@@ -1,0 +1,310 @@
+"""Counters kept by the workers: outcomes and time histograms per queue, task and minute.
+
+A worker adds each settlement it makes to a ``Tally`` in memory; its heartbeat beat
+flushes the tally, at most once every ``FLUSH_EVERY`` seconds, with one ``counters.lua``
+call per queue. The script adds the counts to the queue's hash of this minute and of
+this hour, both under the queue's hash tag (``{ns:queue}:counts:...``), so on a Redis
+Cluster a queue's counters live on the node that holds the queue. Minutes are kept a
+day and hours 30 days; older ones are deleted by the same script (and by key expiry
+for a queue nobody writes any more).
+
+A worker killed between two flushes loses the counts of its unflushed tally (at most
+one beat's worth); a flush is one script call, so nothing is ever counted twice.
+
+``Counters.read(queue, window)`` reads a window (``hour``: 60 one-minute buckets;
+``day``: 24 one-hour buckets; ``week``: 168 one-hour buckets) in one script call.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .scripts import source
+
+__all__ = [
+    "EDGES",
+    "FLUSH_EVERY",
+    "OUTCOMES",
+    "WINDOWS",
+    "Counters",
+    "Series",
+    "Tally",
+    "percentile",
+]
+
+#: Upper edges (seconds) of the wait and run time histogram buckets; one more bucket
+#: holds what is longer than the last edge. The Prometheus histogram uses the same.
+EDGES: tuple[float, ...] = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+    300,
+    1800,
+)
+#: Outcomes counted, as the Prometheus ``ledger_tasks`` counter's ``outcome`` label
+#: names them (``completed`` is what the docs call done), plus ``dead``.
+OUTCOMES = ("completed", "failed", "retry", "lost", "dead")
+_CODE = {"completed": "d", "failed": "f", "retry": "r", "lost": "l", "dead": "x"}
+_NAME = {code: name for name, code in _CODE.items()}
+#: window -> (resolution, buckets, seconds per bucket).
+WINDOWS = {"hour": ("m", 60, 60), "day": ("h", 24, 3600), "week": ("h", 168, 3600)}
+#: Seconds between two flushes of one worker's tally (the beat may come more often).
+FLUSH_EVERY = 2.0
+#: The task name counted when a settlement has none (a raw handler's job).
+NO_NAME = "-"
+
+
+def bucket_of(seconds: float) -> int:
+    """The histogram bucket of a duration: the first whose edge is at least it."""
+    for index, edge in enumerate(EDGES):
+        if seconds <= edge:
+            return index
+    return len(EDGES)
+
+
+def percentile(histogram: list[int], fraction: float) -> float | None:
+    """The ``fraction`` quantile read back from a histogram (``None`` when empty).
+
+    Linear within the bucket that holds it, as Prometheus's ``histogram_quantile``; a
+    quantile in the last, open bucket reads as the last edge.
+    """
+    total = sum(histogram)
+    if total == 0:
+        return None
+    rank = fraction * total
+    seen = 0
+    for index, count in enumerate(histogram):
+        if count and seen + count >= rank:
+            if index >= len(EDGES):
+                return float(EDGES[-1])
+            lower = 0.0 if index == 0 else float(EDGES[index - 1])
+            return lower + (EDGES[index] - lower) * max(0.0, rank - seen) / count
+        seen += count
+    return float(EDGES[-1])  # pragma: no cover - rank <= total always lands above
+
+
+class Tally:
+    """What one worker counted since its last flush, by queue: field -> count."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+
+    def add(
+        self,
+        queue: str,
+        task: str,
+        outcome: str,
+        run_s: float | None = None,
+        wait_s: float | None = None,
+    ) -> None:
+        """Count one outcome of ``task`` on ``queue``, with its run and wait times."""
+        name = task or NO_NAME
+        with self._lock:
+            counts = self._counts[queue]
+            counts[f"{_CODE[outcome]}:{name}"] += 1
+            if run_s is not None:
+                counts[f"t{bucket_of(run_s)}:{name}"] += 1
+            if wait_s is not None:
+                counts[f"w{bucket_of(max(0.0, wait_s))}:{name}"] += 1
+
+    def take(self) -> dict[str, dict[str, int]]:
+        """Everything counted so far, which the tally forgets."""
+        with self._lock:
+            taken, self._counts = self._counts, defaultdict(lambda: defaultdict(int))
+        return {queue: dict(counts) for queue, counts in taken.items() if counts}
+
+
+@dataclass
+class Stat:
+    """Counts by outcome and the two histograms of one task, one bucket, or a window."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
+    run: list[int] = field(default_factory=lambda: [0] * (len(EDGES) + 1))
+    wait: list[int] = field(default_factory=lambda: [0] * (len(EDGES) + 1))
+
+    def add(self, metric: str, value: int) -> None:
+        if metric[0] == "t":
+            self.run[int(metric[1:])] += value
+        elif metric[0] == "w":
+            self.wait[int(metric[1:])] += value
+        else:
+            self.counts[_NAME[metric]] += value
+
+    def merge(self, other: Stat) -> None:
+        for name, value in other.counts.items():
+            self.counts[name] += value
+        for mine, theirs in ((self.run, other.run), (self.wait, other.wait)):
+            for index, value in enumerate(theirs):
+                mine[index] += value
+
+    @property
+    def runs(self) -> int:
+        """Attempts that ended, whatever their outcome."""
+        return sum(self.counts.values())
+
+    @property
+    def failure_rate(self) -> float | None:
+        ended = self.counts["completed"] + self.counts["failed"] + self.counts["dead"]
+        return None if not ended else (self.counts["failed"] + self.counts["dead"]) / ended
+
+    def quantiles(self) -> dict[str, float | None]:
+        """p50, p95 and p99 of run and wait time, in seconds."""
+        return {
+            f"{kind}_p{p}": percentile(histogram, p / 100)
+            for kind, histogram in (("run", self.run), ("wait", self.wait))
+            for p in (50, 95, 99)
+        }
+
+
+@dataclass
+class Series:
+    """A window of one queue's counters: buckets oldest first, and each task's totals."""
+
+    queue: str
+    window: str
+    bucket_seconds: int
+    now_ms: int
+    #: The start of each bucket, epoch ms.
+    starts: list[int]
+    #: The queue's counts in each bucket (every task added up).
+    buckets: list[Stat]
+    #: Each task's counts in each bucket.
+    task_buckets: dict[str, list[Stat]]
+
+    @property
+    def total(self) -> Stat:
+        whole = Stat()
+        for stat in self.buckets:
+            whole.merge(stat)
+        return whole
+
+    def tasks(self) -> dict[str, Stat]:
+        """Each task's totals over the window, by name."""
+        out: dict[str, Stat] = {}
+        for name, stats in sorted(self.task_buckets.items()):
+            whole = Stat()
+            for stat in stats:
+                whole.merge(stat)
+            out[name] = whole
+        return out
+
+
+class Counters:
+    """Flush tallies into, and read windows from, the counters of one namespace."""
+
+    def __init__(self, redis: Any, namespace: str) -> None:
+        self.redis = redis
+        self.namespace = namespace
+        self._script = redis.register_script(source("counters"))
+        self._last_flush = 0.0
+
+    def prefix(self, queue: str) -> str:
+        """The start of every counter key of ``queue`` (the queue's hash tag)."""
+        return "{%s:%s}:counts" % (self.namespace, queue)  # noqa: UP031 - the hash tag
+
+    def add(self, queue: str, counts: dict[str, int], now_ms: int = 0) -> None:
+        """Add ``counts`` (field -> count) to the queue's minute and hour: one call."""
+        args: list[Any] = [0, int(now_ms), "add"]
+        for name, value in counts.items():
+            args += [name, int(value)]
+        self._script(keys=[self.prefix(queue)], args=args)
+
+    def flush(self, tally: Tally, *, force: bool = False) -> bool:
+        """Write the tally, unless the last flush was under ``FLUSH_EVERY`` s ago.
+
+        The counts are taken from the tally before the calls: a call that fails loses
+        its queue's batch rather than risk adding it twice (an unanswered call may
+        have run), so every count is written at most once.
+        """
+        clock = time.monotonic()
+        if not force and clock - self._last_flush < FLUSH_EVERY:
+            return False
+        self._last_flush = clock
+        failed: Exception | None = None
+        for queue, counts in tally.take().items():
+            try:
+                self.add(queue, counts)
+            except Exception as exc:  # the other queues are still written
+                failed = exc
+        if failed is not None:
+            raise failed
+        return True
+
+    def read(self, queue: str, window: str = "hour", now_ms: int = 0) -> Series:
+        """One window of ``queue``'s counters, in one script call."""
+        if window not in WINDOWS:
+            raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
+        resolution, count, seconds = WINDOWS[window]
+        reply = self._script(
+            keys=[self.prefix(queue)], args=[0, int(now_ms), "read", resolution, count]
+        )
+        now = int(reply[0])
+        step = seconds * 1000
+        first = (now // step - count + 1) * step
+        buckets: list[Stat] = []
+        by_task: dict[str, list[Stat]] = {}
+        for position, flat in enumerate(reply[1:]):
+            whole = Stat()
+            for raw, value in _pairs(flat):
+                metric, _, name = _text(raw).partition(":")
+                if not _known(metric):
+                    continue
+                stats = by_task.get(name)
+                if stats is None:
+                    stats = by_task[name] = [Stat() for _ in range(count)]
+                stats[position].add(metric, int(value))
+                whole.add(metric, int(value))
+            buckets.append(whole)
+        return Series(
+            queue=queue,
+            window=window,
+            bucket_seconds=seconds,
+            now_ms=now,
+            starts=[first + i * step for i in range(count)],
+            buckets=buckets,
+            task_buckets=by_task,
+        )
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+
+
+def _known(metric: str) -> bool:
+    if metric in _NAME:
+        return True
+    return (
+        len(metric) > 1
+        and metric[0] in "tw"
+        and metric[1:].isdigit()
+        and int(metric[1:]) <= len(EDGES)
+    )
+
+
+def _pairs(flat: Iterable[Any]) -> Iterable[tuple[Any, Any]]:
+    items = list(flat)
+    return zip(items[0::2], items[1::2], strict=True)
+
+
+def rounded(value: float | None, digits: int = 4) -> float | None:
+    """A quantile for JSON: ``None`` stays, others keep ``digits`` significant places."""
+    if value is None:
+        return None
+    return float(f"{value:.{digits}g}") if math.isfinite(value) else None

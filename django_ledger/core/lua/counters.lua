@@ -1,0 +1,56 @@
+-- counters.lua: a queue's outcome counters and time histograms, by minute and by hour.
+-- Not one of the ten-key scripts (codec.lua gives it server_now only).
+-- KEYS[1] the queue's counter prefix ({ns:queue}:counts); every key written or read
+-- starts with it, so on a Redis Cluster all of a queue's counters share its slot:
+--   PREFIX:m:<minute> hash   PREFIX:h:<hour> hash   (minute = epoch ms // 60000)
+--   PREFIX:mi zset of minutes in use   PREFIX:hi zset of hours in use
+-- Hash fields are '<metric>:<task name>' -> count (core/counters.py names the metrics).
+-- ARGV[1] skew in ms (added to the server clock), ARGV[2] the time in epoch ms (0: the
+-- server clock plus the skew), ARGV[3] 'add' or 'read'.
+--   add:  ARGV[4..] field, count, field, count...: added to this minute and this hour;
+--         minutes older than a day and hours older than 30 days are deleted.
+--   read: ARGV[4] 'm' or 'h', ARGV[5] how many buckets back, this one included.
+-- Returns {now, ...}: for read, one flat HGETALL per bucket, oldest first.
+local prefix = KEYS[1]
+local now = tonumber(ARGV[2])
+if now == 0 then now = server_now() end
+local minute, hour = math.floor(now / 60000), math.floor(now / 3600000)
+local KEEP_MINUTES, KEEP_HOURS = 1440, 720
+
+if ARGV[3] == 'add' then
+  local mkey, hkey = prefix .. ':m:' .. minute, prefix .. ':h:' .. hour
+  for i = 4, #ARGV - 1, 2 do
+    local n = tonumber(ARGV[i + 1])
+    if not n or n < 0 or n ~= math.floor(n) then
+      return redis.error_reply('ERR counters: count ' .. tostring(ARGV[i + 1]) .. ' is not a whole number')
+    end
+  end
+  for i = 4, #ARGV - 1, 2 do
+    redis.call('HINCRBY', mkey, ARGV[i], ARGV[i + 1])
+    redis.call('HINCRBY', hkey, ARGV[i], ARGV[i + 1])
+  end
+  -- A backstop for a queue nobody writes any more: the keys go by themselves.
+  redis.call('EXPIRE', mkey, KEEP_MINUTES * 60 + 3600)
+  redis.call('EXPIRE', hkey, KEEP_HOURS * 3600 + 86400)
+  for _, r in ipairs({{'m', minute, KEEP_MINUTES}, {'h', hour, KEEP_HOURS}}) do
+    local index = prefix .. ':' .. r[1] .. 'i'
+    redis.call('ZADD', index, r[2], r[2])
+    local old = redis.call('ZRANGEBYSCORE', index, '-inf', '(' .. (r[2] - r[3] + 1))
+    for _, m in ipairs(old) do redis.call('DEL', prefix .. ':' .. r[1] .. ':' .. m) end
+    if #old > 0 then redis.call('ZREMRANGEBYSCORE', index, '-inf', '(' .. (r[2] - r[3] + 1)) end
+    redis.call('EXPIRE', index, KEEP_HOURS * 3600 + 86400)
+  end
+  return {now}
+elseif ARGV[3] == 'read' then
+  local res, count = ARGV[4], tonumber(ARGV[5])
+  if (res ~= 'm' and res ~= 'h') or not count or count < 1 or count > 1440 then
+    return redis.error_reply('ERR counters: read m|h and 1 to 1440 buckets')
+  end
+  local at = res == 'm' and minute or hour
+  local out = {now}
+  for b = at - count + 1, at do
+    out[#out + 1] = redis.call('HGETALL', prefix .. ':' .. res .. ':' .. b)
+  end
+  return out
+end
+return redis.error_reply('ERR counters: unknown operation ' .. tostring(ARGV[3]))

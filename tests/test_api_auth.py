@@ -67,6 +67,7 @@ ROUTES = [
     Route("resolve", "GET", Q + "resolve/", "view", query={"ids": ["r1"]}),
     Route("task-result", "GET", Q + "results/r1", "view"),
     Route("stats", "GET", Q + "stats/", "view_queue"),
+    Route("series", "GET", Q + "series/", "view_queue"),
     Route("quarantine", "GET", Q + "quarantine/", "view_quarantine"),
     Route("repair", "POST", Q + "repair/", "operate", {"cursor": "0"}),
     Route("gate", "POST", Q + "gate/", "operate", {"closed": True}),

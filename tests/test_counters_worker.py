@@ -7,7 +7,7 @@ from pathlib import Path
 
 import redis
 
-from django_ledger import Ledger
+from django_ledger import Ledger, State
 from django_ledger.core.counters import Counters
 from tests.redis_server import RedisServer
 from tests.worker_process import WorkerProcess, wait_until
@@ -88,3 +88,25 @@ def test_a_killed_worker_loses_at_most_its_unflushed_batch(
     finally:
         second.stop()
     assert 20 <= completed() <= raw.stats().completed == 30
+
+
+def test_a_record_the_workers_repairer_ends_dead_is_counted_dead(
+    redis_server: RedisServer, redis_client: redis.Redis, namespace: str, tmp_path: Path
+) -> None:
+    failing = Ledger(redis_client, namespace, "failing", max_attempts=3)  # as the worker's
+    failing.admit("orphan", "work")
+    for attempt in range(3):  # three owners die in turn: the third expiry spends the last
+        claim = failing.claim(f"dead-worker-{attempt}", lease=0.05)
+        assert claim is not None
+        wait_until(lambda: failing.stats().expired_leases == 1, what="the lease to expire")
+        if attempt < 2:
+            assert failing.sweep().expired == 1
+    worker = WorkerProcess(redis_server.url, namespace, ["failing", "--burst"], tmp_path / "w.log")
+    try:
+        assert worker.wait() == 0, worker.output()
+    finally:
+        worker.stop()
+    record = failing.resolve("orphan")
+    assert record is not None and record.state is State.DEAD
+    total = Counters(redis_client, namespace).read("failing", "hour").total
+    assert total.counts["dead"] == 1

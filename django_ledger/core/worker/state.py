@@ -118,6 +118,12 @@ class WorkerState:
         claim = entry.job.claim
         self.in_hand.pop((entry.queue, claim.request_id, claim.fence), None)
 
+    def tally_lost(self, entry: Entry) -> None:
+        """Count a lost attempt in the worker's counters (``core/counters.py``), if kept."""
+        heartbeats = self.config.heartbeats
+        if heartbeats is not None:
+            heartbeats.tally.add(entry.queue, entry.plan.name if entry.plan else "", "lost")
+
     def finish(self, entry: Entry, outcome: Outcome) -> None:
         """Hand an outcome to the main loop, unless one was decided already."""
         with self.lock:
@@ -134,6 +140,7 @@ class WorkerState:
             self.drop(entry)
         self.counts.lost += 1
         self.metrics.lost(entry.queue)
+        self.tally_lost(entry)
         log.warning(
             "outcome=lost queue=%s id=%s attempt=%d fence=%d: the lease was lost while it ran; "
             "its outcome (%s) is not written",

@@ -115,6 +115,7 @@ class Renewer:
         if unstarted:
             state.counts.lost += 1
             state.metrics.lost(entry.queue)
+            state.tally_lost(entry)
 
     def _watch_timeouts(self, entries: Iterable[Entry]) -> None:
         state = self._state
@@ -230,6 +231,10 @@ class Repairer:
         state = self._state
         with state.lock:
             state.repaired.add(report)
+        heartbeats = state.config.heartbeats
+        if heartbeats is not None:
+            for _ in range(report.dead):  # the repairer ended it: no task name at hand here
+                heartbeats.tally.add(queue, "", "dead")
         counts = {name: value for name, value in report.counts().items() if value}
         counts.pop("scanned", None)
         if counts:

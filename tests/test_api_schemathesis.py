@@ -100,7 +100,7 @@ TOKEN = "POST /api/token/"
 
 
 def test_the_schema_lists_every_operation() -> None:
-    assert len(OPERATIONS) == 21  # with GET results/{request_id} (task results)
+    assert len(OPERATIONS) == 22  # with GET results/{request_id} and series/
     assert TOKEN in OPERATIONS
 
 

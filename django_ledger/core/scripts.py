@@ -28,10 +28,12 @@ SCRIPT_NAMES = (
     "reindex",
     "quarantine",
     "now",
+    "limit",
 )
 
 
-#: Scripts that claim or settle: the shared ``ops.lua`` follows the codec prelude.
+#: Scripts that claim or settle: the shared ``ops.lua`` and ``limits.lua`` follow the
+#: codec prelude (``limit``, the limits' own script, takes ``limits.lua`` alone).
 _OPS = frozenset({"claim", "settle", "settle_claim"})
 
 
@@ -39,9 +41,12 @@ _OPS = frozenset({"claim", "settle", "settle_claim"})
 def source(name: str) -> str:
     """Return the full source of script ``name``: the codec prelude, then its body."""
     folder = resources.files("django_ledger.core") / "lua"
-    parts = (
-        ["codec.lua", "ops.lua", f"{name}.lua"] if name in _OPS else ["codec.lua", f"{name}.lua"]
-    )
+    if name in _OPS:
+        parts = ["codec.lua", "ops.lua", "limits.lua", f"{name}.lua"]
+    elif name == "limit":
+        parts = ["codec.lua", "ops.lua", "limits.lua", "limit.lua"]
+    else:
+        parts = ["codec.lua", f"{name}.lua"]
     return "\n".join((folder / part).read_text(encoding="utf-8") for part in parts)
 
 
@@ -65,3 +70,4 @@ class Scripts:
     reindex: Any
     quarantine: Any
     now: Any
+    limit: Any

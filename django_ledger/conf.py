@@ -325,9 +325,7 @@ def build_ledger(queue: str, shards: int) -> Ledger:
 
 #: Per client: the (namespace, queue, shards) whose stored layout this process checked,
 #: and the (namespace, queue, Limits) it wrote into Redis.
-_LAYOUTS_CHECKED: weakref.WeakKeyDictionary[Any, set[Any]] = (
-    weakref.WeakKeyDictionary()
-)
+_LAYOUTS_CHECKED: weakref.WeakKeyDictionary[Any, set[Any]] = weakref.WeakKeyDictionary()
 
 
 def dispatch_node_id() -> str:

@@ -217,7 +217,7 @@ class QueueSettings:
     groups: tuple[str, ...] = ()
     shards: int = 1
     #: ``RATE`` and ``CONCURRENCY``: the defaults of the limits stored in Redis.
-    limits: Limits = Limits()
+    limits: Limits = Limits()  # noqa: RUF009 - frozen, so one shared instance is safe
 
 
 @dataclass(frozen=True)
@@ -385,7 +385,8 @@ def limits_of(overrides: dict[str, Any], queue: str) -> Limits:
             f"{where}['RATE'] must be a dict with LIMIT and optionally PERIOD and BURST, "
             f"got {rate!r}"
         )
-    limit, burst = rate["LIMIT"], rate.get("BURST", rate["LIMIT"])
+    limit: Any = rate["LIMIT"]
+    burst: Any = rate.get("BURST", limit)
     for key, value in (("LIMIT", limit), ("BURST", burst)):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_LIMIT:
             raise ImproperlyConfigured(

@@ -94,7 +94,7 @@ def test_a_settlement_and_its_claim_share_the_freed_slot(ledger: Ledger) -> None
     fill(ledger, 5)
     ledger.set_limits(Limits(concurrency=2))
     claims = ledger.claim_many("w", 5)
-    settled, more = ledger.settle_and_claim([(claims[0], State.COMPLETED)], "w", 5)
+    _, more = ledger.settle_and_claim([(claims[0], State.COMPLETED)], "w", 5)
     assert len(more) == 1
     assert ledger.limits().slots_taken == 2
 
@@ -102,7 +102,7 @@ def test_a_settlement_and_its_claim_share_the_freed_slot(ledger: Ledger) -> None
 def test_a_repaired_expired_lease_frees_its_slot(ledger: Ledger) -> None:
     fill(ledger, 3)
     ledger.set_limits(Limits(concurrency=1))
-    [claim] = ledger.claim_many("w", 3, lease=5)
+    ledger.claim_many("w", 3, lease=5)
     assert len(ledger.claim_many("w2", 3)) == 0
     ledger.clock_skew_ms += 6000  # the lease runs out: the slot stays taken until repair
     assert len(ledger.claim_many("w2", 3)) == 0

@@ -73,7 +73,9 @@ def test_get_ledger_writes_the_settings_and_the_command_changes_them(
             use = get_ledger("api").limits()
             assert use.limits == Limits(None, 2) and use.source == "settings"
             out = io.StringIO()
-            call_command("ledger_limits", "api", "--rate", "10/1/4", "--concurrency", "3", stdout=out)
+            call_command(
+                "ledger_limits", "api", "--rate", "10/1/4", "--concurrency", "3", stdout=out
+            )
             text = out.getvalue()
             assert "rate 10/1s burst 4, concurrency 3" in text
             assert "tokens left: 4 of 4" in text and "slots taken: 0 of 3" in text

@@ -7,7 +7,6 @@ from datetime import timedelta
 from typing import Any
 
 from . import fused, reference
-from .limits import LimitUse, Limits, read_limits, store_limits
 from .arguments import (
     RenewItem,
     SettleItem,
@@ -19,6 +18,7 @@ from .arguments import (
     work_size,
 )
 from .ledger_base import LedgerBase
+from .limits import Limits, LimitUse, read_limits, store_limits
 from .records import State, owner_problem
 from .results import Claim, Claims, Settlement, SettlementStatus
 from .timing import duration_ms

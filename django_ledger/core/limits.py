@@ -48,7 +48,9 @@ class Limits:
         if self.rate is not None and not isinstance(self.rate, Rate):
             raise TypeError(f"rate must be a Rate or None, got {self.rate!r}")
         value = self.concurrency
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
             raise ValueError(f"concurrency must be an int of 1 or more or None, got {value!r}")
 
     def __bool__(self) -> bool:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from .arguments import SettleItem, positive_int, settle_work
 from .claiming import check_hold_after
 from .layout import homes_key, shard_index
-from .limits import LimitUse, Limits
 from .ledger_base import LedgerBase
+from .limits import Limits, LimitUse
 from .records import owner_problem
 from .results import Claim, Claims, Settlement, earliest
 from .timing import duration_ms

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 
 from ..conf import get_ledger, ledger_settings
-from ..core.limits import LimitUse, Limits, Rate
+from ..core.limits import Limits, LimitUse, Rate
 
 __all__ = ["LimitChange", "change_limits", "describe", "parse_rate"]
 
@@ -28,8 +28,8 @@ class LimitChange:
     """What to change: a ``Rate``, ``None`` (remove it) or ``KEEP``, the same for
     concurrency; ``reset`` puts the settings' limits back first."""
 
-    rate: Rate | None | str = KEEP
-    concurrency: int | None | str = KEEP
+    rate: Rate | str | None = KEEP
+    concurrency: int | str | None = KEEP
     reset: bool = False
 
     @property
@@ -88,4 +88,3 @@ def describe(limits: Limits) -> str:
     if limits.concurrency is not None:
         parts.append(f"concurrency {limits.concurrency}")
     return ", ".join(parts) or "no limits"
-

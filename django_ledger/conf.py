@@ -26,6 +26,7 @@ from .connections import (
 )
 from .core.errors import LedgerUnavailable
 from .core.ledger import Ledger
+from .core.limits import Limits
 from .core.sharded import ShardedLedger
 from .defaults import (
     DEFAULTS,
@@ -47,6 +48,7 @@ from .defaults import (
     dispatch_settings_of,
     durability_of,
     groups_of,
+    limits_of,
     timeouts_of,
     usable_name,
 )
@@ -196,7 +198,18 @@ class LedgerSettings:
             lease=as_timedelta(values["LEASE"]),
             groups=groups_of(overrides.get("GROUPS"), name),
             shards=values["SHARDS"],
+            limits=self._limits(overrides, name, values["SHARDS"]),
         )
+
+    @staticmethod
+    def _limits(overrides: dict[str, Any], name: str, shards: int) -> Limits:
+        limits = limits_of(overrides, name)
+        if limits and shards > 1:
+            raise ImproperlyConfigured(
+                f"LEDGER['QUEUES'][{name!r}] has RATE or CONCURRENCY and {shards} SHARDS: "
+                "a queue with limits has one shard (docs/limits.md)"
+            )
+        return limits
 
     @property
     def schedules(self) -> Any:
@@ -260,7 +273,23 @@ def get_ledger(queue: str = "default") -> Ledger:
             # call of its own).
             return ledger
         checked.add(layout)
+    _store_limits(ledger, checked, config.limits)
     return ledger
+
+
+def _store_limits(ledger: Ledger, done: set[Any], limits: Limits) -> None:
+    """Write a queue's configured limits into Redis, once a process (docs/limits.md).
+
+    Limits an operator set (``ledger_limits``) stay until reset; a queue without limits
+    in its settings writes nothing (its stored limits, if any, stay until reset).
+    """
+    if not limits or (ledger.namespace, ledger.queue, limits) in done:
+        return
+    try:
+        ledger.set_limits(limits, source="settings", force=False)
+    except LedgerUnavailable:
+        return  # written by the next get_ledger
+    done.add((ledger.namespace, ledger.queue, limits))
 
 
 def build_ledger(queue: str, shards: int) -> Ledger:
@@ -294,10 +323,9 @@ def build_ledger(queue: str, shards: int) -> Ledger:
         ) from exc
 
 
-#: Per client: the (namespace, queue, shards) whose stored layout this process checked.
-_LAYOUTS_CHECKED: weakref.WeakKeyDictionary[Any, set[tuple[str, str, int]]] = (
-    weakref.WeakKeyDictionary()
-)
+#: Per client: the (namespace, queue, shards) whose stored layout this process checked,
+#: and the (namespace, queue, Limits) it wrote into Redis.
+_LAYOUTS_CHECKED: weakref.WeakKeyDictionary[Any, set[Any]] = weakref.WeakKeyDictionary()
 
 
 def dispatch_node_id() -> str:

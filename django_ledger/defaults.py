@@ -17,6 +17,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from .core.layout import MAX_SHARDS
+from .core.limits import Limits, Rate
 from .core.timing import MAX_DURATION_MS
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "DURABILITY_LIMITS",
     "LIMITS",
     "QUEUE_KEYS",
+    "RATE_KEYS",
     "SCHEDULE_DEFAULTS",
     "SCHEDULE_KEYS",
     "TIMEOUT_DEFAULTS",
@@ -47,6 +49,7 @@ __all__ = [
     "dispatch_settings_of",
     "durability_of",
     "groups_of",
+    "limits_of",
     "timeouts_of",
     "usable_name",
 ]
@@ -102,7 +105,12 @@ QUEUE_KEYS = frozenset(DEFAULTS) | {
     "RETRY_ON",
     "TIMEOUT",
     "UNIQUE",
+    "RATE",
+    "CONCURRENCY",
 }
+#: ``QUEUES[name]['RATE']``'s keys: at most ``LIMIT`` claims per ``PERIOD`` (seconds, or
+#: a timedelta), ``BURST`` of them at once after a lull (default: ``LIMIT``).
+RATE_KEYS = frozenset({"LIMIT", "PERIOD", "BURST"})
 #: ``LEDGER['SCHEDULES'][key]``: what a schedule gets unless it says otherwise. ``TASK``
 #: and one of ``CRON`` or ``EVERY`` have no default (``django_ledger.schedules.config``).
 SCHEDULE_DEFAULTS: dict[str, Any] = {
@@ -208,6 +216,8 @@ class QueueSettings:
     lease: timedelta
     groups: tuple[str, ...] = ()
     shards: int = 1
+    #: ``RATE`` and ``CONCURRENCY``: the defaults of the limits stored in Redis.
+    limits: Limits = Limits()  # noqa: RUF009 - frozen, so one shared instance is safe
 
 
 @dataclass(frozen=True)
@@ -349,3 +359,42 @@ def durability_of(config: dict[str, Any]) -> Durability:
             raise ImproperlyConfigured(f"LEDGER['DURABILITY'][{key!r}] {problem}")
     seconds = as_timedelta(config["TIMEOUT"]).total_seconds()
     return Durability(replicas=config["REPLICAS"], timeout_ms=max(1, math.ceil(seconds * 1000)))
+
+
+_MAX_LIMIT = 1_000_000_000
+
+
+def limits_of(overrides: dict[str, Any], queue: str) -> Limits:
+    """Check and type a queue's ``RATE`` and ``CONCURRENCY`` (absent or ``None``: no limit)."""
+    where = f"LEDGER['QUEUES'][{queue!r}]"
+    concurrency = overrides.get("CONCURRENCY")
+    if concurrency is not None and (
+        isinstance(concurrency, bool)
+        or not isinstance(concurrency, int)
+        or not 1 <= concurrency <= _MAX_LIMIT
+    ):
+        raise ImproperlyConfigured(
+            f"{where}['CONCURRENCY'] must be None or an int from 1 to {_MAX_LIMIT:,}, "
+            f"got {concurrency!r}"
+        )
+    rate = overrides.get("RATE")
+    if rate is None:
+        return Limits(None, concurrency)
+    if not isinstance(rate, dict) or not rate.keys() <= RATE_KEYS or "LIMIT" not in rate:
+        raise ImproperlyConfigured(
+            f"{where}['RATE'] must be a dict with LIMIT and optionally PERIOD and BURST, "
+            f"got {rate!r}"
+        )
+    limit: Any = rate["LIMIT"]
+    burst: Any = rate.get("BURST", limit)
+    for key, value in (("LIMIT", limit), ("BURST", burst)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_LIMIT:
+            raise ImproperlyConfigured(
+                f"{where}['RATE']['{key}'] must be an int from 1 to {_MAX_LIMIT:,}, got {value!r}"
+            )
+    period = rate.get("PERIOD", 1)
+    problem = Limit("duration", 0.001, 366 * 24 * 3600).problem(period)
+    if problem is not None:
+        raise ImproperlyConfigured(f"{where}['RATE']['PERIOD'] {problem}")
+    period_ms = round(as_timedelta(period).total_seconds() * 1000)
+    return Limits(Rate(limit, period_ms, burst), concurrency)

@@ -134,6 +134,7 @@ def _check_queues(queues: Any) -> list[checks.CheckMessage]:
             continue
         errors += _unknown_keys(overrides, setting.QUEUE_KEYS, where)
         errors += _check_limits(overrides, where)
+        errors += _check_flow_limits(overrides, str(name), where)
         if "GROUPS" in overrides:
             try:
                 setting.groups_of(overrides["GROUPS"], str(name))
@@ -147,6 +148,32 @@ def _check_queues(queues: Any) -> list[checks.CheckMessage]:
                     )
                 )
     return errors
+
+
+def _check_flow_limits(
+    overrides: dict[str, Any], name: str, where: str
+) -> Iterator[checks.CheckMessage]:
+    """``RATE`` and ``CONCURRENCY`` parse (E100), on a queue of one shard (E101)."""
+    try:
+        limits = setting.limits_of(overrides, name)
+    except ImproperlyConfigured as exc:
+        yield _error(
+            100,
+            f"{exc}.",
+            "For example 'RATE': {'LIMIT': 50, 'PERIOD': 1, 'BURST': 50} (at most 50 "
+            "claims a second) and 'CONCURRENCY': 3; see docs/limits.md.",
+            where,
+        )
+        return
+    shards = overrides.get("SHARDS", 1)
+    if limits and isinstance(shards, int) and shards > 1:
+        yield _error(
+            101,
+            f"RATE or CONCURRENCY on a queue of {shards} SHARDS: a limit is held by one "
+            "server, so a queue with limits has one shard.",
+            "Remove SHARDS (or set it to 1), or remove the limits; see docs/limits.md.",
+            where,
+        )
 
 
 def _check_limits(section: dict[str, Any], where: str) -> Iterator[checks.CheckMessage]:

@@ -18,6 +18,7 @@ from .arguments import (
     work_size,
 )
 from .ledger_base import LedgerBase
+from .limits import Limits, LimitUse, read_limits, store_limits
 from .records import State, owner_problem
 from .results import Claim, Claims, Settlement, SettlementStatus
 from .timing import duration_ms
@@ -166,7 +167,11 @@ class Claiming(LedgerBase):
         if not self.optimized:
             settled = self._settle_batch(work)
             if not limit:
-                return settled, Claims()
+                # Under limits a claim of none passes a wake-up on (a slot may be free now).
+                with self.translate_errors():
+                    limited = self.redis.exists(self.runner.keys[11])
+                if not limited:
+                    return settled, Claims()
             return settled, reference.claim(self.runner, owner, limit, lease_ms, hold_after)
         parts = list(batches(work, work_size)) or [[]]
         settlements: list[Settlement] = []
@@ -176,6 +181,20 @@ class Claiming(LedgerBase):
             self.runner, parts[-1], self.max_retained, owner, limit, lease_ms, hold_after
         )
         return renewed(work, settlements + last), claims
+
+    def limits(self) -> LimitUse:
+        """The queue's flow limits as stored in Redis, and their use now (docs/limits.md)."""
+        return read_limits(self.runner)
+
+    def set_limits(self, limits: Limits, *, source: str = "operator", force: bool = True) -> bool:
+        """Store the queue's flow limits (``Limits()``: none); say whether they changed.
+
+        The claim scripts apply them from the next call on, for every worker. ``source``
+        ``"settings"`` with ``force`` false leaves limits an operator stored alone.
+        """
+        if not isinstance(limits, Limits):
+            raise TypeError(f"limits must be a Limits, got {limits!r}")
+        return store_limits(self.runner, limits, source, force=force)
 
     def wake_keys(self) -> list[tuple[Any, str]]:
         """The client and key an idle worker blocks on for this queue (docs/worker.md)."""

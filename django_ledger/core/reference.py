@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from . import limits
 from .answers import imported
 from .errors import CorruptRecord
 from .records import PRIORITY_STEP, Record, State, decode_record, encode_record
@@ -174,6 +175,32 @@ def _woken(runner: Runner, claims: list[Claim], limit: int, budget: int) -> Clai
 
 
 def claim(
+    runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
+) -> Claims:
+    """Claim up to ``limit`` under the queue's limits (limits.lua's ``claim_limited``).
+
+    The limits' tokens are taken first (``limit.lua``'s take) and those not used given
+    back after; a concurrency limit is read there, not reserved, so two reference
+    claimers at once may pass it by the claims they make meanwhile (docs/limits.md).
+    """
+    with runner.translate_errors():
+        limited = runner.redis.exists(runner.keys[11])
+    if not limited:
+        return _claim_due(runner, owner, limit, lease_ms, start)
+    if start is not None and start < limit:
+        limit = start  # a limited queue holds no prefetched claims
+    granted = limits.take(runner, limit)
+    claims = _claim_due(runner, owner, granted, lease_ms, None)
+    next_at = limits.refund(runner, granted - len(claims))
+    if next_at is not None and claims.due_in_ms == 0:
+        # More is due, and the limits hold it from every worker: as claim_limited does.
+        runner.write("DEL", runner.keys[10])
+        now = runner.server_time_ms()
+        claims.due_in_ms = None if next_at < 0 else max(0, next_at - now)
+    return claims
+
+
+def _claim_due(
     runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
 ) -> Claims:
     """Claim up to ``limit``; those after the first ``start`` are held (ops.lua's rule)."""

@@ -40,6 +40,7 @@ KEY_NAMES = (
     "fences",
     "results",
     "wake",
+    "limits",
 )
 #: The ledger's scripts that may write: with durability on, each is followed by ``WAIT``.
 WRITE_SCRIPTS = frozenset(SCRIPT_NAMES) - {"stats", "now"}

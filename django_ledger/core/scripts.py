@@ -29,10 +29,12 @@ SCRIPT_NAMES = (
     "quarantine",
     "now",
     "counters",
+    "limit",
 )
 
 
-#: Scripts that claim or settle: the shared ``ops.lua`` follows the codec prelude.
+#: Scripts that claim or settle: the shared ``ops.lua`` and ``limits.lua`` follow the
+#: codec prelude (``limit``, the limits' own script, takes ``limits.lua`` alone).
 _OPS = frozenset({"claim", "settle", "settle_claim"})
 
 
@@ -40,9 +42,12 @@ _OPS = frozenset({"claim", "settle", "settle_claim"})
 def source(name: str) -> str:
     """Return the full source of script ``name``: the codec prelude, then its body."""
     folder = resources.files("django_ledger.core") / "lua"
-    parts = (
-        ["codec.lua", "ops.lua", f"{name}.lua"] if name in _OPS else ["codec.lua", f"{name}.lua"]
-    )
+    if name in _OPS:
+        parts = ["codec.lua", "ops.lua", "limits.lua", f"{name}.lua"]
+    elif name == "limit":
+        parts = ["codec.lua", "ops.lua", "limits.lua", "limit.lua"]
+    else:
+        parts = ["codec.lua", f"{name}.lua"]
     return "\n".join((folder / part).read_text(encoding="utf-8") for part in parts)
 
 
@@ -67,3 +72,4 @@ class Scripts:
     quarantine: Any
     now: Any
     counters: Any
+    limit: Any

@@ -18,6 +18,7 @@ from .arguments import SettleItem, positive_int, settle_work
 from .claiming import check_hold_after
 from .layout import homes_key, shard_index
 from .ledger_base import LedgerBase
+from .limits import Limits, LimitUse
 from .records import owner_problem
 from .results import Claim, Claims, Settlement, earliest
 from .timing import duration_ms
@@ -41,6 +42,19 @@ class ShardedClaiming(LedgerBase):
     def _laid_out(self) -> tuple[Ledger, ...]:
         """The shards, their layout checked first (``ShardedLedger._laid_out``)."""
         raise NotImplementedError
+
+    def limits(self) -> LimitUse:
+        """No limits: a limited queue has one shard (docs/limits.md)."""
+        return LimitUse(Limits(), None, None, 0)
+
+    def set_limits(self, limits: Limits, *, source: str = "operator", force: bool = True) -> bool:
+        """Refuse: a limit is held by one server's clock and counts, so one shard."""
+        if limits:
+            raise ValueError(
+                f"{self.namespace}:{self.queue} has {self.shard_count} shards: "
+                "a queue with limits has one shard (docs/limits.md)"
+            )
+        return False
 
     def _rotation(self) -> list[Ledger]:
         """The shards in claim order for this call: from the one whose turn it is."""

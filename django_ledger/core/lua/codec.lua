@@ -7,6 +7,8 @@
 --   KEYS[10] results (hash: request_id -> the result a settlement stored with it)
 --   KEYS[11] wake (zset of one member, 'w': there while something may be due that no
 --            worker has claimed yet; an idle worker blocks on it with BZPOPMIN)
+--   KEYS[12] limits (hash: a queue's RATE and CONCURRENCY and the rate's bucket;
+--            limits.lua)
 -- and ARGV[1] = a clock skew in ms (0 outside tests) added to the server clock.
 --
 -- Record encoding version 1 (records.py and docs/encoding.md describe the same bytes):

@@ -1,0 +1,15 @@
+"""Settings for the limits' worker processes: two limited raw queues (tests/test_limits_worker.py)."""
+
+from testproject.settings import *  # noqa: F403
+from testproject.settings import LEDGER
+
+H = "tests.limits_worker_handlers."
+
+LEDGER = {
+    **LEDGER,
+    "QUEUES": {
+        **LEDGER["QUEUES"],
+        "narrow": {"HANDLER": H + "overlap", "CONCURRENCY": 2},
+        "metered": {"HANDLER": H + "stamp", "RATE": {"LIMIT": 20, "PERIOD": 1, "BURST": 5}},
+    },
+}

@@ -1,0 +1,94 @@
+"""Flow limits in the settings (RATE, CONCURRENCY), their checks and ``ledger_limits``."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import override_settings
+
+from django_ledger.checks import check_settings
+from django_ledger.conf import get_ledger, ledger_settings, reset_connections
+from django_ledger.core.limits import Limits, Rate
+from tests.redis_server import RedisServer
+
+
+def config(url: str, namespace: str, **queue: Any) -> dict[str, Any]:
+    return {"CONNECTION": url, "NAMESPACE": namespace, "QUEUES": {"default": {}, "api": queue}}
+
+
+def ids(messages: list[Any]) -> list[str]:
+    return [m.id for m in messages]
+
+
+def test_settings_give_the_limits() -> None:
+    queue = {"RATE": {"LIMIT": 50, "PERIOD": 2, "BURST": 10}, "CONCURRENCY": 3}
+    with override_settings(LEDGER=config("redis://x", "n", **queue)):
+        assert ledger_settings.queue("api").limits == Limits(Rate(50, 2000, 10), 3)
+        assert ledger_settings.queue("default").limits == Limits()
+        assert check_settings() == []
+    with override_settings(LEDGER=config("redis://x", "n", RATE={"LIMIT": 5})):
+        assert ledger_settings.queue("api").limits == Limits(Rate(5, 1000, 5))
+
+
+@pytest.mark.parametrize(
+    "queue",
+    [
+        {"CONCURRENCY": 0},
+        {"CONCURRENCY": "3"},
+        {"RATE": 50},
+        {"RATE": {"PERIOD": 1}},
+        {"RATE": {"LIMIT": 5, "EVERY": 1}},
+        {"RATE": {"LIMIT": 5, "BURST": 0}},
+        {"RATE": {"LIMIT": 5, "PERIOD": 0}},
+    ],
+)
+def test_bad_limits_are_checked_and_refused(queue: dict[str, Any]) -> None:
+    with override_settings(LEDGER=config("redis://x", "n", **queue)):
+        messages = check_settings()
+        assert ids(messages) == ["django_ledger.E100"]
+        assert messages[0].hint
+        with pytest.raises(ImproperlyConfigured):
+            ledger_settings.queue("api")
+
+
+def test_a_sharded_queue_with_limits_is_refused() -> None:
+    with override_settings(LEDGER=config("redis://x", "n", CONCURRENCY=2, SHARDS=2)):
+        assert ids(check_settings()) == ["django_ledger.E101"]
+        with pytest.raises(ImproperlyConfigured, match="one shard"):
+            ledger_settings.queue("api")
+
+
+def test_get_ledger_writes_the_settings_and_the_command_changes_them(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    settings = config(redis_server.url, namespace, CONCURRENCY=2)
+    with override_settings(LEDGER=settings):
+        reset_connections()
+        try:
+            use = get_ledger("api").limits()
+            assert use.limits == Limits(None, 2) and use.source == "settings"
+            out = io.StringIO()
+            call_command(
+                "ledger_limits", "api", "--rate", "10/1/4", "--concurrency", "3", stdout=out
+            )
+            text = out.getvalue()
+            assert "rate 10/1s burst 4, concurrency 3" in text
+            assert "tokens left: 4 of 4" in text and "slots taken: 0 of 3" in text
+            reset_connections()  # a new process: the operator's limits stay
+            assert get_ledger("api").limits().limits == Limits(Rate(10, 1000, 4), 3)
+            out = io.StringIO()
+            call_command("ledger_limits", "api", "--reset", stdout=out)
+            assert "queue api: concurrency 2" in out.getvalue()
+            call_command("ledger_limits", "api", "--no-concurrency", stdout=io.StringIO())
+            assert get_ledger("api").limits().limits == Limits()
+            with pytest.raises(CommandError, match="LIMIT/PERIOD"):
+                call_command("ledger_limits", "api", "--rate", "fast", stdout=io.StringIO())
+            with pytest.raises(CommandError, match="unknown ledger queue"):
+                call_command("ledger_limits", "nope", stdout=io.StringIO())
+        finally:
+            reset_connections()

@@ -1,0 +1,94 @@
+"""Flow limits through real worker processes (several processes, threads in each).
+
+The tasks record on the Redis server what ran at once and when each started (server
+clock), so nothing here asserts a wall-clock time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from django_ledger import Ledger
+from tests.redis_server import RedisServer
+from tests.worker_process import wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def workers(redis_server: RedisServer, namespace: str, tmp_path: Path) -> Iterator[list]:
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: str) -> None:
+        env = {
+            **os.environ,
+            "REDIS_URL": redis_server.url,
+            "LEDGER_NAMESPACE": namespace,
+            "DJANGO_SETTINGS_MODULE": "tests.limits_worker_settings",
+            "PYTHONPATH": str(ROOT),
+        }
+        log = (tmp_path / f"worker{len(started)}.log").open("wb")
+        started.append(
+            subprocess.Popen(
+                [sys.executable, "manage.py", "ledger_worker", *args],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+
+    yield start  # type: ignore[misc]
+    for process in started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in started:
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def queue(client: redis.Redis, namespace: str, name: str, n: int) -> Ledger:
+    ledger = Ledger(client, namespace, name)
+    ledger.admit_many((f"t{i:03d}", "{}") for i in range(n))
+    return ledger
+
+
+def test_concurrency_2_over_two_workers_of_4_threads_never_runs_a_third(
+    redis_client: redis.Redis, namespace: str, workers: list
+) -> None:
+    ledger = queue(redis_client, namespace, "narrow", 30)
+    start = workers  # the fixture starts processes
+    for _ in range(2):
+        start("narrow", "--concurrency", "4")  # type: ignore[operator]
+    wait_until(lambda: ledger.stats().completed == 30, timeout=60, what="30 tasks done")
+    assert int(redis_client.get(f"{namespace}:most") or 0) == 2  # reached, never passed
+    assert max(r.attempts for r in ledger.resolve_many([f"t{i:03d}" for i in range(30)])) == 1
+
+
+def test_a_rate_through_workers_starts_at_most_limit_plus_burst_in_any_period(
+    redis_client: redis.Redis, namespace: str, workers: list
+) -> None:
+    ledger = queue(redis_client, namespace, "metered", 45)  # 20/s, burst 5: about 2 s
+    start = workers
+    for _ in range(2):
+        start("metered", "--concurrency", "4")  # type: ignore[operator]
+    wait_until(lambda: ledger.stats().completed == 45, timeout=60, what="45 tasks done")
+    # The server clock of each claim: its lease end less the 30 s lease (the rate counts
+    # claims; with limits nothing is prefetched, so each starts when claimed).
+    starts = sorted(int(t) - 30_000 for t in redis_client.lrange(f"{namespace}:leases", 0, -1))
+    assert len(starts) == 45
+    # Any window of one period (1000 ms of the server clock) holds at most LIMIT + BURST.
+    for i, first in enumerate(starts):
+        within = sum(1 for t in starts[i:] if t < first + 1000)
+        assert within <= 20 + 5, (i, within)

@@ -131,3 +131,25 @@ def test_earlier_lost_attempts_of_a_claimed_task_are_not_its_current_workers() -
     state = task_state("q", record, None)
     assert state.worker_ids == [UNKNOWN_WORKER, UNKNOWN_WORKER, "w-3"]
     assert [e["exception_class_path"] for e in state.errors] == [LEASE_EXPIRED_PATH] * 2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs ops.lua settle_items and reference.settle: a plain renewal ('C') keeps "
+    "updated_at, so a CLAIMED record's updated_at stays its attempt's start",
+)
+@pytest.mark.parametrize("optimized", MODES)
+def test_a_renewal_does_not_move_a_running_attempts_start(
+    redis_client: redis.Redis, namespace: str, optimized: bool
+) -> None:
+    ledger = Ledger(redis_client, namespace, "q", optimized=optimized)
+    ledger.admit("t", "work")
+    claim = ledger.claim("w-1", 5)
+    assert claim is not None
+    claimed = ledger.resolve("t")
+    assert claimed is not None
+    ledger.clock_skew_ms += 2000
+    assert ledger.renew(claim, 5).record is not None  # what the renewer sends
+    renewed = ledger.resolve("t")
+    assert renewed is not None
+    assert task_state("q", renewed, None).started_at == claimed.updated_at

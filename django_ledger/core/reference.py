@@ -14,6 +14,7 @@ from typing import Any
 from . import limits
 from .answers import imported
 from .errors import CorruptRecord
+from .history import lost_result
 from .records import PRIORITY_STEP, Record, State, decode_record, encode_record
 from .results import Admission, AdmissionStatus, Claim, Claims, Settlement, SettlementStatus
 from .runner import Runner
@@ -372,25 +373,23 @@ def repair(
             continue
         lease_until = record.lease_until
         if record.state is State.CLAIMED and lease_until is not None and now >= lease_until:
+            ended: dict[str, Any] = {"lease_until": None, "updated_at": now}
             if record.held:  # it never started: the attempt is given back (repair.lua)
-                new = replace(
-                    record,
-                    state=State.PENDING,
-                    lease_until=None,
-                    due_at=now,
-                    attempts=record.attempts - 1,
-                    updated_at=now,
-                    held=False,
-                    given_back=True,
-                )
+                given: dict[str, Any] = {
+                    "attempts": record.attempts - 1,
+                    "held": False,
+                    "given_back": True,
+                }
+                new = replace(record, state=State.PENDING, due_at=now, **ended, **given)
             elif record.attempts >= max_attempts:
-                new = replace(record, state=State.DEAD, lease_until=None, updated_at=now)
+                new = replace(record, state=State.DEAD, **ended)
             else:
-                new = replace(
-                    record, state=State.PENDING, lease_until=None, due_at=now, updated_at=now
-                )
+                new = replace(record, state=State.PENDING, due_at=now, **ended)
+            # A started attempt is lost: recorded in its result document (as repair.lua).
+            lost = b"" if record.held else lost_result(runner, record)
+            new_raw = encode_record(new)
             written = write(
-                runner, request_id, raw, encode_record(new), new, not_before=lease_until
+                runner, request_id, raw, new_raw, new, not_before=lease_until, result=lost
             )
             codes.append((4 if new.state is State.DEAD else 3) if written == 1 else 0)
         elif record.state.terminal and record.updated_at + retention_ms <= now:

@@ -3,8 +3,9 @@
 Free of Django's task framework, so the admin and the REST API can show a task on any
 Django version; ``results.py`` turns it into Django's ``TaskResult``. The record says
 where the task stands; the result document (``core/jobs.py``) says what each settled
-attempt did. Attempts the document lacks (a worker that died, or lost its lease, never
-settled) show as errors of class ``LeaseExpired``.
+attempt did, and each lost one (its worker died, or lost its lease: repair records it,
+``core/history.py``). Attempts the document still lacks show as errors of class
+``LeaseExpired`` too, their times unknown.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.history import LEASE_EXPIRED_PATH, lost_attempt_error
 from ..core.jobs import Attempt, BadPayload, ResultDoc, TaskPayload, decode_result, decode_task
 from ..core.records import Record, State
 
@@ -34,27 +36,19 @@ STATUS_OF = {
     State.FAILED: "FAILED",
     State.DEAD: "FAILED",
 }
-LEASE_EXPIRED_PATH = "django_ledger.tasks.exceptions.LeaseExpired"
 NOT_RUN_PATH = "django_ledger.tasks.exceptions.NotRun"
 #: The worker id of an attempt whose worker is not known (it never settled).
 UNKNOWN_WORKER = "unknown"
 
 
 def lost_attempt(worker_id: str, number: int) -> Attempt:
-    """Return the record of attempt ``number``, whose worker never settled it."""
-    return Attempt(
-        worker_id=worker_id or UNKNOWN_WORKER,
-        started_at=0,
-        error={
-            "exception_class_path": LEASE_EXPIRED_PATH,
-            "traceback": (
-                f"Attempt {number} was claimed by worker {worker_id or UNKNOWN_WORKER!r}, "
-                "which stopped before it settled (it died, or lost its lease); "
-                "the ledger's repair took the task back.\n"
-                f"{LEASE_EXPIRED_PATH.rpartition('.')[2]}: attempt {number} never settled\n"
-            ),
-        },
-    )
+    """Return attempt ``number``, never settled, that the result document lacks.
+
+    Repair records each lost attempt with its worker and times (``core/history.py``);
+    this stands for one it did not (repaired before it did so): its times unknown.
+    """
+    worker = worker_id or UNKNOWN_WORKER
+    return Attempt(worker_id=worker, started_at=0, error=lost_attempt_error(worker, number))
 
 
 def unrun_attempt(worker_id: str, number: int) -> Attempt:
@@ -128,9 +122,12 @@ def task_state(queue: str, record: Record, raw_result: bytes | None) -> TaskStat
     # could not plan it); any other attempt missing from the document was never settled.
     unrun = record.state is State.FAILED and len(attempts) < record.attempts
     for number in range(len(attempts) + 1, record.attempts + (0 if claimed else 1)):
+        # Only the last attempt of a record no longer CLAIMED was its owner's (a claim
+        # replaces the owner, and a given-back held claim's owner spent no attempt).
         last = number == record.attempts
+        owner = record.owner if last and not record.given_back else ""
         attempt = unrun_attempt if unrun and last else lost_attempt
-        attempts.append(attempt(record.owner, number))
+        attempts.append(attempt(owner, number))
     state = TaskState(
         request_id=record.request_id,
         queue=queue,

@@ -23,8 +23,9 @@ imports no Django: ``manage.py ledger_worker`` builds it from settings.
 
 This module holds ``Worker`` and its main loop; the rest lives beside it, each part
 taking the shared ``state.WorkerState``: ``runs`` (running jobs), ``upkeep`` (the
-renewer and the repairer), ``stopping`` (a stop's promises), ``outcomes`` (counts, log
-lines, traces), ``interrupt`` (time-outs) and ``config`` (``WorkerConfig``, ``Metrics``).
+renewer and the repairer), ``idle`` (the idle wait), ``stopping`` (a stop's promises),
+``outcomes`` (counts, log lines, traces), ``interrupt`` (time-outs) and ``config``
+(``WorkerConfig``, ``Metrics``).
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ from ..ledger import Ledger
 from ..records import State
 from ..results import Claim, Claims, earliest
 from ..transport import MAX_BATCH
-from ..wake import Waker
 from .config import Metrics, WorkerConfig, default_worker_id
 from .handler import Handler, Job, Outcome
+from .idle import Idle
 from .outcomes import settled
 from .runs import Runs
 from .state import Entry, WorkerState
@@ -53,9 +54,6 @@ from .upkeep import Renewer, Repairer
 __all__ = ["Metrics", "Worker", "WorkerConfig", "default_worker_id"]
 
 log = logging.getLogger("django_ledger.worker")
-
-#: How long the loop waits, at most, while settlements wait to be sent again (Redis away).
-_RETRY_WAIT = 0.5
 
 
 class Worker:
@@ -93,18 +91,8 @@ class Worker:
         self._renewer = Renewer(state)
         self._repairer = Repairer(state) if self.config.repair else None
         self._loop_error: BaseException | None = None
-        #: When the earliest PENDING record the last claims left falls due (ms; ``None``:
-        #: none is, or it is not known), and whether a call of the last round failed.
-        self._due_in_ms: int | None = None
-        self._failed = False
-        #: Queues with nothing due until a monotonic time (inf: until woken for them).
-        self._quiet: dict[str, float] = {}
-        self._waker = Waker(
-            {queue: _wake_keys(ledger) for queue, ledger in state.ledgers.items()},
-            state.wake,
-            state.done,
-            self.config.wake_block,
-        )
+        #: The idle wait: due times, quiet queues, the waker (``idle.py``).
+        self._idle = Idle(state)
 
     # -- the outside ----------------------------------------------------------------
 
@@ -186,7 +174,7 @@ class Worker:
         if self._repairer is not None:
             state.spawn("ledger-repairer", self._repairer.run)
         # Not joined at the end: a thread in a blocking call ends with its block (<= 1 s).
-        self._waker.start()
+        self._idle.waker.start()
 
     # -- the main loop ------------------------------------------------------------------
 
@@ -233,25 +221,10 @@ class Worker:
                 if self._repairer is not None and self._repairer.sweep():
                     continue
                 return
-            if room > claimed:  # fewer were due than wanted: wait for work, or to be woken
-                self._await(armed=True)
-            elif not (claimed or worked):  # no room: wait for a run to finish
-                self._await(armed=False)
-
-    def _await(self, armed: bool) -> None:
-        """Wait for an outcome, a stop, a due time or (``armed``) an admission's wake-up.
-
-        Armed, the waker's threads block on the queues' wake keys (``core/wake.py``); the
-        wait ends when the earliest PENDING record falls due (``Claims.due_in_ms``), so
-        nothing is sent meanwhile but the blocking calls.
-        """
-        due = self._due_in_ms
-        if armed and due == 0:
-            return  # more is due now than the last call took
-        timeout = None if due is None or not armed else due / 1000
-        if self._failed or self._pending_settlements() or not self._waker.blocks:
-            timeout = _RETRY_WAIT if timeout is None else min(timeout, _RETRY_WAIT)
-        self._waker.wait(timeout, armed)
+            # Fewer were due than wanted: wait for work or to be woken (armed); no room and
+            # nothing done: wait for a run to finish.
+            if room > claimed or not (claimed or worked):
+                self._idle.wait(room > claimed, self._pending_settlements())
 
     def _linger(self) -> None:
         """While claims wait ahead of the threads, gather a few more outcomes per round trip.
@@ -313,7 +286,8 @@ class Worker:
         marks = self._start_marks()
         # A queue whose wake key this worker popped gets its call even with no room: a
         # call that claims none passes the wake-up on when something is due (ops.lua).
-        popped = self._waker.take_popped()
+        idle = self._idle
+        popped = idle.waker.take_popped()
         waits: list[int | None] = []
         now = time.monotonic()
         turn = self._turn = (self._turn + 1) % len(queues)
@@ -324,7 +298,7 @@ class Worker:
             if not items and not started and queue not in popped:
                 if want <= 0:
                     continue
-                quiet = self._quiet.get(queue, 0.0) - now
+                quiet = idle.quiet_for(queue, now)
                 if quiet > 0:  # nothing due there until then, and no wake-up since
                     waits.append(None if quiet == float("inf") else int(quiet * 1000) + 1)
                     continue
@@ -345,7 +319,7 @@ class Worker:
                 )
             except LedgerError as exc:  # unavailable, or refused (maxmemory): keep the items
                 log.warning("worker %s: queue %s: %s", self.worker_id, queue, exc)
-                self._quiet.pop(queue, None)
+                idle.forget(queue)
                 failed = True
                 state.wake.wait(0.5)
                 continue
@@ -356,27 +330,14 @@ class Worker:
             claimed += len(claims)
             if want > 0 and isinstance(claims, Claims):
                 waits.append(claims.due_in_ms)
-                self._note_quiet(queue, claims.due_in_ms, len(claims) < want, now)
+                idle.note(queue, claims.due_in_ms, len(claims) < want, now)
             elif want > 0:
                 waits.append(None)
             self._start(queue, claims)
-        self._due_in_ms = earliest(*waits)
-        self._failed = failed
+        idle.due_in_ms = earliest(*waits)
+        idle.failed = failed
         drained = room > 0 and claimed < room and not failed
         return claimed, drained, worked
-
-    def _note_quiet(self, queue: str, due: int | None, short: bool, now: float) -> None:
-        """Remember until when ``queue`` has nothing due, so that rounds skip it meanwhile.
-
-        Only a call that got fewer than it asked for knows (a ``Claims`` reply); a wake-up
-        popped for the queue ends it sooner. A burst run asks every queue every round.
-        """
-        if not short or self.config.burst or not self._waker.blocks or due == 0:
-            self._quiet.pop(queue, None)
-        elif due is None:
-            self._quiet[queue] = float("inf")
-        else:
-            self._quiet[queue] = now + due / 1000
 
     def _free_threads(self) -> int:
         """Threads with no job to run now: claims beyond them would wait (are held)."""
@@ -436,9 +397,3 @@ class Worker:
                 claim = entry.job.claim
                 state.in_hand[(queue, claim.request_id, claim.fence)] = entry
         self._runs.submit(entries)
-
-
-def _wake_keys(ledger: Ledger) -> list[tuple[object, str]]:
-    """The (client, wake key) pairs of a queue (a sharded one: of every shard)."""
-    keys = getattr(ledger, "wake_keys", None)
-    return list(keys()) if callable(keys) else []

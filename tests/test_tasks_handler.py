@@ -331,7 +331,7 @@ def test_an_attempt_whose_worker_died_shows_as_lease_expired(task_namespace: str
     run_claimed(worker_id="w-2")
     done = tasks.add.get_result(result.id)
     assert done.status == TaskResultStatus.SUCCESSFUL and done.return_value == 3
-    assert done.worker_ids == ["unknown", "w-2"]  # the handler cannot know who died
+    assert done.worker_ids == ["dead-worker", "w-2"]  # repair recorded who died
     assert done.errors[0].exception_class is LeaseExpired
 
 

@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
+    "Effects",
     "EnqueueOutcomeUnknown",
     "LeaseExpired",
     "LedgerBackend",
@@ -20,10 +21,12 @@ __all__ = [
     "NotRun",
     "QueueFull",
     "ResultTooLarge",
+    "StaleAttempt",
     "TaskIdConflict",
     "UnknownTask",
     "aenqueue_many",
     "aenqueue_once",
+    "effects",
     "enqueue_many",
     "enqueue_once",
     "task",
@@ -38,6 +41,9 @@ _HOMES = {
     "aenqueue_once": "calls",
     "enqueue_many": "calls",
     "aenqueue_many": "calls",
+    "Effects": "effects",
+    "StaleAttempt": "effects",
+    "effects": "effects",
     "EnqueueOutcomeUnknown": "exceptions",
     "LeaseExpired": "exceptions",
     "NotRun": "exceptions",
@@ -50,6 +56,7 @@ _HOMES = {
 if TYPE_CHECKING:
     from .backend import LedgerBackend
     from .calls import aenqueue_many, aenqueue_once, enqueue_many, enqueue_once
+    from .effects import Effects, StaleAttempt, effects
     from .exceptions import (
         EnqueueOutcomeUnknown,
         LeaseExpired,

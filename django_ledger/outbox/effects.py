@@ -15,7 +15,10 @@ that transaction, records the task id with the fence of the attempt's claim by
 compare-and-set (one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE fence <= %s AND NOT
 done``): storage-side fencing, the store keeping the highest fence it saw. An attempt
 whose fence is lower than the stored one raises ``StaleAttempt`` and its transaction
-rolls back; one that finds the writes committed gets ``fx.done`` and the stored result.
+rolls back (done or not); one with a fence at least the stored one that finds the writes
+committed gets ``fx.done`` and the stored result. While one attempt's transaction holds
+the row, another's compare-and-set waits for it (PostgreSQL: the row lock; SQLite: the
+database's write lock), so two attempts never both run the block's writes.
 """
 
 from __future__ import annotations
@@ -93,7 +96,7 @@ def effects(context: Any, *, using: str | None = None) -> Iterator[Effects]:
                 .values_list("fence", "done", "result")
                 .first()
             )
-            if stored is None or not stored[1]:
+            if stored is None or stored[0] > fence or not stored[1]:
                 raise StaleAttempt(task_id, fence, None if stored is None else stored[0])
             fx.done = True
             fx.result = json.loads(stored[2]) if stored[2] else None

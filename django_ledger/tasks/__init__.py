@@ -41,9 +41,9 @@ _HOMES = {
     "aenqueue_once": "calls",
     "enqueue_many": "calls",
     "aenqueue_many": "calls",
-    "Effects": "effects",
-    "StaleAttempt": "effects",
-    "effects": "effects",
+    "Effects": "fenced",
+    "StaleAttempt": "fenced",
+    "effects": "fenced",
     "EnqueueOutcomeUnknown": "exceptions",
     "LeaseExpired": "exceptions",
     "NotRun": "exceptions",
@@ -56,7 +56,6 @@ _HOMES = {
 if TYPE_CHECKING:
     from .backend import LedgerBackend
     from .calls import aenqueue_many, aenqueue_once, enqueue_many, enqueue_once
-    from .effects import Effects, StaleAttempt, effects
     from .exceptions import (
         EnqueueOutcomeUnknown,
         LeaseExpired,
@@ -66,6 +65,7 @@ if TYPE_CHECKING:
         TaskIdConflict,
         UnknownTask,
     )
+    from .fenced import Effects, StaleAttempt, effects
     from .ledger_task import LedgerTask, LedgerTaskContext, task
 
 

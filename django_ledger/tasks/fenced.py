@@ -1,4 +1,4 @@
-"""``effects(context)`` and ``StaleAttempt``, from ``django_ledger.tasks``: fenced effects.
+"""``effects(context)`` and ``StaleAttempt`` for ``django_ledger.tasks``: fenced effects.
 
 They live in ``django_ledger/outbox/effects.py``; ``docs/transactions.md`` is the guide.
 """

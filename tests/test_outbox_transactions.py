@@ -136,7 +136,7 @@ def test_relays_racing_on_the_same_rows_admit_each_once(task_namespace: str) -> 
     if connection.vendor == "sqlite" and connection.is_in_memory_db():
         pytest.skip(
             "threads on the in-memory SQLite test database share one cache, whose table "
-            "locks ignore the busy time-out; the race runs on PostgreSQL (test_outbox_postgres)"
+            "locks ignore the busy time-out; run this on a file or PostgreSQL database"
         )
     rows = [
         OutboxEntry(id=f"race-{n}", backend="default", queue="default", payload=_payload(n))

@@ -18,8 +18,9 @@ RESETSTAT``, start the worker process, poll the system's own count of what is le
   prefetch 8, repair and heartbeats on, one log line per task), a raw ``HANDLER`` queue
   whose handler returns at once (``tests.bench_handlers.noop``);
 * ``ledger-quiet``: the same with ``-v 0`` (no log line per task);
-* ``ledger-task``: the same on a Django task (``tests.tasks_app.tasks.noop``) admitted
-  with ``django_ledger.tasks.enqueue_many``;
+* ``ledger-task``: the same on a Django task (``tests.quiet_tasks.tasks.noop``, an app
+  with no signal receivers of its own) admitted with ``django_ledger.tasks.enqueue_many``;
+* ``ledger-task-c1``: that at ``--concurrency 1 --prefetch 0``;
 * ``ledger-c1``: ``ledger_worker bench --concurrency 1 --prefetch 0``;
 * ``huey``: ``huey_consumer -w 1 -k thread`` (one thread);
 * ``dramatiq``: ``dramatiq --processes 1 --threads 8``;
@@ -80,6 +81,7 @@ SYSTEMS = [
     "ledger-quiet",
     "ledger-task",
     "ledger-c1",
+    "ledger-task-c1",
     "huey",
     "dramatiq",
     "rq",
@@ -137,7 +139,7 @@ def _completed(queue: str) -> Callable[[Any, int], int]:
 
 def _admit_tasks(url: str) -> Callable[[Any, int], None]:
     def admit(client: Any, n: int) -> None:
-        env = {**_django_env(url), "BENCH_TASKS": "1"}
+        env = {**_django_env(url), **QUIET}
         done = subprocess.run(
             [sys.executable, "-m", "benchmarks.worker_bench", "--enqueue-tasks", str(n)],
             cwd=ROOT,
@@ -158,9 +160,9 @@ def _enqueue_tasks(n: int) -> None:
 
     django.setup()
     from django_ledger.tasks import enqueue_many
-    from tests.tasks_app.tasks import noop
+    from tests.quiet_tasks.tasks import noop
 
-    task = noop.using(queue_name="bench_tasks")
+    task = noop
     for start in range(0, n, 1024):
         enqueue_many(task, [((), {})] * (min(n, start + 1024) - start))
 
@@ -207,6 +209,12 @@ def _admit_celery(client: Any, n: int) -> None:
         noop.delay()
 
 
+#: The Django-task rows' settings: the bench's plus ``tests.quiet_tasks``, an app that
+#: connects no signal receivers (``tests.tasks_app``'s send two RPUSH a task: they would
+#: measure the test app, not the backend).
+QUIET = {"DJANGO_SETTINGS_MODULE": "tests.quiet_tasks_settings"}
+
+
 def systems(url: str, rq_tasks: int) -> dict[str, System]:
     python = sys.executable
     worker = [python, "manage.py", "ledger_worker"]
@@ -220,9 +228,16 @@ def systems(url: str, rq_tasks: int) -> dict[str, System]:
         "ledger-task": System(
             "ledger-task",
             _admit_tasks(url),
-            [*worker, "bench_tasks"],
-            _completed("bench_tasks"),
-            env={"BENCH_TASKS": "1"},
+            [*worker, "quiet"],
+            _completed("quiet"),
+            env=QUIET,
+        ),
+        "ledger-task-c1": System(
+            "ledger-task-c1",
+            _admit_tasks(url),
+            [*worker, "quiet", "--concurrency", "1", "--prefetch", "0"],
+            _completed("quiet"),
+            env=QUIET,
         ),
         "ledger-c1": System(
             "ledger-c1",
@@ -380,6 +395,7 @@ _POLL_COMMAND = {
     "ledger-quiet": "cmdstat_zcard",
     "ledger-task": "cmdstat_zcard",
     "ledger-c1": "cmdstat_zcard",
+    "ledger-task-c1": "cmdstat_zcard",
     "huey": "cmdstat_llen",
     "dramatiq": "cmdstat_hlen",
     "rq": "cmdstat_zcard",
@@ -516,6 +532,10 @@ def _usable(
     return usable
 
 
+#: The raw ``HANDLER`` row each Django-task row is set against (``/raw``).
+RAW = {"ledger-task": "ledger", "ledger-task-c1": "ledger-c1"}
+
+
 def report(runs: dict[str, list[Run]], sent: dict[str, Counter[str]]) -> None:
     def ratios(name: str, peer: str) -> str:
         if peer not in runs or not runs[peer]:
@@ -528,27 +548,30 @@ def report(runs: dict[str, list[Run]], sent: dict[str, Counter[str]]) -> None:
         return f"{median(pairs):.2f}" if pairs else "-"
 
     print(
-        f"\n{'system':<12}{'tasks':>7}{'tasks/s':>10}{'wall s':>8}{'/huey':>7}{'/dramatiq':>10}"
+        f"\n{'system':<15}{'tasks':>7}{'tasks/s':>10}{'wall s':>8}{'/huey':>7}{'/dramatiq':>10}"
+        f"{'/raw':>6}"
         f"{'cmds/task':>11}{'scripts/task':>14}{'sent/task':>11}  most sent per task"
     )
     for name, results in runs.items():
         done = [r for r in results if r.drained]
         if not done:
-            print(f"{name:<12} never drained")
+            print(f"{name:<15} never drained")
             continue
         counts = sent.get(name, Counter())
         top = ", ".join(f"{k} {v:.2f}" for k, v in counts.most_common(4))
         print(
-            f"{name:<12}{done[0].tasks:>7,}{median(r.rate for r in done):>10,.0f}"
+            f"{name:<15}{done[0].tasks:>7,}{median(r.rate for r in done):>10,.0f}"
             f"{median(r.wall for r in done):>8.2f}{ratios(name, 'huey'):>7}"
-            f"{ratios(name, 'dramatiq'):>10}{median(r.commands for r in done):>11.2f}"
+            f"{ratios(name, 'dramatiq'):>10}{ratios(name, RAW.get(name, '')):>6}"
+            f"{median(r.commands for r in done):>11.2f}"
             f"{median(r.scripts for r in done):>14.2f}"
             f"{sum(counts.values()) if counts else float('nan'):>11.2f}  {top}"
         )
     print(
         "\ntasks/s: drain rate after the first task is seen done (start-up excluded), median "
         "of the rounds; wall: from process start to drained; /huey, /dramatiq: medians of the "
-        "per-round ratios of tasks/s; cmds/task: INFO commandstats over the drain (commands "
+        "per-round ratios of tasks/s; /raw: a Django-task row against the raw HANDLER row of "
+        "the same concurrency, same rounds; cmds/task: INFO commandstats over the drain (commands "
         "scripts ran included); scripts/task: EVALSHA + EVAL; sent/task: commands clients "
         "sent, counted with MONITOR in one more untimed run."
     )

@@ -39,10 +39,12 @@ def test_key_names_carry_the_hash_tag(ledger: Ledger, namespace: str) -> None:
         *ledger.terminal_keys.values(),
         ledger.fences_key,
         ledger.results_key,
+        ledger.runner.keys[10],
     }
     assert ledger.fences_key == f"{tag}:fences"
     assert ledger.results_key == f"{tag}:results"
-    assert len(ledger.keys) == 10
+    assert ledger.runner.keys[10] == f"{tag}:wake"
+    assert len(ledger.keys) == 11
 
 
 def test_every_key_of_a_queue_is_in_one_cluster_slot(ledger: Ledger) -> None:

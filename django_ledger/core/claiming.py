@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import timedelta
+from typing import Any
 
 from . import fused, reference
 from .arguments import (
@@ -18,7 +19,7 @@ from .arguments import (
 )
 from .ledger_base import LedgerBase
 from .records import State, owner_problem
-from .results import Claim, Settlement, SettlementStatus
+from .results import Claim, Claims, Settlement, SettlementStatus
 from .timing import duration_ms
 from .transport import MAX_BATCH, batches
 
@@ -62,7 +63,7 @@ class Claiming(LedgerBase):
         lease: timedelta | float = 30,
         *,
         hold_after: int | None = None,
-    ) -> list[Claim]:
+    ) -> Claims:
         """Claim up to ``limit`` due records, one round trip per batch of 128.
 
         ``hold_after``: the claims after the first ``hold_after`` are held (``Claim.held``:
@@ -76,7 +77,7 @@ class Claiming(LedgerBase):
         positive_int(limit, "limit")
         lease_ms = duration_ms(lease, "lease", positive=True)
         check_hold_after(hold_after)
-        claims: list[Claim] = []
+        claims = Claims()
         while len(claims) < limit:
             want = min(MAX_BATCH, limit - len(claims))
             start = None if hold_after is None else max(0, hold_after - len(claims))
@@ -85,6 +86,7 @@ class Claiming(LedgerBase):
             else:
                 got = reference.claim(self.runner, owner, want, lease_ms, start)
             claims += got
+            claims.due_in_ms = got.due_in_ms  # the last batch's answer
             if len(got) < want:
                 break
         return claims
@@ -144,13 +146,14 @@ class Claiming(LedgerBase):
         lease: timedelta | float = 30,
         *,
         hold_after: int | None = None,
-    ) -> tuple[list[Settlement], list[Claim]]:
+    ) -> tuple[list[Settlement], Claims]:
         """Settle ``items``, then claim up to ``limit`` more for ``owner``.
 
         Optimized, the last transport batch of settlements and the claims travel in one
         script call: a worker that has just finished gets its next work in the same round
         trip. ``limit`` may be 0 (settle only). An item ``(claim, State.CLAIMED, lease)``
         marks a held claim started (and renews it); ``hold_after`` as ``claim_many``.
+        The claims say when the next PENDING record falls due (``Claims.due_in_ms``).
         """
         work = [settle_work(item) for item in items]
         problem = owner_problem(owner)
@@ -163,7 +166,7 @@ class Claiming(LedgerBase):
         if not self.optimized:
             settled = self._settle_batch(work)
             if not limit:
-                return settled, []
+                return settled, Claims()
             return settled, reference.claim(self.runner, owner, limit, lease_ms, hold_after)
         parts = list(batches(work, work_size)) or [[]]
         settlements: list[Settlement] = []
@@ -173,6 +176,10 @@ class Claiming(LedgerBase):
             self.runner, parts[-1], self.max_retained, owner, limit, lease_ms, hold_after
         )
         return renewed(work, settlements + last), claims
+
+    def wake_keys(self) -> list[tuple[Any, str]]:
+        """The client and key an idle worker blocks on for this queue (docs/worker.md)."""
+        return [(self.runner.redis, self.runner.keys[10])]
 
     def _settle_batch(self, work: list[Work]) -> list[Settlement]:
         results: list[Settlement] = []

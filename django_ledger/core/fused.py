@@ -13,7 +13,7 @@ from typing import Any
 from .answers import ADMIT_CODES, admitted, imported, settlements
 from .arguments import Work
 from .records import Record, decode_record
-from .results import Admission, AdmissionStatus, Claim, Settlement
+from .results import Admission, AdmissionStatus, Claim, Claims, Settlement
 from .runner import Runner
 
 __all__ = ["admit", "claim", "import_records", "repair", "settle", "settle_and_claim"]
@@ -48,29 +48,38 @@ def admit(
 
 def claim(
     runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
-) -> list[Claim]:
+) -> Claims:
     args: list[Any] = [owner, lease_ms, limit]
     if start is not None:
         args.append(start)
     reply = runner.run(runner.scripts.claim, args)
-    return claims_of(reply, 1, owner)
+    return claims_of(reply, 2, owner)
 
 
-def claims_of(reply: list[Any], start: int, owner: str) -> list[Claim]:
-    """Read the claims a script appended to its reply from ``start`` on."""
-    return [
-        Claim(
-            reply[i].decode("utf-8"),
-            reply[i + 1].decode("utf-8"),
-            owner,
-            reply[i + 2],
-            reply[i + 3],
-            reply[i + 4],
-            reply[i + 5].decode("ascii") or None,
-            reply[i + 6] == 1,
-        )
-        for i in range(start, len(reply), 7)
-    ]
+def claims_of(reply: list[Any], start: int, owner: str) -> Claims:
+    """Read the claims a script appended to its reply from ``start`` on.
+
+    ``reply[0]`` is the server clock and ``reply[1]`` the next due time (-1: none).
+    """
+    next_at = reply[1]
+    claims = Claims(
+        [
+            Claim(
+                reply[i].decode("utf-8"),
+                reply[i + 1].decode("utf-8"),
+                owner,
+                reply[i + 2],
+                reply[i + 3],
+                reply[i + 4],
+                reply[i + 5].decode("ascii") or None,
+                reply[i + 6] == 1,
+            )
+            for i in range(start, len(reply), 7)
+        ]
+    )
+    if next_at >= 0:
+        claims.due_in_ms = max(0, next_at - reply[0])
+    return claims
 
 
 def _settle_args(batch: list[Work]) -> list[Any]:
@@ -98,12 +107,12 @@ def settle_and_claim(
     limit: int,
     lease_ms: int,
     start: int | None = None,
-) -> tuple[list[Settlement], list[Claim]]:
+) -> tuple[list[Settlement], Claims]:
     args = [max_retained, owner, lease_ms, limit, len(batch), *_settle_args(batch)]
     if start is not None:
         args.append(start)
     reply = runner.run(runner.scripts.settle_claim, args)
-    return _settlements(batch, reply, 2), claims_of(reply, 2 + 2 * len(batch), owner)
+    return _settlements(batch, reply, 3), claims_of(reply, 3 + 2 * len(batch), owner)
 
 
 def repair(

@@ -34,7 +34,7 @@ __all__ = [
     "stored_shards",
 ]
 
-#: The most shards one queue may have (each is 10 keys and one script call per visit).
+#: The most shards one queue may have (each is 11 keys and one script call per visit).
 MAX_SHARDS = 64
 
 

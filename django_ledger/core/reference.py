@@ -14,7 +14,7 @@ from typing import Any
 from .answers import imported
 from .errors import CorruptRecord
 from .records import PRIORITY_STEP, Record, State, decode_record, encode_record
-from .results import Admission, AdmissionStatus, Claim, Settlement, SettlementStatus
+from .results import Admission, AdmissionStatus, Claim, Claims, Settlement, SettlementStatus
 from .runner import Runner
 
 __all__ = ["admit", "claim", "import_one", "repair", "settle", "write"]
@@ -132,15 +132,57 @@ def _next_band(runner: Runner, start: int | str) -> tuple[int, int, int] | None:
     return low, score - low, low + PRIORITY_STEP
 
 
+#: While the gate is closed, an idle worker looks again after this long (ops.lua's rule).
+_GATED_MS = 1000
+
+
+def _next_due(runner: Runner, now: int) -> tuple[bool, int | None]:
+    """Whether a PENDING record is due at ``now``, and the earliest due after it (ops.lua)."""
+    due_now, best = False, None
+    band = _next_band(runner, "-inf")
+    while band is not None:
+        low, earliest, after = band
+        due: int | None = earliest
+        if earliest <= now:
+            due_now = True
+            with runner.translate_errors():
+                head = runner.redis.zrangebyscore(
+                    runner.ready_key, f"({low + now}", f"({after}", start=0, num=1, withscores=True
+                )
+            due = int(head[0][1]) - low if head else None
+        if due is not None and (best is None or due < best):
+            best = due
+        band = _next_band(runner, after)
+    return due_now, best
+
+
+def _woken(runner: Runner, claims: list[Claim], limit: int, budget: int) -> Claims:
+    """The wake key after a claim, as claim_due (ops.lua) leaves it; the next due time."""
+    wake_key = runner.keys[10]
+    now = runner.server_time_ms()
+    due_now, best = _next_due(runner, now)
+    if budget <= 0 and len(claims) < limit:
+        return Claims(claims)  # corrupt records at the head: repair's to clear
+    if len(claims) >= limit and due_now:
+        runner.write("ZADD", wake_key, now, "w")  # more is due: another worker wakes
+        return Claims.of(claims, 0)
+    with runner.translate_errors():
+        stale = runner.redis.exists(wake_key)
+    if stale:
+        runner.write("DEL", wake_key)
+    return Claims.of(claims, None if best is None else max(0, best - now))
+
+
 def claim(
     runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
-) -> list[Claim]:
+) -> Claims:
     """Claim up to ``limit``; those after the first ``start`` are held (ops.lua's rule)."""
     start = limit if start is None else start
     claims: list[Claim] = []
     with runner.translate_errors():
         if runner.redis.exists(runner.gate_key):
-            return claims  # closed: not even a fence is taken (write.lua checks again)
+            # Closed: not even a fence is taken (write.lua checks again).
+            return Claims.of(claims, _GATED_MS)
     skipped = 0
     budget = limit * 4 + 64
     # Priority bands, highest first (codec.lua's next_band); the earliest due first in each.
@@ -201,7 +243,7 @@ def claim(
                 gate="open",
             )
             if code == -2:
-                return claims  # the gate closed
+                return Claims.of(claims, _GATED_MS)  # the gate closed
             if code == 1:
                 claims.append(
                     Claim(
@@ -215,7 +257,7 @@ def claim(
                         new.held,
                     )
                 )
-    return claims
+    return _woken(runner, claims, limit, budget)
 
 
 def settle(

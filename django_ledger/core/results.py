@@ -13,6 +13,7 @@ __all__ = [
     "Admission",
     "AdmissionStatus",
     "Claim",
+    "Claims",
     "RepairReport",
     "Settlement",
     "SettlementStatus",
@@ -125,6 +126,30 @@ class Claim:
     @property
     def lease_until_datetime(self) -> datetime:
         return ms_to_datetime(self.lease_until)
+
+
+class Claims(list[Claim]):
+    """The claims one call made, and when the next PENDING record falls due.
+
+    ``due_in_ms``: how long after the call (milliseconds, server clock) the earliest
+    PENDING record it left falls due: 0 when more is due now, ``None`` when none is
+    pending (or it is not known). While the gate is closed, a second. A worker with nothing due
+    blocks until then, woken sooner by an admission (docs/worker.md, Waking).
+    """
+
+    due_in_ms: int | None = None
+
+    @classmethod
+    def of(cls, claims: list[Claim], due_in_ms: int | None) -> Claims:
+        made = cls(claims)
+        made.due_in_ms = due_in_ms
+        return made
+
+
+def earliest(*waits: int | None) -> int | None:
+    """The shortest of the waits that are known (``None``: none is)."""
+    known = [wait for wait in waits if wait is not None]
+    return min(known) if known else None
 
 
 class Settlement:

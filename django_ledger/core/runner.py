@@ -39,6 +39,7 @@ KEY_NAMES = (
     "dead",
     "fences",
     "results",
+    "wake",
 )
 #: The ledger's scripts that may write: with durability on, each is followed by ``WAIT``.
 WRITE_SCRIPTS = frozenset(SCRIPT_NAMES) - {"stats", "now"}

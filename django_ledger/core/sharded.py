@@ -252,6 +252,10 @@ class ShardedLedger(PerShardKeys, ShardedClaiming, Ledger):
             list(request_ids), lambda request_id: request_id, lambda s, g: s.resolve_many(g)
         )
 
+    def wake_keys(self) -> list[tuple[Any, str]]:
+        """Each shard's client and wake key: an idle worker blocks on them all."""
+        return [key for shard in self._laid_out() for key in shard.wake_keys()]
+
     def stats(self) -> Stats:
         """The shards' counters summed (each shard's own snapshot, read one after another)."""
         return Stats.summed([shard.stats() for shard in self._laid_out()])

@@ -19,7 +19,7 @@ from .claiming import check_hold_after
 from .layout import homes_key, shard_index
 from .ledger_base import LedgerBase
 from .records import owner_problem
-from .results import Claim, Settlement
+from .results import Claim, Claims, Settlement, earliest
 from .timing import duration_ms
 from .transport import MAX_BATCH
 
@@ -55,17 +55,21 @@ class ShardedClaiming(LedgerBase):
         lease: timedelta | float = 30,
         *,
         hold_after: int | None = None,
-    ) -> list[Claim]:
+    ) -> Claims:
         check_owner(owner)
         positive_int(limit, "limit")
         duration_ms(lease, "lease", positive=True)
         check_hold_after(hold_after)
-        claims: list[Claim] = []
+        claims = Claims()
+        waits: list[int | None] = []
         for shard in self._rotation():
             more = _still(hold_after, claims)
-            claims += shard.claim_many(owner, limit - len(claims), lease, hold_after=more)
+            got = shard.claim_many(owner, limit - len(claims), lease, hold_after=more)
+            claims += got
+            waits.append(got.due_in_ms)
             if len(claims) >= limit:
-                break
+                return claims
+        claims.due_in_ms = earliest(*waits)  # every shard was asked: the soonest of them
         return claims
 
     def settle_and_claim(
@@ -76,7 +80,7 @@ class ShardedClaiming(LedgerBase):
         lease: timedelta | float = 30,
         *,
         hold_after: int | None = None,
-    ) -> tuple[list[Settlement], list[Claim]]:
+    ) -> tuple[list[Settlement], Claims]:
         """Settle ``items``, then claim up to ``limit``: one call when they are one shard's.
 
         The claims come first from this ledger's home shard (``_claiming_shard``): the
@@ -107,13 +111,13 @@ class ShardedClaiming(LedgerBase):
         check_hold_after(hold_after)
         fused = self._claiming_shard(groups)
         settlements: list[Any]
-        claims: list[Claim]
+        claims: Claims
         if len(groups) == 1 and fused in groups:  # the common case: one shard, one call
             settlements, claims = shards[fused].settle_and_claim(
                 checked, owner, limit, lease, hold_after=hold_after
             )
         else:
-            settlements, claims = [None] * len(checked), []
+            settlements, claims = [None] * len(checked), Claims()
             for index in [*(i for i in groups if i != fused), fused]:
                 positions = groups.get(index, [])
                 group = [checked[p] for p in positions]
@@ -129,14 +133,20 @@ class ShardedClaiming(LedgerBase):
             self._away = len(claims) < limit  # the home ran short: keep to where work is
         if limit and len(claims) < limit:
             start = random.randrange(count)  # not fused + 1: workers would move as a herd
+            waits = [claims.due_in_ms]
             for step in range(count):
                 if (start + step) % count == fused:
                     continue
-                claims += shards[(start + step) % count].claim_many(
+                more = shards[(start + step) % count].claim_many(
                     owner, limit - len(claims), lease, hold_after=_still(hold_after, claims)
                 )
+                claims += more
+                waits.append(more.due_in_ms)
                 if len(claims) >= limit:
+                    claims.due_in_ms = None
                     break
+            else:
+                claims.due_in_ms = earliest(*waits)  # every shard was asked
         return settlements, claims
 
     def _claiming_shard(self, groups: dict[int, list[int]]) -> int:

@@ -1,5 +1,5 @@
 -- admit.lua: admit a batch of requests.
--- KEYS: the standard ten (codec.lua).
+-- KEYS: the standard eleven (codec.lua).
 -- ARGV[1] skew, ARGV[2] max_records, ARGV[3] delay ms, ARGV[4] traceparent ('' for none),
 -- ARGV[5] priority (-100..100), ARGV[6..] pairs of request id, payload.
 -- Returns {now, code, detail, code, detail, ...} in input order, code:
@@ -62,5 +62,7 @@ end
 if #records > 0 then
   redis.call('HSET', KEYS[1], unpack(records))
   redis.call('ZADD', KEYS[2], unpack(index))
+  -- An idle worker wakes: to claim what is due now, or to learn when this falls due.
+  wake(due)
 end
 return out

@@ -1,9 +1,13 @@
 -- claim.lua: claim up to a limit of due PENDING records for one owner.
--- KEYS: the standard ten (codec.lua).
+-- KEYS: the standard eleven (codec.lua).
 -- ARGV[1] skew, ARGV[2] owner, ARGV[3] lease ms, ARGV[4] limit, ARGV[5] how many of the
 -- claims start at once (the rest are held; absent: all start).
--- Returns {now, id, payload, attempt, fence, lease_until, traceparent, held (1/0), ...}.
+-- Returns {now, next due, id, payload, attempt, fence, lease_until, traceparent, held (1/0),
+-- ...}; next due: the earliest due time of a PENDING record left (-1: none; now: more is
+-- due now; a second on while the gate is closed).
 local now = server_now()
-local out = {now}
-claim_due(now, ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), out, tonumber(ARGV[5]))
+local out = {now, -1}
+local _, next_at = claim_due(now, ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), out,
+  tonumber(ARGV[5]))
+out[2] = next_at
 return out

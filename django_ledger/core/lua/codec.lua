@@ -5,6 +5,8 @@
 --   KEYS[4] gate (string)     KEYS[5] quarantine (hash) KEYS[6] completed (zset)
 --   KEYS[7] failed (zset)     KEYS[8] dead (zset)       KEYS[9] fences (string counter)
 --   KEYS[10] results (hash: request_id -> the result a settlement stored with it)
+--   KEYS[11] wake (zset of one member, 'w': there while something may be due that no
+--            worker has claimed yet; an idle worker blocks on it with BZPOPMIN)
 -- and ARGV[1] = a clock skew in ms (0 outside tests) added to the server clock.
 --
 -- Record encoding version 1 (records.py and docs/encoding.md describe the same bytes):
@@ -237,4 +239,38 @@ local function next_band(from)
   local score = tonumber(head[2])
   local low = math.floor(score / PRIORITY_STEP) * PRIORITY_STEP
   return low, score - low, exact(low + PRIORITY_STEP)
+end
+
+-- Tell an idle worker to look: the wake key's one member (BZPOPMIN returns at once for a
+-- worker blocked on it). `at`: when what was written falls due (informational).
+local function wake(at)
+  redis.call('ZADD', KEYS[11], exact(at), 'w')
+end
+
+-- The earliest due time after `now` of a PENDING record, or nil: where an idle worker's
+-- block should end. Two ZRANGEBYSCOREs per priority band in use.
+local function next_due(now)
+  local best
+  local low, earliest, after = next_band('-inf')
+  while low do
+    local due = earliest
+    if due <= now then
+      local head = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. exact(low + now), '(' .. after,
+        'WITHSCORES', 'LIMIT', 0, 1)
+      due = head[1] and tonumber(head[2]) - low
+    end
+    if due and (not best or due < best) then best = due end
+    low, earliest, after = next_band(after)
+  end
+  return best
+end
+
+-- Whether a PENDING record is due now (at the head of a band).
+local function due_now(now)
+  local low, earliest, after = next_band('-inf')
+  while low do
+    if earliest <= now then return true end
+    low, earliest, after = next_band(after)
+  end
+  return false
 end

@@ -1,5 +1,5 @@
 -- import_records.lua: write a batch of records exactly as given (offline migration).
--- KEYS: the standard ten (codec.lua).
+-- KEYS: the standard eleven (codec.lua).
 -- ARGV[1] skew, ARGV[2] max records, ARGV[3..] pairs of id, encoded bytes.
 -- Returns {-2} while the gate is open (nothing written), else one code and detail per
 -- pair: 1 written, 2 the id exists (detail: stored bytes, the caller compares),
@@ -8,7 +8,7 @@
 if redis.call('EXISTS', KEYS[4]) == 0 then return {-2} end
 local max = tonumber(ARGV[2])
 local size = live_count()
-local out = {}
+local out, due = {}, false
 for i = 3, #ARGV, 2 do
   local id, raw = ARGV[i], ARGV[i + 1]
   local old = redis.call('HGET', KEYS[1], id)
@@ -26,9 +26,12 @@ for i = 3, #ARGV, 2 do
       redis.call('HSET', KEYS[1], id, raw)
       redis.call('ZADD', KEYS[INDEX_OF[r.s]], score_of(r), id)
       if live then size = size + 1 end
+      due = due or r.s == 'P'
     end
   end
   out[#out + 1] = code
   out[#out + 1] = detail
 end
+-- Imported PENDING records: an idle worker wakes to claim them or learn when they fall due.
+if due then wake(server_now()) end
 return out

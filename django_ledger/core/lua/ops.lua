@@ -50,10 +50,14 @@ end
 -- Claim up to `limit` due PENDING records for `owner` until now + lease, appending
 -- {id, payload, attempt, fence, lease_until, traceparent, held} per claim to `out`; the
 -- first `start` claims start at once, the rest are held (nil: none is held).
+-- Returns the claims made and the earliest due time of a PENDING record left (-1: none;
+-- now: more is due now), so that an idle worker blocks until then and no longer. The wake key follows: a call that filled its limit while more is
+-- due sets it (another idle worker takes the rest); one that left nothing due deletes it.
 local function claim_due(now, owner, lease, limit, out, start)
   start = start or limit
   -- The gate is checked here, in the same atomic step as the claim itself.
-  if redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
+  -- Closed: look again in a second (opening the gate writes no wake key).
+  if redis.call('EXISTS', KEYS[4]) == 1 then return 0, now + 1000 end
   local got, skipped = 0, 0
   -- Bound the work one call may do when the head of the index holds corrupt records.
   local budget = limit * 4 + 64
@@ -73,7 +77,15 @@ local function claim_due(now, owner, lease, limit, out, start)
       got, skipped, budget = claim_ids(ids, now, owner, lease, out, got, skipped, budget, start)
     end
   end
-  return got
+  if budget <= 0 and got < limit then return got, -1 end  -- corrupt records at the head
+  if got >= limit and due_now(now) then
+    wake(now)  -- more is due than this call took: another idle worker takes the rest
+    return got, now
+  end
+  -- Nothing (more) is due now: a marker left is stale. Deleting a key that is not there
+  -- writes nothing, so a claim that finds nothing changes nothing.
+  redis.call('DEL', KEYS[11])
+  return got, next_due(now) or -1
 end
 
 -- Settle the items ARGV[first], ARGV[first + 6], ...: six each, request id, owner, fence,
@@ -93,6 +105,7 @@ local function settle_items(now, first, last, out)
   -- comes twice is judged against its newest bytes, as if the items ran one by one.
   local stored = redis.call('HMGET', KEYS[1], unpack(ids))
   local latest, final, order, results = {}, {}, {}, {}
+  local due = false
   for k, id in ipairs(ids) do
     local i = first + 6 * (k - 1)
     local owner, fence, target, ms = ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], tonumber(ARGV[i + 4])
@@ -127,6 +140,8 @@ local function settle_items(now, first, last, out)
           r.s = target
           if target == 'P' then r.due = now + ms end
         end
+        -- Given back due now (released, or retried without a delay): wake a worker.
+        due = due or (r.s == 'P' and r.due <= now)
       end
       r.updated = now
       raw = encode(id, r)
@@ -163,5 +178,6 @@ local function settle_items(now, first, last, out)
       if #add > 0 then redis.call('ZADD', KEYS[index], unpack(add)) end
     end
   end
+  if due then wake(now) end
   return ended
 end

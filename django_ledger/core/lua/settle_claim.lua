@@ -1,14 +1,17 @@
 -- settle_claim.lua: settle a batch of claims, then claim more for the same owner, in one
 -- step: a worker that has just finished asks for its next work in the same round trip.
--- KEYS: the standard ten (codec.lua).
+-- KEYS: the standard eleven (codec.lua).
 -- ARGV[1] skew, ARGV[2] max retained, ARGV[3] owner, ARGV[4] lease ms, ARGV[5] limit,
 -- ARGV[6] n items, then six per item as settle.lua takes them, then (optional) how many
 -- of the claims start at once (the rest are held; absent: all start).
--- Returns {now, n, code, detail (n pairs), then claims as claim.lua returns them}.
+-- Returns {now, next due (as claim.lua), n, code, detail (n pairs), then claims as
+-- claim.lua returns them}.
 local now = server_now()
 local n = tonumber(ARGV[6])
-local out = {now, n}
+local out = {now, -1, n}
 local ended = settle_items(now, 7, 6 + 6 * n, out)
 if ended > 0 then trim_ended(tonumber(ARGV[2]), ended + 16) end
-claim_due(now, ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), out, tonumber(ARGV[7 + 6 * n]))
+local _, next_at = claim_due(now, ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), out,
+  tonumber(ARGV[7 + 6 * n]))
+out[2] = next_at
 return out

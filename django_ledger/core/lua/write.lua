@@ -1,6 +1,6 @@
 -- write.lua: the generic compare-and-set write the reference path is built on
 -- (the reference's WRITE, extended with terminal indexes and an explicit gate rule).
--- KEYS: the standard ten (codec.lua).
+-- KEYS: the standard eleven (codec.lua).
 -- ARGV[1] skew, ARGV[2] id, ARGV[3] expected bytes ('' = must be absent),
 -- ARGV[4] new bytes ('' = delete the record), ARGV[5] ready score or '',
 -- ARGV[6] lease score or '', ARGV[7] terminal index 'K'/'F'/'D' or '', ARGV[8] its score,
@@ -37,7 +37,12 @@ end
 -- copy of older bytes is obsolete (this is how an operator restores or discards).
 redis.call('HDEL', KEYS[5], id)
 unindex(id)
-if ARGV[5] ~= '' then redis.call('ZADD', KEYS[2], ARGV[5], id) end
+if ARGV[5] ~= '' then
+  redis.call('ZADD', KEYS[2], ARGV[5], id)
+  -- PENDING now (admitted, retried, given back): an idle worker wakes to claim it or to
+  -- learn when it falls due.
+  wake(now)
+end
 if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], id) end
 if ARGV[7] ~= '' then
   redis.call('ZADD', KEYS[INDEX_OF[ARGV[7]]], ARGV[8], id)

@@ -70,6 +70,9 @@ class WorkerConfig:
     #: stuck thread to the process's end (``--processes`` children: their parent starts
     #: another process, so a time-out stops the work itself).
     exit_on_timeout: bool = False
+    #: Seconds one blocking wait on the wake keys lasts at most (within the client's
+    #: ``socket_timeout``): an idle worker sends one ``BZPOPMIN`` per this.
+    wake_block: float = 1.0
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -78,5 +81,7 @@ class WorkerConfig:
             raise ValueError(f"prefetch must be 0 or more, got {self.prefetch}")
         if self.max_tasks is not None and self.max_tasks < 1:
             raise ValueError(f"max_tasks must be at least 1, got {self.max_tasks}")
+        if not self.wake_block > 0:
+            raise ValueError(f"wake_block must be more than 0, got {self.wake_block}")
         if self.shutdown_timeout < 0:
             raise ValueError(f"shutdown_timeout must be 0 or more, got {self.shutdown_timeout}")

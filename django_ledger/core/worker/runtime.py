@@ -39,8 +39,9 @@ from ..errors import LedgerError
 from ..lane import borrowed
 from ..ledger import Ledger
 from ..records import State
-from ..results import Claim
+from ..results import Claim, Claims, earliest
 from ..transport import MAX_BATCH
+from ..wake import Waker
 from .config import Metrics, WorkerConfig, default_worker_id
 from .handler import Handler, Job, Outcome
 from .outcomes import settled
@@ -53,8 +54,8 @@ __all__ = ["Metrics", "Worker", "WorkerConfig", "default_worker_id"]
 
 log = logging.getLogger("django_ledger.worker")
 
-_IDLE_FIRST = 0.01
-_IDLE_MOST = 0.5
+#: How long the loop waits, at most, while settlements wait to be sent again (Redis away).
+_RETRY_WAIT = 0.5
 
 
 class Worker:
@@ -92,6 +93,18 @@ class Worker:
         self._renewer = Renewer(state)
         self._repairer = Repairer(state) if self.config.repair else None
         self._loop_error: BaseException | None = None
+        #: When the earliest PENDING record the last claims left falls due (ms; ``None``:
+        #: none is, or it is not known), and whether a call of the last round failed.
+        self._due_in_ms: int | None = None
+        self._failed = False
+        #: Queues with nothing due until a monotonic time (inf: until woken for them).
+        self._quiet: dict[str, float] = {}
+        self._waker = Waker(
+            {queue: _wake_keys(ledger) for queue, ledger in state.ledgers.items()},
+            state.wake,
+            state.done,
+            self.config.wake_block,
+        )
 
     # -- the outside ----------------------------------------------------------------
 
@@ -172,6 +185,8 @@ class Worker:
         state.spawn("ledger-renewer", self._renewer.run)
         if self._repairer is not None:
             state.spawn("ledger-repairer", self._repairer.run)
+        # Not joined at the end: a thread in a blocking call ends with its block (<= 1 s).
+        self._waker.start()
 
     # -- the main loop ------------------------------------------------------------------
 
@@ -184,7 +199,6 @@ class Worker:
 
     def _main_loop(self) -> None:
         state = self._state
-        idle = _IDLE_FIRST
         deadline: float | None = None
         while not state.forced.is_set() and not state.done.is_set():
             state.wake.clear()
@@ -219,13 +233,25 @@ class Worker:
                 if self._repairer is not None and self._repairer.sweep():
                     continue
                 return
-            if claimed or worked:
-                idle = _IDLE_FIRST
-                if room > claimed:  # fewer were due than wanted: wait for work to finish
-                    state.wake.wait(idle)
-                continue
-            state.wake.wait(idle)
-            idle = min(idle * 2, _IDLE_MOST)
+            if room > claimed:  # fewer were due than wanted: wait for work, or to be woken
+                self._await(armed=True)
+            elif not (claimed or worked):  # no room: wait for a run to finish
+                self._await(armed=False)
+
+    def _await(self, armed: bool) -> None:
+        """Wait for an outcome, a stop, a due time or (``armed``) an admission's wake-up.
+
+        Armed, the waker's threads block on the queues' wake keys (``core/wake.py``); the
+        wait ends when the earliest PENDING record falls due (``Claims.due_in_ms``), so
+        nothing is sent meanwhile but the blocking calls.
+        """
+        due = self._due_in_ms
+        if armed and due == 0:
+            return  # more is due now than the last call took
+        timeout = None if due is None or not armed else due / 1000
+        if self._failed or self._pending_settlements() or not self._waker.blocks:
+            timeout = _RETRY_WAIT if timeout is None else min(timeout, _RETRY_WAIT)
+        self._waker.wait(timeout, armed)
 
     def _linger(self) -> None:
         """While claims wait ahead of the threads, gather a few more outcomes per round trip.
@@ -285,13 +311,23 @@ class Worker:
         claimed, failed, worked = 0, False, False
         free = self._free_threads()
         marks = self._start_marks()
+        # A queue whose wake key this worker popped gets its call even with no room: a
+        # call that claims none passes the wake-up on when something is due (ops.lua).
+        popped = self._waker.take_popped()
+        waits: list[int | None] = []
+        now = time.monotonic()
         turn = self._turn = (self._turn + 1) % len(queues)
         for queue in queues[turn:] + queues[:turn]:
             items = self._unsettled.get(queue, [])
             started = marks.get(queue, [])
             want = min(room - claimed, MAX_BATCH)
-            if not items and not started and want <= 0:
-                continue
+            if not items and not started and queue not in popped:
+                if want <= 0:
+                    continue
+                quiet = self._quiet.get(queue, 0.0) - now
+                if quiet > 0:  # nothing due there until then, and no wake-up since
+                    waits.append(None if quiet == float("inf") else int(quiet * 1000) + 1)
+                    continue
             settle: list[SettleItem] = [
                 (claim, State.CLAIMED, self.leases[queue]) for claim in started
             ]
@@ -309,6 +345,7 @@ class Worker:
                 )
             except LedgerError as exc:  # unavailable, or refused (maxmemory): keep the items
                 log.warning("worker %s: queue %s: %s", self.worker_id, queue, exc)
+                self._quiet.pop(queue, None)
                 failed = True
                 state.wake.wait(0.5)
                 continue
@@ -317,9 +354,29 @@ class Worker:
                 worked = True
                 settled(state, items, settlements[len(started) :])
             claimed += len(claims)
+            if want > 0 and isinstance(claims, Claims):
+                waits.append(claims.due_in_ms)
+                self._note_quiet(queue, claims.due_in_ms, len(claims) < want, now)
+            elif want > 0:
+                waits.append(None)
             self._start(queue, claims)
+        self._due_in_ms = earliest(*waits)
+        self._failed = failed
         drained = room > 0 and claimed < room and not failed
         return claimed, drained, worked
+
+    def _note_quiet(self, queue: str, due: int | None, short: bool, now: float) -> None:
+        """Remember until when ``queue`` has nothing due, so that rounds skip it meanwhile.
+
+        Only a call that got fewer than it asked for knows (a ``Claims`` reply); a wake-up
+        popped for the queue ends it sooner. A burst run asks every queue every round.
+        """
+        if not short or self.config.burst or not self._waker.blocks or due == 0:
+            self._quiet.pop(queue, None)
+        elif due is None:
+            self._quiet[queue] = float("inf")
+        else:
+            self._quiet[queue] = now + due / 1000
 
     def _free_threads(self) -> int:
         """Threads with no job to run now: claims beyond them would wait (are held)."""
@@ -379,3 +436,9 @@ class Worker:
                 claim = entry.job.claim
                 state.in_hand[(queue, claim.request_id, claim.fence)] = entry
         self._runs.submit(entries)
+
+
+def _wake_keys(ledger: Ledger) -> list[tuple[object, str]]:
+    """The (client, wake key) pairs of a queue (a sharded one: of every shard)."""
+    keys = getattr(ledger, "wake_keys", None)
+    return list(keys()) if callable(keys) else []

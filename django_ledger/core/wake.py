@@ -1,0 +1,157 @@
+"""Waking an idle worker: a blocking ``BZPOPMIN`` on the queues' wake keys, not a poll.
+
+Every queue has a wake key (``{ns:queue}:wake``, in the queue's slot): a sorted set of
+one member that the scripts set in the same call as a write that makes a record PENDING
+(an admission, a give-back, a retry without delay, repair, a sweep that finds due records
+nobody claimed, an import, an operator's retry), and that a claim leaving nothing due
+deletes. A worker with room and nothing due arms the ``Waker``: its threads block on the
+keys with ``BZPOPMIN`` (one call per block time-out, on a connection of the client's own
+pool), and the first to pop the member sets the worker's wake event; the worker then
+claims. Its main loop waits on that event, so an outcome, a stop or a due time (the
+claim's ``Claims.due_in_ms``) ends the wait too, without waiting for the block.
+
+``BZPOPMIN`` takes keys of one slot only on a cluster, so there is one thread per slot
+(per client on a single server: one for every queue of it), each blocking on its keys
+only. A member popped after the worker stopped waiting (it claimed meanwhile, or has no
+room) is put back, so another idle worker still wakes for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis as redis_py
+from redis.crc import key_slot
+
+__all__ = ["BLOCK_MOST", "Waker", "block_for"]
+
+log = logging.getLogger("django_ledger.worker")
+
+#: The longest one blocking call waits (seconds): an idle worker sends one per this.
+BLOCK_MOST = 1.0
+
+
+def block_for(client: Any, most: float = BLOCK_MOST) -> float:
+    """How long one blocking call on ``client`` may wait: within its ``socket_timeout``.
+
+    redis-py gives up on a reply after ``socket_timeout``: a block must end well before
+    (a quarter of a second before, or at half the time-out when that is shorter).
+    """
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    if kwargs is None:
+        kwargs = getattr(getattr(client, "nodes_manager", None), "connection_kwargs", None) or {}
+    timeout = kwargs.get("socket_timeout")
+    if not timeout:
+        return most
+    return max(0.001, min(most, float(timeout) - min(0.25, float(timeout) / 2)))
+
+
+@dataclass
+class _Group:
+    """Wake keys one blocking call can take: one client's, and on a cluster one slot's."""
+
+    client: Any
+    block: float
+    keys: list[str] = field(default_factory=list)
+    queues: dict[str, str] = field(default_factory=dict)  # key -> queue
+
+
+class Waker:
+    """Block on the wake keys of a worker's queues while it waits; set ``wake`` on a pop."""
+
+    def __init__(
+        self,
+        keys: Mapping[str, Sequence[tuple[Any, str]]],
+        wake: threading.Event,
+        done: threading.Event,
+        most: float = BLOCK_MOST,
+    ) -> None:
+        self._wake = wake
+        self._done = done
+        self._cond = threading.Condition()
+        self._armed = False
+        self._popped: set[str] = set()
+        groups: dict[tuple[int, int], _Group] = {}
+        for queue, pairs in keys.items():
+            for client, key in pairs:
+                cluster = isinstance(client, redis_py.RedisCluster)
+                slot = int(key_slot(key.encode())) if cluster else -1
+                group = groups.get((id(client), slot))
+                if group is None:
+                    group = groups[(id(client), slot)] = _Group(client, block_for(client, most))
+                group.keys.append(key)
+                group.queues[key] = queue
+        self._groups = list(groups.values())
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def blocks(self) -> bool:
+        """Whether there is anything to block on (else the worker polls)."""
+        return bool(self._groups)
+
+    def start(self) -> None:
+        for n, group in enumerate(self._groups):
+            thread = threading.Thread(
+                target=self._serve, args=(group,), name=f"ledger-waker-{n}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def wait(self, timeout: float | None, armed: bool) -> None:
+        """Wait for the wake event, at most ``timeout``; ``armed``: an admission ends it.
+
+        The threads are armed only meanwhile: a worker with no room leaves the wake key to
+        the others.
+        """
+        if armed and self._groups:
+            with self._cond:
+                self._armed = True
+                self._cond.notify_all()
+        try:
+            self._wake.wait(timeout)
+        finally:
+            if armed:
+                with self._cond:
+                    self._armed = False
+
+    def take_popped(self) -> set[str]:
+        """The queues whose wake key this worker popped since it last asked."""
+        with self._cond:
+            popped, self._popped = self._popped, set()
+        return popped
+
+    def _serve(self, group: _Group) -> None:
+        """One thread's loop: while armed, one ``BZPOPMIN`` per block time-out."""
+        while not self._done.is_set():
+            with self._cond:
+                while not self._armed and not self._done.is_set():
+                    self._cond.wait(group.block)
+            if self._done.is_set():
+                return
+            try:
+                popped = group.client.bzpopmin(group.keys, group.block)
+            except Exception as exc:  # Redis away: the main loop's own calls say so
+                log.debug("wake-up wait failed: %s", exc)
+                self._done.wait(group.block)
+                continue
+            if popped is None:
+                continue
+            key, member, score = popped
+            name = key.decode() if isinstance(key, bytes) else str(key)
+            with self._cond:
+                woken = self._armed
+                if woken:
+                    self._armed = False  # one wake per wait: the loop claims, then waits again
+                    self._popped.add(group.queues.get(name, name))
+            if woken:
+                self._wake.set()
+                continue
+            try:  # popped for nothing: leave it to another idle worker
+                group.client.zadd(name, {member: score})
+            except Exception as exc:
+                log.debug("wake-up marker not put back: %s", exc)

@@ -1,0 +1,254 @@
+"""An idle worker blocks on Redis and wakes for an admission: no polling while nothing is due.
+
+Each test runs ``manage.py ledger_worker`` processes (``--no-repair``: repair pages are
+their own documented cadence) and counts the commands Redis served (``INFO
+commandstats``) over an idle stretch: blocking calls, and no script call at all.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from django_ledger import Ledger, State
+from django_ledger.core.sharded import ShardedLedger
+from django_ledger.core.wake import block_for
+from django_ledger.core.worker import CallableHandler, Job, Worker, WorkerConfig
+from tests.redis_server import RedisServer
+from tests.worker_process import ROOT, wait_until
+
+SCRIPTS = ("evalsha", "eval", "evalsha_ro", "eval_ro")
+
+
+class Process:
+    """One ``ledger_worker`` on the wake-up tests' settings."""
+
+    def __init__(self, redis_url: str, namespace: str, args: list[str], log: Path) -> None:
+        env = {
+            **os.environ,
+            "REDIS_URL": redis_url,
+            "LEDGER_NAMESPACE": namespace,
+            "DJANGO_SETTINGS_MODULE": "tests.wake_settings",
+            "PYTHONPATH": str(ROOT),
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.log = log
+        self._out = log.open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "ledger_worker", "--no-repair", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )
+
+    def output(self) -> str:
+        self._out.flush()
+        return self.log.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+        self._out.close()
+
+
+@pytest.fixture
+def start(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> Iterator[Callable[..., Process]]:
+    started: list[Process] = []
+
+    def run(*args: str) -> Process:
+        process = Process(
+            redis_server.url, namespace, list(args), tmp_path / f"w{len(started)}.log"
+        )
+        started.append(process)
+        return process
+
+    yield run
+    for process in started:
+        process.stop()
+
+
+def _primaries(client: Any) -> dict[str, Any]:
+    if isinstance(client, redis.RedisCluster):
+        return {"target_nodes": redis.RedisCluster.PRIMARIES}
+    return {}
+
+
+def reset(client: Any) -> float:
+    client.config_resetstat(**_primaries(client))
+    return time.monotonic()
+
+
+def calls(client: Any) -> Counter[str]:
+    """Commands served since the last reset, by name, summed over every master."""
+    info = client.info("commandstats", **_primaries(client))
+    nodes = info.values() if isinstance(client, redis.RedisCluster) else [info]
+    counts: Counter[str] = Counter()
+    for node in nodes:
+        for name, stats in node.items():
+            if name.startswith("cmdstat_"):
+                counts[name.removeprefix("cmdstat_")] += int(stats["calls"])
+    return counts
+
+
+def scripts(counts: Counter[str]) -> int:
+    return sum(counts[name] for name in SCRIPTS)
+
+
+def runs(client: Any, namespace: str) -> dict[str, int]:
+    return {k.decode(): int(v) for k, v in client.hgetall(f"{namespace}:runs").items()}
+
+
+def idle_stretch(client: Any, blocking_calls: int) -> tuple[Counter[str], float]:
+    """Reset the counts, wait for ``blocking_calls`` BZPOPMINs; the counts and seconds.
+
+    From the first blocking call on: the round that settled the last task is over.
+    """
+    reset(client)
+    wait_until(lambda: calls(client)["bzpopmin"] >= 1, 20, "a first blocking call")
+    began = reset(client)
+    wait_until(lambda: calls(client)["bzpopmin"] >= blocking_calls, 20, "blocking calls")
+    counts = calls(client)
+    return counts, time.monotonic() - began
+
+
+def up(client: Any, ledger: Any, namespace: str, request_id: str) -> None:
+    """Admit one task and wait for it to be settled: the worker is up, and idle afterwards."""
+    ledger.admit(request_id, "x")
+    wait_until(lambda: completed(ledger, request_id), 60, f"{request_id} to complete")
+
+
+def completed(ledger: Any, request_id: str) -> bool:
+    record = ledger.resolve(request_id)
+    return record is not None and record.state is State.COMPLETED
+
+
+def test_an_idle_worker_blocks_and_an_admission_wakes_it(
+    start: Callable[..., Process], redis_client: redis.Redis, namespace: str
+) -> None:
+    worker = start("raw")
+    raw = Ledger(redis_client, namespace, "raw")
+    up(redis_client, raw, namespace, "first")
+    # Idle: blocking calls only, one per block time-out (1 s); not one claim.
+    counts, seconds = idle_stretch(redis_client, 2)
+    assert scripts(counts) == 0, counts
+    assert counts["bzpopmin"] <= seconds / 1.0 + 2, (counts, seconds)
+    # An admission now: the admit, the claim it woke and the settlement, no poll between.
+    reset(redis_client)
+    up(redis_client, raw, namespace, "second")
+    assert scripts(calls(redis_client)) <= 4
+    assert raw.resolve("second").state is State.COMPLETED  # type: ignore[union-attr]
+    # A stop reaches the idle worker at once, whatever it blocks on.
+    worker.process.send_signal(signal.SIGTERM)
+    assert worker.process.wait(20) == 0, worker.output()
+
+
+def test_a_delayed_task_wakes_the_worker_when_it_falls_due_not_before(
+    start: Callable[..., Process], redis_client: redis.Redis, namespace: str
+) -> None:
+    start("raw")
+    raw = Ledger(redis_client, namespace, "raw")
+    up(redis_client, raw, namespace, "first")
+    idle_stretch(redis_client, 1)
+    reset(redis_client)
+    admitted = raw.admit("later", "x", delay=1.5)
+    wait_until(lambda: completed(raw, "later"), 30, "the delayed task")
+    record = raw.resolve("later")
+    assert record is not None and admitted.record is not None
+    assert record.updated_at >= admitted.record.due_at
+    # The admit, one claim on its wake-up (which learns the due time), one when it is due,
+    # the settlement; a poll with back-off would have made several more.
+    assert scripts(calls(redis_client)) <= 5, calls(redis_client)
+
+
+def test_two_idle_workers_run_every_admission_and_neither_spins(
+    start: Callable[..., Process], redis_client: redis.Redis, namespace: str
+) -> None:
+    start("raw")
+    start("raw")
+    raw = Ledger(redis_client, namespace, "raw")
+    wait_until(lambda: redis_client.zcard(f"{namespace}:workers") == 2, 60, "two workers")
+    idle_stretch(redis_client, 3)
+    ids = [f"t{n}" for n in range(30)]
+    for request_id in ids:
+        raw.admit(request_id, "x")
+    wait_until(lambda: raw.stats().completed == len(ids), 60, "every task")
+    assert runs(redis_client, namespace) == dict.fromkeys(ids, 1)
+    counts, seconds = idle_stretch(redis_client, 4)
+    assert scripts(counts) == 0, counts
+    assert counts["bzpopmin"] <= 2 * (seconds / 1.0 + 2), (counts, seconds)
+
+
+@pytest.mark.parametrize("queue", ["sharded", "reference"])
+def test_sharded_and_reference_queues_wake_too(
+    start: Callable[..., Process], redis_client: redis.Redis, namespace: str, queue: str
+) -> None:
+    start(queue)
+    ledger: Any = (
+        ShardedLedger(redis_client, namespace, queue, 3)
+        if queue == "sharded"
+        else Ledger(redis_client, namespace, queue, optimized=False)
+    )
+    up(redis_client, ledger, namespace, "first")
+    counts, seconds = idle_stretch(redis_client, 2)
+    assert scripts(counts) == 0, counts
+    assert counts["zrangebyscore"] == 0, counts  # nor a reference claim's reads
+    shards = 3 if queue == "sharded" else 1
+    assert counts["bzpopmin"] <= shards * (seconds / 1.0 + 2), (counts, seconds)
+    for n in range(6):  # on every shard
+        up(redis_client, ledger, namespace, f"task-{n}")
+
+
+def test_block_stays_within_the_clients_socket_timeout(redis_server: RedisServer) -> None:
+    assert block_for(redis_server.client()) == 1.0
+    assert block_for(redis_server.client(socket_timeout=0.3)) == pytest.approx(0.15)
+    assert block_for(redis_server.client(socket_timeout=5)) == 1.0
+
+
+def test_a_worker_whose_socket_timeout_is_shorter_than_the_block_waits_without_errors(
+    redis_server: RedisServer, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = redis_server.client(decode_responses=False, socket_timeout=0.3)
+    ledger = Ledger(client, namespace, "short")
+    ran: list[str] = []
+
+    def handle(job: Job) -> str:
+        ran.append(job.claim.request_id)
+        return "done"
+
+    worker = Worker(
+        {"short": ledger},
+        {"short": CallableHandler(handle, max_attempts=1)},
+        {"short": 30.0},
+        WorkerConfig(repair=False, concurrency=1),
+    )
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        ledger.admit("a", "x")
+        wait_until(lambda: ran == ["a"], 30, "the first task")
+        reset(client)
+        wait_until(lambda: calls(client)["bzpopmin"] >= 3, 20, "blocking calls")
+        ledger.admit("b", "x")
+        wait_until(lambda: ran == ["a", "b"], 30, "the second task")
+    finally:
+        worker.request_stop()
+        thread.join(30)
+        client.close()
+    assert not thread.is_alive()
+    assert "unavailable" not in caplog.text.lower()
+    assert "timeout" not in caplog.text.lower()

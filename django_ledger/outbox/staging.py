@@ -30,8 +30,16 @@ logger = logging.getLogger("django_ledger.outbox")
 
 
 def in_transaction(database: str) -> bool:
-    """Whether this thread is inside ``transaction.atomic()`` on ``database``."""
-    return bool(transaction.get_connection(database).in_atomic_block)
+    """Whether this thread is inside ``transaction.atomic()`` on ``database``.
+
+    The blocks ``TestCase`` opens around each test (``pytest.mark.django_db`` too) do not
+    count, as for Django's ``atomic(durable=True)``: an enqueue under them alone admits at
+    once, as the same code does in production, in autocommit.
+    """
+    connection = transaction.get_connection(database)
+    if not connection.in_atomic_block:
+        return False
+    return any(not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks)
 
 
 class _Delivery:

@@ -25,6 +25,7 @@ from ..outbox.delivery import CHUNK, admit_rows
 from ..outbox.effects import prune_effects
 from ..outbox.models import OutboxEntry
 from ..outbox.options import transaction_options
+from ..outbox.tables import outbox_ready
 from .worker import _backend_paths
 
 __all__ = [
@@ -122,6 +123,7 @@ class Relay:
     def run(self) -> None:
         """Deliver and prune until ``stop`` is set; each wait is on ``stop``, with a time-out."""
         pruned_at: float | None = None
+        failing = False
         try:
             while not self.stop.is_set():
                 delivered = 0
@@ -132,8 +134,13 @@ class Relay:
                     ):
                         self.prune()
                         pruned_at = time.monotonic()
+                    if failing:
+                        logger.info("relay: the database answers again")
+                    failing = False
                 except DatabaseError as exc:
-                    logger.warning("relay: the database failed (%s); trying again", exc)
+                    if not failing:  # once per outage, not once per loop
+                        logger.warning("relay: the database failed (%s); trying again", exc)
+                    failing = True
                     for database in self.databases:
                         connections[database].close_if_unusable_or_obsolete()
                 if delivered:
@@ -156,24 +163,11 @@ class Relay:
 
 
 def tables_ready(databases: list[str]) -> list[str]:
-    """The databases of ``databases`` whose outbox table exists (``migrate`` has run)."""
-    table = OutboxEntry._meta.db_table
-    ready = []
-    for database in databases:
-        try:
-            with connections[database].cursor() as cursor:
-                names = connections[database].introspection.table_names(cursor)
-        except DatabaseError as exc:
-            logger.warning("relay: database %r is unavailable: %s", database, exc)
-            continue
-        if table in names:
-            ready.append(database)
-        else:
-            logger.info(
-                "relay: database %r has no outbox table (run manage.py migrate django_ledger)",
-                database,
-            )
-    return ready
+    """The databases of ``databases`` whose outbox table exists (``migrate`` has run).
+
+    A database without it is warned about once per process (``outbox/tables.py``).
+    """
+    return [database for database in databases if outbox_ready(database)]
 
 
 def start_worker_relay(*, burst: bool) -> Relay | None:

@@ -34,6 +34,7 @@ from ..outbox.options import (
     transaction_options,
 )
 from ..outbox.staging import defer, in_transaction, stage, staged_result
+from ..outbox.tables import outbox_ready
 from .admission import admitted, answered, retried
 from .compat import (
     DEFAULT_TASK_QUEUE_NAME,
@@ -111,9 +112,15 @@ class LedgerBackend(BaseTaskBackend):
         return self._transactions
 
     def staging(self) -> bool:
-        """Whether an enqueue now joins the caller's transaction (outbox or on_commit)."""
+        """Whether an enqueue now joins the caller's transaction (outbox or on_commit).
+
+        ``outbox`` on a database without the table (not migrated) admits at once, with
+        one warning per process (``outbox/tables.py``).
+        """
         options = self.transactions
-        return options.mode != "immediate" and in_transaction(options.database)
+        if options.mode == "immediate" or not in_transaction(options.database):
+            return False
+        return options.mode == "on_commit" or outbox_ready(options.database)
 
     def check(self, **kwargs: Any) -> list[Any]:
         """Nothing here: ``django_ledger``'s own checks (``checks/tasks.py``) cover it."""
@@ -383,8 +390,13 @@ class LedgerBackend(BaseTaskBackend):
             state = self.task_state(result_id)
         except (TaskResultDoesNotExist, LedgerUnavailable):
             # Not in Redis (or Redis away): a row in the outbox is a task not admitted yet.
+            # Only the outbox mode stages, and only on a database that has the table.
             options = self.transactions
-            if options.mode != "outbox" or not isinstance(result_id, str):
+            if (
+                options.mode != "outbox"
+                or not isinstance(result_id, str)
+                or not outbox_ready(options.database)
+            ):
                 raise
             staged = staged_result(options.database, self.alias, result_id)
             if staged is None:

@@ -208,14 +208,15 @@ def test_the_checks_refuse_a_bad_mode_and_warn_of_old_rows(task_namespace: str) 
         ids = [message.id for message in check_tasks()]
         assert "django_ledger.E065" in ids
     with override_settings(TASKS={"default": {**_tasks(), "OPTIONS": {"OUTBOX_MAX_AGE": 60}}}):
-        assert check_outbox() == []
+        assert check_outbox(databases=["default"]) == []
         OutboxEntry.objects.create(id="old-1", backend="default", queue="default", payload="{}")
         from datetime import timedelta
 
         from django.utils import timezone
 
         OutboxEntry.objects.update(created_at=timezone.now() - timedelta(minutes=5))
-        found = check_outbox()
+        found = check_outbox(databases=["default"])
         assert [message.id for message in found] == ["django_ledger.W065"]
         assert isinstance(found[0], checks.Warning)
         assert "1 task(s)" in found[0].msg
+        assert check_outbox() == []  # without --database, no database is read

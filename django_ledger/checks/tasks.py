@@ -228,9 +228,11 @@ _OPTION_HINTS = {
 def check_outbox(
     app_configs: Sequence[Any] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """With ``--deploy``: warn when an outbox row waits past ``OUTBOX_MAX_AGE`` (W065).
+    """With ``--deploy``: outbox rows waiting past ``OUTBOX_MAX_AGE`` (W065), no table (W066).
 
-    A row that old means nothing delivers it: no ``ledger_worker`` (whose relay runs by
+    As Django's checks that read a database, it reads only the aliases of ``databases``
+    (``check --deploy --database default``). W066: the outbox's database has not run
+    ``migrate django_ledger``. A row that old means nothing delivers it: no ``ledger_worker`` (whose relay runs by
     default) nor ``ledger_relay`` is running, or Redis is away.
     """
     from django.db import DatabaseError
@@ -238,9 +240,11 @@ def check_outbox(
 
     from ..outbox.models import OutboxEntry
     from ..outbox.options import transaction_options
+    from ..outbox.tables import MISSING_HINT, table_exists
 
     tasks = getattr(settings, "TASKS", None)
-    if not isinstance(tasks, dict):
+    databases = kwargs.get("databases") or ()
+    if not isinstance(tasks, dict) or not databases:
         return []
     warnings: list[checks.CheckMessage] = []
     seen: set[str] = set()
@@ -251,9 +255,28 @@ def check_outbox(
             options = transaction_options(params.get("OPTIONS") or {})
         except (ValueError, TypeError):
             continue  # E065 says so
-        if options.mode != "outbox" or options.database in seen:
+        if (
+            options.mode != "outbox"
+            or options.database in seen
+            or options.database not in databases
+        ):
             continue
         seen.add(options.database)
+        exists = table_exists(options.database)
+        if exists is None:
+            continue  # unreachable: the database's own errors say so
+        if not exists:
+            warnings.append(
+                checks.Warning(
+                    f"Database {options.database!r} has no outbox table "
+                    f"({OutboxEntry._meta.db_table}): enqueues inside transaction.atomic() "
+                    "admit at once (as TRANSACTIONS 'immediate'), not with the transaction.",
+                    hint=f"{MISSING_HINT[0].upper()}{MISSING_HINT[1:]} (docs/transactions.md).",
+                    obj=f"TASKS[{alias!r}]",
+                    id="django_ledger.W066",
+                )
+            )
+            continue
         try:
             oldest = (
                 OutboxEntry.objects.using(options.database)

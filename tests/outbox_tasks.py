@@ -18,5 +18,5 @@ def fenced_write(context: LedgerTaskContext, name: str) -> Any:
         if fx.done:
             return fx.result
         RUNS.append(name)
-        Group.objects.create(name=f"{name}:{context.fence}")
+        Group.objects.using(fx.database).create(name=f"{name}:{context.fence}")
         return fx.save({"wrote": name})

@@ -50,13 +50,17 @@ class StaleAttempt(Exception):
 
 
 class Effects:
-    """One attempt's hold on its task's effects: ``done`` and ``result`` say what is stored."""
+    """One attempt's hold on its task's effects: ``done`` and ``result`` say what is stored.
 
-    __slots__ = ("done", "fence", "result", "task_id")
+    ``database`` is the alias of the transaction: write the effects there.
+    """
 
-    def __init__(self, task_id: str, fence: int) -> None:
+    __slots__ = ("database", "done", "fence", "result", "task_id")
+
+    def __init__(self, task_id: str, fence: int, database: str = "default") -> None:
         self.task_id = task_id
         self.fence = fence
+        self.database = database
         self.done = False
         self.result: Any = None
 
@@ -87,7 +91,7 @@ def effects(context: Any, *, using: str | None = None) -> Iterator[Effects]:
     task_id: str = context.task_result.id
     fence = int(context.fence)
     database = _database(context, using)
-    fx = Effects(task_id, fence)
+    fx = Effects(task_id, fence, database)
     with transaction.atomic(using=database):
         if not _hold(database, task_id, fence):
             stored = (

@@ -1,21 +1,27 @@
-"""Models with no table: the admin's and the API's view of records held in Redis.
+"""The admin's and the API's view of records held in Redis, and the outbox's tables.
 
 ``LedgerEntry`` is unmanaged (Redis is the only store); its proxies give records,
 quarantined records and queues each an admin entry and permissions of their own.
 Instances are built from Redis by ``django_ledger.admin.record_query`` and never saved.
+The two tables of the database (``OutboxEntry``, ``TaskEffect``) live in
+``django_ledger.outbox.models`` (``docs/transactions.md``).
 """
 
 from __future__ import annotations
 
 from django.db import models
 
+from .outbox.models import OutboxEntry, TaskEffect
+
 __all__ = [
     "STATE_CHOICES",
     "LedgerEntry",
+    "OutboxEntry",
     "QuarantinedRecord",
     "Queue",
     "Record",
     "Schedule",
+    "TaskEffect",
     "Worker",
 ]
 

@@ -186,6 +186,7 @@ def test_task_enqueued_is_sent_with_the_backend_class(live_namespace: str) -> No
 # -- results ("Task results") ---------------------------------------------------------------
 
 
+@pytest.mark.django_db  # an id not in Redis may wait in the outbox (a table)
 def test_get_result_of_an_unknown_id_raises(live_namespace: str) -> None:
     with pytest.raises(TaskResultDoesNotExist):
         tasks.add.get_result("does-not-exist")

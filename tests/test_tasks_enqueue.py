@@ -103,6 +103,7 @@ def test_get_result_from_another_thread_equals_the_enqueued_result(task_namespac
     assert tasks.echo.get_result(result.id) is not result
 
 
+@pytest.mark.django_db  # an id not in Redis may wait in the outbox (a table)
 def test_an_unknown_id_does_not_exist(task_namespace: str) -> None:
     for result_id in ("nope", "", "a\nb", "x" * 300):
         with pytest.raises(TaskResultDoesNotExist):

@@ -33,9 +33,11 @@ def register_checks() -> None:
 
     checks.register(check_schedules, TAG)
     checks.register(check_handlers, TAG)
-    from .tasks import check_tasks  # TASKS' LedgerBackends, task options: E060-E064, W060
+    # TASKS' LedgerBackends and task options: E060-E065, W060; the outbox: W065, W066.
+    from .tasks import check_outbox, check_tasks
 
     checks.register(check_tasks, TAG)
+    checks.register(check_outbox, TAG, deploy=True)
     checks.register(check_rangefilter, TAG)
     checks.register(check_api, TAG, checks.Tags.urls)
     checks.register(check_redis, TAG, deploy=True)

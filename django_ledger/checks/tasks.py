@@ -17,6 +17,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
 from .. import defaults as setting
+from ..outbox.options import TRANSACTION_OPTION_DEFAULTS, transaction_option_problem
 from ..tasks.options import (
     BACKEND_OPTION_DEFAULTS,
     QUEUE_OPTION_KEYS,
@@ -26,7 +27,9 @@ from ..tasks.options import (
 from .base import error as _error
 from .base import imported
 
-__all__ = ["check_tasks"]
+__all__ = ["check_outbox", "check_tasks"]
+
+_KNOWN_OPTIONS = {**BACKEND_OPTION_DEFAULTS, **TRANSACTION_OPTION_DEFAULTS}
 
 #: The paths ``TASKS[...]['BACKEND']`` may name the backend by.
 BACKEND_PATHS = frozenset(
@@ -131,13 +134,33 @@ def _check_backend(
         return
     broken = False
     for key, value in options.items():
+        if key in TRANSACTION_OPTION_DEFAULTS:
+            problem = transaction_option_problem(key, value)
+            if problem is not None:
+                broken = True
+                yield _error(
+                    65,
+                    f"{problem}.",
+                    "TRANSACTIONS: 'outbox' (the default), 'on_commit' or 'immediate'; "
+                    "DATABASE: an alias of DATABASES; see docs/transactions.md.",
+                    f"{where}['OPTIONS'][{key!r}]",
+                )
+            elif key == "DATABASE" and value not in settings.DATABASES:
+                broken = True
+                yield _error(
+                    65,
+                    f"DATABASE {value!r} is not an alias of DATABASES.",
+                    f"Name one of {', '.join(map(repr, settings.DATABASES))}.",
+                    f"{where}['OPTIONS'][{key!r}]",
+                )
+            continue
         problem = backend_option_problem(key, value)
         if problem is not None:
             broken = True
             yield _error(
                 61,
                 f"{problem[0].upper()}{problem[1:]}.",
-                f"Known options: {', '.join(sorted(BACKEND_OPTION_DEFAULTS))}; see docs/tasks.md.",
+                f"Known options: {', '.join(sorted(_KNOWN_OPTIONS))}; see docs/tasks.md.",
                 f"{where}['OPTIONS'][{key!r}]",
             )
     if broken:
@@ -200,3 +223,83 @@ _OPTION_HINTS = {
     "TIMEOUT": "Give a timedelta or a number of seconds (0: no limit).",
     "UNIQUE": "Give True or False.",
 }
+
+
+def check_outbox(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """With ``--deploy``: outbox rows waiting past ``OUTBOX_MAX_AGE`` (W065), no table (W066).
+
+    As Django's checks that read a database, it reads only the aliases of ``databases``
+    (``check --deploy --database default``). W066: the outbox's database has not run
+    ``migrate django_ledger``. A row that old means nothing delivers it: no ``ledger_worker`` (whose relay runs by
+    default) nor ``ledger_relay`` is running, or Redis is away.
+    """
+    from django.db import DatabaseError
+    from django.utils import timezone
+
+    from ..outbox.models import OutboxEntry
+    from ..outbox.options import transaction_options
+    from ..outbox.tables import MISSING_HINT, table_exists
+
+    tasks = getattr(settings, "TASKS", None)
+    databases = kwargs.get("databases") or ()
+    if not isinstance(tasks, dict) or not databases:
+        return []
+    warnings: list[checks.CheckMessage] = []
+    seen: set[str] = set()
+    for alias, params in tasks.items():
+        if not isinstance(params, dict) or not _is_ledger_backend(params.get("BACKEND")):
+            continue
+        try:
+            options = transaction_options(params.get("OPTIONS") or {})
+        except (ValueError, TypeError):
+            continue  # E065 says so
+        if (
+            options.mode != "outbox"
+            or options.database in seen
+            or options.database not in databases
+        ):
+            continue
+        seen.add(options.database)
+        exists = table_exists(options.database)
+        if exists is None:
+            continue  # unreachable: the database's own errors say so
+        if not exists:
+            warnings.append(
+                checks.Warning(
+                    f"Database {options.database!r} has no outbox table "
+                    f"({OutboxEntry._meta.db_table}): enqueues inside transaction.atomic() "
+                    "admit at once (as TRANSACTIONS 'immediate'), not with the transaction.",
+                    hint=f"{MISSING_HINT[0].upper()}{MISSING_HINT[1:]} (docs/transactions.md).",
+                    obj=f"TASKS[{alias!r}]",
+                    id="django_ledger.W066",
+                )
+            )
+            continue
+        try:
+            oldest = (
+                OutboxEntry.objects.using(options.database)
+                .order_by("created_at")
+                .values_list("created_at", flat=True)
+                .first()
+            )
+            waiting = OutboxEntry.objects.using(options.database).count() if oldest else 0
+        except DatabaseError:
+            continue  # no table yet (migrate has not run): nothing waits
+        if oldest is None:
+            continue
+        age = (timezone.now() - oldest).total_seconds()
+        if age > options.max_age:
+            warnings.append(
+                checks.Warning(
+                    f"{waiting:,} task(s) wait in the outbox of database "
+                    f"{options.database!r}, the oldest for {age:,.0f} s (more than "
+                    f"OUTBOX_MAX_AGE, {options.max_age:,.0f} s): nothing delivers them.",
+                    hint="Run ledger_worker (its relay is on unless --no-relay) or "
+                    "manage.py ledger_relay --loop, and check that Redis is reachable.",
+                    obj=f"TASKS[{alias!r}]",
+                    id="django_ledger.W065",
+                )
+            )
+    return warnings

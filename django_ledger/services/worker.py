@@ -41,6 +41,8 @@ class WorkerOptions:
     #: ``None``: the loopback address (``core.worker.metrics.DEFAULT_ADDRESS``).
     metrics_address: str | None = None
     exit_on_timeout: bool = False
+    #: Run the outbox relay beside the work (``services/relay.py``): ``--no-relay`` turns it off.
+    relay: bool = True
 
 
 def task_queues() -> list[str]:

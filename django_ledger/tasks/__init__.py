@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
+    "Effects",
     "EnqueueOutcomeUnknown",
     "LeaseExpired",
     "LedgerBackend",
@@ -20,10 +21,12 @@ __all__ = [
     "NotRun",
     "QueueFull",
     "ResultTooLarge",
+    "StaleAttempt",
     "TaskIdConflict",
     "UnknownTask",
     "aenqueue_many",
     "aenqueue_once",
+    "effects",
     "enqueue_many",
     "enqueue_once",
     "task",
@@ -38,6 +41,9 @@ _HOMES = {
     "aenqueue_once": "calls",
     "enqueue_many": "calls",
     "aenqueue_many": "calls",
+    "Effects": "fenced",
+    "StaleAttempt": "fenced",
+    "effects": "fenced",
     "EnqueueOutcomeUnknown": "exceptions",
     "LeaseExpired": "exceptions",
     "NotRun": "exceptions",
@@ -59,6 +65,7 @@ if TYPE_CHECKING:
         TaskIdConflict,
         UnknownTask,
     )
+    from .fenced import Effects, StaleAttempt, effects
     from .ledger_task import LedgerTask, LedgerTaskContext, task
 
 

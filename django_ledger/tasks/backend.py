@@ -7,7 +7,9 @@ record's request id; ``run_after`` becomes the record's due time on the Redis cl
 ``priority`` its priority. ``manage.py ledger_worker`` runs what is due
 (``handler.TaskHandler``); ``get_result`` reads record and result from any process.
 A call's checks before the write live in ``plans.py``, the admission's answers in
-``admission.py``.
+``admission.py``. Inside ``transaction.atomic()`` on the ``DATABASE`` option's alias,
+an enqueue writes outbox rows in the caller's transaction instead (``TRANSACTIONS``:
+``django_ledger/outbox/``, ``docs/transactions.md``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ from django.utils import timezone
 from ..core.errors import LedgerUnavailable
 from ..core.jobs import PayloadTemplate
 from ..core.records import id_problem
+from ..core.timing import instant_ms
+from ..outbox.options import (
+    TRANSACTION_OPTION_DEFAULTS,
+    TransactionOptions,
+    transaction_options,
+)
+from ..outbox.staging import defer, in_transaction, stage, staged_result
+from ..outbox.tables import outbox_ready
 from .admission import admitted, answered, retried
 from .compat import (
     DEFAULT_TASK_QUEUE_NAME,
@@ -73,6 +83,7 @@ class LedgerBackend(BaseTaskBackend):
         self._validated: dict[tuple[Any, ...], None] = {}
         #: Declared tasks' plans by ``id(task)``, each with its task (ids are reused).
         self._plans: dict[int, tuple[Task[..., Any], Plan]] = {}
+        self._transactions: TransactionOptions | None = None
 
     # -- options ----------------------------------------------------------------------
 
@@ -80,6 +91,8 @@ class LedgerBackend(BaseTaskBackend):
     def max_result_bytes(self) -> int:
         """``OPTIONS['MAX_RESULT_BYTES']``: the most a task's JSON return value may take."""
         for name, value in self.options.items():
+            if name in TRANSACTION_OPTION_DEFAULTS:
+                continue
             problem = backend_option_problem(name, value)
             if problem is not None:
                 raise ImproperlyConfigured(f"TASKS[{self.alias!r}]['OPTIONS']: {problem}")
@@ -87,6 +100,27 @@ class LedgerBackend(BaseTaskBackend):
             "MAX_RESULT_BYTES", BACKEND_OPTION_DEFAULTS["MAX_RESULT_BYTES"]
         )
         return limit
+
+    @property
+    def transactions(self) -> TransactionOptions:
+        """``OPTIONS['TRANSACTIONS']``, ``['DATABASE']``, ``['OUTBOX_MAX_AGE']``, checked."""
+        if self._transactions is None:
+            try:
+                self._transactions = transaction_options(self.options)
+            except ValueError as exc:
+                raise ImproperlyConfigured(f"TASKS[{self.alias!r}]['OPTIONS']: {exc}") from exc
+        return self._transactions
+
+    def staging(self) -> bool:
+        """Whether an enqueue now joins the caller's transaction (outbox or on_commit).
+
+        ``outbox`` on a database without the table (not migrated) admits at once, with
+        one warning per process (``outbox/tables.py``).
+        """
+        options = self.transactions
+        if options.mode == "immediate" or not in_transaction(options.database):
+            return False
+        return options.mode == "on_commit" or outbox_ready(options.database)
 
     def check(self, **kwargs: Any) -> list[Any]:
         """Nothing here: ``django_ledger``'s own checks (``checks/tasks.py``) cover it."""
@@ -168,6 +202,10 @@ class LedgerBackend(BaseTaskBackend):
         # enqueue_many's steps for one call, without its lists and batching.
         plan = self._plan(task)
         result, payload = request(plan, task, args, kwargs, request_id, self.alias, given=given)
+        if self.staging():
+            self._stage(task, plan, [(result.id, payload)])
+            object.__setattr__(result, "enqueued_at", timezone.now())
+            return result
         entry = plan.entry
         ledger = entry.ledger
         try:
@@ -222,6 +260,12 @@ class LedgerBackend(BaseTaskBackend):
             requests.append((result.id, payload))
         if not requests:
             return []
+        if self.staging():
+            self._stage(task, plan, requests)
+            now = timezone.now()
+            for result in results:
+                object.__setattr__(result, "enqueued_at", now)
+            return results
         entry = plan.entry
         ledger = entry.ledger
         try:
@@ -237,6 +281,38 @@ class LedgerBackend(BaseTaskBackend):
             own = ids is None and not plan.unique
             return answered(type(self), self.alias, task, entry, results, answers, own=own)
         return answered(type(self), self.alias, task, entry, results, answers)
+
+    def _stage(self, task: Task[..., Any], plan: Plan, requests: list[tuple[str, str]]) -> None:
+        """Write ``requests`` to the outbox (or defer them to the commit: ``on_commit``)."""
+        run_after: object = task.run_after
+        delay_ms, run_after_ms = 0, None
+        if isinstance(run_after, timedelta):
+            delay_ms = max(0, int(run_after.total_seconds() * 1000))
+        elif isinstance(run_after, datetime):
+            if timezone.is_naive(run_after):  # only without USE_TZ: validate_task says so
+                run_after = timezone.make_aware(run_after)
+            run_after_ms = instant_ms(run_after, "run_after")
+        options = self.transactions
+        queue = plan.entry.ledger.queue
+        if options.mode == "outbox":
+            stage(
+                options.database,
+                self.alias,
+                queue,
+                requests,
+                delay_ms=delay_ms,
+                run_after_ms=run_after_ms,
+                priority=task.priority,
+            )
+        else:
+            defer(
+                options.database,
+                queue,
+                requests,
+                delay_ms=delay_ms,
+                run_after_ms=run_after_ms,
+                priority=task.priority,
+            )
 
     def _plan(self, task: Task[..., Any]) -> Plan:
         """Check ``task`` and return what its calls share, kept for a declared task."""
@@ -305,8 +381,27 @@ class LedgerBackend(BaseTaskBackend):
         return state
 
     def get_result(self, result_id: str) -> TaskResult[..., Any]:
-        """Read a task's result from any process; ``TaskResultDoesNotExist`` if unknown."""
-        state = self.task_state(result_id)
+        """Read a task's result from any process; ``TaskResultDoesNotExist`` if unknown.
+
+        A task still waiting in the outbox (its transaction committed, or is this
+        thread's own and open) answers READY, also while Redis is away.
+        """
+        try:
+            state = self.task_state(result_id)
+        except (TaskResultDoesNotExist, LedgerUnavailable):
+            # Not in Redis (or Redis away): a row in the outbox is a task not admitted yet.
+            # Only the outbox mode stages, and only on a database that has the table.
+            options = self.transactions
+            if (
+                options.mode != "outbox"
+                or not isinstance(result_id, str)
+                or not outbox_ready(options.database)
+            ):
+                raise
+            staged = staged_result(options.database, self.alias, result_id)
+            if staged is None:
+                raise
+            return staged
         return task_result(state, task_of(state, self.alias), self.alias)
 
     async def aget_result(self, result_id: str) -> TaskResult[..., Any]:

@@ -63,6 +63,11 @@ class Command(BaseCommand):
             "--no-repair", action="store_true", help="do not run repair sweeps in this worker"
         )
         parser.add_argument(
+            "--no-relay",
+            action="store_true",
+            help="do not deliver outbox rows in this worker (ledger_relay does it then)",
+        )
+        parser.add_argument(
             "--reload", action="store_true", help="restart when code changes (development)"
         )
         parser.add_argument(
@@ -111,12 +116,18 @@ class Command(BaseCommand):
             metrics_port=options["metrics_port"],
             metrics_address=options["metrics_address"],
             exit_on_timeout=child,
+            relay=not options["no_relay"],
         )
         try:
             worker = build_worker(worker_options)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         scheduler = self._scheduler(options["scheduler"])
+        relay = None
+        if worker_options.relay:
+            from ...services.relay import start_worker_relay
+
+            relay = start_worker_relay(burst=worker_options.burst)
         if child:
             _stop_with_parent(worker.request_stop)
         with _signals_stop(worker.request_stop):
@@ -126,6 +137,8 @@ class Command(BaseCommand):
             finally:
                 if scheduler is not None:
                     scheduler.set()
+                if relay is not None:
+                    relay.close()
         return code
 
     def _scheduler(self, wanted: bool) -> threading.Event | None:

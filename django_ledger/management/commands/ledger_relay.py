@@ -1,0 +1,80 @@
+"""``manage.py ledger_relay``: deliver the outbox rows a crash or an outage left behind.
+
+``--once`` (the default) drains the outbox and exits; ``--loop`` keeps delivering until
+SIGTERM or Ctrl-C; ``--prune-effects DAYS`` also deletes fenced-effects rows older than
+DAYS. ``ledger_worker`` runs the same relay in a thread unless ``--no-relay``.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...services.relay import DEFAULT_BATCH, DEFAULT_INTERVAL, Relay, outbox_databases
+
+
+class Command(BaseCommand):
+    help = "Deliver the tasks waiting in the transactional outbox (docs/transactions.md)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        mode = parser.add_mutually_exclusive_group()
+        mode.add_argument("--once", action="store_true", help="drain the outbox, then exit")
+        mode.add_argument("--loop", action="store_true", help="keep delivering until stopped")
+        parser.add_argument(
+            "--batch", type=int, default=DEFAULT_BATCH, help=f"rows per batch ({DEFAULT_BATCH})"
+        )
+        parser.add_argument(
+            "--interval",
+            type=float,
+            default=DEFAULT_INTERVAL,
+            help=f"seconds between looks at an empty outbox with --loop ({DEFAULT_INTERVAL})",
+        )
+        parser.add_argument(
+            "--database",
+            action="append",
+            default=None,
+            help="a database alias to serve (repeatable; default: those of TASKS' backends)",
+        )
+        parser.add_argument(
+            "--prune-effects",
+            type=float,
+            default=None,
+            metavar="DAYS",
+            help="also delete fenced-effects rows not written for DAYS days",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["batch"] < 1:
+            raise CommandError("--batch must be at least 1")
+        if options["prune_effects"] is not None and not options["prune_effects"] > 0:
+            raise CommandError("--prune-effects must be more than 0 days")
+        databases = options["database"] or outbox_databases()
+        if not databases:
+            raise CommandError(
+                "no outbox to relay: no LedgerBackend of TASKS has TRANSACTIONS 'outbox'"
+            )
+        relay = Relay(
+            databases,
+            batch=options["batch"],
+            interval=options["interval"],
+            prune_days=options["prune_effects"],
+        )
+        if not options["loop"]:
+            delivered = relay.run_once()
+            pruned = relay.prune()
+            self.stdout.write(f"delivered {delivered} task(s)")
+            if options["prune_effects"] is not None:
+                self.stdout.write(f"pruned {pruned} effects row(s)")
+            return
+
+        def stop(signum: int, frame: Any) -> None:
+            relay.stop.set()
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            relay.run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

@@ -1,0 +1,141 @@
+"""Fenced effects: a task's database writes applied once, however often the task runs.
+
+::
+
+    @task(takes_context=True)
+    def charge(context, order_id):
+        with effects(context) as fx:
+            if fx.done:                      # an earlier attempt committed the writes
+                return fx.result
+            Order.objects.filter(pk=order_id).update(paid=True)
+            return fx.save({"charged": order_id})
+
+``effects`` opens ``transaction.atomic()`` on the backend's ``DATABASE`` and, first in
+that transaction, records the task id with the fence of the attempt's claim by
+compare-and-set (one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE fence <= %s AND NOT
+done``): storage-side fencing, the store keeping the highest fence it saw. An attempt
+whose fence is lower than the stored one raises ``StaleAttempt`` and its transaction
+rolls back (done or not); one with a fence at least the stored one that finds the writes
+committed gets ``fx.done`` and the stored result. While one attempt's transaction holds
+the row, another's compare-and-set waits for it (PostgreSQL: the row lock; SQLite: the
+database's write lock), so two attempts never both run the block's writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+from django.db import connections, transaction
+from django.utils import timezone
+
+from .models import TaskEffect
+
+__all__ = ["Effects", "StaleAttempt", "effects", "prune_effects"]
+
+
+class StaleAttempt(Exception):
+    """An attempt whose claim's fence is lower than the one its task's effects hold."""
+
+    def __init__(self, task_id: str, fence: int, stored: int | None) -> None:
+        self.task_id, self.fence, self.stored = task_id, fence, stored
+        super().__init__(
+            f"task {task_id!r}: this attempt's fence {fence} is lower than the fence "
+            f"{stored} that holds its effects; a later attempt has the task, so this "
+            "attempt's writes are rolled back"
+        )
+
+
+class Effects:
+    """One attempt's hold on its task's effects: ``done`` and ``result`` say what is stored.
+
+    ``database`` is the alias of the transaction: write the effects there.
+    """
+
+    __slots__ = ("database", "done", "fence", "result", "task_id")
+
+    def __init__(self, task_id: str, fence: int, database: str = "default") -> None:
+        self.task_id = task_id
+        self.fence = fence
+        self.database = database
+        self.done = False
+        self.result: Any = None
+
+    def save(self, value: Any) -> Any:
+        """Keep ``value`` (JSON) as the result a later attempt gets; return it."""
+        self.result = value
+        return value
+
+
+def _database(context: Any, using: str | None) -> str:
+    if using is not None:
+        return using
+    from ..tasks.backend import LedgerBackend
+    from ..tasks.compat import task_backends
+
+    backend = task_backends[context.task_result.backend]
+    return backend.transactions.database if isinstance(backend, LedgerBackend) else "default"
+
+
+@contextmanager
+def effects(context: Any, *, using: str | None = None) -> Iterator[Effects]:
+    """Run the block's writes in one transaction, fenced by the attempt's claim.
+
+    ``context`` is a ``takes_context`` task's ``LedgerTaskContext``; ``using`` a database
+    alias (default: the backend's ``DATABASE`` option). Raises ``StaleAttempt`` when a
+    later claim wrote first or holds the row; the block's writes then roll back.
+    """
+    task_id: str = context.task_result.id
+    fence = int(context.fence)
+    database = _database(context, using)
+    fx = Effects(task_id, fence, database)
+    with transaction.atomic(using=database):
+        if not _hold(database, task_id, fence):
+            stored = (
+                TaskEffect.objects.using(database)
+                .filter(pk=task_id)
+                .values_list("fence", "done", "result")
+                .first()
+            )
+            if stored is None or stored[0] > fence or not stored[1]:
+                raise StaleAttempt(task_id, fence, None if stored is None else stored[0])
+            fx.done = True
+            fx.result = json.loads(stored[2]) if stored[2] else None
+            yield fx
+            return
+        yield fx
+        ended = (
+            TaskEffect.objects.using(database)
+            .filter(pk=task_id, fence=fence, done=False)
+            .update(done=True, result=json.dumps(fx.result), updated_at=timezone.now())
+        )
+        if ended != 1:  # cannot happen while this transaction holds the row; say so if it does
+            raise StaleAttempt(task_id, fence, None)
+
+
+def _hold(database: str, task_id: str, fence: int) -> bool:
+    """Compare-and-set the effects row to ``fence``: whether this attempt holds it."""
+    connection = connections[database]
+    quote = connection.ops.quote_name
+    table = quote(TaskEffect._meta.db_table)
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    sql = (
+        f"INSERT INTO {table} ({quote('task_id')}, {quote('fence')}, {quote('done')}, "
+        f"{quote('result')}, {quote('updated_at')}) VALUES (%s, %s, %s, %s, %s) "
+        f"ON CONFLICT ({quote('task_id')}) DO UPDATE SET {quote('fence')} = %s, "
+        f"{quote('updated_at')} = %s "
+        f"WHERE {table}.{quote('fence')} <= %s AND NOT {table}.{quote('done')}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [task_id, fence, False, "", now, fence, now, fence])
+        return bool(cursor.rowcount == 1)
+
+
+def prune_effects(database: str, days: float) -> int:
+    """Delete effects rows not written for ``days`` days; return how many went."""
+    before = timezone.now() - timedelta(days=days)
+    deleted, _ = TaskEffect.objects.using(database).filter(updated_at__lt=before).delete()
+    return deleted

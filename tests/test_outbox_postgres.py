@@ -1,0 +1,163 @@
+"""The outbox and fenced effects on PostgreSQL: a private cluster (``tests/postgres_server.py``).
+
+The cluster joins the suite's databases as alias ``pg`` (migrated once per module), and
+the test backend's ``DATABASE`` option names it, so that enqueues inside
+``transaction.atomic(using="pg")`` stage there. Through Django's public task API.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import connections, transaction
+from django.test import override_settings
+
+from django_ledger.models import OutboxEntry, TaskEffect
+from django_ledger.outbox.tables import forget_tables
+from django_ledger.services.relay import Relay
+from django_ledger.tasks import LedgerTaskContext, StaleAttempt, enqueue_many
+from django_ledger.tasks.compat import TaskResultDoesNotExist, TaskResultStatus
+from django_ledger.tasks.store import queues
+from tests import outbox_tasks
+from tests.tasks_app import tasks
+from tests.tasks_helpers import run_claimed, wait_until
+
+if TYPE_CHECKING:
+    from tests.postgres_server import PostgresServer
+
+pytest_plugins = ["tests.tasks_fixtures", "tests.postgres_server"]
+
+PG = "pg"
+
+
+@pytest.fixture(scope="module")
+def pg_alias(postgres_server: PostgresServer, django_db_blocker: Any) -> Iterator[str]:
+    """Alias ``pg`` for the private cluster, migrated; removed at the end."""
+    from django.core.management import call_command
+
+    settings.DATABASES[PG] = postgres_server.database()
+    del connections.settings  # a cached property: read DATABASES again
+    with django_db_blocker.unblock():
+        call_command("migrate", database=PG, verbosity=0)
+    forget_tables()
+    try:
+        yield PG
+    finally:
+        with django_db_blocker.unblock():
+            connections[PG].close()
+        del settings.DATABASES[PG]
+        del connections.settings
+        forget_tables()
+
+
+@pytest.fixture
+def on_pg(pg_alias: str, task_namespace: str, django_db_blocker: Any) -> Iterator[str]:
+    """The backend's outbox on ``pg``, in the test's namespace; the test's rows removed after."""
+    backend = {**settings.TASKS["default"], "OPTIONS": {"DATABASE": pg_alias}}
+    with django_db_blocker.unblock(), override_settings(TASKS={"default": backend}):
+        yield task_namespace
+        for model in (OutboxEntry, TaskEffect, Group):
+            model.objects.using(pg_alias).all().delete()
+
+
+def _pending() -> int:
+    return queues.get("default").ledger.stats().pending
+
+
+def test_a_rolled_back_transaction_leaves_no_task(on_pg: str) -> None:
+    with pytest.raises(RuntimeError), transaction.atomic(using=PG):
+        result = tasks.add.enqueue(1, 2)
+        assert OutboxEntry.objects.using(PG).filter(pk=result.id).exists()
+        assert tasks.add.get_result(result.id).status == TaskResultStatus.READY
+        raise RuntimeError("roll back")
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result(result.id)
+    assert _pending() == 0
+    assert not OutboxEntry.objects.using(PG).exists()
+    assert run_claimed() is None
+
+
+def test_a_committed_task_is_admitted_once(on_pg: str) -> None:
+    with transaction.atomic(using=PG):
+        result = tasks.add.enqueue(2, 3)
+        assert _pending() == 0  # a worker sees nothing before the commit
+    assert _pending() == 1
+    assert not OutboxEntry.objects.using(PG).exists()
+    assert Relay([PG]).run_once() == 0  # nothing left behind
+    ran = run_claimed()
+    assert ran is not None and ran[0].claim.request_id == result.id
+    assert run_claimed() is None
+    assert tasks.add.get_result(result.id).return_value == 5
+
+
+def test_two_relays_and_the_committer_racing_admit_each_once(on_pg: str) -> None:
+    count = 400
+    committed = threading.Event()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def relay() -> None:
+        try:
+            committed.wait(30)
+            relay = Relay([PG], batch=25)
+            while not stop.is_set():  # until the committer's delivery has ended
+                relay.run_once()
+        except BaseException as exc:  # pragma: no cover - shown by the assert
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=relay) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    with transaction.atomic(using=PG):
+        # Registered before the committer's delivery, so it runs first: the relays start
+        # as the commit lands and race the committer's own delivery of the same rows.
+        transaction.on_commit(committed.set, using=PG)
+        results = enqueue_many(tasks.add, [((n, n), {}) for n in range(count)])
+    stop.set()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert not OutboxEntry.objects.using(PG).exists()
+    assert _pending() == count  # each admitted once: the others answered DUPLICATE
+    claimed = set()
+    while (ran := run_claimed()) is not None:
+        claimed.add(ran[0].claim.request_id)
+    assert claimed == {result.id for result in results}
+
+
+def _context(result: Any, fence: int) -> LedgerTaskContext:
+    return LedgerTaskContext(task_result=result, fence=fence, max_attempts=3)
+
+
+def test_a_stale_attempts_effects_are_refused(on_pg: str) -> None:
+    result = outbox_tasks.fenced_write.enqueue("stale")
+    assert outbox_tasks.fenced_write.call(_context(result, 7), "stale") == {"wrote": "stale"}
+    with pytest.raises(StaleAttempt, match="fence 5 is lower than the fence 7"):
+        outbox_tasks.fenced_write.call(_context(result, 5), "stale")
+    assert Group.objects.using(PG).filter(name__startswith="stale:").count() == 1
+    row = TaskEffect.objects.using(PG).get(pk=result.id)
+    assert (row.fence, row.done) == (7, True)
+
+
+def test_a_done_tasks_retry_skips_the_body(on_pg: str) -> None:
+    ledger = queues.get("default").ledger
+    result = outbox_tasks.fenced_write.enqueue("killed")
+    claim = ledger.claim("worker-dead", 0.05)  # its worker commits the effects, then dies
+    assert claim is not None
+    outbox_tasks.RUNS.clear()
+    outbox_tasks.fenced_write.call(_context(result, claim.fence), "killed")
+    wait_until(lambda: (ledger.repair(), ledger.stats().pending_due)[1] == 1)
+    ran = run_claimed()
+    assert ran is not None and ran[0].claim.fence > claim.fence
+    assert outbox_tasks.RUNS == ["killed"]  # the body did not run again
+    done = outbox_tasks.fenced_write.get_result(result.id)
+    assert done.status == TaskResultStatus.SUCCESSFUL
+    assert done.return_value == {"wrote": "killed"}
+    assert Group.objects.using(PG).filter(name__startswith="killed:").count() == 1

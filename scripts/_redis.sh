@@ -124,3 +124,19 @@ ensure_chromium() {
             apt-get install -y -q --no-install-recommends chromium >/dev/null ||
         log "could not install chromium: the browser test will skip"
 }
+
+# ensure_postgresql
+#   The PostgreSQL tests start a private cluster of their own (initdb, pg_ctl: never the
+#   system service); they need Debian's server binaries. Installs the postgresql package
+#   where no initdb is found.
+ensure_postgresql() {
+    if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+        return 0
+    fi
+    command -v apt-get >/dev/null 2>&1 || { log "no apt-get: the PostgreSQL tests will skip"; return 0; }
+    log "initdb not found: installing Debian's postgresql package for the PostgreSQL tests"
+    _as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null &&
+        _as_root env DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -q --no-install-recommends postgresql >/dev/null ||
+        log "could not install postgresql: the PostgreSQL tests will fail under CI"
+}

@@ -90,6 +90,7 @@ else
 fi
 
 ensure_chromium
+ensure_postgresql
 log "tox -e $envs"
 output="$VENV/tox-output.log"
 set +e

@@ -28,7 +28,7 @@ class Migration(migrations.Migration):
                 'verbose_name_plural': 'outbox entries',
                 'db_table': 'django_ledger_outbox',
                 'ordering': ['created_at'],
-                'default_permissions': ('view',),
+                'default_permissions': (),
             },
         ),
         migrations.CreateModel(
@@ -44,7 +44,7 @@ class Migration(migrations.Migration):
                 'verbose_name': 'task effect',
                 'verbose_name_plural': 'task effects',
                 'db_table': 'django_ledger_task_effect',
-                'default_permissions': ('view',),
+                'default_permissions': (),
             },
         ),
     ]

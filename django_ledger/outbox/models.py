@@ -29,7 +29,7 @@ class OutboxEntry(models.Model):
 
     class Meta:
         db_table = "django_ledger_outbox"
-        default_permissions = ("view",)
+        default_permissions = ()  # internal tables: no admin page, no permission
         ordering = ["created_at"]
         verbose_name = "outbox entry"
         verbose_name_plural = "outbox entries"
@@ -54,7 +54,7 @@ class TaskEffect(models.Model):
 
     class Meta:
         db_table = "django_ledger_task_effect"
-        default_permissions = ("view",)
+        default_permissions = ()  # internal tables: no admin page, no permission
         verbose_name = "task effect"
         verbose_name_plural = "task effects"
 

@@ -21,7 +21,7 @@ over the rounds; each ratio is the median of the per-round ratios.
 * tasks-db per call / bulk: django-tasks-db's ``enqueue()`` on the same database, one
   per transaction / 100 in one transaction (when installed);
 * relay: rows staged by ``enqueue_many`` in transactions whose on-commit delivery is
-  dropped before the commit, then ``Relay([db], batch=500).run_once()``; rows/s;
+  dropped before the commit, then ``Relay([db], batch=500).run_once()`` (the default batch), and batch 2000; rows/s;
 * effects: a body doing one ``UPDATE`` of a counter row in ``atomic()``, with and
   without ``effects(context)`` around it (a fresh task id per call).
 """
@@ -44,7 +44,7 @@ from tests.postgres_server import PostgresServer, find_bindir
 from tests.redis_server import RedisServer
 
 BULK = 100
-RELAY_BATCH = 500
+RELAY_BATCHES = (500, 2000)  # the default batch, and a larger one
 
 
 def bench_add(a: int, b: int) -> int:
@@ -212,13 +212,13 @@ def stage_rows(rows: int) -> None:
             transaction.get_connection().run_on_commit.clear()
 
 
-def relay_round(rows: int) -> float:
+def relay_round(rows: int, batch: int) -> float:
     from django_ledger.models import OutboxEntry
     from django_ledger.services.relay import Relay
 
     stage_rows(rows)
     assert OutboxEntry.objects.count() == rows
-    relay = Relay(["default"], batch=RELAY_BATCH)
+    relay = Relay(["default"], batch=batch)
     start = time.perf_counter()
     delivered = relay.run_once()
     elapsed = time.perf_counter() - start
@@ -248,7 +248,8 @@ def run(rounds: int, calls: int, relay_rows: int) -> tuple[dict[str, list[float]
         for work in rounds_of.values():  # warm up: connections, scripts, imports
             work()
         rates: dict[str, list[float]] = {name: [] for name in rounds_of}
-        rates["relay (rows/s)"] = []
+        for batch in RELAY_BATCHES:
+            rates[f"relay, batch {batch} (rows/s)"] = []
         for number in range(rounds):
             client.flushall()
             with _cursor() as cursor:
@@ -261,8 +262,9 @@ def run(rounds: int, calls: int, relay_rows: int) -> tuple[dict[str, list[float]
                 start = time.perf_counter()
                 done = work()
                 rates[name].append(done / (time.perf_counter() - start))
-            client.flushall()
-            rates["relay (rows/s)"].append(relay_round(relay_rows))
+            for batch in RELAY_BATCHES:
+                client.flushall()
+                rates[f"relay, batch {batch} (rows/s)"].append(relay_round(relay_rows, batch))
             print(f"round {number + 1}/{rounds} done", file=sys.stderr)
         client.close()
     finally:
@@ -291,17 +293,21 @@ def main() -> None:
     print(f"{'':34} {'per s':>10} {'us each':>9} {'ratio':>7}")
     for name, values in rates.items():
         rate = median(values)
-        shown = f"{ratio(rates, name, base):7.2f}" if name != "relay (rows/s)" else "      -"
+        shown = f"{ratio(rates, name, base):7.2f}" if not name.startswith("relay") else "      -"
         print(f"{name:34} {rate:10,.0f} {1e6 / rate:9.1f} {shown}")
     if tasks_db:
         print(
             "outbox bulk / tasks-db bulk: "
             f"{ratio(rates, 'outbox bulk (100/tx)', 'tasks-db bulk (100/tx)'):.2f}"
         )
-    print(f"outbox per call / plain enqueue: {ratio(rates, 'outbox per call', 'plain enqueue'):.2f}")
+    print(
+        f"outbox per call / plain enqueue: {ratio(rates, 'outbox per call', 'plain enqueue'):.2f}"
+    )
     plain, fenced = "task body: UPDATE", "task body: UPDATE in effects()"
     cost = median(1e6 / f - 1e6 / p for p, f in zip(rates[plain], rates[fenced], strict=True))
-    print(f"fenced effects cost per task: {cost:.0f} us ({ratio(rates, fenced, plain):.2f}x the rate)")
+    print(
+        f"fenced effects cost per task: {cost:.0f} us ({ratio(rates, fenced, plain):.2f}x the rate)"
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,314 @@
+"""The outbox's cost on PostgreSQL: enqueue inside ``atomic()``, the relay, fenced effects.
+
+Run from the repository root (docs/transactions.md shows the figures):
+
+    /work/venv311/bin/python -m benchmarks.transactions_bench            # 5 rounds
+    /work/venv311/bin/python -m benchmarks.transactions_bench --rounds 7 --calls 1000
+
+It starts a private PostgreSQL cluster (``tests/postgres_server.py``: ``initdb`` in a temp
+dir, fsync and synchronous_commit off) and a private redis-server
+(``tests/redis_server.py``), pins Redis to CPU 0 and this process to CPU 1
+(``os.sched_setaffinity``; PostgreSQL's backends float), migrates, and measures in
+alternating rounds (a busy machine slows every system alike). Each figure is the median
+over the rounds; each ratio is the median of the per-round ratios.
+
+* outbox per call: ``with atomic(): add.enqueue(1, 2)``, one task per transaction; the
+  on-commit delivery (``admit_many``, ``DELETE``) included;
+* outbox bulk: ``with atomic(): enqueue_many(add, 100 calls)``, per task;
+* plain enqueue: ``add.enqueue(1, 2)`` outside a transaction (Redis only);
+* plain INSERT: ``with atomic():`` one ``INSERT`` of a small row, no task (the floor of
+  any transaction that writes);
+* tasks-db per call / bulk: django-tasks-db's ``enqueue()`` on the same database, one
+  per transaction / 100 in one transaction (when installed);
+* relay: rows staged by ``enqueue_many`` in transactions whose on-commit delivery is
+  dropped before the commit, then ``Relay([db], batch=500).run_once()`` (the default batch), and batch 2000; rows/s;
+* effects: a body doing one ``UPDATE`` of a counter row in ``atomic()``, with and
+  without ``effects(context)`` around it (a fresh task id per call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from statistics import median
+from types import SimpleNamespace
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.postgres_server import PostgresServer, find_bindir
+from tests.redis_server import RedisServer
+
+BULK = 100
+RELAY_BATCHES = (500, 2000)  # the default batch, and a larger one
+
+
+def bench_add(a: int, b: int) -> int:
+    """The call every system enqueues (none of them runs it here)."""
+    return a + b
+
+
+def db_add(a: int, b: int) -> int:
+    """``bench_add`` for django-tasks-db (a task is bound to one backend)."""
+    return a + b
+
+
+def has_tasks_db() -> bool:
+    try:
+        import django_tasks_db  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def configure_django(redis_url: str, database: dict[str, Any], tasks_db: bool) -> None:
+    import django
+    from django.conf import settings
+
+    apps = ["django.contrib.contenttypes", "django.contrib.auth", "django_ledger"]
+    if django.VERSION < (6, 0):
+        apps.append("django_tasks")
+    tasks: dict[str, Any] = {
+        "default": {
+            "BACKEND": "django_ledger.tasks.LedgerBackend",
+            "OPTIONS": {"TRANSACTIONS": "outbox", "DATABASE": "default"},
+        }
+    }
+    if tasks_db:
+        apps.append("django_tasks_db")
+        tasks["db"] = {"BACKEND": "django_tasks_db.DatabaseBackend"}
+    settings.configure(
+        INSTALLED_APPS=apps,
+        DATABASES={"default": {**database, "CONN_MAX_AGE": None}},
+        USE_TZ=True,
+        LEDGER={
+            "CONNECTION": redis_url,
+            "NAMESPACE": "txbench",
+            "QUEUES": {"default": {"MAX_RECORDS": 10_000_000}},
+        },
+        TASKS=tasks,
+        LOGGING_CONFIG=None,
+    )
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    with _cursor() as cursor:
+        cursor.execute("CREATE TABLE bench_row (id bigserial PRIMARY KEY, a int, b int)")
+        cursor.execute("CREATE TABLE bench_counter (id int PRIMARY KEY, n bigint)")
+        cursor.execute("INSERT INTO bench_counter VALUES (1, 0)")
+
+
+def _cursor() -> Any:
+    from django.db import connection
+
+    return connection.cursor()
+
+
+def systems(calls: int, tasks_db: bool) -> dict[str, Callable[[], int]]:
+    """Each system's round: do ``calls`` enqueues (or effects), return how many."""
+    from django.db import transaction
+
+    from django_ledger.tasks import enqueue_many, task
+
+    add = globals()["bench_add"] = task(bench_add)
+    bulk = [((1, 2), {})] * BULK
+
+    def outbox_one() -> int:
+        for _ in range(calls):
+            with transaction.atomic():
+                add.enqueue(1, 2)
+        return calls
+
+    def outbox_bulk() -> int:
+        for _ in range(calls // BULK):
+            with transaction.atomic():
+                enqueue_many(add, bulk)
+        return calls // BULK * BULK
+
+    def plain_one() -> int:
+        for _ in range(calls):
+            add.enqueue(1, 2)
+        return calls
+
+    def insert_one() -> int:
+        with _cursor() as cursor:
+            for _ in range(calls):
+                with transaction.atomic():
+                    cursor.execute("INSERT INTO bench_row (a, b) VALUES (1, 2)")
+        return calls
+
+    found: dict[str, Callable[[], int]] = {
+        "outbox per call": outbox_one,
+        "outbox bulk (100/tx)": outbox_bulk,
+        "plain enqueue": plain_one,
+        "plain INSERT in tx": insert_one,
+    }
+    if tasks_db:
+        from django_tasks import task as peer_task
+
+        peer = globals()["db_add"] = peer_task(backend="db")(db_add)
+
+        def peer_one() -> int:
+            for _ in range(calls):
+                with transaction.atomic():
+                    peer.enqueue(1, 2)
+            return calls
+
+        def peer_bulk() -> int:
+            for _ in range(calls // BULK):
+                with transaction.atomic():
+                    for _ in range(BULK):
+                        peer.enqueue(1, 2)
+            return calls // BULK * BULK
+
+        found["tasks-db per call"] = peer_one
+        found["tasks-db bulk (100/tx)"] = peer_bulk
+
+    counter = iter(range(10**12))
+
+    def bump(database: str) -> None:
+        with _cursor() as cursor:
+            cursor.execute("UPDATE bench_counter SET n = n + 1 WHERE id = 1")
+
+    def body_plain() -> int:
+        for _ in range(calls):
+            with transaction.atomic():
+                bump("default")
+        return calls
+
+    from django_ledger.tasks import effects
+
+    def body_fenced() -> int:
+        for _ in range(calls):
+            result = SimpleNamespace(id=f"fx-{next(counter)}", backend="default")
+            context = SimpleNamespace(task_result=result, fence=1)
+            with effects(context, using="default") as fx:
+                if not fx.done:
+                    bump(fx.database)
+                    fx.save(None)
+        return calls
+
+    found["task body: UPDATE"] = body_plain
+    found["task body: UPDATE in effects()"] = body_fenced
+    return found
+
+
+def stage_rows(rows: int) -> None:
+    """Commit ``rows`` outbox rows whose on-commit delivery is dropped: the relay's work."""
+    from django.db import transaction
+
+    from django_ledger.tasks import enqueue_many
+
+    add = globals()["bench_add"]
+    for _ in range(rows // BULK):
+        with transaction.atomic():
+            enqueue_many(add, [((1, 2), {})] * BULK)
+            # As if the process died after the commit: no delivery by the committer.
+            transaction.get_connection().run_on_commit.clear()
+
+
+def relay_round(rows: int, batch: int) -> float:
+    from django_ledger.models import OutboxEntry
+    from django_ledger.services.relay import Relay
+
+    stage_rows(rows)
+    assert OutboxEntry.objects.count() == rows
+    relay = Relay(["default"], batch=batch)
+    start = time.perf_counter()
+    delivered = relay.run_once()
+    elapsed = time.perf_counter() - start
+    assert delivered == rows and not OutboxEntry.objects.exists(), delivered
+    return delivered / elapsed
+
+
+def run(rounds: int, calls: int, relay_rows: int) -> tuple[dict[str, list[float]], bool]:
+    bindir = find_bindir()
+    if bindir is None:
+        raise SystemExit("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb)")
+    tasks_db = has_tasks_db()
+    if not tasks_db:
+        print("django-tasks-db is not installed: compared against plain enqueue and INSERT")
+    postgres = PostgresServer(bindir)
+    redis_server = RedisServer()
+    postgres.start()
+    redis_server.start()
+    try:
+        if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
+            os.sched_setaffinity(redis_server.pid or 0, {0})
+            os.sched_setaffinity(0, {1})
+            print("pinned: redis-server on CPU 0, the bench on CPU 1 (PostgreSQL floats)")
+        configure_django(redis_server.url, postgres.database(), tasks_db)
+        rounds_of = systems(calls, tasks_db)
+        client = redis_server.client()
+        for work in rounds_of.values():  # warm up: connections, scripts, imports
+            work()
+        rates: dict[str, list[float]] = {name: [] for name in rounds_of}
+        for batch in RELAY_BATCHES:
+            rates[f"relay, batch {batch} (rows/s)"] = []
+        for number in range(rounds):
+            client.flushall()
+            with _cursor() as cursor:
+                cursor.execute("TRUNCATE bench_row, django_ledger_task_effect")
+                if tasks_db:
+                    from django_tasks_db.models import DBTaskResult
+
+                    cursor.execute(f"TRUNCATE {DBTaskResult._meta.db_table}")
+            for name, work in rounds_of.items():
+                start = time.perf_counter()
+                done = work()
+                rates[name].append(done / (time.perf_counter() - start))
+            for batch in RELAY_BATCHES:
+                client.flushall()
+                rates[f"relay, batch {batch} (rows/s)"].append(relay_round(relay_rows, batch))
+            print(f"round {number + 1}/{rounds} done", file=sys.stderr)
+        client.close()
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        redis_server.stop()
+        redis_server.cleanup()
+        postgres.stop()
+    return rates, tasks_db
+
+
+def ratio(rates: dict[str, list[float]], name: str, base: str) -> float:
+    return median(a / b for a, b in zip(rates[name], rates[base], strict=True))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=1000, help="calls per system per round")
+    parser.add_argument("--relay-rows", type=int, default=20_000, help="rows per relay round")
+    args = parser.parse_args()
+    rates, tasks_db = run(args.rounds, args.calls, args.relay_rows)
+    base = "tasks-db per call" if tasks_db else "plain INSERT in tx"
+    print(f"\n{args.rounds} rounds, {args.calls} calls each; ratios to {base!r}, same rounds")
+    print(f"{'':34} {'per s':>10} {'us each':>9} {'ratio':>7}")
+    for name, values in rates.items():
+        rate = median(values)
+        shown = f"{ratio(rates, name, base):7.2f}" if not name.startswith("relay") else "      -"
+        print(f"{name:34} {rate:10,.0f} {1e6 / rate:9.1f} {shown}")
+    if tasks_db:
+        print(
+            "outbox bulk / tasks-db bulk: "
+            f"{ratio(rates, 'outbox bulk (100/tx)', 'tasks-db bulk (100/tx)'):.2f}"
+        )
+    print(
+        f"outbox per call / plain enqueue: {ratio(rates, 'outbox per call', 'plain enqueue'):.2f}"
+    )
+    plain, fenced = "task body: UPDATE", "task body: UPDATE in effects()"
+    cost = median(1e6 / f - 1e6 / p for p, f in zip(rates[plain], rates[fenced], strict=True))
+    print(
+        f"fenced effects cost per task: {cost:.0f} us ({ratio(rates, fenced, plain):.2f}x the rate)"
+    )
+
+
+if __name__ == "__main__":
+    main()

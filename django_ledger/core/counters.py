@@ -71,6 +71,8 @@ WINDOWS = {"hour": ("m", 60, 60), "day": ("h", 24, 3600), "week": ("h", 168, 360
 FLUSH_EVERY = 2.0
 #: The task name counted when a settlement has none (a raw handler's job).
 NO_NAME = "-"
+#: What the scheduler counts per schedule (``schedule/ticker.py``): field code -> name.
+SCHEDULE_CODES = {"F": "fired", "S": "skipped", "M": "misfired"}
 #: Characters kept of a last error's class and of its first line.
 MAX_ERROR = 200
 #: Task names whose last error one queue keeps at most (one small hash per queue).
@@ -260,6 +262,34 @@ class Counters:
     def prefix(self, queue: str) -> str:
         """The start of every counter key of ``queue`` (the queue's hash tag)."""
         return "{%s:%s}:counts" % (self.namespace, queue)  # noqa: UP031 - the hash tag
+
+    def schedules_prefix(self) -> str:
+        """The start of the scheduler's counter keys (the schedule state's hash tag)."""
+        return "{%s}:schedules:counts" % self.namespace  # noqa: UP031 - the hash tag
+
+    def add_schedules(self, counts: dict[str, int], now_ms: int = 0) -> None:
+        """Add the scheduler's counts (``F:<key>`` fired, ``S:`` skipped, ``M:`` misfired)."""
+        args: list[Any] = [0, int(now_ms), "add", 0, 0]
+        for name, value in counts.items():
+            args += [name, int(value)]
+        self._script(keys=[self.schedules_prefix()], args=args)
+
+    def schedule_counts(self, window: str = "hour", now_ms: int = 0) -> dict[str, dict[str, int]]:
+        """Each schedule's fired, skipped and misfired counts over ``window``: one call."""
+        if window not in WINDOWS:
+            raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
+        resolution, count, _ = WINDOWS[window]
+        reply = self._script(
+            keys=[self.schedules_prefix()], args=[0, int(now_ms), "read", resolution, count]
+        )
+        found: dict[str, dict[str, int]] = {}
+        for flat in reply[1 : count + 1]:
+            for raw, value in _pairs(flat):
+                code, _, key = _text(raw).partition(":")
+                if code in SCHEDULE_CODES:
+                    counts = found.setdefault(key, dict.fromkeys(SCHEDULE_CODES.values(), 0))
+                    counts[SCHEDULE_CODES[code]] += int(value)
+        return found
 
     def add(
         self,

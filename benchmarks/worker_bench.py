@@ -17,6 +17,8 @@ RESETSTAT``, start the worker process, poll the system's own count of what is le
 * ``ledger``: ``manage.py ledger_worker bench`` with its defaults (concurrency 8,
   prefetch 8, repair and heartbeats on, one log line per task), a raw ``HANDLER`` queue
   whose handler returns at once (``tests.bench_handlers.noop``);
+* ``ledger-nocount``: the same with ``--no-counters`` (no counters for the admin's
+  charts): set against ``ledger`` in the same rounds, it gives the counters' cost;
 * ``ledger-quiet``: the same with ``-v 0`` (no log line per task);
 * ``ledger-task``: the same on a Django task (``tests.quiet_tasks.tasks.noop``, an app
   with no signal receivers of its own) admitted with ``django_ledger.tasks.enqueue_many``;
@@ -78,6 +80,7 @@ NAMESPACE = "bench"
 POLL = 0.002
 SYSTEMS = [
     "ledger",
+    "ledger-nocount",
     "ledger-quiet",
     "ledger-task",
     "ledger-c1",
@@ -222,6 +225,9 @@ def systems(url: str, rq_tasks: int) -> dict[str, System]:
     rq = [venv_bin("rq"), "worker", "--burst", "--url", url, "default"]
     return {
         "ledger": System("ledger", _admit_raw, [*worker, "bench"], _completed("bench")),
+        "ledger-nocount": System(
+            "ledger-nocount", _admit_raw, [*worker, "bench", "--no-counters"], _completed("bench")
+        ),
         "ledger-quiet": System(
             "ledger-quiet", _admit_raw, [*worker, "bench", "-v", "0"], _completed("bench")
         ),
@@ -392,6 +398,7 @@ def run_once(
 
 _POLL_COMMAND = {
     "ledger": "cmdstat_zcard",
+    "ledger-nocount": "cmdstat_zcard",
     "ledger-quiet": "cmdstat_zcard",
     "ledger-task": "cmdstat_zcard",
     "ledger-c1": "cmdstat_zcard",
@@ -532,8 +539,9 @@ def _usable(
     return usable
 
 
-#: The raw ``HANDLER`` row each Django-task row is set against (``/raw``).
-RAW = {"ledger-task": "ledger", "ledger-task-c1": "ledger-c1"}
+#: The raw ``HANDLER`` row each Django-task row is set against (``/raw``); the
+#: counters-off row is set against the counters-on one (``ledger``) the same way.
+RAW = {"ledger-task": "ledger", "ledger-task-c1": "ledger-c1", "ledger-nocount": "ledger"}
 
 
 def report(runs: dict[str, list[Run]], sent: dict[str, Counter[str]]) -> None:
@@ -571,10 +579,17 @@ def report(runs: dict[str, list[Run]], sent: dict[str, Counter[str]]) -> None:
         "\ntasks/s: drain rate after the first task is seen done (start-up excluded), median "
         "of the rounds; wall: from process start to drained; /huey, /dramatiq: medians of the "
         "per-round ratios of tasks/s; /raw: a Django-task row against the raw HANDLER row of "
-        "the same concurrency, same rounds; cmds/task: INFO commandstats over the drain (commands "
+        "the same concurrency, same rounds (on ledger-nocount: counters off against on); "
+        "cmds/task: INFO commandstats over the drain (commands "
         "scripts ran included); scripts/task: EVALSHA + EVAL; sent/task: commands clients "
         "sent, counted with MONITOR in one more untimed run."
     )
+    cost = ratios("ledger", "ledger-nocount") if "ledger" in runs else "-"
+    if cost != "-":
+        print(
+            f"counters cost: ledger / ledger-nocount tasks/s = {cost} (median of the rounds' "
+            f"ratios): the counters cost {1 - float(cost):.1%} of the throughput (below 0: noise)"
+        )
 
 
 # -- profile ------------------------------------------------------------------------------

@@ -141,6 +141,14 @@ class LedgerSettings:
         )
 
     @property
+    def counters(self) -> bool:
+        """``LEDGER['COUNTERS']``: whether workers keep counters for the charts."""
+        value = self.raw.get("COUNTERS", TOP_DEFAULTS["COUNTERS"])
+        if not isinstance(value, bool):
+            raise ImproperlyConfigured(f"LEDGER['COUNTERS'] must be True or False, not {value!r}")
+        return value
+
+    @property
     def defaults(self) -> dict[str, Any]:
         """``LEDGER['DEFAULTS']`` over the built-in defaults."""
         return {**DEFAULTS, **self._section("DEFAULTS")}

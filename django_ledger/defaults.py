@@ -83,6 +83,8 @@ TOP_DEFAULTS: dict[str, Any] = {
     "CONNECTION": "default",
     "NAMESPACE": "ledger",
     "QUEUES": {"default": {}},
+    # Workers keep outcome counters for the admin's charts (docs/admin.md).
+    "COUNTERS": True,
 }
 #: ``LEDGER['TIMEOUTS']``: seconds a client the ledger builds (from a URL or cluster
 #: nodes) waits to connect, and for each reply, before it gives up. Without them an

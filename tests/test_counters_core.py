@@ -6,12 +6,14 @@ of minutes is written in seconds; runs on a cluster too (``LEDGER_TEST_CLUSTER=1
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
-from django_ledger.core.counters import EDGES, Counters, Tally, percentile
+from django_ledger.core.counters import EDGES, MAX_ERROR, Counters, Tally, percentile
 from django_ledger.core.scripts import source
 
 #: Wednesday 2027-01-13 08:00 UTC, on a minute.
@@ -106,7 +108,9 @@ def test_memory_stays_bounded_over_a_month_of_minutes(
     minutes = 31 * 24 * 60
     pipe = server.pipeline(transaction=False)
     for minute in range(minutes):
-        pipe.evalsha(sha, 1, prefix, 0, T0 + minute * MINUTE, "add", *flat)
+        at = T0 + minute * MINUTE
+        error = json.dumps(["app.errors.Boom", "x" * MAX_ERROR, at])  # the task's last error
+        pipe.evalsha(sha, 1, prefix, 0, at, "add", 1, 1000, task, error, *flat)
         if minute % 1000 == 999:
             pipe.execute()
     pipe.execute()
@@ -116,7 +120,7 @@ def test_memory_stays_bounded_over_a_month_of_minutes(
     hour_keys = [k for k in keys if b":counts:h:" in k]
     assert len(minute_keys) == 1440  # a day of minutes
     assert len(hour_keys) == 720  # 30 days of hours
-    assert len(keys) == 1440 + 720 + 2  # and the two indexes
+    assert len(keys) == 1440 + 720 + 3  # and the two indexes and the last errors
     used = sum(redis_client.memory_usage(k) or 0 for k in keys)
     assert used <= TASK_BYTES_BOUND, used
     # The oldest minute kept is a day back; the newest hour holds its 60 minutes.

@@ -195,7 +195,9 @@ def task_rows(series_list: list[Series], records_url: str) -> list[dict[str, Any
 
     rows = []
     for series in series_list:
+        errors = series.errors_since()
         for name, stat in series.tasks().items():
+            error = errors.get(name)
             q = stat.quantiles()
             rate = stat.failure_rate
             rows.append(
@@ -211,6 +213,14 @@ def task_rows(series_list: list[Series], records_url: str) -> list[dict[str, Any
                     "run_p95": _seconds(q["run_p95"]),
                     "wait_p95": _seconds(q["wait_p95"]),
                     "url": records_url + "?" + urlencode({"queue": series.queue, "task": name}),
+                    "error_class": error.error_class if error else "",
+                    "error_line": error.line if error else "",
+                    "error_at_text": _local(error.at_ms) if error else "",
                 }
             )
     return sorted(rows, key=lambda row: (-row["runs"], row["queue"], row["name"]))
+
+
+def _local(ms: int) -> str:
+    """An epoch-ms instant in the user's time zone, to the second."""
+    return timezone.localtime(ms_to_datetime(ms)).strftime("%Y-%m-%d %H:%M:%S %Z")

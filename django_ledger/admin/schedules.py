@@ -24,6 +24,7 @@ from django.urls import URLPattern, path, reverse
 
 from .. import permissions
 from ..conf import get_dispatch_registry
+from ..core.counters import Counters
 from ..core.dispatch import Dispatch
 from ..core.schedule import (
     BadTiming,
@@ -143,9 +144,11 @@ class ScheduleAdmin(PagesAdmin):
         for key, entries in running.items():
             if key not in configs and self._can_see_running(request, entries[0]):
                 rows.append(_running_row(key, entries, state))
+        counted = _schedule_counts()
         for row in rows:
             last = registry.history(str(row["key"]), limit=1)
             row["last"] = last[0] if last else None
+            row["counts"] = counted.get(str(row["key"]), dict(_NO_COUNTS))
         context = {
             **self.admin_site.each_context(request),
             "title": "Schedules",
@@ -275,6 +278,15 @@ class ScheduleAdmin(PagesAdmin):
                 )
             rows.append(DispatchRow(fire, dispatch, url))
         return rows
+
+
+_NO_COUNTS: Final = {"fired": 0, "skipped": 0, "misfired": 0}
+
+
+def _schedule_counts() -> dict[str, dict[str, int]]:
+    """Each schedule's fires, skips and misfires over the last hour (the tick's counts)."""
+    schedule_store = scheduler.store()
+    return Counters(schedule_store.redis, schedule_store.namespace).schedule_counts("hour")
 
 
 def _epoch(moment: datetime) -> int:

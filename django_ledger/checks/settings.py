@@ -39,6 +39,15 @@ def check_settings(
     errors += _check_connection(
         raw.get("CONNECTION", setting.TOP_DEFAULTS["CONNECTION"]), "LEDGER['CONNECTION']"
     )
+    if not isinstance(raw.get("COUNTERS", True), bool):
+        errors.append(
+            _error(
+                7,
+                f"Must be True or False, not {raw['COUNTERS']!r}.",
+                "COUNTERS turns the workers' counters (the admin's charts) on or off.",
+                "LEDGER['COUNTERS']",
+            )
+        )
     timeouts = _section(raw, "TIMEOUTS", errors)
     if timeouts is not None:
         errors += _check_timeouts(timeouts)

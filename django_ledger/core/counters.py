@@ -17,6 +17,7 @@ one beat's worth); a flush is one script call, so nothing is ever counted twice.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -30,9 +31,11 @@ from .scripts import source
 __all__ = [
     "EDGES",
     "FLUSH_EVERY",
+    "MAX_ERROR",
     "OUTCOMES",
     "WINDOWS",
     "Counters",
+    "LastError",
     "Series",
     "Tally",
     "percentile",
@@ -68,6 +71,21 @@ WINDOWS = {"hour": ("m", 60, 60), "day": ("h", 24, 3600), "week": ("h", 168, 360
 FLUSH_EVERY = 2.0
 #: The task name counted when a settlement has none (a raw handler's job).
 NO_NAME = "-"
+#: What the scheduler counts per schedule (``schedule/ticker.py``): field code -> name.
+SCHEDULE_CODES = {"F": "fired", "S": "skipped", "M": "misfired"}
+#: Characters kept of a last error's class and of its first line.
+MAX_ERROR = 200
+#: Task names whose last error one queue keeps at most (one small hash per queue).
+MAX_ERROR_TASKS = 1000
+
+
+@dataclass(frozen=True)
+class LastError:
+    """The last error a worker saw for a task: its class, its first line, when (ms)."""
+
+    error_class: str
+    line: str
+    at_ms: int
 
 
 def bucket_of(seconds: float) -> int:
@@ -102,9 +120,20 @@ def percentile(histogram: list[int], fraction: float) -> float | None:
 class Tally:
     """What one worker counted since its last flush, by queue: field -> count."""
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
+        #: ``False``: the tally counts nothing and a flush writes nothing (``COUNTERS``).
+        self.enabled = enabled
         self._lock = threading.Lock()
         self._counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self._errors: dict[str, dict[str, str]] = defaultdict(dict)
+
+    def error(self, queue: str, task: str, error_class: str, line: str, at_ms: int) -> None:
+        """Keep the last error of ``task`` on ``queue`` (its class and first line)."""
+        if not self.enabled:
+            return
+        value = json.dumps([error_class[:MAX_ERROR], line[:MAX_ERROR], int(at_ms)])
+        with self._lock:
+            self._errors[queue][task or NO_NAME] = value
 
     def add(
         self,
@@ -115,6 +144,8 @@ class Tally:
         wait_s: float | None = None,
     ) -> None:
         """Count one outcome of ``task`` on ``queue``, with its run and wait times."""
+        if not self.enabled:
+            return
         name = task or NO_NAME
         with self._lock:
             counts = self._counts[queue]
@@ -125,10 +156,16 @@ class Tally:
                 counts[f"w{bucket_of(max(0.0, wait_s))}:{name}"] += 1
 
     def take(self) -> dict[str, dict[str, int]]:
-        """Everything counted so far, which the tally forgets."""
+        """Everything counted so far, which the tally forgets (its errors too)."""
+        return self.take_all()[0]
+
+    def take_all(self) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, str]]]:
+        """The counts and the last errors kept so far, which the tally forgets."""
         with self._lock:
             taken, self._counts = self._counts, defaultdict(lambda: defaultdict(int))
-        return {queue: dict(counts) for queue, counts in taken.items() if counts}
+            errors, self._errors = self._errors, defaultdict(dict)
+        counts = {queue: dict(counts) for queue, counts in taken.items() if counts}
+        return counts, {queue: found for queue, found in errors.items() if found}
 
 
 @dataclass
@@ -187,6 +224,13 @@ class Series:
     buckets: list[Stat]
     #: Each task's counts in each bucket.
     task_buckets: dict[str, list[Stat]]
+    #: Each task's last error, whenever it was (``errors_since`` keeps the window's).
+    errors: dict[str, LastError] = field(default_factory=dict)
+
+    def errors_since(self) -> dict[str, LastError]:
+        """The last error of each task that had one within the window."""
+        start = self.starts[0] if self.starts else 0
+        return {name: e for name, e in self.errors.items() if e.at_ms >= start}
 
     @property
     def total(self) -> Stat:
@@ -219,9 +263,50 @@ class Counters:
         """The start of every counter key of ``queue`` (the queue's hash tag)."""
         return "{%s:%s}:counts" % (self.namespace, queue)  # noqa: UP031 - the hash tag
 
-    def add(self, queue: str, counts: dict[str, int], now_ms: int = 0) -> None:
-        """Add ``counts`` (field -> count) to the queue's minute and hour: one call."""
-        args: list[Any] = [0, int(now_ms), "add"]
+    def schedules_prefix(self) -> str:
+        """The start of the scheduler's counter keys (the schedule state's hash tag)."""
+        return "{%s}:schedules:counts" % self.namespace  # noqa: UP031 - the hash tag
+
+    def add_schedules(self, counts: dict[str, int], now_ms: int = 0) -> None:
+        """Add the scheduler's counts (``F:<key>`` fired, ``S:`` skipped, ``M:`` misfired)."""
+        args: list[Any] = [0, int(now_ms), "add", 0, 0]
+        for name, value in counts.items():
+            args += [name, int(value)]
+        self._script(keys=[self.schedules_prefix()], args=args)
+
+    def schedule_counts(self, window: str = "hour", now_ms: int = 0) -> dict[str, dict[str, int]]:
+        """Each schedule's fired, skipped and misfired counts over ``window``: one call."""
+        if window not in WINDOWS:
+            raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
+        resolution, count, _ = WINDOWS[window]
+        reply = self._script(
+            keys=[self.schedules_prefix()], args=[0, int(now_ms), "read", resolution, count]
+        )
+        found: dict[str, dict[str, int]] = {}
+        for flat in reply[1 : count + 1]:
+            for raw, value in _pairs(flat):
+                code, _, key = _text(raw).partition(":")
+                if code in SCHEDULE_CODES:
+                    counts = found.setdefault(key, dict.fromkeys(SCHEDULE_CODES.values(), 0))
+                    counts[SCHEDULE_CODES[code]] += int(value)
+        return found
+
+    def add(
+        self,
+        queue: str,
+        counts: dict[str, int],
+        now_ms: int = 0,
+        errors: dict[str, str] | None = None,
+    ) -> None:
+        """Add ``counts`` (field -> count) to the queue's minute and hour: one call.
+
+        ``errors`` (task name -> ``Tally.error``'s JSON) overwrite each task's last
+        error in the same call.
+        """
+        errors = errors or {}
+        args: list[Any] = [0, int(now_ms), "add", len(errors), MAX_ERROR_TASKS]
+        for name, text in errors.items():
+            args += [name, text]
         for name, value in counts.items():
             args += [name, int(value)]
         self._script(keys=[self.prefix(queue)], args=args)
@@ -238,9 +323,10 @@ class Counters:
             return False
         self._last_flush = clock
         failed: Exception | None = None
-        for queue, counts in tally.take().items():
+        counts_of, errors_of = tally.take_all()
+        for queue in dict.fromkeys([*counts_of, *errors_of]):
             try:
-                self.add(queue, counts)
+                self.add(queue, counts_of.get(queue, {}), errors=errors_of.get(queue))
             except Exception as exc:  # the other queues are still written
                 failed = exc
         if failed is not None:
@@ -260,7 +346,7 @@ class Counters:
         first = (now // step - count + 1) * step
         buckets: list[Stat] = []
         by_task: dict[str, list[Stat]] = {}
-        for position, flat in enumerate(reply[1:]):
+        for position, flat in enumerate(reply[1 : count + 1]):
             whole = Stat()
             for raw, value in _pairs(flat):
                 metric, _, name = _text(raw).partition(":")
@@ -280,7 +366,19 @@ class Counters:
             starts=[first + i * step for i in range(count)],
             buckets=buckets,
             task_buckets=by_task,
+            errors=_errors(reply[count + 1] if len(reply) > count + 1 else []),
         )
+
+
+def _errors(flat: Iterable[Any]) -> dict[str, LastError]:
+    found: dict[str, LastError] = {}
+    for raw, value in _pairs(flat):
+        try:
+            error_class, line, at_ms = json.loads(value)
+            found[_text(raw)] = LastError(str(error_class), str(line), int(at_ms))
+        except (ValueError, TypeError):
+            continue  # not one this code wrote: not shown
+    return found
 
 
 def _text(raw: bytes | str) -> str:

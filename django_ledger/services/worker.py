@@ -43,6 +43,9 @@ class WorkerOptions:
     exit_on_timeout: bool = False
     #: Run the outbox relay beside the work (``services/relay.py``): ``--no-relay`` turns it off.
     relay: bool = True
+    #: Keep the counters for the admin's charts (``--no-counters``; ``LEDGER['COUNTERS']``
+    #: off turns them off whatever this says).
+    counters: bool = True
 
 
 def task_queues() -> list[str]:
@@ -125,9 +128,11 @@ def _seconds(value: Any, default: float) -> float:
     return float(value)
 
 
-def heartbeats() -> Heartbeats:
-    """Where this project's workers write their heartbeats."""
-    return Heartbeats(connection(), ledger_settings.namespace)
+def heartbeats(counters: bool = True) -> Heartbeats:
+    """Where this project's workers write their heartbeats (and counters, if kept)."""
+    return Heartbeats(
+        connection(), ledger_settings.namespace, counters=counters and ledger_settings.counters
+    )
 
 
 def build_worker(options: WorkerOptions) -> Worker:
@@ -137,6 +142,7 @@ def build_worker(options: WorkerOptions) -> Worker:
         ledgers = {queue: get_ledger(queue) for queue in queues}
         leases = {queue: ledger_settings.queue(queue).lease.total_seconds() for queue in queues}
         handlers = {queue: handler_for(queue) for queue in queues}
+        beats = heartbeats(options.counters)
     except ImproperlyConfigured as exc:
         raise ValueError(str(exc)) from exc
     config = WorkerConfig(
@@ -147,7 +153,7 @@ def build_worker(options: WorkerOptions) -> Worker:
         max_tasks=options.max_tasks,
         shutdown_timeout=options.shutdown_timeout,
         repair=options.repair,
-        heartbeats=heartbeats(),
+        heartbeats=beats,
         exit_on_timeout=options.exit_on_timeout,
     )
     return Worker(ledgers, handlers, leases, config, metrics=_metrics(options))

@@ -4,13 +4,17 @@
 -- starts with it, so on a Redis Cluster all of a queue's counters share its slot:
 --   PREFIX:m:<minute> hash   PREFIX:h:<hour> hash   (minute = epoch ms // 60000)
 --   PREFIX:mi zset of minutes in use   PREFIX:hi zset of hours in use
+--   PREFIX:e hash task name -> its last error (JSON [class, first line, at ms])
 -- Hash fields are '<metric>:<task name>' -> count (core/counters.py names the metrics).
 -- ARGV[1] skew in ms (added to the server clock), ARGV[2] the time in epoch ms (0: the
 -- server clock plus the skew), ARGV[3] 'add' or 'read'.
---   add:  ARGV[4..] field, count, field, count...: added to this minute and this hour;
---         minutes older than a day and hours older than 30 days are deleted.
+--   add:  ARGV[4] how many errors E, ARGV[5] most tasks PREFIX:e keeps, then E pairs
+--         task, error (overwriting that task's last error; a new task past the bound is
+--         not kept), then field, count, field, count...: added to this minute and this
+--         hour; minutes older than a day and hours older than 30 days are deleted.
 --   read: ARGV[4] 'm' or 'h', ARGV[5] how many buckets back, this one included.
--- Returns {now, ...}: for read, one flat HGETALL per bucket, oldest first.
+-- Returns {now, ...}: for read, one flat HGETALL per bucket, oldest first, then the
+-- flat HGETALL of the last errors.
 local prefix = KEYS[1]
 local now = tonumber(ARGV[2])
 if now == 0 then now = server_now() end
@@ -19,13 +23,28 @@ local KEEP_MINUTES, KEEP_HOURS = 1440, 720
 
 if ARGV[3] == 'add' then
   local mkey, hkey = prefix .. ':m:' .. minute, prefix .. ':h:' .. hour
-  for i = 4, #ARGV - 1, 2 do
+  local errors, most = tonumber(ARGV[4]), tonumber(ARGV[5])
+  if not errors or errors < 0 or not most then
+    return redis.error_reply('ERR counters: add needs the error count and bound')
+  end
+  local first = 6 + 2 * errors
+  for i = first, #ARGV - 1, 2 do
     local n = tonumber(ARGV[i + 1])
     if not n or n < 0 or n ~= math.floor(n) then
       return redis.error_reply('ERR counters: count ' .. tostring(ARGV[i + 1]) .. ' is not a whole number')
     end
   end
-  for i = 4, #ARGV - 1, 2 do
+  if errors > 0 then
+    local ekey = prefix .. ':e'
+    local held = redis.call('HLEN', ekey)
+    for i = 6, first - 1, 2 do
+      if held < most or redis.call('HEXISTS', ekey, ARGV[i]) == 1 then
+        if redis.call('HSET', ekey, ARGV[i], ARGV[i + 1]) == 1 then held = held + 1 end
+      end
+    end
+    redis.call('EXPIRE', ekey, KEEP_HOURS * 3600)
+  end
+  for i = first, #ARGV - 1, 2 do
     redis.call('HINCRBY', mkey, ARGV[i], ARGV[i + 1])
     redis.call('HINCRBY', hkey, ARGV[i], ARGV[i + 1])
   end
@@ -51,6 +70,7 @@ elseif ARGV[3] == 'read' then
   for b = at - count + 1, at do
     out[#out + 1] = redis.call('HGETALL', prefix .. ':' .. res .. ':' .. b)
   end
+  out[#out + 1] = redis.call('HGETALL', prefix .. ':e')
   return out
 end
 return redis.error_reply('ERR counters: unknown operation ' .. tostring(ARGV[3]))

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
+from ..counters import Counters
 from ..dispatch import DispatchRegistry
 from ..errors import LedgerUnavailable
 from ..results import AdmissionStatus
@@ -136,6 +137,14 @@ class TickReport:
     next_due: int | None = None
     #: Some schedule has more due fires than one decision admits: tick again at once.
     more: bool = False
+    #: Counts for the counters (``core/counters.py``): ``F:<key>`` fires admitted,
+    #: ``S:<key>`` fires skipped (paused or disabled), ``M:<key>`` missed fires dropped.
+    tallies: dict[str, int] = field(default_factory=dict)
+
+    def tally(self, code: str, key: str, n: int = 1) -> None:
+        if n > 0:
+            name = f"{code}:{key}"
+            self.tallies[name] = self.tallies.get(name, 0) + n
 
     def count(self, outcome: Outcome) -> int:
         return sum(1 for event in self.events if event.outcome is outcome)
@@ -170,6 +179,7 @@ class Ticker:
         fire_lease_ms: int = FIRE_LEASE_MS,
         limit: int = MAX_FIRES,
         after_claim: Callable[[Fire], None] | None = None,
+        count: bool = True,
     ) -> None:
         if not isinstance(node_id, str) or not node_id.strip():
             raise ValueError(f"node_id must be a non-empty str, not {node_id!r}")
@@ -180,6 +190,8 @@ class Ticker:
         self.fire_lease_ms = fire_lease_ms
         self.limit = limit
         self.after_claim = after_claim
+        #: Where each tick adds its fires, skips and misfires (one call, when any).
+        self.counters = Counters(store.redis, store.namespace) if count else None
 
     def tick(self, schedules: Iterable[Schedule]) -> TickReport:
         """Run one tick over ``schedules``.
@@ -198,6 +210,14 @@ class Ticker:
             except Exception as exc:
                 logger.exception("schedule %r: the tick failed", schedule.key)
                 report.errors.append((schedule.key, f"{type(exc).__name__}: {exc}"))
+        for event in report.events:
+            if event.outcome is Outcome.ADMITTED:
+                report.tally("F", event.fire.key)
+        if self.counters is not None and report.tallies:
+            try:
+                self.counters.add_schedules(report.tallies)
+            except Exception as exc:  # the counts are lost, never the tick
+                logger.warning("the scheduler's counts were not written: %s", exc)
         return report
 
     # -- one schedule -------------------------------------------------------------------
@@ -240,9 +260,13 @@ class Ticker:
             first = decision.fires[0] if decision.fires else None
             if first is not None:
                 report.paused.append((key, first, decision.fires[-1]))
+                report.tally("S", key, len(decision.fires))
+            if decision.dropped is not None:  # what the policy left out was due too
+                report.tally("S", key, _fires_between(schedule.timing, *decision.dropped))
             return
         if decision.dropped is not None:
             report.dropped.append((key, *decision.dropped))
+            report.tally("M", key, _fires_between(schedule.timing, *decision.dropped))
             logger.warning(
                 "schedule %r: missed fires %s to %s not run (MISFIRE %r)",
                 key,
@@ -273,3 +297,18 @@ class Ticker:
             logger.info("fire %s: another node holds its dispatch record", fire.request_id)
         self.store.finish(fire.key, fire.epoch)
         return FireEvent(fire, outcome, status, recovered=taken_over)
+
+
+#: Most missed fires one misfire counts (a long outage of a frequent schedule).
+MAX_COUNTED_MISSES: Final = 10_000
+
+
+def _fires_between(timing: Timing, first: int, last: int) -> int:
+    """How many fires ``timing`` has from ``first`` to ``last`` (both fires), bounded."""
+    n, at = 1, first
+    while n < MAX_COUNTED_MISSES:
+        following = timing.next_after(at)
+        if following is None or following > last:
+            break
+        n, at = n + 1, following
+    return n

@@ -6,7 +6,8 @@ a worker that dies simply stops beating, and its entry expires and drops off the
 
 A beat also flushes the worker's ``tally`` (its outcome counters, ``core/counters.py``)
 at most once every ``counters.FLUSH_EVERY`` seconds, and a clean stop flushes what is
-left, so the counters cost no round trip per task.
+left, so the counters cost no round trip per task. ``Heartbeats(..., counters=False)``
+(the ``LEDGER['COUNTERS']`` setting, or ``ledger_worker --no-counters``) keeps none.
 """
 
 from __future__ import annotations
@@ -51,12 +52,13 @@ class WorkerInfo:
 class Heartbeats:
     """Write and read worker heartbeats for one namespace."""
 
-    def __init__(self, redis: Any, namespace: str) -> None:
+    def __init__(self, redis: Any, namespace: str, counters: bool = True) -> None:
         self.redis = redis
         self.namespace = namespace
         self.index_key = f"{namespace}:workers"
-        #: What this worker counted since its last flush (``worker/outcomes.py`` adds).
-        self.tally = Tally()
+        #: What this worker counted since its last flush (``worker/outcomes.py`` adds);
+        #: with ``counters=False`` it counts nothing and no counters key is written.
+        self.tally = Tally(enabled=counters)
         self.counters = Counters(redis, namespace)
 
     def key(self, worker_id: str) -> str:

@@ -6,6 +6,7 @@ can follow a request id through its attempts.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any
@@ -32,6 +33,8 @@ def settled(
     counts, metered = state.counts, state.metered
     heartbeats = state.config.heartbeats
     tally = heartbeats.tally if heartbeats is not None else None
+    if tally is not None and not tally.enabled:
+        tally = None  # counters off: not even the times are taken
     # The level's check is cached by the logger: a disabled line costs no formatting.
     info, warning = log.isEnabledFor(logging.INFO), log.isEnabledFor(logging.WARNING)
     for (entry, outcome), answer in zip(items, answers, strict=True):
@@ -57,6 +60,8 @@ def settled(
         name = entry.plan.name if entry.plan is not None else ""
         if tally is not None:
             tallied(tally, entry, word, seconds, name, answer)
+            if word == "failed" or word == "retry":
+                kept_error(tally, entry, outcome, name, answer.reason)
         if metered:
             state.metrics.outcome(entry.queue, name, word, seconds)
         if shown:
@@ -82,6 +87,43 @@ def tallied(
         if record is not None:
             wait = (entry.job.started_at - record.due_at) / 1000
     tally.add(entry.queue, name, word, seconds, wait)
+
+
+def kept_error(tally: Tally, entry: Entry, outcome: Outcome, name: str, reason: str | None) -> None:
+    """Keep the error of a failed or retried attempt as its task's last error.
+
+    The class is the outcome's reason (an exception class path); the first line of the
+    message is read from the attempt's result document when it holds a traceback (a
+    Django task's), else it is empty (a raw handler's outcome has only the class).
+    """
+    error_class = outcome.reason or reason or ""
+    if not error_class:
+        return
+    tally.error(
+        entry.queue,
+        name,
+        error_class,
+        _first_line(outcome.result, error_class),
+        int(time.time() * 1000),
+    )
+
+
+def _first_line(result: str | None, error_class: str) -> str:
+    """The first line of the last error's message in a result document, or ``""``."""
+    if not result or '"traceback"' not in result:
+        return ""
+    try:
+        attempts = json.loads(result)["attempts"]
+        traceback = str(attempts[-1]["error"]["traceback"])
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
+        return ""
+    short = error_class.rpartition(".")[2]
+    lines = traceback.rstrip("\n").split("\n")
+    for index in range(len(lines) - 1, -1, -1):
+        head, colon, rest = lines[index].partition(":")
+        if head.rpartition(".")[2] == short and (colon or not rest):
+            return rest.strip()
+    return lines[-1].strip()
 
 
 def log_outcome(

@@ -68,6 +68,11 @@ class Command(BaseCommand):
             help="do not deliver outbox rows in this worker (ledger_relay does it then)",
         )
         parser.add_argument(
+            "--no-counters",
+            action="store_true",
+            help="keep no counters for the admin's charts (LEDGER['COUNTERS'] = False does too)",
+        )
+        parser.add_argument(
             "--reload", action="store_true", help="restart when code changes (development)"
         )
         parser.add_argument(
@@ -117,6 +122,7 @@ class Command(BaseCommand):
             metrics_address=options["metrics_address"],
             exit_on_timeout=child,
             relay=not options["no_relay"],
+            counters=not options["no_counters"],
         )
         try:
             worker = build_worker(worker_options)

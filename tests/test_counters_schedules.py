@@ -90,3 +90,4 @@ def test_the_schedules_page_has_each_schedules_counts_of_the_last_hour(
     assert response.status_code == 200
     rows = {row["key"]: row for row in response.context["rows"]}
     assert rows["beat"]["counts"] == {"fired": 4, "skipped": 0, "misfired": 2}
+    assert "4 fired, 0 skipped, 2 misfired" in response.content.decode()

@@ -98,6 +98,7 @@ class Scheduler:
             self._admit,
             self.node_id,
             after_claim=_kill_hook(),
+            count=ledger_settings.counters,
         )
 
     def tick(self) -> TickReport:

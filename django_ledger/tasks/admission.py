@@ -90,8 +90,8 @@ def client_retries(client: Any) -> int:
     policy = get_retry() if callable(get_retry) else None
     if policy is None:
         return 0
-    count = policy.get_retries() if hasattr(policy, "get_retries") else policy._retries
-    return int(count)
+    get_retries = getattr(policy, "get_retries", None)  # redis-py's public reader
+    return int(get_retries()) if callable(get_retries) else 0
 
 
 def _shown(ids: Sequence[str]) -> str:

@@ -21,6 +21,11 @@ from tests.redis_server import RedisServer
 from tests.worker_process import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
+# The worker processes connect to the standalone URL; the cluster run covers the limits
+# through tests/test_limits_claim.py.
+pytestmark = pytest.mark.standalone_only(
+    reason="its worker processes connect to the standalone URL"
+)
 
 
 @pytest.fixture

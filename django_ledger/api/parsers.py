@@ -13,7 +13,6 @@ do not change what the API accepts or how it answers.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import IO, Any
 
@@ -23,35 +22,12 @@ from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.utils import json
 
+from ..core.jobs import nesting_depth  # one loop counts nesting, for bodies and payloads
+
 __all__ = ["MAX_DEPTH", "LedgerJSONParser", "LedgerJSONRenderer", "nesting_depth"]
 
 #: The deepest nesting of arrays and objects a body may have (the top level is 1).
 MAX_DEPTH = 64
-
-# A JSON string, escapes included (the unrolled form: no backtracking per character).
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-
-
-def nesting_depth(text: str, limit: int = MAX_DEPTH) -> int:
-    """Return how deep arrays and objects nest in ``text``, counting at most to ``limit + 1``.
-
-    Brackets inside strings do not count. The count is a loop, not recursion, and
-    stops as soon as it passes ``limit``; text that is not JSON gets some number that
-    ``json`` refuses anyway.
-    """
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    depth = deepest = 0
-    for bracket in brackets:
-        if bracket in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > limit:
-                    break
-        else:
-            depth -= 1
-    return deepest
 
 
 class LedgerJSONParser(JSONParser):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 if not (os.access(CHROMIUM, os.X_OK) or shutil.which("chromium")):
     pytest.skip(f"no chromium at {CHROMIUM}", allow_module_level=True)
 
+pytest_plugins = ["tests.browser_fixtures"]
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -55,24 +55,6 @@ def admin_ledger(namespace: str, settings: Any) -> Ledger:
     # One fast hash for the one login: the default hasher is slow on purpose.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     return get_ledger("default")
-
-
-@pytest.fixture
-def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    # Playwright's sync API runs an event loop in this thread; Django's ORM calls in
-    # the test's teardown are still synchronous and safe.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    executable = CHROMIUM if os.access(CHROMIUM, os.X_OK) else shutil.which("chromium")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=executable,
-            headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 @pytest.fixture

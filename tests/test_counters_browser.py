@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 if not (os.access(CHROMIUM, os.X_OK) or shutil.which("chromium")):
     pytest.skip(f"no chromium at {CHROMIUM}", allow_module_level=True)
 
+pytest_plugins = ["tests.browser_fixtures"]
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -48,22 +48,6 @@ def counted(namespace: str, settings: Any) -> Ledger:
         for queue, counts in tally.take().items():
             counters.add(queue, counts, now_ms=now - minute * 60_000)
     return ledger
-
-
-@pytest.fixture
-def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    executable = CHROMIUM if os.access(CHROMIUM, os.X_OK) else shutil.which("chromium")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=executable,
-            headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 FITS = """() => ({viewport: window.innerWidth, document: document.documentElement.scrollWidth})"""

@@ -215,12 +215,12 @@ def _stage(staging: Ledger, queue: str) -> list[tuple[str, bytes]]:
     staging.settle(claim("retried"), State.PENDING, delay=300)
     held = claim("claimed", lease=60)
     staging.renew(held, lease=600)
-    # A lease that ran out: repair gives it back (PENDING), as it has attempts left; it
-    # is due a second from now, so the claims below take only demo-dead.
-    _expire(staging, claim("expired", lease=1))
     # Out of attempts: claimed as many times as the queue allows, each lease running out,
-    # until repair ends it DEAD.
+    # until repair ends it DEAD. It comes before demo-expired, which repair makes due
+    # again about a second from now: a slow machine would otherwise claim it here.
     _exhaust(staging, admit("dead"))
+    # A lease that ran out: repair gives it back (PENDING), as it has attempts left.
+    _expire(staging, claim("expired", lease=1))
     admit("pending")
     admit("later", delay=3600)
     made = [PREFIX + step for step in STEPS if step != "quarantined"]

@@ -133,11 +133,6 @@ def test_earlier_lost_attempts_of_a_claimed_task_are_not_its_current_workers() -
     assert [e["exception_class_path"] for e in state.errors] == [LEASE_EXPIRED_PATH] * 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs ops.lua settle_items and reference.settle: a plain renewal ('C') keeps "
-    "updated_at, so a CLAIMED record's updated_at stays its attempt's start",
-)
 @pytest.mark.parametrize("optimized", MODES)
 def test_a_renewal_does_not_move_a_running_attempts_start(
     redis_client: redis.Redis, namespace: str, optimized: bool

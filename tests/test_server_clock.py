@@ -87,11 +87,14 @@ def scenario(url: str, namespace: str, prefix: str) -> dict[str, Any]:
             steps.append(
                 [(c.request_id, c.lease_until - updated_at(ledger, c.request_id)) for c in claims]
             )
+            started = updated_at(ledger, claims[0].request_id)
             renewal = ledger.renew(claims[0], lease=45)
             assert renewal.record is not None and renewal.record.lease_until is not None
-            steps.append(
-                (renewal.status.value, renewal.record.lease_until - renewal.record.updated_at)
-            )
+            # A renewal keeps updated_at (the attempt's start): the new lease runs 45 s
+            # from the renewal, a few milliseconds after the claim.
+            kept = renewal.record.updated_at == started
+            ran = renewal.record.lease_until - renewal.record.updated_at
+            steps.append((renewal.status.value, kept, 45_000 <= ran < 55_000))
             retry = ledger.settle(claims[0], State.PENDING, delay=120)
             assert retry.record is not None
             steps.append((retry.status.value, retry.record.due_at - retry.record.updated_at))
@@ -179,7 +182,7 @@ EXPECTED_STEPS = [
     [["ADMITTED", 0], ["ADMITTED", 60_000], ["ADMITTED", 1_800_000]],
     True,
     [["now", 30_000]],
-    ["RENEWED", 45_000],
+    ["RENEWED", True, True],
     ["SETTLED", 120_000],
     ["soon"],
     ["LOST", "lease_expired", 1],

@@ -309,7 +309,9 @@ def settle(
         if now >= lease_until:
             return Settlement(SettlementStatus.LOST, None, "lease_expired")
         if target == "C":
-            new = replace(record, lease_until=now + ms, updated_at=now)
+            # A plain renewal keeps updated_at: a CLAIMED record's updated_at is when its
+            # attempt started (a held claim's start is when it is marked started, below).
+            new = replace(record, lease_until=now + ms)
         elif target == "S":
             new = replace(record, lease_until=now + ms, updated_at=now, held=False)
         elif target == "P":

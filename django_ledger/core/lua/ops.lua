@@ -143,7 +143,9 @@ local function settle_items(now, first, last, out)
         -- Given back due now (released, or retried without a delay): wake a worker.
         due = due or (r.s == 'P' and r.due <= now)
       end
-      r.updated = now
+      -- A plain renewal keeps updated_at, so a CLAIMED record's updated_at stays its
+      -- attempt's start ('S', a held claim starting, moves it to now).
+      if target ~= 'C' then r.updated = now end
       raw = encode(id, r)
       if not final[id] then order[#order + 1] = id end
       latest[id] = raw

@@ -7,7 +7,9 @@
 # Redis Cluster (Python 3.11 + Django 5.2, LEDGER_TEST_CLUSTER=1), ruff and mypy,
 # through tox in the virtualenv .venv-ci. Needs Python 3.11+ and a redis-server
 # (installed if missing). The tests start their own redis-servers on free ports;
-# nothing here touches the Redis on port 6379.
+# nothing here touches the Redis on port 6379. The environments run as two streams side
+# by side (py311-django52, lint, type; py313-django61, cluster); an env list given as
+# arguments runs as one stream.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/_redis.sh
@@ -70,33 +72,59 @@ for version in 3.11 3.12 3.13; do
 done
 export PATH="$PYTHONS:$PATH"
 
+# Two streams of tox environments run side by side, each in a tox work directory of
+# its own (so neither rebuilds the other's package): the suites spend most of their time
+# waiting on the worker, scheduler and demo processes they start, so two at once finish
+# well before one after the other. Each stream's output goes to its own log, printed
+# whole when it ends. LEDGER_TEST_SERIAL=1 runs them one after the other instead.
+streams=()
 if [ "$#" -gt 0 ]; then
-    envs="$*"
+    streams=("$(echo "$*" | tr ' ' ',')")
 else
-    tests=()
-    [ -e "$PYTHONS/python3.11" ] && tests+=(py311-django52)
-    [ -e "$PYTHONS/python3.13" ] && tests+=(py313-django61)
+    first=() second=()
+    [ -e "$PYTHONS/python3.11" ] && first+=(py311-django52)
+    first+=(lint type)
+    [ -e "$PYTHONS/python3.13" ] && second+=(py313-django61)
     # The suite again on a local Redis Cluster (tox.ini's cluster env, Python 3.11).
-    [ -e "$PYTHONS/python3.11" ] && tests+=(cluster)
+    [ -e "$PYTHONS/python3.11" ] && second+=(cluster)
     if [ ! -e "$PYTHONS/python3.13" ]; then
         warn_loudly "python3.13 NOT FOUND: Django 6.1 on Python 3.13 IS NOT TESTED." \
             "Install Python 3.13 (pyenv install 3.13, or apt-get install python3.13)."
     fi
-    if [ "${#tests[@]}" -eq 0 ]; then
+    if [ ! -e "$PYTHONS/python3.11" ] && [ ! -e "$PYTHONS/python3.13" ]; then
         log "ERROR: neither python3.11 nor python3.13 found: no test environment can run"
         exit 1
     fi
-    envs="$(IFS=,; echo "${tests[*]},lint,type")"
+    streams+=("$(IFS=,; echo "${first[*]}")")
+    [ "${#second[@]}" -gt 0 ] && streams+=("$(IFS=,; echo "${second[*]}")")
+    if [ "${LEDGER_TEST_SERIAL:-}" = 1 ]; then
+        streams=("$(IFS=,; echo "${streams[*]}")")
+    fi
 fi
 
 ensure_chromium
 ensure_postgresql
-log "tox -e $envs"
 output="$VENV/tox-output.log"
-set +e
-"$VENV/bin/tox" -e "$envs" 2>&1 | tee "$output"
-status="${PIPESTATUS[0]}"
-set -e
+: >"$output"
+pids=()
+for i in "${!streams[@]}"; do
+    log "tox -e ${streams[$i]} (stream $((i + 1)) of ${#streams[@]})"
+    (
+        set +e
+        "$VENV/bin/tox" --workdir ".tox/stream$((i + 1))" -e "${streams[$i]}" \
+            >"$VENV/tox-stream$((i + 1)).log" 2>&1
+        echo "$?" >"$VENV/tox-stream$((i + 1)).rc"
+    ) &
+    pids+=("$!")
+done
+status=0
+for i in "${!streams[@]}"; do
+    wait "${pids[$i]}" || true
+    cat "$VENV/tox-stream$((i + 1)).log" | tee -a "$output"
+    rc="$(cat "$VENV/tox-stream$((i + 1)).rc" 2>/dev/null || echo 1)"
+    log "stream $((i + 1)) (${streams[$i]}): exit $rc"
+    [ "$rc" -ne 0 ] && status="$rc"
+done
 
 # One closing line over every pytest run above ("N passed, N failed[, N skipped]").
 awk '

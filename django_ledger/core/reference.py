@@ -159,20 +159,28 @@ def _next_due(runner: Runner, now: int) -> tuple[bool, int | None]:
 
 
 def _woken(runner: Runner, claims: list[Claim], limit: int, budget: int) -> Claims:
-    """The wake key after a claim, as claim_due (ops.lua) leaves it; the next due time."""
-    wake_key = runner.keys[10]
+    """The wake key after a claim, as claim_due (ops.lua) leaves it; the next due time.
+
+    These are several calls, not one script, so the marker is cleared before the claim
+    reads the index (``_claim_due``), never after: an admission that comes in between is
+    either seen by the claim or leaves its marker after the clear, and no wake-up is lost.
+    """
     now = runner.server_time_ms()
     due_now, best = _next_due(runner, now)
     if budget <= 0 and len(claims) < limit:
         return Claims(claims)  # corrupt records at the head: repair's to clear
     if len(claims) >= limit and due_now:
-        runner.write("ZADD", wake_key, now, "w")  # more is due: another worker wakes
+        runner.write("ZADD", runner.keys[10], now, "w")  # more is due: another worker wakes
         return Claims.of(claims, 0)
-    with runner.translate_errors():
-        stale = runner.redis.exists(wake_key)
-    if stale:
-        runner.write("DEL", wake_key)
     return Claims.of(claims, None if best is None else max(0, best - now))
+
+
+def _clear_wake(runner: Runner) -> None:
+    """Delete the wake marker, if there is one, before a claim reads the ready index."""
+    with runner.translate_errors():
+        stale = runner.redis.exists(runner.keys[10])
+    if stale:
+        runner.write("DEL", runner.keys[10])
 
 
 def claim(
@@ -211,6 +219,7 @@ def _claim_due(
         if runner.redis.exists(runner.gate_key):
             # Closed: not even a fence is taken (write.lua checks again).
             return Claims.of(claims, _GATED_MS)
+    _clear_wake(runner)
     skipped = 0
     budget = limit * 4 + 64
     # Priority bands, highest first (codec.lua's next_band); the earliest due first in each.

@@ -163,6 +163,9 @@ EVERY_SECOND = {"TASK": TASK, "EVERY": 1, "MISFIRE": "all", "GRACE": 120}
 def test_three_schedulers_started_together_admit_each_fire_once(setup: Setup) -> None:
     start = setup.seed()
     processes = [setup.start(EVERY_SECOND) for _ in range(3)]
+    # Each says "schedules" once its signal handlers are in place: a SIGTERM before that
+    # (a slow start on a busy machine) would kill it, not stop it.
+    wait_for(lambda: all(": schedules " in p.output for p in processes), 60, "three schedulers")
 
     wait_for(lambda: len(setup.dispatched()) >= 12, 60, "twelve fires dispatched")
     codes = [process.stop() for process in processes]

@@ -263,3 +263,17 @@ def test_a_purged_workflow_leaves_nothing_behind(ledger_factory: Callable[..., L
     assert ledger.redis.hlen(ledger.runner.flows_key) == 0
     # After its retention, the same id is a new workflow, as a request id is.
     assert admit_workflow(ledger, "p", [step("a")]).status is ADMITTED
+
+
+def test_a_released_payload_is_exactly_head_inputs_tail(ledger: Ledger) -> None:
+    tail = '],"note":' + json.dumps("é🎉\u2028\\\"\x00", ensure_ascii=False) + "}"
+    steps = [
+        step("a"),
+        FlowStep("b", "{}", parents=("a",), inputs="list", head='{"args":[', tail=tail),
+    ]
+    admit_workflow(ledger, "u", steps)
+    value = {"text": "ü\n🎉", "big": 2**63, "float": 0.1}
+    doc = '{"v":1,"attempts":[],"return_value":' + json.dumps(value, ensure_ascii=False) + "}"
+    ledger.settle(claim_all(ledger)["a"], State.COMPLETED, result=doc)
+    released = claim_all(ledger)["b"].payload
+    assert released == '{"args":[[' + json.dumps(value, ensure_ascii=False) + "]" + tail

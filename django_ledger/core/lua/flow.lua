@@ -26,14 +26,14 @@ local function flow_hmget(key, fields)
   return out
 end
 
--- A step's output for its dependants: the return value of its result document
--- (core/jobs.py: "return_value" is its last member), else JSON null. The 16 bytes
--- ',"return_value":' cannot occur inside a JSON string (its quotes would be escaped).
+-- A step's output for its dependants: the return value of its result document as
+-- core/jobs.py encodes it ("return_value" its last member), else JSON null. A comma,
+-- then '"return_value"' cannot occur inside a JSON string (its quotes would be escaped).
 local function flow_output(doc)
   if not doc then return 'null' end
-  local at = string.find(doc, ',"return_value":', 1, true)
+  local _, at = string.find(doc, ',%s*"return_value"%s*:')
   if not at then return 'null' end
-  return string.sub(doc, at + 16, -2)
+  return string.sub(doc, at + 1, -2)
 end
 
 local FLOW_ESCAPES = {['"'] = '\\"', ['\\'] = '\\\\', ['\n'] = '\\n', ['\r'] = '\\r',

@@ -266,7 +266,7 @@ def test_a_purged_workflow_leaves_nothing_behind(ledger_factory: Callable[..., L
 
 
 def test_a_released_payload_is_exactly_head_inputs_tail(ledger: Ledger) -> None:
-    tail = '],"note":' + json.dumps("é🎉\u2028\\\"\x00", ensure_ascii=False) + "}"
+    tail = '],"note":' + json.dumps('é🎉\u2028\\"\x00', ensure_ascii=False) + "}"
     steps = [
         step("a"),
         FlowStep("b", "{}", parents=("a",), inputs="list", head='{"args":[', tail=tail),

@@ -186,10 +186,10 @@ def _manifest(workflow_id: str, steps: Sequence[FlowStep]) -> str:
 
 def _entries(workflow_id: str, steps: Sequence[FlowStep]) -> list[tuple[str, str, str, str, int]]:
     """Per step: id, payload ('' if it waits), spec, dependants ('' none), parents."""
-    dependants: dict[str, list[str]] = {step.name: [] for step in steps}
+    dependants: dict[str, list[list[str]]] = {step.name: [] for step in steps}
     for step in steps:
         for parent in step.parents:
-            dependants[parent].append(step_id(workflow_id, step.name))
+            dependants[parent].append([step_id(workflow_id, step.name), step.on_failure])
     entries = []
     for step in steps:
         sid = step_id(workflow_id, step.name)

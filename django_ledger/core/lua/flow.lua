@@ -9,7 +9,8 @@
 --   s:S  the step's spec: f workflow, p parent ids, o on failure ('cancel'/'continue'),
 --        m how the parents' results go in ('none', 'spread', 'list'), h and t the
 --        payload before and after them, x the payload without them
---   d:S  the ids of the steps that wait on S (a JSON array)
+--   d:S  the steps that wait on S: a JSON array of [step id, its on-failure rule], so
+--        that a parent's ending reads no child's spec unless it releases or cancels it
 --   n:S  only while S waits: how many of its parents have not ended. A waiting step has
 --        no record, so no claim, index or repair can see it.
 --   c:S  S was cancelled: the id of the parent that ended it ('' the operator)
@@ -134,19 +135,22 @@ local function flow_ended(now, id, state, deps)
     local pid, pstate = item[1], item[2]
     local children = cjson.decode(item[3])
     local cause
-    for _, child in ipairs(children) do
+    for _, pair in ipairs(children) do
+      local child, rule = pair[1], pair[2]
       local waiting = 'n:' .. child
       if redis.call('HEXISTS', KEYS[13], waiting) == 1 then
-        local spec = cjson.decode(redis.call('HGET', KEYS[13], 's:' .. child))
-        if pstate ~= 'K' and spec.o ~= 'continue' then
+        -- A child's spec (its parents' ids: large for a chord's callback) is read only
+        -- when it is released or cancelled, never per parent.
+        if pstate ~= 'K' and rule ~= 'continue' then
           redis.call('HDEL', KEYS[13], waiting)
           cause = cause or flow_cause(pid, pstate)
+          local spec = cjson.decode(redis.call('HGET', KEYS[13], 's:' .. child))
           flow_cancel_step(now, child, spec, pid, cause)
           local more = redis.call('HGET', KEYS[13], 'd:' .. child)
           if more then work[#work + 1] = {child, 'F', more} end
         elseif redis.call('HINCRBY', KEYS[13], waiting, -1) <= 0 then
           redis.call('HDEL', KEYS[13], waiting)
-          flow_release(now, child, spec)
+          flow_release(now, child, cjson.decode(redis.call('HGET', KEYS[13], 's:' .. child)))
         end
       end
     end

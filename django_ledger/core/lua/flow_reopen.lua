@@ -11,7 +11,8 @@ while #work > 0 do
   local pid = table.remove(work)
   local deps = redis.call('HGET', KEYS[13], 'd:' .. pid)
   if deps then
-    for _, child in ipairs(cjson.decode(deps)) do
+    for _, pair in ipairs(cjson.decode(deps)) do
+      local child = pair[1]
       if redis.call('HEXISTS', KEYS[13], 'c:' .. child) == 1 then
         local spec = cjson.decode(redis.call('HGET', KEYS[13], 's:' .. child))
         local raws = flow_hmget(KEYS[1], spec.p)

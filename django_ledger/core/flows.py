@@ -47,6 +47,7 @@ __all__ = [
     "released",
     "reopen_step",
     "step_id",
+    "workflow_of_step",
 ]
 
 #: The most steps one workflow may have: all of them live in one hash slot and are
@@ -393,6 +394,19 @@ def read_workflow(ledger: Ledger, workflow_id: str) -> WorkflowStatus | None:
             )
         )
     return out
+
+
+def workflow_of_step(ledger: Ledger, request_id: str) -> str | None:
+    """The id of the workflow whose step ``request_id`` is, or ``None`` (one ``HGET``)."""
+    runner = getattr(ledger, "runner", None)
+    if runner is None:
+        return None
+    with runner.translate_errors():
+        spec = runner.redis.hget(runner.flows_key, "s:" + request_id)
+    if spec is None:
+        return None
+    flow = json.loads(spec).get("f")
+    return flow if isinstance(flow, str) else None
 
 
 def _runner(ledger: Ledger) -> Runner:

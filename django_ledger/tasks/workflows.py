@@ -59,6 +59,7 @@ from .store import queues
 from .workflow_rows import row_id, row_of
 
 __all__ = [
+    "STEP_STATES",
     "Chain",
     "Chord",
     "Group",
@@ -80,6 +81,20 @@ __all__ = [
 ]
 
 _ARGS = '{"args":['
+
+
+#: What a step's ``state`` may be (``WorkflowStep``).
+STEP_STATES = (
+    "WAITING",
+    "PENDING",
+    "CLAIMED",
+    "COMPLETED",
+    "FAILED",
+    "DEAD",
+    "CANCELLED",
+    "GONE",
+    "CORRUPT",
+)
 
 
 class StepCancelled(Exception):

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Callable
+from io import StringIO
 from typing import Any
 
 import pytest
 from django.contrib.admin.utils import quote
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.test import Client, override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -99,3 +102,16 @@ def test_the_api_refuses_without_the_permission(
     url = "/api/queues/default/workflows/wf-api/"
     assert api_anonymous.get(url).status_code == 401
     assert api_client_for("admit").get(url).status_code == 403
+
+
+def test_the_api_schema_documents_the_workflow_read_with_no_warnings(tmp_path: Any) -> None:
+    path = tmp_path / "schema.json"
+    stderr = StringIO()
+    args = ("--validate", "--fail-on-warn", "--format", "openapi-json", "--file", str(path))
+    call_command("spectacular", *args, stderr=stderr)
+    assert "warning" not in stderr.getvalue().lower(), stderr.getvalue()
+    operation = json.loads(path.read_text())["paths"][
+        "/api/queues/{queue}/workflows/{workflow_id}/"
+    ]["get"]
+    assert operation["security"] == [{"tokenAuth": []}, {"cookieAuth": []}]
+    assert {"200", "400", "401", "403", "404", "429", "503"} <= set(operation["responses"])

@@ -27,7 +27,8 @@ sees the same machine. One task: ``perf_counter``, enqueue, then read the result
 1 ms until done. Prints median, p99 and max per system and mode, and the ratio of the
 ledger's median and p99 to each peer's. Then, with only the ledger's worker left
 running, ``--idle-seconds`` of nothing to do: the commands Redis received meanwhile, by
-``INFO commandstats``, per block time-out of its wake-up wait (``core/wake.py``).
+``MONITOR`` (what scripts ran left out; ``INFO commandstats`` counts that too), per
+block time-out of its wake-up wait (``core/wake.py``).
 """
 
 from __future__ import annotations
@@ -171,26 +172,40 @@ def _stats(times: list[float]) -> tuple[float, float, float]:
 
 
 def _idle_commands(server: Any, seconds: float) -> list[str]:
-    """What Redis received from the ledger's idle worker alone, per block time-out."""
+    """What the ledger's idle worker alone sent to Redis, per block time-out.
+
+    Counted with ``MONITOR`` (the commands scripts ran are not sent: they are left out)
+    and, for context, ``INFO commandstats`` over the same time (which counts them).
+    """
     from django_ledger.core.wake import BLOCK_MOST
 
     client = server.client()
+    sent: dict[str, int] = {}
     client.config_resetstat()
-    time.sleep(seconds)
+    ends = time.monotonic() + seconds
+    with client.monitor() as monitor:
+        while time.monotonic() < ends:
+            command = monitor.next_command()
+            if command["client_type"] == "lua" or command["command"].startswith("MONITOR"):
+                continue
+            name = command["command"].split(" ", 1)[0].upper()
+            sent[name] = sent.get(name, 0) + 1
     stats = client.info("commandstats")
-    calls = {
-        name.removeprefix("cmdstat_"): int(value["calls"])
+    counted = sum(
+        int(value["calls"])
         for name, value in stats.items()
-        if name.removeprefix("cmdstat_") not in ("info", "config|resetstat")
-    }
-    total = sum(calls.values())
-    per_block = total / (seconds / BLOCK_MOST)
+        if name.removeprefix("cmdstat_") not in ("info", "config|resetstat", "monitor")
+    )
+    total = sum(sent.values())
+    blocks = seconds / BLOCK_MOST
     shown = ", ".join(
-        f"{name} {count}" for name, count in sorted(calls.items(), key=lambda c: -c[1])
+        f"{name} {count}" for name, count in sorted(sent.items(), key=lambda c: -c[1])
     )
     return [
-        f"idle ledger worker, {seconds:.0f} s: {total} commands ({shown}), "
-        f"{per_block:.2f} per block time-out of {BLOCK_MOST:g} s"
+        f"idle ledger worker, {seconds:.0f} s: sent {total} commands ({shown}): "
+        f"{total / blocks:.2f} per block time-out of {BLOCK_MOST:g} s, "
+        f"{sent.get('BZPOPMIN', 0) / blocks:.2f} of them BZPOPMIN; INFO commandstats, "
+        f"which counts what scripts ran too: {counted}"
     ]
 
 
@@ -258,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
                 if name != "ledger":
                     worker.terminate()
                     worker.wait(60)
+            time.sleep(2)  # the ledger's worker idle again (its last block timed out)
             lines += _idle_commands(server, args.idle_seconds)
         print("\n".join(["", *lines]))
     finally:

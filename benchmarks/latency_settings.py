@@ -51,6 +51,6 @@ if DTR:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "level": "WARNING"}},
     "root": {"handlers": ["console"], "level": "WARNING"},
 }

@@ -1,28 +1,40 @@
-"""Latency of a Django task: from before ``enqueue()`` until ``get_result()`` reads SUCCESSFUL.
+"""Latency of a task, from before it is enqueued until its result reads as done.
 
-Run from the repository root:
+Run from the repository root, with the peers in a scratch virtualenv (django-tasks-redis
+needs Django 6.0+ on Python 3.12+; docs/performance.md says how it was made):
 
-    python -m benchmarks.latency_bench                 # old (the merge-base with main) and new
-    python -m benchmarks.latency_bench --old abc123    # old: any commit
-    python -m benchmarks.latency_bench --tasks 50      # fewer tasks per mode
+    python -m benchmarks.latency_bench                      # every system installed
+    python -m benchmarks.latency_bench --tasks 50 --only busy
+    python -m benchmarks.latency_bench --systems ledger --idle-seconds 20
 
 It starts its own redis-server on a free port (never 6379), pins it to CPU 0 and itself
-(and so the worker processes it starts) to CPU 1 (``sched_setaffinity``). Each variant is
-one ``manage.py ledger_worker`` process with its defaults, on ``tests.latency_settings``
-(the test project and ``tests.bench_tasks_app``: a no-op task, no signal receivers): new
-is this checkout, old a copy of ``--old`` (``git archive``) in a temporary directory, with
-this checkout's bench app and settings copied in. The bench process enqueues with this
-checkout's code, so both variants measure the same client.
+(and so every worker process it starts) to CPU 1 (``sched_setaffinity``, what
+``taskset`` does). The systems, one worker process each with its defaults, all running
+at once on ``benchmarks.latency_settings``:
 
-Two modes, ``--tasks`` tasks each (200), old and new in turn: **busy**, tasks 0 to 50 ms
-apart (uniform), and **idle**, 1 to 1.5 s apart. Each task: ``perf_counter``, then
-``noop.enqueue()``, then ``get_result()`` every 1 ms until SUCCESSFUL. Prints median,
-p99 and max per variant and mode.
+* **ledger**: ``django-admin ledger_worker``; ``noop.enqueue()``, then
+  ``noop.get_result(id).status`` (``tests.bench_tasks_app``: a no-op task, no signal
+  receivers);
+* **django-tasks-redis**: ``django-admin run_redis_tasks --backend dtr --continuous``;
+  the same task with ``.using(backend="dtr")``, read the same way;
+* **celery**: ``celery -A benchmarks.latency_peers:celery worker`` (prefork, its
+  default pool), a Redis result backend; ``delay()``, then ``AsyncResult(id).state``.
+
+Two modes, ``--tasks`` tasks per system (200): **busy**, a system's tasks 0 to 50 ms
+apart, and **idle**, 1 to 1.5 s apart. The systems take turns task by task (the order
+turns by one each cycle), with a third of the gap slept before each, so every system
+sees the same machine. One task: ``perf_counter``, enqueue, then read the result every
+1 ms until done. Prints median, p99 and max per system and mode, and the ratio of the
+ledger's median and p99 to each peer's. Then, with only the ledger's worker left
+running, ``--idle-seconds`` of nothing to do: the commands Redis received meanwhile, by
+``MONITOR`` (what scripts ran left out; ``INFO commandstats`` counts that too), per
+block time-out of its wake-up wait (``core/wake.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import random
 import shutil
@@ -32,93 +44,181 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-#: What the old checkout needs of this one to run the same worker.
-_COPIED = ("tests/bench_tasks_app", "tests/latency_settings.py")
+SYSTEMS = ("ledger", "django-tasks-redis", "celery")
+GAPS = {"busy": (0.0, 0.05), "idle": (1.0, 1.5)}
 
 
-def _old_tree(ref: str, into: Path) -> Path:
-    """A copy of commit ``ref`` with the bench app and settings of this checkout."""
-    into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(
-        ["git", "archive", ref], cwd=ROOT, check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    for name in _COPIED:
-        source, target = ROOT / name, into / name
-        if source.is_dir():
-            shutil.copytree(source, target, dirs_exist_ok=True)
+@dataclass
+class System:
+    """One system: its worker's command line, and one task's enqueue and read."""
+
+    name: str
+    command: list[str]
+    enqueue: Callable[[], Any]
+    done: Callable[[Any], bool]
+    times: dict[str, list[float]] = field(default_factory=dict)
+
+    def one(self) -> float:
+        """One task's latency in seconds: enqueue, then read the result every 1 ms."""
+        began = time.perf_counter()
+        handle = self.enqueue()
+        while not self.done(handle):
+            time.sleep(0.001)
+        return time.perf_counter() - began
+
+
+def _systems(names: list[str]) -> list[System]:
+    from django_ledger.tasks.compat import TaskResultStatus
+    from tests.bench_tasks_app.tasks import noop
+
+    django_admin = [sys.executable, "-m", "django"]
+    made: list[System] = []
+    successful = TaskResultStatus.SUCCESSFUL
+    for name in names:
+        if name == "ledger":
+            made.append(
+                System(
+                    name,
+                    [*django_admin, "ledger_worker"],
+                    noop.enqueue,
+                    lambda result: noop.get_result(result.id).status == successful,
+                )
+            )
+        elif name == "django-tasks-redis":
+            from django.conf import settings
+
+            if not getattr(settings, "DTR", False):
+                print("django-tasks-redis is not installed (Django 6.0+): skipped")
+                continue
+            dtr = noop.using(backend="dtr")
+            made.append(
+                System(
+                    name,
+                    [*django_admin, "run_redis_tasks", "--backend", "dtr", "--continuous"],
+                    dtr.enqueue,
+                    lambda result, dtr=dtr: dtr.get_result(result.id).status == successful,
+                )
+            )
+        elif name == "celery":
+            if importlib.util.find_spec("celery") is None:
+                print("celery is not installed: skipped")
+                continue
+            from benchmarks import latency_peers
+
+            app, celery_noop = latency_peers.celery, latency_peers.celery_noop
+            made.append(
+                System(
+                    name,
+                    [
+                        sys.executable,
+                        "-m",
+                        "celery",
+                        "-A",
+                        "benchmarks.latency_peers:celery",
+                        "worker",
+                        "-l",
+                        "warning",
+                    ],
+                    celery_noop.delay,
+                    lambda result, app=app: app.AsyncResult(result.id).state == "SUCCESS",
+                )
+            )
         else:
-            shutil.copy(source, target)
-    return into
+            raise SystemExit(f"unknown system {name!r} (known: {', '.join(SYSTEMS)})")
+    return made
 
 
-def _worker(tree: Path, url: str, namespace: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "REDIS_URL": url,
-        "LEDGER_NAMESPACE": namespace,
-        "DJANGO_SETTINGS_MODULE": "tests.latency_settings",
-        "PYTHONPATH": str(tree),
-        "PYTHONUNBUFFERED": "1",
-    }
-    with log.open("wb") as out:
+def _start(system: System, logs: Path) -> subprocess.Popen[bytes]:
+    with (logs / f"{system.name}.log").open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "manage.py", "ledger_worker"],
-            cwd=tree,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
+            system.command, cwd=ROOT, env=os.environ, stdout=out, stderr=subprocess.STDOUT
         )
 
 
-def _one(noop: Any, successful: Any) -> float:
-    """One task's latency in seconds: enqueue, then read the result every 1 ms."""
-    began = time.perf_counter()
-    result = noop.enqueue()
-    while True:
-        if noop.get_result(result.id).status == successful:
-            return time.perf_counter() - began
-        time.sleep(0.001)
+def _ready(system: System, worker: subprocess.Popen[bytes], within: float = 120) -> None:
+    """Wait for the worker to run one task (started, imports warm)."""
+    deadline = time.monotonic() + within
+    handle = system.enqueue()
+    while not system.done(handle):
+        if worker.poll() is not None:
+            raise SystemExit(f"{system.name}: the worker exited ({worker.returncode})")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{system.name}: no task done within {within:.0f} s")
+        time.sleep(0.01)
 
 
-def _measure(noop: Any, successful: Any, tasks: int, gap: tuple[float, float]) -> list[float]:
-    times = []
-    for _ in range(tasks):
-        time.sleep(random.uniform(*gap))
-        times.append(_one(noop, successful))
-    return times
+def _measure(systems: list[System], mode: str, tasks: int) -> None:
+    low, high = GAPS[mode]
+    share = len(systems)
+    for system in systems:
+        system.times[mode] = []
+    for cycle in range(tasks):
+        turn = cycle % share
+        for system in systems[turn:] + systems[:turn]:
+            time.sleep(random.uniform(low, high) / share)
+            system.times[mode].append(system.one())
 
 
-def _line(name: str, mode: str, times: list[float]) -> str:
+def _stats(times: list[float]) -> tuple[float, float, float]:
     ms = sorted(t * 1000 for t in times)
     p99 = ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))]
-    return (
-        f"{name:<4} {mode:<5} n={len(ms):<4} median {statistics.median(ms):7.2f} ms  "
-        f"p99 {p99:7.2f} ms  max {ms[-1]:7.2f} ms"
+    return statistics.median(ms), p99, ms[-1]
+
+
+def _idle_commands(server: Any, seconds: float) -> list[str]:
+    """What the ledger's idle worker alone sent to Redis, per block time-out.
+
+    Counted with ``MONITOR`` (the commands scripts ran are not sent: they are left out)
+    and, for context, ``INFO commandstats`` over the same time (which counts them).
+    """
+    from django_ledger.core.wake import BLOCK_MOST
+
+    client = server.client()
+    sent: dict[str, int] = {}
+    client.config_resetstat()
+    ends = time.monotonic() + seconds
+    with client.monitor() as monitor:
+        while time.monotonic() < ends:
+            command = monitor.next_command()
+            if command["client_type"] == "lua" or command["command"].startswith("MONITOR"):
+                continue
+            name = command["command"].split(" ", 1)[0].upper()
+            sent[name] = sent.get(name, 0) + 1
+    stats = client.info("commandstats")
+    counted = sum(
+        int(value["calls"])
+        for name, value in stats.items()
+        if name.removeprefix("cmdstat_") not in ("info", "config|resetstat", "monitor")
     )
+    total = sum(sent.values())
+    blocks = seconds / BLOCK_MOST
+    shown = ", ".join(
+        f"{name} {count}" for name, count in sorted(sent.items(), key=lambda c: -c[1])
+    )
+    return [
+        f"idle ledger worker, {seconds:.0f} s: sent {total} commands ({shown}): "
+        f"{total / blocks:.2f} per block time-out of {BLOCK_MOST:g} s, "
+        f"{sent.get('BZPOPMIN', 0) / blocks:.2f} of them BZPOPMIN; INFO commandstats, "
+        f"which counts what scripts ran too: {counted}"
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--old", help="the old commit (default: the merge-base with main)")
-    parser.add_argument("--tasks", type=int, default=200, help="tasks per mode and variant")
+    parser.add_argument("--tasks", type=int, default=200, help="tasks per mode and system")
     parser.add_argument("--only", default="busy,idle", help="modes: busy,idle")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="systems to measure")
+    parser.add_argument(
+        "--idle-seconds", type=float, default=10, help="the idle worker's count (0: skip)"
+    )
     parser.add_argument("--no-pin", dest="pin", action="store_false")
     args = parser.parse_args(argv)
-    old = (
-        args.old
-        or subprocess.run(
-            ["git", "merge-base", "HEAD", "main"],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    )
 
     sys.path.insert(0, str(ROOT))
     from tests.redis_server import RedisServer
@@ -126,55 +226,68 @@ def main(argv: list[str] | None = None) -> int:
     server = RedisServer()
     server.start()
     scratch = Path(tempfile.mkdtemp(prefix="latency-bench-"))
-    workers: list[subprocess.Popen[bytes]] = []
+    workers: dict[str, subprocess.Popen[bytes]] = {}
     try:
         if args.pin:
             assert server.pid is not None
             os.sched_setaffinity(server.pid, {0})
             os.sched_setaffinity(0, {1})
-        namespace = f"lat{uuid.uuid4().hex[:8]}"
         os.environ.update(
             REDIS_URL=server.url,
-            LEDGER_NAMESPACE=namespace,
-            DJANGO_SETTINGS_MODULE="tests.latency_settings",
+            LEDGER_NAMESPACE=f"lat{uuid.uuid4().hex[:8]}",
+            DJANGO_SETTINGS_MODULE="benchmarks.latency_settings",
+            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            PYTHONUNBUFFERED="1",
         )
         import django
 
         django.setup()
-        from django_ledger.tasks.compat import TaskResultStatus
-        from tests.bench_tasks_app.tasks import noop
-
-        trees = {"old": _old_tree(old, scratch / "old"), "new": ROOT}
+        systems = _systems([name for name in args.systems.split(",") if name])
         print(
             f"redis-server on port {server.port}, pinned={args.pin} (Redis CPU 0, the rest "
-            f"CPU 1), old={old[:10]}, {args.tasks} tasks per mode, python "
-            f"{sys.version.split()[0]}, logs in {scratch}",
+            f"CPU 1), {args.tasks} tasks per mode and system, python "
+            f"{sys.version.split()[0]}, Django {django.__version__}, logs in {scratch}",
             flush=True,
         )
-        gaps = {"busy": (0.0, 0.05), "idle": (1.0, 1.5)}
-        modes = [mode for mode in gaps if mode in args.only.split(",")]
+        for system in systems:
+            workers[system.name] = _start(system, scratch)
+        for system in systems:
+            _ready(system, workers[system.name])
         lines = []
-        for mode in modes:
-            for name, tree in trees.items():
-                server.client().flushall()
-                worker = _worker(tree, server.url, namespace, scratch / f"{name}-{mode}.log")
-                workers.append(worker)
-                _one(noop, TaskResultStatus.SUCCESSFUL)  # up, imports warm
-                line = _line(
-                    name, mode, _measure(noop, TaskResultStatus.SUCCESSFUL, args.tasks, gaps[mode])
+        for mode in [mode for mode in GAPS if mode in args.only.split(",")]:
+            _measure(systems, mode, args.tasks)
+            ledger = next((s for s in systems if s.name == "ledger"), None)
+            for system in systems:
+                median, p99, most = _stats(system.times[mode])
+                line = (
+                    f"{system.name:<19} {mode:<5} n={len(system.times[mode]):<4} median "
+                    f"{median:7.2f} ms  p99 {p99:7.2f} ms  max {most:7.2f} ms"
                 )
+                if ledger is not None and system is not ledger:
+                    own = _stats(ledger.times[mode])
+                    line += f"  ledger/this: median {own[0] / median:.2f} p99 {own[1] / p99:.2f}"
                 print(line, flush=True)
                 lines.append(line)
-                worker.terminate()
-                worker.wait(60)
+        if args.idle_seconds > 0 and "ledger" in workers:
+            for name, worker in workers.items():
+                if name != "ledger":
+                    worker.terminate()
+                    worker.wait(60)
+            time.sleep(2)  # the ledger's worker idle again (its last block timed out)
+            lines += _idle_commands(server, args.idle_seconds)
         print("\n".join(["", *lines]))
     finally:
-        for worker in workers:
+        for worker in workers.values():
             if worker.poll() is None:
-                worker.kill()
+                worker.terminate()
+                try:
+                    worker.wait(30)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
         server.stop()
         server.cleanup()
-        shutil.rmtree(scratch, ignore_errors=True)
+        if os.environ.get("LATENCY_KEEP_LOGS") is None:
+            shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 

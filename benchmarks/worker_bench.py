@@ -43,7 +43,9 @@ count one each), with the most frequent.
 
 ``--profile`` instead drains tasks through an in-process ``Worker`` (the runtime, no
 subprocess) under cProfile (every thread of it), with a ``perf_counter`` account of the
-time spent waiting on Redis, and prints where the rest goes.
+time spent waiting on Redis, and prints where the rest goes: the raw ``HANDLER`` path
+(``runtime``) and Django tasks (``task``: ``tests.quiet_tasks``'s no-op through the
+``TaskHandler`` ``ledger_worker`` builds), each with the defaults and at concurrency 1.
 """
 
 from __future__ import annotations
@@ -625,6 +627,54 @@ def _drain_in_process(
     return worker, waited
 
 
+def _drain_tasks_in_process(
+    client: Any, n: int, concurrency: int, prefetch: int | None
+) -> tuple[Any, list[float]]:
+    """``_drain_in_process`` for Django tasks: ``n`` no-op tasks of ``tests.quiet_tasks``
+    (no signal receivers but Django's own), a burst worker as ``ledger_worker`` builds it
+    (its ``TaskHandler``), repair, relay and counters off."""
+    from django_ledger.services.worker import WorkerOptions, build_worker
+    from django_ledger.tasks import enqueue_many
+    from tests.quiet_tasks.tasks import noop
+
+    client.flushall()
+    for start in range(0, n, 1024):
+        enqueue_many(noop, [((), {})] * (min(n, start + 1024) - start))
+    client.config_resetstat()
+    options = WorkerOptions(
+        queues=[noop.queue_name],
+        concurrency=concurrency,
+        prefetch=prefetch,
+        burst=True,
+        repair=False,
+        relay=False,
+        counters=False,
+    )
+    worker = build_worker(options)
+    ledger = worker.ledgers[noop.queue_name]
+    waited = [0.0, 0.0]
+    real = ledger.settle_and_claim
+
+    def timed(*a: Any, **kw: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return real(*a, **kw)
+        finally:
+            waited[0] += time.perf_counter() - began
+            waited[1] += 1
+
+    ledger.settle_and_claim = timed  # type: ignore[method-assign]
+    return worker, waited
+
+
+def _drain(
+    client: Any, n: int, label: str, worker_class: type[Any], concurrency: int, prefetch: int | None
+) -> tuple[Any, list[float]]:
+    if label == "task":
+        return _drain_tasks_in_process(client, n, concurrency, prefetch)
+    return _drain_in_process(client, n, worker_class, concurrency, prefetch)
+
+
 @contextlib.contextmanager
 def _profiling_threads() -> Iterator[list[cProfile.Profile]]:
     """Profile the calling thread and every thread started meanwhile (one profiler each:
@@ -662,7 +712,17 @@ def profile(args: argparse.Namespace) -> int:
         os.sched_setaffinity(server.pid, {0})
         os.sched_setaffinity(0, {1})
     n = args.tasks
-    variants = [("runtime", Worker, 8, None), ("runtime", Worker, 1, 0)]
+    variants = [
+        ("runtime", Worker, 8, None),
+        ("runtime", Worker, 1, 0),
+        ("task", Worker, 8, None),
+        ("task", Worker, 1, 0),
+    ]
+    # The Django-task variants: Django set up here, on the quiet tasks app's settings.
+    os.environ.update({**_django_env(server.url), **QUIET})
+    import django
+
+    django.setup()
     try:
         client = server.client()
         print(
@@ -672,7 +732,7 @@ def profile(args: argparse.Namespace) -> int:
         figures: dict[tuple[str, int], list[tuple[float, float, float, float, float]]] = {}
         for _ in range(args.rounds):
             for label, worker_class, concurrency, prefetch in variants:
-                worker, waited = _drain_in_process(client, n, worker_class, concurrency, prefetch)
+                worker, waited = _drain(client, n, label, worker_class, concurrency, prefetch)
                 began, cpu = time.perf_counter(), time.process_time()
                 worker.run()
                 wall = time.perf_counter() - began
@@ -698,7 +758,7 @@ def profile(args: argparse.Namespace) -> int:
                 f"{median(r[3] for r in rows):>14.2f}{median(r[4] for r in rows):>16.0f}"
             )
         for label, worker_class, concurrency, prefetch in variants:
-            worker, _ = _drain_in_process(client, n, worker_class, concurrency, prefetch)
+            worker, _ = _drain(client, n, label, worker_class, concurrency, prefetch)
             with _profiling_threads() as profilers:
                 worker.run()
             out = io.StringIO()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -187,4 +188,41 @@ def admitted(
         if later is None:
             later = made[("task", due_at)] = replace(task, run_after=instant(due_at))
         object.__setattr__(result, "task", later)
-    task_enqueued.send(sender, task_result=result)
+    if enqueued_heard():
+        task_enqueued.send(sender, task_result=result)
+
+
+def enqueued_heard() -> bool:
+    """Whether sending ``task_enqueued`` now would do anything.
+
+    Not when nothing is connected, nor when the one receiver is Django's own
+    (``log_task_enqueued``, which logs at DEBUG) and its logger is not enabled for
+    DEBUG: that receiver would do nothing. Any other receiver hears every enqueue.
+    """
+    receivers = task_enqueued.receivers
+    if not receivers:
+        return False
+    if len(receivers) > 1:
+        return True
+    own = _django_receiver()
+    if own is None:
+        return True
+    function, own_logger = own
+    key = receivers[0][0] if isinstance(receivers[0], tuple) else None
+    # Django keys a receiver connected without a dispatch_uid by (id(receiver), id(sender)).
+    if not isinstance(key, tuple) or not key or key[0] != id(function):
+        return True
+    return own_logger.isEnabledFor(logging.DEBUG)
+
+
+def _django_receiver() -> tuple[Any, logging.Logger] | None:
+    """Django's own ``task_enqueued`` receiver and its logger (django.tasks or the backport)."""
+    for name in ("django.tasks.signals", "django_tasks.signals"):
+        module = sys.modules.get(name)
+        if module is None or getattr(module, "task_enqueued", None) is not task_enqueued:
+            continue
+        function = getattr(module, "log_task_enqueued", None)
+        own_logger = getattr(module, "logger", None)
+        if function is not None and isinstance(own_logger, logging.Logger):
+            return function, own_logger
+    return None

@@ -11,6 +11,14 @@ for a queue nobody writes any more).
 A worker killed between two flushes loses the counts of its unflushed tally (at most
 one beat's worth); a flush is one script call, so nothing is ever counted twice.
 
+Given the queues a worker serves, a flush also samples each queue's depth (pending, of
+them due now, claimed, dead: the ready, leases and dead indexes' sizes) into the same
+minute and hour in the same script call; a queue with nothing to flush is sampled on
+its own at most every ``SAMPLE_EVERY`` seconds. A bucket keeps the most any sample saw
+(``Depth``), so several workers sampling one queue give its peak, not a sum. A sharded
+queue's shards beyond the first are sampled into their own slots' counters (one call
+each, at most every ``SAMPLE_EVERY`` s) and summed when read.
+
 ``Counters.read(queue, window)`` reads a window (``hour``: 60 one-minute buckets;
 ``day``: 24 one-hour buckets; ``week``: 168 one-hour buckets) in one script call.
 """
@@ -22,10 +30,11 @@ import math
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .layout import MAX_SHARDS, layout_key, shard_queues
 from .scripts import source
 
 __all__ = [
@@ -35,6 +44,7 @@ __all__ = [
     "OUTCOMES",
     "WINDOWS",
     "Counters",
+    "Depth",
     "LastError",
     "Series",
     "Tally",
@@ -69,6 +79,10 @@ _NAME = {code: name for name, code in _CODE.items()}
 WINDOWS = {"hour": ("m", 60, 60), "day": ("h", 24, 3600), "week": ("h", 168, 3600)}
 #: Seconds between two flushes of one worker's tally (the beat may come more often).
 FLUSH_EVERY = 2.0
+#: Seconds between two depth samples of a queue that had nothing else to flush.
+SAMPLE_EVERY = 10.0
+#: The depth sample's hash fields, in ``Depth``'s order (``counters.lua`` writes them).
+DEPTH_FIELDS = ("pending", "due", "claimed", "dead")
 #: The task name counted when a settlement has none (a raw handler's job).
 NO_NAME = "-"
 #: What the scheduler counts per schedule (``schedule/ticker.py``): field code -> name.
@@ -86,6 +100,26 @@ class LastError:
     error_class: str
     line: str
     at_ms: int
+
+
+@dataclass(frozen=True)
+class Depth:
+    """A queue's depth: PENDING records (``pending``), of them due now, CLAIMED, DEAD.
+
+    ``pending`` is what the Prometheus gauge ``ledger_queue_depth`` reports; in a
+    bucket, each is the most any sample in it saw.
+    """
+
+    pending: int
+    due: int
+    claimed: int
+    dead: int
+
+    def plus(self, other: Depth) -> Depth:
+        return Depth(*(a + b for a, b in zip(self.values(), other.values(), strict=True)))
+
+    def values(self) -> tuple[int, int, int, int]:
+        return (self.pending, self.due, self.claimed, self.dead)
 
 
 def bucket_of(seconds: float) -> int:
@@ -226,6 +260,8 @@ class Series:
     task_buckets: dict[str, list[Stat]]
     #: Each task's last error, whenever it was (``errors_since`` keeps the window's).
     errors: dict[str, LastError] = field(default_factory=dict)
+    #: The queue's depth in each bucket (the most a sample saw), ``None`` unsampled.
+    depth: list[Depth | None] = field(default_factory=list)
 
     def errors_since(self) -> dict[str, LastError]:
         """The last error of each task that had one within the window."""
@@ -258,10 +294,35 @@ class Counters:
         self.namespace = namespace
         self._script = redis.register_script(source("counters"))
         self._last_flush = 0.0
+        #: When each queue's depth was last sampled (``time.monotonic``).
+        self._sampled: dict[str, float] = {}
+        #: Each served queue's shard names, read from its layout key once.
+        self._shards: dict[str, tuple[str, ...]] = {}
+        #: Called with each queue's depth sample (its shards summed), if set: the
+        #: worker's Prometheus gauges (``worker/metrics.py``) read the same numbers.
+        self.on_sample: Callable[[str, Depth], None] | None = None
 
     def prefix(self, queue: str) -> str:
         """The start of every counter key of ``queue`` (the queue's hash tag)."""
         return "{%s:%s}:counts" % (self.namespace, queue)  # noqa: UP031 - the hash tag
+
+    def depth_keys(self, queue: str) -> list[str]:
+        """The counter prefix and the indexes a depth sample of ``queue`` reads (one slot)."""
+        tag = "{%s:%s}" % (self.namespace, queue)  # noqa: UP031 - the hash tag
+        return [self.prefix(queue), f"{tag}:ready", f"{tag}:leases", f"{tag}:dead"]
+
+    def shards_of(self, queue: str) -> tuple[str, ...]:
+        """The queue's shard names, shard 0 first (its layout key, read once and kept)."""
+        names = self._shards.get(queue)
+        if names is None:
+            raw = self.redis.get(layout_key(self.namespace, queue))
+            try:
+                count = 1 if raw is None else int(raw)
+            except ValueError:
+                count = 1  # the ledger refuses such a layout: its shard 0 is the queue
+            count = count if 1 <= count <= MAX_SHARDS else 1
+            names = self._shards[queue] = shard_queues(self.namespace, queue, count)
+        return names
 
     def schedules_prefix(self) -> str:
         """The start of the scheduler's counter keys (the schedule state's hash tag)."""
@@ -297,11 +358,14 @@ class Counters:
         counts: dict[str, int],
         now_ms: int = 0,
         errors: dict[str, str] | None = None,
-    ) -> None:
+        *,
+        sample: bool = False,
+    ) -> Depth | None:
         """Add ``counts`` (field -> count) to the queue's minute and hour: one call.
 
         ``errors`` (task name -> ``Tally.error``'s JSON) overwrite each task's last
-        error in the same call.
+        error in the same call; with ``sample``, the same call samples the depth of
+        ``queue`` (one shard: its own indexes) into both buckets and returns it.
         """
         errors = errors or {}
         args: list[Any] = [0, int(now_ms), "add", len(errors), MAX_ERROR_TASKS]
@@ -309,14 +373,18 @@ class Counters:
             args += [name, text]
         for name, value in counts.items():
             args += [name, int(value)]
-        self._script(keys=[self.prefix(queue)], args=args)
+        keys = self.depth_keys(queue) if sample else [self.prefix(queue)]
+        reply = self._script(keys=keys, args=args)
+        return Depth(*(int(v) for v in reply[1:5])) if sample else None
 
-    def flush(self, tally: Tally, *, force: bool = False) -> bool:
+    def flush(self, tally: Tally, *, force: bool = False, queues: Iterable[str] = ()) -> bool:
         """Write the tally, unless the last flush was under ``FLUSH_EVERY`` s ago.
 
         The counts are taken from the tally before the calls: a call that fails loses
         its queue's batch rather than risk adding it twice (an unanswered call may
-        have run), so every count is written at most once.
+        have run), so every count is written at most once. Each of ``queues`` (those
+        the worker serves) has its depth sampled in its call, or, with nothing to
+        flush, in a call of its own at most every ``SAMPLE_EVERY`` s (``force``: now).
         """
         clock = time.monotonic()
         if not force and clock - self._last_flush < FLUSH_EVERY:
@@ -324,28 +392,69 @@ class Counters:
         self._last_flush = clock
         failed: Exception | None = None
         counts_of, errors_of = tally.take_all()
-        for queue in dict.fromkeys([*counts_of, *errors_of]):
+        served = dict.fromkeys(queues) if tally.enabled else {}
+        with_counts = dict.fromkeys([*counts_of, *errors_of])
+        idle = [
+            q
+            for q in served
+            if q not in with_counts
+            and (force or clock - self._sampled.get(q, -SAMPLE_EVERY) >= SAMPLE_EVERY)
+        ]
+        for queue in [*with_counts, *idle]:
             try:
-                self.add(queue, counts_of.get(queue, {}), errors=errors_of.get(queue))
+                self._write(queue, counts_of.get(queue, {}), errors_of.get(queue), queue in served)
             except Exception as exc:  # the other queues are still written
                 failed = exc
         if failed is not None:
             raise failed
         return True
 
-    def read(self, queue: str, window: str = "hour", now_ms: int = 0) -> Series:
-        """One window of ``queue``'s counters, in one script call."""
+    def _write(
+        self, queue: str, counts: dict[str, int], errors: dict[str, str] | None, sample: bool
+    ) -> None:
+        """One queue's flush: its counts, and its depth if it is one the worker serves."""
+        if not sample:
+            self.add(queue, counts, errors=errors)
+            return
+        clock = time.monotonic()
+        shards = self.shards_of(queue)
+        # The other shards' samples are calls of their own: at most every SAMPLE_EVERY s.
+        every_shard = clock - self._sampled.get(queue, -SAMPLE_EVERY) >= SAMPLE_EVERY
+        depth = self.add(queue, counts, errors=errors, sample=True)
+        if len(shards) > 1 and every_shard:
+            for shard in shards[1:]:
+                found = self.add(shard, {}, sample=True)
+                depth = found if depth is None or found is None else depth.plus(found)
+        elif len(shards) > 1:
+            depth = None  # one shard's sample is not the queue's depth
+        if every_shard or len(shards) == 1:
+            self._sampled[queue] = clock
+        if depth is not None and self.on_sample is not None:
+            self.on_sample(queue, depth)
+
+    def read(self, queue: str, window: str = "hour", now_ms: int = 0, shards: int = 1) -> Series:
+        """One window of ``queue``'s counters, in one script call (one more per shard).
+
+        ``shards``: the queue's number of shards, whose depth samples are summed.
+        """
         if window not in WINDOWS:
             raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
         resolution, count, seconds = WINDOWS[window]
-        reply = self._script(
-            keys=[self.prefix(queue)], args=[0, int(now_ms), "read", resolution, count]
-        )
+        args = [0, int(now_ms), "read", resolution, count]
+        reply = self._script(keys=[self.prefix(queue)], args=args)
         now = int(reply[0])
         step = seconds * 1000
         first = (now // step - count + 1) * step
         buckets: list[Stat] = []
         by_task: dict[str, list[Stat]] = {}
+        depth = [_depth(flat) for flat in reply[1 : count + 1]]
+        if shards > 1:
+            args[1] = now  # every shard's buckets at the same time
+            for shard in shard_queues(self.namespace, queue, shards)[1:]:
+                theirs = self._script(keys=[self.prefix(shard)], args=args)
+                for position, flat in enumerate(theirs[1 : count + 1]):
+                    found, mine = _depth(flat), depth[position]
+                    depth[position] = found if mine is None else mine.plus(found or _ZERO)
         for position, flat in enumerate(reply[1 : count + 1]):
             whole = Stat()
             for raw, value in _pairs(flat):
@@ -367,7 +476,26 @@ class Counters:
             buckets=buckets,
             task_buckets=by_task,
             errors=_errors(reply[count + 1] if len(reply) > count + 1 else []),
+            depth=depth,
         )
+
+
+_ZERO = Depth(0, 0, 0, 0)
+
+
+def _depth(flat: Iterable[Any]) -> Depth | None:
+    """The depth sample a bucket holds (its ``q:`` fields), ``None`` if it has none."""
+    found = {}
+    for raw, value in _pairs(flat):
+        metric, _, name = _text(raw).partition(":")
+        if metric == "q" and name in DEPTH_FIELDS:
+            try:
+                found[name] = int(value)
+            except ValueError:
+                continue  # not one this code wrote
+    if not found:
+        return None
+    return Depth(*(found.get(name, 0) for name in DEPTH_FIELDS))
 
 
 def _errors(flat: Iterable[Any]) -> dict[str, LastError]:

@@ -10,6 +10,8 @@ import json
 
 import pytest
 import redis
+from hypothesis import given
+from hypothesis import strategies as st
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
@@ -157,3 +159,51 @@ def test_a_queue_keeps_its_counters_in_its_own_slot(
         assert len(keys) == 4
         assert {key_slot(k) for k in keys} == {slot}
         assert counters.read(queue, "hour").total.counts["completed"] == 1
+
+
+OUTCOME_CODES = {"completed": "d", "failed": "f", "retry": "r", "lost": "l", "dead": "x"}
+durations = st.none() | st.floats(min_value=-1, max_value=4000, allow_nan=False)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["emails", "images"]),
+            st.sampled_from(["", "app.send", "app.résumé"]),
+            st.sampled_from(list(OUTCOME_CODES)),
+            durations,
+            durations,
+        ),
+        max_size=60,
+    )
+)
+def test_a_tally_spreads_into_the_fields_each_settlement_adds_to(
+    settlements: list[tuple[str, str, str, float | None, float | None]],
+) -> None:
+    """What a flush writes: each settlement's outcome and time buckets, field by field."""
+    tally, expected = Tally(), {}  # type: ignore[var-annotated]
+    for queue, task, outcome, run_s, wait_s in settlements:
+        tally.add(queue, task, outcome, run_s, wait_s)
+        name = task or "-"
+        fields = expected.setdefault(queue, {})
+        keys = [f"{OUTCOME_CODES[outcome]}:{name}"]
+        if run_s is not None:
+            keys.append(
+                f"t{next((i for i, e in enumerate(EDGES) if run_s <= e), len(EDGES))}:{name}"
+            )
+        if wait_s is not None:
+            wait = max(0.0, wait_s)
+            keys.append(
+                f"w{next((i for i, e in enumerate(EDGES) if wait <= e), len(EDGES))}:{name}"
+            )
+        for key in keys:
+            fields[key] = fields.get(key, 0) + 1
+    assert tally.take() == expected
+    assert tally.take() == {}
+
+
+def test_an_unknown_outcome_is_refused_when_counted() -> None:
+    tally = Tally()
+    with pytest.raises(KeyError):
+        tally.add("q", "app.t", "exploded")
+    assert tally.take() == {}

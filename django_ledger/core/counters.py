@@ -29,6 +29,7 @@ import json
 import math
 import threading
 import time
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -124,10 +125,9 @@ class Depth:
 
 def bucket_of(seconds: float) -> int:
     """The histogram bucket of a duration: the first whose edge is at least it."""
-    for index, edge in enumerate(EDGES):
-        if seconds <= edge:
-            return index
-    return len(EDGES)
+    if seconds != seconds:  # NaN: past every edge, as no comparison holds
+        return len(EDGES)
+    return bisect_left(EDGES, seconds)
 
 
 def percentile(histogram: list[int], fraction: float) -> float | None:
@@ -158,7 +158,9 @@ class Tally:
         #: ``False``: the tally counts nothing and a flush writes nothing (``COUNTERS``).
         self.enabled = enabled
         self._lock = threading.Lock()
-        self._counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        #: (queue, task, outcome code, run bucket, wait bucket) -> settlements: one dict
+        #: update per settlement; ``take_all`` spreads them into hash fields.
+        self._counts: dict[tuple[str, str, str, int | None, int | None], int] = {}
         self._errors: dict[str, dict[str, str]] = defaultdict(dict)
 
     def error(self, queue: str, task: str, error_class: str, line: str, at_ms: int) -> None:
@@ -180,14 +182,15 @@ class Tally:
         """Count one outcome of ``task`` on ``queue``, with its run and wait times."""
         if not self.enabled:
             return
-        name = task or NO_NAME
+        key = (
+            queue,
+            task or NO_NAME,
+            _CODE[outcome],  # an unknown outcome fails here, not in the flush
+            None if run_s is None else bucket_of(run_s),
+            None if wait_s is None else bucket_of(max(0.0, wait_s)),
+        )
         with self._lock:
-            counts = self._counts[queue]
-            counts[f"{_CODE[outcome]}:{name}"] += 1
-            if run_s is not None:
-                counts[f"t{bucket_of(run_s)}:{name}"] += 1
-            if wait_s is not None:
-                counts[f"w{bucket_of(max(0.0, wait_s))}:{name}"] += 1
+            self._counts[key] = self._counts.get(key, 0) + 1
 
     def take(self) -> dict[str, dict[str, int]]:
         """Everything counted so far, which the tally forgets (its errors too)."""
@@ -196,10 +199,18 @@ class Tally:
     def take_all(self) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, str]]]:
         """The counts and the last errors kept so far, which the tally forgets."""
         with self._lock:
-            taken, self._counts = self._counts, defaultdict(lambda: defaultdict(int))
+            taken, self._counts = self._counts, {}
             errors, self._errors = self._errors, defaultdict(dict)
-        counts = {queue: dict(counts) for queue, counts in taken.items() if counts}
-        return counts, {queue: found for queue, found in errors.items() if found}
+        counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for (queue, name, code, run, wait), n in taken.items():
+            fields = counts[queue]
+            fields[f"{code}:{name}"] += n
+            if run is not None:
+                fields[f"t{run}:{name}"] += n
+            if wait is not None:
+                fields[f"w{wait}:{name}"] += n
+        spread = {queue: dict(fields) for queue, fields in counts.items()}
+        return spread, {queue: kept for queue, kept in errors.items() if kept}
 
 
 @dataclass

@@ -30,26 +30,38 @@ def counted(namespace: str, settings: Any) -> Ledger:
     for _ in range(10):
         tally.add("default", "app.tasks.send", "failed", run_s=3, wait_s=0.01)
     tally.add("default", "app.tasks.resize", "completed", run_s=40, wait_s=2)
-    Counters(ledger.redis, namespace).flush(tally, force=True)
+    for n in range(3):  # three due, one of them then claimed: the flush samples it
+        ledger.admit(f"r-{n}", "work")
+    assert ledger.claim("w", lease=60) is not None
+    Counters(ledger.redis, namespace).flush(tally, force=True, queues=["default"])
     return ledger
 
 
 def test_the_queue_page_draws_throughput_and_times(admin_client: Client, counted: Ledger) -> None:
     for window in ("hour", "day", "week"):
         text = admin_client.get(HEALTH, {"window": window}).content.decode()
-        assert text.count('<svg class="ledger-svg"') == 3
+        assert text.count('<svg class="ledger-svg"') == 4
         assert re.search(r'<rect class="done"[^>]*data-value="41"', text)
         assert re.search(r'<rect class="failed"[^>]*data-value="10"', text)
         assert '<polyline class="p95"' in text
         # The table toggle holds the same numbers.
         assert "<td>41</td><td>10</td>" in text
         assert "django_ledger/live.js" in text
+        # Depth: one sample, drawn as a point per line, and its row in the table.
+        depth = text[text.index('id="chart-depth"') :]
+        depth = depth[: depth.index("</figure>")]
+        for line in ("due", "claimed", "dead"):
+            assert f'<circle class="{line}"' in depth
+        assert "<td>2</td><td>1</td><td>0</td><td>2</td></tr>" in depth
+        assert "(last sample: 2 due, 1 claimed, 0 dead)" in depth
+        assert depth.count("<tr><td>") == 1  # unsampled buckets are not rows
 
 
 def test_the_live_fragment_is_the_charts_alone(admin_client: Client, counted: Ledger) -> None:
     text = admin_client.get(HEALTH, {"fragment": "charts", "window": "day"}).content.decode()
     assert text.lstrip().startswith('<div id="ledger-charts" data-window="day">')
-    assert text.count("<svg") == 3 and "<html" not in text
+    assert text.count("<svg") == 4 and "<html" not in text
+    assert 'id="chart-depth"' in text  # the live view refreshes the depth too
 
 
 def test_the_queue_list_has_a_sparkline_per_queue(admin_client: Client, counted: Ledger) -> None:

@@ -19,10 +19,13 @@ def flush(ledger: Ledger, namespace: str) -> None:
         tally.add("default", "app.tasks.send", "completed", run_s=0.2, wait_s=0.01)
     tally.add("default", "app.tasks.send", "retry", run_s=0.2)
     tally.add("default", "app.tasks.send", "failed", run_s=0.2, wait_s=0.01)
-    Counters(ledger.redis, namespace).flush(tally, force=True)
+    Counters(ledger.redis, namespace).flush(tally, force=True, queues=["default"])
 
 
 def test_the_series_of_a_queue(api_root: APIClient, api_ledger: Ledger, api_namespace: str) -> None:
+    for n in range(3):  # two due, one later: the flush samples the depth too
+        api_ledger.admit(f"r-{n}", "work", delay=0 if n else 3600)
+    assert api_ledger.claim("w", lease=60) is not None
     flush(api_ledger, api_namespace)
     for window, count, seconds in (("hour", 60, 60), ("day", 24, 3600), ("week", 168, 3600)):
         answer = api_root.get(url("default", "series/"), {"window": window})
@@ -43,6 +46,10 @@ def test_the_series_of_a_queue(api_root: APIClient, api_ledger: Ledger, api_name
             "dead": 0,
         }
         assert 0.1 < last["ledger_task_seconds"]["p50"] <= 0.25
+        # The depth, named as the worker's Prometheus gauges; null where nobody sampled.
+        assert last["ledger_queue_depth"] == 2
+        assert last["ledger_queue_records"] == {"pending_due": 1, "claimed": 1, "dead": 0}
+        assert body["buckets"][0]["ledger_queue_records"] is None
         assert [t["task"] for t in body["tasks"]] == ["app.tasks.send"]
         assert body["tasks"][0]["failure_rate"] == 0.125
 

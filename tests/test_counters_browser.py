@@ -18,6 +18,7 @@ import pytest
 from django_ledger.conf import get_ledger
 from django_ledger.core.counters import Counters, Tally
 from django_ledger.core.ledger import Ledger
+from tests.worker_process import wait_until
 
 CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +39,21 @@ def counted(namespace: str, settings: Any) -> Ledger:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     ledger = get_ledger("default")
     counters, now = Counters(ledger.redis, namespace), ledger.server_time_ms()
+    # Three DEAD records (one attempt each, their leases expired), for the depth chart.
+    once = Ledger(ledger.redis, namespace, "default", max_attempts=1)
+    for n in range(3):
+        once.admit(f"dead-{n}", "work")
+        assert once.claim("gone", lease=0.05) is not None
+    wait_until(lambda: once.stats().expired_leases == 3, what="the leases to expire")
+    assert once.sweep().dead == 3
+    admitted = 0
     for minute in range(59, -1, -1):
+        # A backlog that builds, then drains: the depth sampled as the worker's flush does.
+        for _ in range(6 if minute > 30 else 1):
+            ledger.admit(f"r-{admitted}", "work", delay=0 if admitted % 5 else 3600)
+            admitted += 1
+        for _ in range(3 if minute <= 30 else 0):
+            ledger.claim("w", lease=3600)
         tally = Tally()
         for n in range(20 + (minute * 7) % 30):
             tally.add("default", "shop.tasks.send_receipt", "completed", 0.05 + n / 200, 0.02)
@@ -46,7 +61,9 @@ def counted(namespace: str, settings: Any) -> Ledger:
             tally.add("default", "shop.tasks.send_receipt", "failed", 2.0, 0.5)
         tally.add("default", "shop.tasks.resize_image", "completed", 1.5 + minute / 10, 1.0)
         for queue, counts in tally.take().items():
-            counters.add(queue, counts, now_ms=now - minute * 60_000)
+            # Minutes 45 to 41 no worker sampled: the depth chart breaks there.
+            sample = not 41 <= minute <= 45
+            counters.add(queue, counts, now_ms=now - minute * 60_000, sample=sample)
     return ledger
 
 
@@ -91,7 +108,10 @@ def test_the_charts_render_in_chromium(
 
     base = f"{live_server.url}/admin/django_ledger/queue/"
     page.goto(base + "default/change/")
-    assert page.locator("#ledger-charts svg.ledger-svg").count() == 3
+    assert page.locator("#ledger-charts svg.ledger-svg").count() == 4
+    for line in ("due", "claimed", "dead"):  # two runs each, either side of the gap
+        assert page.locator(f"#chart-depth polyline.{line}").count() == 2
+    assert page.locator("#chart-depth details tbody tr").count() >= 54
     assert page.locator("#chart-throughput rect.done").count() >= 59  # a minute may roll over
     assert page.locator("#chart-throughput rect.failed").count() > 10
     assert page.locator("#chart-run polyline.p95").count() == 1
@@ -106,12 +126,13 @@ def test_the_charts_render_in_chromium(
     with page.expect_response(lambda r: "fragment=charts" in r.url) as answer:
         page.check("#ledger-live")
     assert answer.value.ok
-    page.wait_for_function("() => document.querySelectorAll('#ledger-charts svg').length === 3")
+    page.wait_for_function("() => document.querySelectorAll('#ledger-charts svg').length === 4")
     assert page.evaluate("() => window.notReloaded") is True
     page.uncheck("#ledger-live")
 
     page.goto(base + "default/change/?window=week")
     assert page.locator("#chart-throughput rect.done").count() in (1, 2)  # the last hour or two
+    assert page.locator("#chart-depth circle.due").count() in (1, 2)
 
     page.goto(base)
     assert page.locator("#queues svg.ledger-spark polyline").count() >= 2

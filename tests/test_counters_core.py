@@ -10,10 +10,13 @@ import json
 
 import pytest
 import redis
+from hypothesis import given
+from hypothesis import strategies as st
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
-from django_ledger.core.counters import EDGES, MAX_ERROR, Counters, Tally, percentile
+from django_ledger import Ledger
+from django_ledger.core.counters import EDGES, MAX_ERROR, Counters, Depth, Tally, percentile
 from django_ledger.core.scripts import source
 
 #: Wednesday 2027-01-13 08:00 UTC, on a minute.
@@ -22,6 +25,9 @@ MINUTE, HOUR = 60_000, 3_600_000
 #: The stated bound (docs/admin.md): bytes a task name costs over a month when it uses
 #: every outcome and every histogram bucket every minute.
 TASK_BYTES_BOUND = 4_000_000
+#: The stated bound of a queue's depth samples over a month (docs/admin.md), the same
+#: as test_counters_depth's (there on their own; here they share the counts' hashes).
+DEPTH_BYTES_BOUND = 600_000
 
 
 def keys_of(client: redis.Redis | RedisCluster, namespace: str, queue: str) -> list[bytes]:
@@ -90,14 +96,22 @@ def test_bad_input_is_refused_and_writes_nothing(redis_client: redis.Redis, name
 def test_memory_stays_bounded_over_a_month_of_minutes(
     redis_client: redis.Redis, namespace: str
 ) -> None:
-    """Every metric of one task, every minute for 31 days: a day of minutes, 30 days of hours."""
+    """Every metric of one task and a depth sample, every minute for 31 days.
+
+    A day of minutes and 30 days of hours are kept, each with the queue's depth.
+    """
     task = "myproject.tasks.send_welcome_email"
     flat: list[object] = []
     for code in "dfrlx":
         flat += [f"{code}:{task}", 1000]
     for index in range(len(EDGES) + 1):
         flat += [f"t{index}:{task}", 100, f"w{index}:{task}", 100]
-    prefix = Counters(redis_client, namespace).prefix("q")
+    counters = Counters(redis_client, namespace)
+    prefix = counters.prefix("q")
+    keys4 = counters.depth_keys("q")  # the prefix, then the indexes a sample reads
+    ledger = Ledger(redis_client, namespace, "q")
+    for n in range(1200):  # four-digit depths: the samples' fields at a realistic size
+        ledger.admit(f"r-{n}", "work", delay=0 if n % 2 else 3600)
     sha = redis_client.script_load(source("counters"))
     if isinstance(redis_client, RedisCluster):
         node = redis_client.get_node_from_key(prefix)
@@ -110,7 +124,7 @@ def test_memory_stays_bounded_over_a_month_of_minutes(
     for minute in range(minutes):
         at = T0 + minute * MINUTE
         error = json.dumps(["app.errors.Boom", "x" * MAX_ERROR, at])  # the task's last error
-        pipe.evalsha(sha, 1, prefix, 0, at, "add", 1, 1000, task, error, *flat)
+        pipe.evalsha(sha, 4, *keys4, 0, at, "add", 1, 1000, task, error, *flat)
         if minute % 1000 == 999:
             pipe.execute()
     pipe.execute()
@@ -122,12 +136,14 @@ def test_memory_stays_bounded_over_a_month_of_minutes(
     assert len(hour_keys) == 720  # 30 days of hours
     assert len(keys) == 1440 + 720 + 3  # and the two indexes and the last errors
     used = sum(redis_client.memory_usage(k) or 0 for k in keys)
-    assert used <= TASK_BYTES_BOUND, used
+    assert used <= TASK_BYTES_BOUND + DEPTH_BYTES_BOUND, used
     # The oldest minute kept is a day back; the newest hour holds its 60 minutes.
     last = T0 + (minutes - 1) * MINUTE
     assert min(int(k.rsplit(b":", 1)[1]) for k in minute_keys) == last // MINUTE - 1439
-    week = Counters(redis_client, namespace).read("q", "week", now_ms=last)
+    week = counters.read("q", "week", now_ms=last)
     assert week.buckets[-1].counts["completed"] == 60 * 1000
+    assert week.depth[-1] == Depth(pending=1200, due=600, claimed=0, dead=0)
+    assert all(d == week.depth[-1] for d in counters.read("q", "hour", now_ms=last).depth)
 
 
 def test_a_queue_keeps_its_counters_in_its_own_slot(
@@ -143,3 +159,51 @@ def test_a_queue_keeps_its_counters_in_its_own_slot(
         assert len(keys) == 4
         assert {key_slot(k) for k in keys} == {slot}
         assert counters.read(queue, "hour").total.counts["completed"] == 1
+
+
+OUTCOME_CODES = {"completed": "d", "failed": "f", "retry": "r", "lost": "l", "dead": "x"}
+durations = st.none() | st.floats(min_value=-1, max_value=4000, allow_nan=False)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["emails", "images"]),
+            st.sampled_from(["", "app.send", "app.résumé"]),
+            st.sampled_from(list(OUTCOME_CODES)),
+            durations,
+            durations,
+        ),
+        max_size=60,
+    )
+)
+def test_a_tally_spreads_into_the_fields_each_settlement_adds_to(
+    settlements: list[tuple[str, str, str, float | None, float | None]],
+) -> None:
+    """What a flush writes: each settlement's outcome and time buckets, field by field."""
+    tally, expected = Tally(), {}  # type: ignore[var-annotated]
+    for queue, task, outcome, run_s, wait_s in settlements:
+        tally.add(queue, task, outcome, run_s, wait_s)
+        name = task or "-"
+        fields = expected.setdefault(queue, {})
+        keys = [f"{OUTCOME_CODES[outcome]}:{name}"]
+        if run_s is not None:
+            keys.append(
+                f"t{next((i for i, e in enumerate(EDGES) if run_s <= e), len(EDGES))}:{name}"
+            )
+        if wait_s is not None:
+            wait = max(0.0, wait_s)
+            keys.append(
+                f"w{next((i for i, e in enumerate(EDGES) if wait <= e), len(EDGES))}:{name}"
+            )
+        for key in keys:
+            fields[key] = fields.get(key, 0) + 1
+    assert tally.take() == expected
+    assert tally.take() == {}
+
+
+def test_an_unknown_outcome_is_refused_when_counted() -> None:
+    tally = Tally()
+    with pytest.raises(KeyError):
+        tally.add("q", "app.t", "exploded")
+    assert tally.take() == {}

@@ -19,7 +19,14 @@ from ..core.counters import Counters, Series
 from ..core.records import ms_to_datetime
 from .display import duration_text
 
-__all__ = ["WINDOW_CHOICES", "line_chart", "read_series", "sparkline", "throughput_chart"]
+__all__ = [
+    "WINDOW_CHOICES",
+    "depth_chart",
+    "line_chart",
+    "read_series",
+    "sparkline",
+    "throughput_chart",
+]
 
 WINDOW_CHOICES = (("hour", "Last hour"), ("day", "Last day"), ("week", "Last week"))
 WIDTH, HEIGHT, PAD = 720, 180, 36
@@ -28,9 +35,10 @@ LEFT = 56
 
 
 def read_series(queue: str, window: str) -> Series:
-    """One window of a queue's counters: one script call."""
+    """One window of a queue's counters: one script call (one more per further shard)."""
     ledger = get_ledger(queue)
-    return Counters(ledger.redis, ledger_settings.namespace).read(queue, window)
+    shards = getattr(ledger, "shard_count", 1)
+    return Counters(ledger.redis, ledger_settings.namespace).read(queue, window, shards=shards)
 
 
 def window_of(value: str | None) -> str:
@@ -51,7 +59,12 @@ def _seconds(value: float | None) -> str:
 
 
 def _figure(
-    chart_id: str, title: str, svg: SafeString, head: Sequence[str], rows: list[list[str]]
+    chart_id: str,
+    title: str,
+    svg: SafeString,
+    head: Sequence[str],
+    rows: list[list[str]],
+    legend: SafeString | str = "",
 ) -> SafeString:
     table = format_html(
         '<details class="ledger-chart-table"><summary>Table</summary><table>'
@@ -64,9 +77,10 @@ def _figure(
         ),
     )
     return format_html(
-        '<figure class="ledger-chart" id="{}"><figcaption>{}</figcaption>{}{}</figure>',
+        '<figure class="ledger-chart" id="{}"><figcaption>{}</figcaption>{}{}{}</figure>',
         chart_id,
         title,
+        legend,
         svg,
         table,
     )
@@ -131,6 +145,58 @@ def throughput_chart(series: Series) -> SafeString:
         [label, str(d), str(f)] for label, d, f in zip(labels, done, failed, strict=True) if d or f
     ]
     return _figure("chart-throughput", title, svg, ["Time", "Completed", "Failed"], rows)
+
+
+#: The depth chart's lines: CSS class, what the legend and the table call it.
+DEPTH_LINES = (("due", "Pending due"), ("claimed", "Claimed"), ("dead", "Dead"))
+
+
+def depth_chart(series: Series) -> SafeString:
+    """Pending due, claimed and dead per bucket (the most a sample saw), three lines.
+
+    A bucket no worker sampled has no point: its lines break there, and the table
+    leaves it out; an empty queue that was sampled draws zeros.
+    """
+    per = "minute" if series.bucket_seconds == 60 else "hour"
+    title = f"Depth: pending due, claimed and dead (the most sampled each {per})"
+    depth = series.depth or [None] * len(series.starts)
+    top = max([v for d in depth if d is not None for v in (d.due, d.claimed, d.dead)] + [1])
+    inner_w, inner_h = WIDTH - LEFT - 8, HEIGHT - 2 * PAD
+    step = inner_w / max(1, len(depth) - 1)
+    marks = []
+    for css, _ in DEPTH_LINES:
+        runs: list[list[str]] = [[]]
+        for i, d in enumerate(depth):
+            if d is None:
+                if runs[-1]:
+                    runs.append([])
+                continue
+            value = getattr(d, css)
+            runs[-1].append(f"{LEFT + i * step:.1f},{PAD + inner_h - inner_h * value / top:.1f}")
+        for points in (r for r in runs if r):
+            if len(points) > 1:
+                marks.append(f'<polyline class="{css}" points="{" ".join(points)}"/>')
+            x, y = points[-1].split(",")  # a lone sample is seen too
+            marks.append(f'<circle class="{css}" cx="{x}" cy="{y}" r="2"/>')
+    labels = [_label(s, series.window) for s in series.starts]
+    svg = _frame(title, top, str(top), labels, "".join(marks))
+    rows = [
+        [label, str(d.due), str(d.claimed), str(d.dead), str(d.pending)]
+        for label, d in zip(labels, depth, strict=True)
+        if d is not None
+    ]
+    latest = next((d for d in reversed(depth) if d is not None), None)
+    legend = format_html(
+        '<p class="ledger-legend">{}{}</p>',
+        format_html_join(" · ", '<span class="{}">&#9632; {}</span>', DEPTH_LINES),
+        ""
+        if latest is None
+        else format_html(
+            " (last sample: {} due, {} claimed, {} dead)", latest.due, latest.claimed, latest.dead
+        ),
+    )
+    head = ["Time", "Pending due", "Claimed", "Dead", "Pending (due and later)"]
+    return _figure("chart-depth", title, svg, head, rows, legend)
 
 
 def line_chart(series: Series, kind: str) -> SafeString:

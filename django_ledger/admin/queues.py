@@ -195,6 +195,7 @@ class QueueAdmin(LedgerModelAdmin):
             "windows": charts.WINDOW_CHOICES,
             "charts": [
                 charts.throughput_chart(series),
+                charts.depth_chart(series),
                 charts.line_chart(series, "wait"),
                 charts.line_chart(series, "run"),
             ],

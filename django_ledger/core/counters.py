@@ -11,22 +11,48 @@ for a queue nobody writes any more).
 A worker killed between two flushes loses the counts of its unflushed tally (at most
 one beat's worth); a flush is one script call, so nothing is ever counted twice.
 
+Given the queues a worker serves, a flush also samples each queue's depth (pending, of
+them due now, claimed, dead: the ready, leases and dead indexes' sizes) into the same
+minute and hour in the same script call; a queue with nothing to flush is sampled on
+its own at most every ``SAMPLE_EVERY`` seconds. A bucket keeps the most any sample saw
+(``Depth``), so several workers sampling one queue give its peak, not a sum. A sharded
+queue's shards beyond the first are sampled into their own slots' counters (one call
+each, at most every ``SAMPLE_EVERY`` s) and summed when read.
+
 ``Counters.read(queue, window)`` reads a window (``hour``: 60 one-minute buckets;
-``day``: 24 one-hour buckets; ``week``: 168 one-hour buckets) in one script call.
+``day``: 24 one-hour buckets; ``week``: 168 one-hour buckets) in one script call; what
+it reads back as (``Series``, ``Stat``, ``Depth``) is ``core/counter_series.py``'s,
+re-exported here.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from .counter_series import (
+    CODE_OUTCOMES,
+    DEPTH_FIELDS,
+    EDGES,
+    OUTCOME_CODES,
+    OUTCOMES,
+    WINDOWS,
+    Depth,
+    LastError,
+    Series,
+    Stat,
+    bucket_of,
+    percentile,
+    rounded,
+)
+from .layout import MAX_SHARDS, layout_key, shard_queues
 from .scripts import source
+
+_CODE, _NAME = OUTCOME_CODES, CODE_OUTCOMES
 
 __all__ = [
     "EDGES",
@@ -35,40 +61,20 @@ __all__ = [
     "OUTCOMES",
     "WINDOWS",
     "Counters",
+    "Depth",
     "LastError",
     "Series",
+    "Stat",
     "Tally",
+    "bucket_of",
     "percentile",
+    "rounded",
 ]
 
-#: Upper edges (seconds) of the wait and run time histogram buckets; one more bucket
-#: holds what is longer than the last edge. The Prometheus histogram uses the same.
-EDGES: tuple[float, ...] = (
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1,
-    2.5,
-    5,
-    10,
-    30,
-    60,
-    300,
-    1800,
-)
-#: Outcomes counted, as the Prometheus ``ledger_tasks`` counter's ``outcome`` label
-#: names them (``completed`` is what the docs call done), plus ``dead``.
-OUTCOMES = ("completed", "failed", "retry", "lost", "dead")
-_CODE = {"completed": "d", "failed": "f", "retry": "r", "lost": "l", "dead": "x"}
-_NAME = {code: name for name, code in _CODE.items()}
-#: window -> (resolution, buckets, seconds per bucket).
-WINDOWS = {"hour": ("m", 60, 60), "day": ("h", 24, 3600), "week": ("h", 168, 3600)}
 #: Seconds between two flushes of one worker's tally (the beat may come more often).
 FLUSH_EVERY = 2.0
+#: Seconds between two depth samples of a queue that had nothing else to flush.
+SAMPLE_EVERY = 10.0
 #: The task name counted when a settlement has none (a raw handler's job).
 NO_NAME = "-"
 #: What the scheduler counts per schedule (``schedule/ticker.py``): field code -> name.
@@ -79,44 +85,6 @@ MAX_ERROR = 200
 MAX_ERROR_TASKS = 1000
 
 
-@dataclass(frozen=True)
-class LastError:
-    """The last error a worker saw for a task: its class, its first line, when (ms)."""
-
-    error_class: str
-    line: str
-    at_ms: int
-
-
-def bucket_of(seconds: float) -> int:
-    """The histogram bucket of a duration: the first whose edge is at least it."""
-    for index, edge in enumerate(EDGES):
-        if seconds <= edge:
-            return index
-    return len(EDGES)
-
-
-def percentile(histogram: list[int], fraction: float) -> float | None:
-    """The ``fraction`` quantile read back from a histogram (``None`` when empty).
-
-    Linear within the bucket that holds it, as Prometheus's ``histogram_quantile``; a
-    quantile in the last, open bucket reads as the last edge.
-    """
-    total = sum(histogram)
-    if total == 0:
-        return None
-    rank = fraction * total
-    seen = 0
-    for index, count in enumerate(histogram):
-        if count and seen + count >= rank:
-            if index >= len(EDGES):
-                return float(EDGES[-1])
-            lower = 0.0 if index == 0 else float(EDGES[index - 1])
-            return lower + (EDGES[index] - lower) * max(0.0, rank - seen) / count
-        seen += count
-    return float(EDGES[-1])  # pragma: no cover - rank <= total always lands above
-
-
 class Tally:
     """What one worker counted since its last flush, by queue: field -> count."""
 
@@ -124,7 +92,9 @@ class Tally:
         #: ``False``: the tally counts nothing and a flush writes nothing (``COUNTERS``).
         self.enabled = enabled
         self._lock = threading.Lock()
-        self._counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        #: (queue, task, outcome code, run bucket, wait bucket) -> settlements: one dict
+        #: update per settlement; ``take_all`` spreads them into hash fields.
+        self._counts: dict[tuple[str, str, str, int | None, int | None], int] = {}
         self._errors: dict[str, dict[str, str]] = defaultdict(dict)
 
     def error(self, queue: str, task: str, error_class: str, line: str, at_ms: int) -> None:
@@ -146,14 +116,15 @@ class Tally:
         """Count one outcome of ``task`` on ``queue``, with its run and wait times."""
         if not self.enabled:
             return
-        name = task or NO_NAME
+        key = (
+            queue,
+            task or NO_NAME,
+            _CODE[outcome],  # an unknown outcome fails here, not in the flush
+            None if run_s is None else bucket_of(run_s),
+            None if wait_s is None else bucket_of(max(0.0, wait_s)),
+        )
         with self._lock:
-            counts = self._counts[queue]
-            counts[f"{_CODE[outcome]}:{name}"] += 1
-            if run_s is not None:
-                counts[f"t{bucket_of(run_s)}:{name}"] += 1
-            if wait_s is not None:
-                counts[f"w{bucket_of(max(0.0, wait_s))}:{name}"] += 1
+            self._counts[key] = self._counts.get(key, 0) + 1
 
     def take(self) -> dict[str, dict[str, int]]:
         """Everything counted so far, which the tally forgets (its errors too)."""
@@ -162,92 +133,18 @@ class Tally:
     def take_all(self) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, str]]]:
         """The counts and the last errors kept so far, which the tally forgets."""
         with self._lock:
-            taken, self._counts = self._counts, defaultdict(lambda: defaultdict(int))
+            taken, self._counts = self._counts, {}
             errors, self._errors = self._errors, defaultdict(dict)
-        counts = {queue: dict(counts) for queue, counts in taken.items() if counts}
-        return counts, {queue: found for queue, found in errors.items() if found}
-
-
-@dataclass
-class Stat:
-    """Counts by outcome and the two histograms of one task, one bucket, or a window."""
-
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
-    run: list[int] = field(default_factory=lambda: [0] * (len(EDGES) + 1))
-    wait: list[int] = field(default_factory=lambda: [0] * (len(EDGES) + 1))
-
-    def add(self, metric: str, value: int) -> None:
-        if metric[0] == "t":
-            self.run[int(metric[1:])] += value
-        elif metric[0] == "w":
-            self.wait[int(metric[1:])] += value
-        else:
-            self.counts[_NAME[metric]] += value
-
-    def merge(self, other: Stat) -> None:
-        for name, value in other.counts.items():
-            self.counts[name] += value
-        for mine, theirs in ((self.run, other.run), (self.wait, other.wait)):
-            for index, value in enumerate(theirs):
-                mine[index] += value
-
-    @property
-    def runs(self) -> int:
-        """Attempts that ended, whatever their outcome."""
-        return sum(self.counts.values())
-
-    @property
-    def failure_rate(self) -> float | None:
-        ended = self.counts["completed"] + self.counts["failed"] + self.counts["dead"]
-        return None if not ended else (self.counts["failed"] + self.counts["dead"]) / ended
-
-    def quantiles(self) -> dict[str, float | None]:
-        """p50, p95 and p99 of run and wait time, in seconds."""
-        return {
-            f"{kind}_p{p}": percentile(histogram, p / 100)
-            for kind, histogram in (("run", self.run), ("wait", self.wait))
-            for p in (50, 95, 99)
-        }
-
-
-@dataclass
-class Series:
-    """A window of one queue's counters: buckets oldest first, and each task's totals."""
-
-    queue: str
-    window: str
-    bucket_seconds: int
-    now_ms: int
-    #: The start of each bucket, epoch ms.
-    starts: list[int]
-    #: The queue's counts in each bucket (every task added up).
-    buckets: list[Stat]
-    #: Each task's counts in each bucket.
-    task_buckets: dict[str, list[Stat]]
-    #: Each task's last error, whenever it was (``errors_since`` keeps the window's).
-    errors: dict[str, LastError] = field(default_factory=dict)
-
-    def errors_since(self) -> dict[str, LastError]:
-        """The last error of each task that had one within the window."""
-        start = self.starts[0] if self.starts else 0
-        return {name: e for name, e in self.errors.items() if e.at_ms >= start}
-
-    @property
-    def total(self) -> Stat:
-        whole = Stat()
-        for stat in self.buckets:
-            whole.merge(stat)
-        return whole
-
-    def tasks(self) -> dict[str, Stat]:
-        """Each task's totals over the window, by name."""
-        out: dict[str, Stat] = {}
-        for name, stats in sorted(self.task_buckets.items()):
-            whole = Stat()
-            for stat in stats:
-                whole.merge(stat)
-            out[name] = whole
-        return out
+        counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for (queue, name, code, run, wait), n in taken.items():
+            fields = counts[queue]
+            fields[f"{code}:{name}"] += n
+            if run is not None:
+                fields[f"t{run}:{name}"] += n
+            if wait is not None:
+                fields[f"w{wait}:{name}"] += n
+        spread = {queue: dict(fields) for queue, fields in counts.items()}
+        return spread, {queue: kept for queue, kept in errors.items() if kept}
 
 
 class Counters:
@@ -258,10 +155,35 @@ class Counters:
         self.namespace = namespace
         self._script = redis.register_script(source("counters"))
         self._last_flush = 0.0
+        #: When each queue's depth was last sampled (``time.monotonic``).
+        self._sampled: dict[str, float] = {}
+        #: Each served queue's shard names, read from its layout key once.
+        self._shards: dict[str, tuple[str, ...]] = {}
+        #: Called with each queue's depth sample (its shards summed), if set: the
+        #: worker's Prometheus gauges (``worker/metrics.py``) read the same numbers.
+        self.on_sample: Callable[[str, Depth], None] | None = None
 
     def prefix(self, queue: str) -> str:
         """The start of every counter key of ``queue`` (the queue's hash tag)."""
         return "{%s:%s}:counts" % (self.namespace, queue)  # noqa: UP031 - the hash tag
+
+    def depth_keys(self, queue: str) -> list[str]:
+        """The counter prefix and the indexes a depth sample of ``queue`` reads (one slot)."""
+        tag = "{%s:%s}" % (self.namespace, queue)  # noqa: UP031 - the hash tag
+        return [self.prefix(queue), f"{tag}:ready", f"{tag}:leases", f"{tag}:dead"]
+
+    def shards_of(self, queue: str) -> tuple[str, ...]:
+        """The queue's shard names, shard 0 first (its layout key, read once and kept)."""
+        names = self._shards.get(queue)
+        if names is None:
+            raw = self.redis.get(layout_key(self.namespace, queue))
+            try:
+                count = 1 if raw is None else int(raw)
+            except ValueError:
+                count = 1  # the ledger refuses such a layout: its shard 0 is the queue
+            count = count if 1 <= count <= MAX_SHARDS else 1
+            names = self._shards[queue] = shard_queues(self.namespace, queue, count)
+        return names
 
     def schedules_prefix(self) -> str:
         """The start of the scheduler's counter keys (the schedule state's hash tag)."""
@@ -297,11 +219,14 @@ class Counters:
         counts: dict[str, int],
         now_ms: int = 0,
         errors: dict[str, str] | None = None,
-    ) -> None:
+        *,
+        sample: bool = False,
+    ) -> Depth | None:
         """Add ``counts`` (field -> count) to the queue's minute and hour: one call.
 
         ``errors`` (task name -> ``Tally.error``'s JSON) overwrite each task's last
-        error in the same call.
+        error in the same call; with ``sample``, the same call samples the depth of
+        ``queue`` (one shard: its own indexes) into both buckets and returns it.
         """
         errors = errors or {}
         args: list[Any] = [0, int(now_ms), "add", len(errors), MAX_ERROR_TASKS]
@@ -309,14 +234,18 @@ class Counters:
             args += [name, text]
         for name, value in counts.items():
             args += [name, int(value)]
-        self._script(keys=[self.prefix(queue)], args=args)
+        keys = self.depth_keys(queue) if sample else [self.prefix(queue)]
+        reply = self._script(keys=keys, args=args)
+        return Depth(*(int(v) for v in reply[1:5])) if sample else None
 
-    def flush(self, tally: Tally, *, force: bool = False) -> bool:
+    def flush(self, tally: Tally, *, force: bool = False, queues: Iterable[str] = ()) -> bool:
         """Write the tally, unless the last flush was under ``FLUSH_EVERY`` s ago.
 
         The counts are taken from the tally before the calls: a call that fails loses
         its queue's batch rather than risk adding it twice (an unanswered call may
-        have run), so every count is written at most once.
+        have run), so every count is written at most once. Each of ``queues`` (those
+        the worker serves) has its depth sampled in its call, or, with nothing to
+        flush, in a call of its own at most every ``SAMPLE_EVERY`` s (``force``: now).
         """
         clock = time.monotonic()
         if not force and clock - self._last_flush < FLUSH_EVERY:
@@ -324,28 +253,69 @@ class Counters:
         self._last_flush = clock
         failed: Exception | None = None
         counts_of, errors_of = tally.take_all()
-        for queue in dict.fromkeys([*counts_of, *errors_of]):
+        served = dict.fromkeys(queues) if tally.enabled else {}
+        with_counts = dict.fromkeys([*counts_of, *errors_of])
+        idle = [
+            q
+            for q in served
+            if q not in with_counts
+            and (force or clock - self._sampled.get(q, -SAMPLE_EVERY) >= SAMPLE_EVERY)
+        ]
+        for queue in [*with_counts, *idle]:
             try:
-                self.add(queue, counts_of.get(queue, {}), errors=errors_of.get(queue))
+                self._write(queue, counts_of.get(queue, {}), errors_of.get(queue), queue in served)
             except Exception as exc:  # the other queues are still written
                 failed = exc
         if failed is not None:
             raise failed
         return True
 
-    def read(self, queue: str, window: str = "hour", now_ms: int = 0) -> Series:
-        """One window of ``queue``'s counters, in one script call."""
+    def _write(
+        self, queue: str, counts: dict[str, int], errors: dict[str, str] | None, sample: bool
+    ) -> None:
+        """One queue's flush: its counts, and its depth if it is one the worker serves."""
+        if not sample:
+            self.add(queue, counts, errors=errors)
+            return
+        clock = time.monotonic()
+        shards = self.shards_of(queue)
+        # The other shards' samples are calls of their own: at most every SAMPLE_EVERY s.
+        every_shard = clock - self._sampled.get(queue, -SAMPLE_EVERY) >= SAMPLE_EVERY
+        depth = self.add(queue, counts, errors=errors, sample=True)
+        if len(shards) > 1 and every_shard:
+            for shard in shards[1:]:
+                found = self.add(shard, {}, sample=True)
+                depth = found if depth is None or found is None else depth.plus(found)
+        elif len(shards) > 1:
+            depth = None  # one shard's sample is not the queue's depth
+        if every_shard or len(shards) == 1:
+            self._sampled[queue] = clock
+        if depth is not None and self.on_sample is not None:
+            self.on_sample(queue, depth)
+
+    def read(self, queue: str, window: str = "hour", now_ms: int = 0, shards: int = 1) -> Series:
+        """One window of ``queue``'s counters, in one script call (one more per shard).
+
+        ``shards``: the queue's number of shards, whose depth samples are summed.
+        """
         if window not in WINDOWS:
             raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
         resolution, count, seconds = WINDOWS[window]
-        reply = self._script(
-            keys=[self.prefix(queue)], args=[0, int(now_ms), "read", resolution, count]
-        )
+        args = [0, int(now_ms), "read", resolution, count]
+        reply = self._script(keys=[self.prefix(queue)], args=args)
         now = int(reply[0])
         step = seconds * 1000
         first = (now // step - count + 1) * step
         buckets: list[Stat] = []
         by_task: dict[str, list[Stat]] = {}
+        depth = [_depth(flat) for flat in reply[1 : count + 1]]
+        if shards > 1:
+            args[1] = now  # every shard's buckets at the same time
+            for shard in shard_queues(self.namespace, queue, shards)[1:]:
+                theirs = self._script(keys=[self.prefix(shard)], args=args)
+                for position, flat in enumerate(theirs[1 : count + 1]):
+                    found, mine = _depth(flat), depth[position]
+                    depth[position] = found if mine is None else mine.plus(found or _ZERO)
         for position, flat in enumerate(reply[1 : count + 1]):
             whole = Stat()
             for raw, value in _pairs(flat):
@@ -367,7 +337,26 @@ class Counters:
             buckets=buckets,
             task_buckets=by_task,
             errors=_errors(reply[count + 1] if len(reply) > count + 1 else []),
+            depth=depth,
         )
+
+
+_ZERO = Depth(0, 0, 0, 0)
+
+
+def _depth(flat: Iterable[Any]) -> Depth | None:
+    """The depth sample a bucket holds (its ``q:`` fields), ``None`` if it has none."""
+    found = {}
+    for raw, value in _pairs(flat):
+        metric, _, name = _text(raw).partition(":")
+        if metric == "q" and name in DEPTH_FIELDS:
+            try:
+                found[name] = int(value)
+            except ValueError:
+                continue  # not one this code wrote
+    if not found:
+        return None
+    return Depth(*(found.get(name, 0) for name in DEPTH_FIELDS))
 
 
 def _errors(flat: Iterable[Any]) -> dict[str, LastError]:
@@ -399,10 +388,3 @@ def _known(metric: str) -> bool:
 def _pairs(flat: Iterable[Any]) -> Iterable[tuple[Any, Any]]:
     items = list(flat)
     return zip(items[0::2], items[1::2], strict=True)
-
-
-def rounded(value: float | None, digits: int = 4) -> float | None:
-    """A quantile for JSON: ``None`` stays, others keep ``digits`` significant places."""
-    if value is None:
-        return None
-    return float(f"{value:.{digits}g}") if math.isfinite(value) else None

@@ -1,8 +1,9 @@
 """A queue's counters over time: the series the admin's charts draw, as JSON.
 
 The same numbers, names and bucket edges as the worker's Prometheus metrics
-(``ledger_tasks`` by ``outcome``, ``ledger_task_seconds``), read from the counters the
-workers flush (``core/counters.py``) in one script call.
+(``ledger_tasks`` by ``outcome``, ``ledger_task_seconds``, ``ledger_queue_depth`` and
+``ledger_queue_records`` by state), read from the counters the workers flush
+(``core/counters.py``) in one script call (one more per further shard).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ...conf import ledger_settings
-from ...core.counters import EDGES, OUTCOMES, WINDOWS, Counters, Stat, rounded
+from ...core.counters import EDGES, OUTCOMES, WINDOWS, Counters, Depth, Stat, rounded
 from ...core.records import ms_to_datetime
 from ..errors import ApiError
 from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
@@ -47,11 +48,30 @@ class QuantilesSerializer(serializers.Serializer[Any]):
     p99 = serializers.FloatField(allow_null=True)
 
 
+class RecordsSerializer(serializers.Serializer[Any]):
+    pending_due = serializers.IntegerField()
+    claimed = serializers.IntegerField()
+    dead = serializers.IntegerField()
+
+
 class PointSerializer(serializers.Serializer[Any]):
     start = serializers.DateTimeField()
     ledger_tasks = OutcomesSerializer()
     ledger_task_seconds = QuantilesSerializer(help_text="Run time of the attempts, seconds")
     ledger_wait_seconds = QuantilesSerializer(help_text="Due to start of ended ones, seconds")
+
+
+class BucketSerializer(PointSerializer):
+    ledger_queue_depth = serializers.IntegerField(
+        allow_null=True,
+        help_text="PENDING records (due and later): the most a worker's sample saw in the "
+        "bucket; null when no worker sampled the queue in it",
+    )
+    ledger_queue_records = RecordsSerializer(
+        allow_null=True,
+        help_text="Records by state, each the most a sample saw in the bucket (the depth "
+        "chart's lines); null when no worker sampled the queue in it",
+    )
 
 
 class TaskSeriesSerializer(PointSerializer):
@@ -66,8 +86,21 @@ class SeriesSerializer(serializers.Serializer[Any]):
     bucket_seconds = serializers.IntegerField()
     now = serializers.DateTimeField()
     bucket_edges = serializers.ListField(child=serializers.FloatField())
-    buckets = PointSerializer(many=True)
+    buckets = BucketSerializer(many=True)
     tasks = TaskSeriesSerializer(many=True)
+
+
+def _depth(depth: Depth | None) -> dict[str, Any]:
+    if depth is None:
+        return {"ledger_queue_depth": None, "ledger_queue_records": None}
+    return {
+        "ledger_queue_depth": depth.pending,
+        "ledger_queue_records": {
+            "pending_due": depth.due,
+            "claimed": depth.claimed,
+            "dead": depth.dead,
+        },
+    }
 
 
 def _point(stat: Stat) -> dict[str, Any]:
@@ -84,13 +117,13 @@ class SeriesViewSet(LedgerViewSet):
 
     @extend_schema(
         operation_id="series",
-        summary="A queue's outcomes and times over the last hour, day or week",
+        summary="A queue's outcomes, times and depth over the last hour, day or week",
         tags=["queues"],
         parameters=[QUEUE, WINDOW, RETRY_AFTER],
         responses={200: SeriesSerializer, **errors(400, 404)},
     )
     def series(self, request: Request, queue: str) -> Response:
-        """Counts by outcome and run and wait time quantiles per bucket, and per task."""
+        """Counts by outcome, run and wait time quantiles and depth per bucket; per task."""
         window = request.query_params.get("window", "hour")
         if window not in WINDOWS:
             raise ApiError(
@@ -101,7 +134,9 @@ class SeriesViewSet(LedgerViewSet):
             )
         ledger = self.ledger
         with ledger.translate_errors():
-            series = Counters(ledger.redis, ledger_settings.namespace).read(queue, window)
+            series = Counters(ledger.redis, ledger_settings.namespace).read(
+                queue, window, shards=getattr(ledger, "shard_count", 1)
+            )
         tasks = []
         for name, stat in series.tasks().items():
             rate = stat.failure_rate
@@ -113,8 +148,10 @@ class SeriesViewSet(LedgerViewSet):
             "now": ms_to_datetime(series.now_ms),
             "bucket_edges": list(EDGES),
             "buckets": [
-                {"start": ms_to_datetime(start), **_point(stat)}
-                for start, stat in zip(series.starts, series.buckets, strict=True)
+                {"start": ms_to_datetime(start), **_point(stat), **_depth(depth)}
+                for start, stat, depth in zip(
+                    series.starts, series.buckets, series.depth, strict=True
+                )
             ],
             "tasks": tasks,
         }

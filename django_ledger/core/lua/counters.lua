@@ -1,11 +1,17 @@
 -- counters.lua: a queue's outcome counters and time histograms, by minute and by hour.
--- Not one of the ten-key scripts (codec.lua gives it server_now only).
+-- Not one of the twelve-key scripts (codec.lua gives it server_now and next_band only).
 -- KEYS[1] the queue's counter prefix ({ns:queue}:counts); every key written or read
 -- starts with it, so on a Redis Cluster all of a queue's counters share its slot:
 --   PREFIX:m:<minute> hash   PREFIX:h:<hour> hash   (minute = epoch ms // 60000)
 --   PREFIX:mi zset of minutes in use   PREFIX:hi zset of hours in use
 --   PREFIX:e hash task name -> its last error (JSON [class, first line, at ms])
--- Hash fields are '<metric>:<task name>' -> count (core/counters.py names the metrics).
+-- Hash fields are '<metric>:<task name>' -> count (core/counters.py names the metrics),
+-- and the queue's depth samples 'q:pending', 'q:due', 'q:claimed', 'q:dead' -> the most
+-- any sample in the bucket saw (several workers sample the same queue: the max is the
+-- bucket's peak, whichever worker saw it, and does not grow with the number of workers).
+-- KEYS[2..4], when given: the queue's ready, leases and dead indexes (codec.lua's
+-- KEYS[2] and KEYS[3] too, so next_band reads the ready index), same hash tag; 'add'
+-- then samples the depth into this minute and this hour, in the same call.
 -- ARGV[1] skew in ms (added to the server clock), ARGV[2] the time in epoch ms (0: the
 -- server clock plus the skew), ARGV[3] 'add' or 'read'.
 --   add:  ARGV[4] how many errors E, ARGV[5] most tasks PREFIX:e keeps, then E pairs
@@ -13,8 +19,9 @@
 --         not kept), then field, count, field, count...: added to this minute and this
 --         hour; minutes older than a day and hours older than 30 days are deleted.
 --   read: ARGV[4] 'm' or 'h', ARGV[5] how many buckets back, this one included.
--- Returns {now, ...}: for read, one flat HGETALL per bucket, oldest first, then the
--- flat HGETALL of the last errors.
+-- Returns {now}; for add with KEYS[2..4], {now, pending, due, claimed, dead} (what it
+-- sampled); for read, {now, then one flat HGETALL per bucket, oldest first, then the
+-- flat HGETALL of the last errors}.
 local prefix = KEYS[1]
 local now = tonumber(ARGV[2])
 if now == 0 then now = server_now() end
@@ -48,6 +55,28 @@ if ARGV[3] == 'add' then
     redis.call('HINCRBY', mkey, ARGV[i], ARGV[i + 1])
     redis.call('HINCRBY', hkey, ARGV[i], ARGV[i + 1])
   end
+  local result = {now}
+  if #KEYS >= 4 then
+    -- Due against the server's clock (the records' times), whatever the bucket's time.
+    local at, due = server_now(), 0
+    local low, earliest, after = next_band('-inf')
+    while low do
+      due = due + redis.call('ZCOUNT', KEYS[2], exact(low), exact(low + at))
+      low, earliest, after = next_band(after)
+    end
+    local sample = {redis.call('ZCARD', KEYS[2]), due, redis.call('ZCARD', KEYS[3]),
+      redis.call('ZCARD', KEYS[4])}
+    local names = {'q:pending', 'q:due', 'q:claimed', 'q:dead'}
+    for _, key in ipairs({mkey, hkey}) do
+      local held = redis.call('HMGET', key, unpack(names))
+      for i = 1, 4 do
+        local old = tonumber(held[i])
+        if not old or sample[i] > old then redis.call('HSET', key, names[i], sample[i]) end
+      end
+    end
+    table.insert(sample, 1, now)
+    result = sample
+  end
   -- A backstop for a queue nobody writes any more: the keys go by themselves.
   redis.call('EXPIRE', mkey, KEEP_MINUTES * 60 + 3600)
   redis.call('EXPIRE', hkey, KEEP_HOURS * 3600 + 86400)
@@ -59,7 +88,7 @@ if ARGV[3] == 'add' then
     if #old > 0 then redis.call('ZREMRANGEBYSCORE', index, '-inf', '(' .. (r[2] - r[3] + 1)) end
     redis.call('EXPIRE', index, KEEP_HOURS * 3600 + 86400)
   end
-  return {now}
+  return result
 elseif ARGV[3] == 'read' then
   local res, count = ARGV[4], tonumber(ARGV[5])
   if (res ~= 'm' and res ~= 'h') or not count or count < 1 or count > 1440 then

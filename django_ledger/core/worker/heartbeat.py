@@ -6,7 +6,8 @@ a worker that dies simply stops beating, and its entry expires and drops off the
 
 A beat also flushes the worker's ``tally`` (its outcome counters, ``core/counters.py``)
 at most once every ``counters.FLUSH_EVERY`` seconds, and a clean stop flushes what is
-left, so the counters cost no round trip per task. ``Heartbeats(..., counters=False)``
+left, so the counters cost no round trip per task. The same flush samples the depth of
+the worker's queues (``counters.Depth``); ``counters.on_sample`` hears each sample. ``Heartbeats(..., counters=False)``
 (the ``LEDGER['COUNTERS']`` setting, or ``ledger_worker --no-counters``) keeps none.
 """
 
@@ -60,6 +61,8 @@ class Heartbeats:
         #: with ``counters=False`` it counts nothing and no counters key is written.
         self.tally = Tally(enabled=counters)
         self.counters = Counters(redis, namespace)
+        #: The queues of the last beat: each flush samples their depth (``Counters``).
+        self._queues: list[str] = []
 
     def key(self, worker_id: str) -> str:
         return f"{self.namespace}:worker:{worker_id}"
@@ -70,12 +73,13 @@ class Heartbeats:
         pipe.set(self.key(info.worker_id), info.to_json(), px=max(1, int(ttl_s * 1000)))
         pipe.zadd(self.index_key, {info.worker_id: info.beat_at})
         pipe.execute()
-        self.counters.flush(self.tally)
+        self._queues = list(info.queues)
+        self.counters.flush(self.tally, queues=self._queues)
 
     def forget(self, worker_id: str) -> None:
         """Remove a worker that stopped cleanly, flushing its last counts first."""
         try:
-            self.counters.flush(self.tally, force=True)
+            self.counters.flush(self.tally, force=True, queues=self._queues)
         finally:
             self._forget(worker_id)
 

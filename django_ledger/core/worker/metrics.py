@@ -2,7 +2,10 @@
 
 The names and meanings are the counters' (``core/counters.py``) that the admin's charts
 and the API's series read: ``ledger_tasks`` by ``outcome`` (completed, failed, retry,
-lost), ``ledger_task_seconds`` with the same bucket edges.
+lost), ``ledger_task_seconds`` with the same bucket edges, ``ledger_queue_depth`` (PENDING
+records, the depth chart's ``pending``) and ``ledger_queue_records`` by ``state``
+(``pending_due``, ``claimed``, ``dead``: the depth chart's lines), which ``records``
+sets from each depth sample the counters' flush takes (``Counters.on_sample``).
 
 ``PrometheusMetrics`` implements the runtime's ``Metrics``; ``serve(port, metrics, addr)``
 exposes them over HTTP for scraping, on the loopback address unless told otherwise. Without the package, ``available()`` is false and the worker
@@ -14,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..counters import EDGES
+from ..counters import EDGES, Depth
 
 __all__ = ["DEFAULT_ADDRESS", "PrometheusMetrics", "available", "serve"]
 
@@ -75,6 +78,13 @@ class PrometheusMetrics:
             "ledger_queue_depth", "PENDING records of a queue.", ["queue"], registry=registry
         )
 
+        self._records = _prometheus.Gauge(
+            "ledger_queue_records",
+            "Records of a queue by state (pending_due, claimed, dead), as last sampled.",
+            ["queue", "state"],
+            registry=registry,
+        )
+
     def outcome(self, queue: str, name: str, outcome: str, seconds: float | None) -> None:
         self._tasks.labels(queue, name or "-", outcome).inc()
         if seconds is not None:
@@ -88,6 +98,16 @@ class PrometheusMetrics:
 
     def depth(self, queue: str, pending: int) -> None:
         self._depth.labels(queue).set(pending)
+
+    def records(self, queue: str, depth: Depth) -> None:
+        """Set the queue's gauges from a depth sample (what the depth chart draws)."""
+        self._depth.labels(queue).set(depth.pending)
+        for state, value in (
+            ("pending_due", depth.due),
+            ("claimed", depth.claimed),
+            ("dead", depth.dead),
+        ):
+            self._records.labels(queue, state).set(value)
 
 
 def serve(port: int, metrics: PrometheusMetrics, addr: str = DEFAULT_ADDRESS) -> None:

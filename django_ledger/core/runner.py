@@ -41,6 +41,10 @@ KEY_NAMES = (
     "results",
     "wake",
     "limits",
+    # KEYS[13]: the workflows' key (branch wf names it; unused here).
+    "workflows",
+    # KEYS[14]: a queue with a KEY: its pool of due records by key and its turns (keyed.lua).
+    "keyed",
 )
 #: The ledger's scripts that may write: with durability on, each is followed by ``WAIT``.
 WRITE_SCRIPTS = frozenset(SCRIPT_NAMES) - {"stats", "now"}

@@ -33,9 +33,9 @@ SCRIPT_NAMES = (
 )
 
 
-#: Scripts that claim or settle: the shared ``ops.lua`` and ``limits.lua`` follow the
-#: codec prelude (``limit``, the limits' own script, takes ``limits.lua`` alone).
-_OPS = frozenset({"claim", "settle", "settle_claim"})
+#: Scripts that admit, claim or settle, and the limits' own: the shared ``ops.lua``,
+#: ``limits.lua`` and ``keyed.lua`` follow the codec prelude.
+_OPS = frozenset({"admit", "claim", "settle", "settle_claim", "limit"})
 
 
 @cache
@@ -43,9 +43,7 @@ def source(name: str) -> str:
     """Return the full source of script ``name``: the codec prelude, then its body."""
     folder = resources.files("django_ledger.core") / "lua"
     if name in _OPS:
-        parts = ["codec.lua", "ops.lua", "limits.lua", f"{name}.lua"]
-    elif name == "limit":
-        parts = ["codec.lua", "ops.lua", "limits.lua", "limit.lua"]
+        parts = ["codec.lua", "ops.lua", "limits.lua", "keyed.lua", f"{name}.lua"]
     else:
         parts = ["codec.lua", f"{name}.lua"]
     return "\n".join((folder / part).read_text(encoding="utf-8") for part in parts)

@@ -1,0 +1,232 @@
+-- keyed.lua: limits per key of a task's arguments, and fair share among the keys
+-- (prepended after limits.lua). A queue whose limits hash (KEYS[12]) holds `key` (its KEY
+-- setting, e.g. 'kwargs.tenant_id') applies its RATE and CONCURRENCY to each key apart,
+-- and its claims take the keys in turn: one claim per key per turn, so a key with a
+-- million due records does not delay one with ten.
+-- The admission (Python) computes each request's key and stores it in KEYS[12] as
+-- '@' .. id (admit.lua). KEYS[14], the keyed pool, is a sorted set read by lex range
+-- (every score 0) holding:
+--   'i' .. key .. '\0' .. SCORE .. id   a due PENDING record of key; SCORE its ready score
+--                                       plus KEYED_OFFSET, 16 digits (the key's own order)
+--   'r' .. TURN .. key                  a key with records in the pool, by turn (16 digits)
+--   'c' .. key .. '\0' .. id            a claim of key, kept under a CONCURRENCY and
+--                                       checked against the record each time it is counted
+-- More KEYS[12] fields: 'R' .. key (the key's turn now), 'T' .. key and 'A' .. key (its
+-- bucket: tokens as of server ms), 'turn' (the last turn given), 'wm' (how far, in due
+-- ms, the ready index has been brought into the pool).
+-- The ready index stays whole and authoritative: the pool is derived from it and from the
+-- records. A due record enters the pool from the ready index (keyed_promote, each claim),
+-- so what settlements, releases and repair give back comes into its key's turn with no
+-- code of theirs; a pool entry whose record moved on is dropped when met.
+
+local KEYED_OFFSET = 4503599627370496  -- 2^52: every ready score plus it is positive
+local KEYED_PAGE = 1024  -- ready entries brought into the pool per call at most
+
+local function keyed_digits(n)
+  return string.format('%016.0f', n)
+end
+
+-- Put `key` at the back of the turns; `old` its turn now (nil: it has none).
+local function keyed_back(key, old)
+  local turn = keyed_digits(redis.call('HINCRBY', KEYS[12], 'turn', 1))
+  if old then redis.call('ZREM', KEYS[14], 'r' .. old .. key) end
+  redis.call('ZADD', KEYS[14], 0, 'r' .. turn .. key)
+  redis.call('HSET', KEYS[12], 'R' .. key, turn)
+end
+
+-- Bring due PENDING records (ids, their ready scores) into the pool under their keys
+-- (a record admitted with no key stored has key ''); a key new to the turns goes last.
+local function keyed_add(ids, scores)
+  local fields = {}
+  for k, id in ipairs(ids) do fields[k] = '@' .. id end
+  local keys = redis.call('HMGET', KEYS[12], unpack(fields))
+  local members, fresh, seen = {}, {}, {}
+  for k, id in ipairs(ids) do
+    local key = keys[k] or ''
+    members[#members + 1] = 0
+    members[#members + 1] = 'i' .. key .. '\0' .. keyed_digits(tonumber(scores[k]) + KEYED_OFFSET) .. id
+    if not seen[key] then
+      seen[key] = true
+      fresh[#fresh + 1] = key
+    end
+  end
+  redis.call('ZADD', KEYS[14], unpack(members))
+  local turns = {}
+  for k, key in ipairs(fresh) do turns[k] = 'R' .. key end
+  turns = redis.call('HMGET', KEYS[12], unpack(turns))
+  for k, key in ipairs(fresh) do
+    if not turns[k] then keyed_back(key, nil) end
+  end
+end
+
+-- Store the keys of records just admitted (pairs id, key) and bring those due now into
+-- the pool (`score`: their ready score, `due`: their due time).
+local function keyed_admitted(pairs, score, due, now)
+  redis.call('HSET', KEYS[12], unpack(pairs))
+  if due > now then return end  -- keyed_promote brings it in when it falls due
+  local ids, scores = {}, {}
+  for k = 1, #pairs, 2 do
+    ids[#ids + 1] = string.sub(pairs[k], 2)
+    scores[#scores + 1] = score
+  end
+  keyed_add(ids, scores)
+end
+
+-- Bring what fell due since the last call from the ready index into the pool. A pool
+-- with no key in turn looks from the start: a due record it missed (put back in the ready
+-- index by hand, or by a reference claim cut short) comes in then.
+local function keyed_promote(now)
+  local wm = tonumber(redis.call('HGET', KEYS[12], 'wm') or '0')
+  if not redis.call('ZRANGEBYLEX', KEYS[14], '[r', '(s', 'LIMIT', 0, 1)[1] then wm = 0 end
+  local mark = now
+  local low, earliest, after = next_band('-inf')
+  while low do
+    if earliest <= now then
+      local got = redis.call('ZRANGEBYSCORE', KEYS[2], exact(low + math.max(wm, earliest)),
+        exact(low + now), 'WITHSCORES', 'LIMIT', 0, KEYED_PAGE)
+      local ids, scores = {}, {}
+      for k = 1, #got, 2 do
+        ids[#ids + 1] = got[k]
+        scores[#scores + 1] = got[k + 1]
+      end
+      if #ids > 0 then keyed_add(ids, scores) end
+      -- A full page: the next call goes on from its last score (inclusive: ZADD of a
+      -- member already there changes nothing).
+      if #ids == KEYED_PAGE then mark = math.min(mark, tonumber(scores[#scores]) - low) end
+    end
+    low, earliest, after = next_band(after)
+  end
+  redis.call('HSET', KEYS[12], 'wm', exact(mark))
+end
+
+-- The use of `key` under the limits L at `now`, read once a call (`cache`): u.taken its
+-- claims now, u.left its tokens. Claims of the key whose records left CLAIMED (settled,
+-- given back, reclaimed by repair after a lease ran out) are dropped here: their slot is
+-- free by construction.
+local function keyed_use(L, key, now, cache)
+  local u = cache[key]
+  if u then return u end
+  u = {taken = 0}
+  if L.conc then
+    local claims = redis.call('ZRANGEBYLEX', KEYS[14], '[c' .. key .. '\0', '(c' .. key .. '\1')
+    if #claims > 0 then
+      local ids = {}
+      for k, m in ipairs(claims) do ids[k] = string.sub(m, #key + 3) end
+      local raws = redis.call('HMGET', KEYS[1], unpack(ids))
+      local gone = {}
+      for k = 1, #claims do
+        -- The state letter (offset 9) is enough: a claim is a slot while its record is
+        -- CLAIMED, and a record keeps its key.
+        if raws[k] and string.sub(raws[k], 10, 10) == 'C' then
+          u.taken = u.taken + 1
+        else
+          gone[#gone + 1] = claims[k]
+        end
+      end
+      if #gone > 0 then redis.call('ZREM', KEYS[14], unpack(gone)) end
+    end
+  end
+  if L.limit then
+    local b = redis.call('HMGET', KEYS[12], 'T' .. key, 'A' .. key)
+    u.left = L.burst
+    if b[2] then
+      u.left = math.min(L.burst, tonumber(b[1]) + math.max(0, now - tonumber(b[2])) * L.limit / L.period)
+    end
+  end
+  cache[key] = u
+  return u
+end
+
+-- How many claims of the key its limits allow now.
+local function keyed_room(L, u)
+  local room = math.huge
+  if L.conc then room = L.conc - u.taken end
+  if L.limit then room = math.min(room, math.floor(u.left + 1e-9)) end
+  return room
+end
+
+-- When a key held by its limits may claim again: -1 when a slot is what it waits for (a
+-- settlement frees it), else when its next token is due.
+local function keyed_next(L, u, now)
+  if L.conc and u.taken >= L.conc then return -1 end
+  return now + math.max(1, math.ceil((1 - u.left) * L.period / L.limit))
+end
+
+-- A claim of `key` made (or picked) for request `id`: a token spent, a slot taken.
+local function keyed_spend(L, key, u, now, id)
+  if L.limit then
+    u.left = u.left - 1
+    redis.call('HSET', KEYS[12], 'T' .. key, string.format('%.17g', u.left), 'A' .. key, exact(now))
+  end
+  if L.conc then
+    u.taken = u.taken + 1
+    redis.call('ZADD', KEYS[14], 0, 'c' .. key .. '\0' .. id)
+  end
+end
+
+-- Take up to `take` records from the pool, the keys in turn, each within its key's limits;
+-- `take_one(id)` claims (or picks) a due record and says whether it did. Returns the
+-- claims made, and when the next claim may be made: now (more may be claimable: the wake
+-- key stays), -1 (nothing is, until a settlement frees a slot or work is admitted), or a
+-- time (the next token of a key held by its rate, or the next record to fall due).
+local function keyed_take(L, now, take, take_one)
+  keyed_promote(now)
+  local size = redis.call('ZLEXCOUNT', KEYS[14], '[r', '(s')
+  local got, held, budget, cache, wait = 0, 0, take * 4 + 64, {}, nil
+  -- `held`: keys met in a row that their limits hold; a whole turn of them ends the call.
+  while got < take and budget > 0 and held < size do
+    budget = budget - 1
+    local head = redis.call('ZRANGEBYLEX', KEYS[14], '[r', '(s', 'LIMIT', 0, 1)[1]
+    if not head then break end
+    local turn, key = string.sub(head, 2, 17), string.sub(head, 18)
+    local item = redis.call('ZRANGEBYLEX', KEYS[14], '[i' .. key .. '\0', '(i' .. key .. '\1',
+      'LIMIT', 0, 1)[1]
+    if not item then
+      -- Nothing of the key is due: out of the turns until something is.
+      redis.call('ZREM', KEYS[14], head)
+      redis.call('HDEL', KEYS[12], 'R' .. key)
+      size = size - 1
+    else
+      local u = keyed_use(L, key, now, cache)
+      if keyed_room(L, u) < 1 then
+        held = held + 1
+        local at = keyed_next(L, u, now)
+        if at >= 0 and (not wait or at < wait) then wait = at end
+        if size > 1 then keyed_back(key, turn) end
+      else
+        local id = string.sub(item, #key + 19)
+        redis.call('ZREM', KEYS[14], item)
+        -- A record that moved on (claimed by hand, ended, corrupt) is only dropped: the
+        -- key keeps its turn for its next record.
+        if take_one(id) then
+          got, held = got + 1, 0
+          keyed_spend(L, key, u, now, id)
+          if size > 1 then keyed_back(key, turn) end
+        end
+      end
+    end
+  end
+  if got >= take and size > 0 or budget <= 0 and held < size then
+    wake(now)  -- more may be claimable: another idle worker looks
+    return got, now
+  end
+  -- Every key in the pool is held by its limits, or the pool is empty: no worker could
+  -- claim now. The wake key goes; the answer is the earliest of a key's next token and
+  -- the next record to fall due (which enters the pool then).
+  redis.call('DEL', KEYS[11])
+  local later = next_due(now)
+  if later and (not wait or later < wait) then wait = later end
+  return got, wait or -1
+end
+
+-- claim_limited (limits.lua) on a queue with a KEY: the same arguments and answers.
+keyed_claim = function(L, now, owner, lease, limit, out, start)
+  if start and start < limit then limit = start end
+  -- The gate, checked in the same atomic step as the claim (claim_due's rule).
+  if redis.call('EXISTS', KEYS[4]) == 1 then return 0, now + 1000 end
+  return keyed_take(L, now, limit, function(id)
+    local before = #out
+    claim_ids({id}, now, owner, lease, out, 0, 0, 1, 1)
+    return #out > before
+  end)
+end

@@ -149,3 +149,25 @@ def test_an_unlimited_queue_writes_no_limits_state(
     admit(ledger, "a", 3)
     ledger.claim_many("w", 3)
     assert not redis_client.exists(ledger.runner.keys[11], ledger.runner.keys[13])
+
+
+def test_a_turn_of_held_keys_does_not_spin_and_moves_on(
+    ledger: Ledger, redis_client: redis.Redis
+) -> None:
+    ledger.set_limits(Limits(concurrency=1, key="kwargs.tenant_id"))
+    for k in range(150):
+        admit(ledger, f"k{k}", 2)
+    running = 0
+    while claims := ledger.claim_many("w", 8):
+        running += len(claims)
+    assert running == 150  # one per key: every key is at its limit now
+    assert ledger.claim_many("w", 8).due_in_ms is None
+    assert not redis_client.exists(ledger.runner.keys[10])  # nobody is told to look again
+    admit(ledger, "fresh", 1)  # behind 150 held keys in the turns
+    calls = []
+    for _ in range(3):
+        got = ledger.claim_many("w", 8)
+        calls.append([c.request_id for c in got])
+        if got:
+            break
+    assert calls[-1] == ["fresh-00000"] and len(calls) <= 3

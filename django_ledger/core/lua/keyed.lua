@@ -206,9 +206,16 @@ local function keyed_take(L, now, take, take_one)
       end
     end
   end
-  if got >= take and size > 0 or budget <= 0 and held < size then
+  if got >= take and size > 0 or budget <= 0 and held < size and got > 0 then
     wake(now)  -- more may be claimable: another idle worker looks
     return got, now
+  end
+  if budget <= 0 and held < size then
+    -- A whole budget of keys held by their limits, none claimed: no worker asks again at
+    -- once (it would only spin). Those keys went to the back of the turns, so the next
+    -- claim (woken by a settlement, an admission, or the next token) looks further on.
+    redis.call('DEL', KEYS[11])
+    return got, wait or -1
   end
   -- Every key in the pool is held by its limits, or the pool is empty: no worker could
   -- claim now. The wake key goes; the answer is the earliest of a key's next token and

@@ -152,39 +152,42 @@ local function keyed_next(L, u, now)
   return now + math.max(1, math.ceil((1 - u.left) * L.period / L.limit))
 end
 
--- A claim of `key` made (or picked) for request `id`: a token spent, a slot taken.
-local function keyed_spend(L, key, u, now, id)
-  if L.limit then
-    u.left = u.left - 1
-    redis.call('HSET', KEYS[12], 'T' .. key, string.format('%.17g', u.left), 'A' .. key, exact(now))
-  end
-  if L.conc then
-    u.taken = u.taken + 1
-    redis.call('ZADD', KEYS[14], 0, 'c' .. key .. '\0' .. id)
-  end
-end
-
 -- Take up to `take` records from the pool, the keys in turn, each within its key's limits;
--- `take_one(id)` claims (or picks) a due record and says whether it did. Returns the
--- claims made, and when the next claim may be made: now (more may be claimable: the wake
--- key stays), -1 (nothing is, until a settlement frees a slot or work is admitted), or a
--- time (the next token of a key held by its rate, or the next record to fall due).
-local function keyed_take(L, now, take, take_one)
+-- `claim(ids)` claims (or picks) the due records among ids and answers the set of those
+-- it did. Returns the claims made, and when the next claim may be made: now (more may be
+-- claimable: the wake key stays), -1 (nothing is, until a settlement frees a slot or work
+-- is admitted), or a time (the next token of a key held by its rate, or the next record
+-- to fall due). The turns are read once and written once a call: keys visited go to the
+-- back in the order visited, so a call that visits a key twice has been round them all.
+local function keyed_take(L, now, take, claim)
   keyed_promote(now)
   local size = redis.call('ZLEXCOUNT', KEYS[14], '[r', '(s')
-  local got, held, budget, cache, wait = 0, 0, take * 4 + 64, {}, nil
+  local budget = take * 4 + 64
+  local window = redis.call('ZRANGEBYLEX', KEYS[14], '[r', '(s', 'LIMIT', 0, math.min(size, budget))
+  local ring = {}
+  for k, head in ipairs(window) do ring[k] = {string.sub(head, 2, 17), string.sub(head, 18)} end
+  local got, held, pos, cache, wait = 0, 0, 1, {}, nil
+  local items, picks, moved, gone, spent, picked = {}, {}, {}, {}, {}, {}
   -- `held`: keys met in a row that their limits hold; a whole turn of them ends the call.
-  while got < take and budget > 0 and held < size do
+  while got < take and budget > 0 and held < size and ring[pos] do
     budget = budget - 1
-    local head = redis.call('ZRANGEBYLEX', KEYS[14], '[r', '(s', 'LIMIT', 0, 1)[1]
-    if not head then break end
-    local turn, key = string.sub(head, 2, 17), string.sub(head, 18)
-    local item = redis.call('ZRANGEBYLEX', KEYS[14], '[i' .. key .. '\0', '(i' .. key .. '\1',
-      'LIMIT', 0, 1)[1]
+    local turn, key = ring[pos][1], ring[pos][2]
+    pos = pos + 1
+    local mine = items[key]
+    if not mine or (not mine.list[mine.n] and #mine.list == take) then
+      -- The key's first due records (or, when this call took all it read, the next ones:
+      -- what it picked leaves the pool below).
+      local base = mine and mine.base + #mine.list or 0
+      mine = {n = 1, base = base, list = redis.call('ZRANGEBYLEX', KEYS[14],
+        '[i' .. key .. '\0', '(i' .. key .. '\1', 'LIMIT', base, take)}
+      items[key] = mine
+    end
+    local item = mine.list[mine.n]
     if not item then
-      -- Nothing of the key is due: out of the turns until something is.
-      redis.call('ZREM', KEYS[14], head)
-      redis.call('HDEL', KEYS[12], 'R' .. key)
+      -- Nothing (more) of the key is due: out of the turns until something is.
+      gone[#gone + 1] = turn
+      gone[#gone + 1] = key
+      gone[key] = true
       size = size - 1
     else
       local u = keyed_use(L, key, now, cache)
@@ -192,18 +195,92 @@ local function keyed_take(L, now, take, take_one)
         held = held + 1
         local at = keyed_next(L, u, now)
         if at >= 0 and (not wait or at < wait) then wait = at end
-        if size > 1 then keyed_back(key, turn) end
       else
-        local id = string.sub(item, #key + 19)
-        redis.call('ZREM', KEYS[14], item)
-        -- A record that moved on (claimed by hand, ended, corrupt) is only dropped: the
-        -- key keeps its turn for its next record.
-        if take_one(id) then
-          got, held = got + 1, 0
-          keyed_spend(L, key, u, now, id)
-          if size > 1 then keyed_back(key, turn) end
+        mine.n = mine.n + 1
+        got, held = got + 1, 0
+        picks[#picks + 1] = item
+        picks[#picks + 1] = key
+        picked[key] = (picked[key] or 0) + 1
+        -- Counted now, written below for the records actually claimed.
+        if L.limit then u.left = u.left - 1 end
+        if L.conc then u.taken = u.taken + 1 end
+      end
+      moved[#moved + 1] = turn
+      moved[#moved + 1] = key
+      ring[#ring + 1] = {turn, key}  -- its next turn in this call, after every other key
+    end
+  end
+  -- Claim the picks in one step; a record that moved on (claimed by hand, ended,
+  -- corrupt) is only dropped from the pool.
+  if #picks > 0 then
+    local ids, members = {}, {}
+    for k = 1, #picks, 2 do
+      local item, key = picks[k], picks[k + 1]
+      ids[#ids + 1] = string.sub(item, #key + 19)
+      members[#members + 1] = item
+    end
+    redis.call('ZREM', KEYS[14], unpack(members))
+    local claimed = claim(ids)
+    got = 0
+    local tokens, slots = {}, {}
+    for k = 1, #picks, 2 do
+      local key, id = picks[k + 1], ids[(k + 1) / 2]
+      if claimed[id] then
+        got = got + 1
+        spent[key] = (spent[key] or 0) + 1
+        if L.conc then
+          slots[#slots + 1] = 0
+          slots[#slots + 1] = 'c' .. key .. '\0' .. id
         end
       end
+    end
+    if #slots > 0 then redis.call('ZADD', KEYS[14], unpack(slots)) end
+    if L.limit then
+      for key, n in pairs(spent) do
+        -- u.left counted every pick; a pick not claimed spends no token.
+        tokens[#tokens + 1] = 'T' .. key
+        tokens[#tokens + 1] = string.format('%.17g', cache[key].left + picked[key] - n)
+        tokens[#tokens + 1] = 'A' .. key
+        tokens[#tokens + 1] = exact(now)
+      end
+      if #tokens > 0 then redis.call('HSET', KEYS[12], unpack(tokens)) end
+    end
+  end
+  -- The turns: keys with nothing due out, keys visited to the back (the last visit of a
+  -- key visited twice gives its place).
+  if #gone > 0 or (#moved > 0 and size > 1) then
+    local old, fields, last = {}, {}, {}
+    for k = 1, #gone, 2 do
+      old[#old + 1] = 'r' .. gone[k] .. gone[k + 1]
+      fields[#fields + 1] = 'R' .. gone[k + 1]
+    end
+    if #fields > 0 then redis.call('HDEL', KEYS[12], unpack(fields)) end
+    local order = {}
+    if size > 1 then
+      for k = 1, #moved, 2 do last[moved[k + 1]] = k end
+      for k = 1, #moved, 2 do
+        if last[moved[k + 1]] == k and not gone[moved[k + 1]] then
+          order[#order + 1] = moved[k + 1]
+        end
+        if not last[moved[k + 1] .. '\0seen'] then
+          last[moved[k + 1] .. '\0seen'] = true
+          old[#old + 1] = 'r' .. moved[k] .. moved[k + 1]
+        end
+      end
+    end
+    if #old > 0 then redis.call('ZREM', KEYS[14], unpack(old)) end
+    if #order > 0 then
+      local top = redis.call('HINCRBY', KEYS[12], 'turn', #order)
+      local adds, turns = {}, {}
+      for k, key in ipairs(order) do
+        local turn = keyed_digits(top - #order + k)
+        adds[#adds + 1] = 0
+        adds[#adds + 1] = 'r' .. turn .. key
+        turns[#turns + 1] = 'R' .. key
+        turns[#turns + 1] = turn
+      end
+      redis.call('ZADD', KEYS[14], unpack(adds))
+      redis.call('HSET', KEYS[12], unpack(turns))
     end
   end
   if got >= take and size > 0 or budget <= 0 and held < size and got > 0 then
@@ -231,9 +308,11 @@ keyed_claim = function(L, now, owner, lease, limit, out, start)
   if start and start < limit then limit = start end
   -- The gate, checked in the same atomic step as the claim (claim_due's rule).
   if redis.call('EXISTS', KEYS[4]) == 1 then return 0, now + 1000 end
-  return keyed_take(L, now, limit, function(id)
+  return keyed_take(L, now, limit, function(ids)
     local before = #out
-    claim_ids({id}, now, owner, lease, out, 0, 0, 1, 1)
-    return #out > before
+    claim_ids(ids, now, owner, lease, out, 0, 0, #ids, #ids)
+    local claimed = {}
+    for k = before + 1, #out, 7 do claimed[out[k]] = true end
+    return claimed
   end)
 end

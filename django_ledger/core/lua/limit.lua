@@ -128,12 +128,17 @@ elseif op == 'pick' then
     out[1] = now + 1000
     return out
   end
-  local _, next_at = keyed_take(L, now, tonumber(ARGV[3]), function(id)
-    local raw = redis.call('HGET', KEYS[1], id)
-    local r = raw and decode(id, raw)
-    if not r or r.s ~= 'P' or r.due > now then return false end
-    out[#out + 1] = id
-    return true
+  local _, next_at = keyed_take(L, now, tonumber(ARGV[3]), function(ids)
+    local claimed = {}
+    for _, id in ipairs(ids) do
+      local raw = redis.call('HGET', KEYS[1], id)
+      local r = raw and decode(id, raw)
+      if r and r.s == 'P' and r.due <= now then
+        out[#out + 1] = id
+        claimed[id] = true
+      end
+    end
+    return claimed
   end)
   out[1] = next_at
   return out

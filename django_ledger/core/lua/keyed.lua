@@ -163,23 +163,42 @@ local function keyed_take(L, now, take, claim)
   keyed_promote(now)
   local size = redis.call('ZLEXCOUNT', KEYS[14], '[r', '(s')
   local budget = take * 4 + 64
-  local window = redis.call('ZRANGEBYLEX', KEYS[14], '[r', '(s', 'LIMIT', 0, math.min(size, budget))
-  local ring = {}
-  for k, head in ipairs(window) do ring[k] = {string.sub(head, 2, 17), string.sub(head, 18)} end
-  local got, held, pos, cache, wait = 0, 0, 1, {}, nil
+  -- The turns, read in pages as the call goes: `ring` holds the keys in turn order, read
+  -- so far; `again` the keys this call visited, for their next turn after all of those.
+  local reach, ring, again = math.min(size, budget), {}, {}
+  local function read_turns()
+    local page = redis.call('ZRANGEBYLEX', KEYS[14], '[r', '(s', 'LIMIT', #ring,
+      math.min(reach - #ring, take + 8))
+    for _, head in ipairs(page) do
+      ring[#ring + 1] = {string.sub(head, 2, 17), string.sub(head, 18)}
+    end
+    return #page > 0
+  end
+  read_turns()
+  local got, held, pos, rpos, cache, wait = 0, 0, 1, 1, {}, nil
+  -- Records read per key at a time: what this call may take of each key in turn.
+  local per = math.ceil(take / math.max(1, math.min(size, take)))
   local items, picks, moved, gone, spent, picked = {}, {}, {}, {}, {}, {}
   -- `held`: keys met in a row that their limits hold; a whole turn of them ends the call.
-  while got < take and budget > 0 and held < size and ring[pos] do
+  while got < take and budget > 0 and held < size do
+    local entry = ring[rpos]
+    if not entry and #ring < reach and read_turns() then entry = ring[rpos] end
+    if entry then
+      rpos = rpos + 1
+    else
+      entry = again[pos]
+      if not entry then break end
+      pos = pos + 1
+    end
     budget = budget - 1
-    local turn, key = ring[pos][1], ring[pos][2]
-    pos = pos + 1
+    local turn, key = entry[1], entry[2]
     local mine = items[key]
-    if not mine or (not mine.list[mine.n] and #mine.list == take) then
+    if not mine or (not mine.list[mine.n] and #mine.list == per) then
       -- The key's first due records (or, when this call took all it read, the next ones:
       -- what it picked leaves the pool below).
       local base = mine and mine.base + #mine.list or 0
       mine = {n = 1, base = base, list = redis.call('ZRANGEBYLEX', KEYS[14],
-        '[i' .. key .. '\0', '(i' .. key .. '\1', 'LIMIT', base, take)}
+        '[i' .. key .. '\0', '(i' .. key .. '\1', 'LIMIT', base, per)}
       items[key] = mine
     end
     local item = mine.list[mine.n]
@@ -207,7 +226,7 @@ local function keyed_take(L, now, take, claim)
       end
       moved[#moved + 1] = turn
       moved[#moved + 1] = key
-      ring[#ring + 1] = {turn, key}  -- its next turn in this call, after every other key
+      again[#again + 1] = {turn, key}  -- its next turn in this call, after every other key
     end
   end
   -- Claim the picks in one step; a record that moved on (claimed by hand, ended,

@@ -157,7 +157,7 @@ end
 -- it did. Returns the claims made, and when the next claim may be made: now (more may be
 -- claimable: the wake key stays), -1 (nothing is, until a settlement frees a slot or work
 -- is admitted), or a time (the next token of a key held by its rate, or the next record
--- to fall due). The turns are read once and written once a call: keys visited go to the
+-- to fall due). The turns are read in pages and written once a call: keys visited go to the
 -- back in the order visited, so a call that visits a key twice has been round them all.
 local function keyed_take(L, now, take, claim)
   keyed_promote(now)

@@ -214,7 +214,7 @@ class LedgerSettings:
         limits = limits_of(overrides, name)
         if limits and shards > 1:
             raise ImproperlyConfigured(
-                f"LEDGER['QUEUES'][{name!r}] has RATE or CONCURRENCY and {shards} SHARDS: "
+                f"LEDGER['QUEUES'][{name!r}] has RATE, CONCURRENCY or KEY and {shards} SHARDS: "
                 "a queue with limits has one shard (docs/limits.md)"
             )
         return limits
@@ -264,6 +264,8 @@ def get_ledger(queue: str = "default") -> Ledger:
     """
     config = ledger_settings.queue(queue)
     ledger = build_ledger(queue, config.shards)
+    if config.limits.key is not None:
+        ledger.limit_key = config.limits.key  # admissions compute each request's key
     namespace, client = ledger.namespace, ledger.redis
     layout = (namespace, queue, config.shards)
     try:

@@ -17,7 +17,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from .core.layout import MAX_SHARDS
-from .core.limits import Limits, Rate
+from .core.limits import Limits, Rate, check_key_path
 from .core.timing import MAX_DURATION_MS
 
 __all__ = [
@@ -109,6 +109,7 @@ QUEUE_KEYS = frozenset(DEFAULTS) | {
     "UNIQUE",
     "RATE",
     "CONCURRENCY",
+    "KEY",
 }
 #: ``QUEUES[name]['RATE']``'s keys: at most ``LIMIT`` claims per ``PERIOD`` (seconds, or
 #: a timedelta), ``BURST`` of them at once after a lull (default: ``LIMIT``).
@@ -367,7 +368,8 @@ _MAX_LIMIT = 1_000_000_000
 
 
 def limits_of(overrides: dict[str, Any], queue: str) -> Limits:
-    """Check and type a queue's ``RATE`` and ``CONCURRENCY`` (absent or ``None``: no limit)."""
+    """Check and type a queue's ``RATE``, ``CONCURRENCY`` and ``KEY`` (absent or ``None``:
+    no limit; with a ``KEY`` the limits hold per key, and keys take turns)."""
     where = f"LEDGER['QUEUES'][{queue!r}]"
     concurrency = overrides.get("CONCURRENCY")
     if concurrency is not None and (
@@ -379,9 +381,15 @@ def limits_of(overrides: dict[str, Any], queue: str) -> Limits:
             f"{where}['CONCURRENCY'] must be None or an int from 1 to {_MAX_LIMIT:,}, "
             f"got {concurrency!r}"
         )
+    key_path = overrides.get("KEY")
+    if key_path is not None:
+        try:
+            check_key_path(key_path)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{where}['KEY']: {exc}") from None
     rate = overrides.get("RATE")
     if rate is None:
-        return Limits(None, concurrency)
+        return Limits(None, concurrency, key_path)
     if not isinstance(rate, dict) or not rate.keys() <= RATE_KEYS or "LIMIT" not in rate:
         raise ImproperlyConfigured(
             f"{where}['RATE'] must be a dict with LIMIT and optionally PERIOD and BURST, "
@@ -399,4 +407,4 @@ def limits_of(overrides: dict[str, Any], queue: str) -> Limits:
     if problem is not None:
         raise ImproperlyConfigured(f"{where}['RATE']['PERIOD'] {problem}")
     period_ms = round(as_timedelta(period).total_seconds() * 1000)
-    return Limits(Rate(limit, period_ms, burst), concurrency)
+    return Limits(Rate(limit, period_ms, burst), concurrency, key_path)

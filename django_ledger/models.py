@@ -112,7 +112,10 @@ class Queue(LedgerEntry):
     class Meta:
         proxy = True
         default_permissions = ("view",)
-        permissions = [("operate_queue", "Can close and open queue gates")]
+        permissions = [
+            ("operate_queue", "Can close and open queue gates"),
+            ("limit_queue", "Can change queue flow limits"),
+        ]
         verbose_name = "queue"
         verbose_name_plural = "queues"
 

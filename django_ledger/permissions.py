@@ -29,6 +29,7 @@ ACTIONS = {
     "restore": "restore_quarantinedrecord",
     "view_queue": "view_queue",
     "operate": "operate_queue",
+    "limit": "limit_queue",
 }
 
 

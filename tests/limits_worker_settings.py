@@ -11,5 +11,15 @@ LEDGER = {
         **LEDGER["QUEUES"],
         "narrow": {"HANDLER": H + "overlap", "CONCURRENCY": 2},
         "metered": {"HANDLER": H + "stamp", "RATE": {"LIMIT": 20, "PERIOD": 1, "BURST": 5}},
+        "payments": {"HANDLER": H + "stamp", "RATE": {"LIMIT": 50, "PERIOD": 1, "BURST": 10}},
+        "exports": {"HANDLER": H + "overlap", "CONCURRENCY": 3},
+        "tenants": {"HANDLER": H + "overlap_by_key", "CONCURRENCY": 2, "KEY": "kwargs.tenant_id"},
+        "fair": {"HANDLER": H + "order", "KEY": "kwargs.tenant_id"},
+        "stuck": {
+            "HANDLER": H + "hang_first",
+            "CONCURRENCY": 1,
+            "KEY": "kwargs.tenant_id",
+            "LEASE": 2,
+        },
     },
 }

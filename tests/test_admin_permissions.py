@@ -33,6 +33,7 @@ ALL = [
     "restore_quarantinedrecord",
     "view_queue",
     "operate_queue",
+    "limit_queue",
     "view_schedule",
     "operate_schedule",
     "view_worker",

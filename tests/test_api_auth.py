@@ -71,6 +71,8 @@ ROUTES = [
     Route("quarantine", "GET", Q + "quarantine/", "view_quarantine"),
     Route("repair", "POST", Q + "repair/", "operate", {"cursor": "0"}),
     Route("gate", "POST", Q + "gate/", "operate", {"closed": True}),
+    Route("limits", "GET", Q + "limits/", "view_queue"),
+    Route("limits-change", "POST", Q + "limits/change/", "limit", {"concurrency": 2}),
     Route("dispatch-log", "POST", "/api/dispatch/log/", "claim", {"key": "k", "fire_time": 1}),
     Route(
         "dispatch-find", "GET", "/api/dispatch/find/", "view", query={"key": "k", "fire_time": 1}
@@ -82,7 +84,7 @@ ROUTES = [
 ]
 QUEUE_ROUTES = [route for route in ROUTES if "{queue}" in route.path]
 GUARDED = [route for route in ROUTES if route.action is not None]
-ALL_ACTIONS = ("admit", "claim", "view", "view_queue", "view_quarantine", "operate")
+ALL_ACTIONS = ("admit", "claim", "view", "view_queue", "view_quarantine", "operate", "limit")
 
 
 def by_name(routes: list[Route]) -> Any:

@@ -42,13 +42,15 @@ def test_key_names_carry_the_hash_tag(ledger: Ledger, namespace: str) -> None:
         ledger.runner.keys[10],
         ledger.runner.keys[11],
         ledger.runner.flows_key,
+        ledger.runner.keys[13],
     }
     assert ledger.fences_key == f"{tag}:fences"
     assert ledger.results_key == f"{tag}:results"
     assert ledger.runner.keys[10] == f"{tag}:wake"
     assert ledger.runner.keys[11] == f"{tag}:limits"
     assert ledger.runner.flows_key == f"{tag}:flows"
-    assert len(ledger.keys) == 13
+    assert ledger.runner.keys[13] == f"{tag}:keyed"
+    assert len(ledger.keys) == 14
 
 
 def test_every_key_of_a_queue_is_in_one_cluster_slot(ledger: Ledger) -> None:

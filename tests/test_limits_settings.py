@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from typing import Any
 
 import pytest
@@ -90,5 +91,36 @@ def test_get_ledger_writes_the_settings_and_the_command_changes_them(
                 call_command("ledger_limits", "api", "--rate", "fast", stdout=io.StringIO())
             with pytest.raises(CommandError, match="unknown ledger queue"):
                 call_command("ledger_limits", "nope", stdout=io.StringIO())
+        finally:
+            reset_connections()
+
+
+def test_a_key_parses_or_is_e100() -> None:
+    with override_settings(LEDGER=config("redis://x", "n", KEY="kwargs.tenant_id")):
+        assert ledger_settings.queue("api").limits == Limits(key="kwargs.tenant_id")
+        assert ids(check_settings()) == []
+    with override_settings(LEDGER=config("redis://x", "n", KEY="kwargs. tenant")):
+        assert ids(check_settings()) == ["django_ledger.E100"]
+    with override_settings(LEDGER=config("redis://x", "n", KEY="kwargs.t", SHARDS=2)):
+        assert ids(check_settings()) == ["django_ledger.E101"]
+
+
+def test_get_ledger_admits_with_each_requests_key(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    settings = config(redis_server.url, namespace, CONCURRENCY=1, KEY="kwargs.tenant_id")
+    with override_settings(LEDGER=settings):
+        reset_connections()
+        try:
+            ledger = get_ledger("api")
+            for i, tenant in enumerate(["a", "a", "b"]):
+                ledger.admit(f"r{i}", json.dumps({"args": [], "kwargs": {"tenant_id": tenant}}))
+            claims = get_ledger("api").claim_many("w", 10)
+            assert sorted(c.request_id for c in claims) == ["r0", "r2"]  # one per tenant
+            out = io.StringIO()
+            call_command("ledger_limits", "api", "--concurrency", "2", stdout=out)
+            assert "per key kwargs.tenant_id" in out.getvalue()
+            assert "keys waiting: 1" in out.getvalue() and "'a': due 1" in out.getvalue()
+            assert get_ledger("api").limits().limits == Limits(None, 2, "kwargs.tenant_id")
         finally:
             reset_connections()

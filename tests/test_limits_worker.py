@@ -51,6 +51,7 @@ def workers(redis_server: RedisServer, namespace: str, tmp_path: Path) -> Iterat
             )
         )
 
+    start.started = started  # type: ignore[attr-defined]  # the processes, to kill one
     yield start  # type: ignore[misc]
     for process in started:
         if process.poll() is None:
@@ -97,3 +98,38 @@ def test_a_rate_through_workers_starts_at_most_limit_plus_burst_in_any_period(
     for i, first in enumerate(starts):
         within = sum(1 for t in starts[i:] if t < first + 1000)
         assert within <= 20 + 5, (i, within)
+
+
+def test_concurrency_3_over_four_workers_of_8_threads_never_runs_a_fourth(
+    redis_client: redis.Redis, namespace: str, workers: list
+) -> None:
+    ledger = queue(redis_client, namespace, "exports", 40)
+    start = workers
+    for _ in range(4):
+        start("exports", "--concurrency", "8")  # type: ignore[operator]
+    wait_until(lambda: ledger.stats().completed == 40, timeout=90, what="40 tasks done")
+    assert int(redis_client.get(f"{namespace}:most") or 0) == 3  # reached, never passed
+    records = ledger.resolve_many([f"t{i:03d}" for i in range(40)])
+    assert all(r is not None and r.attempts == 1 for r in records)
+    # Each record claimed once: no claim was made and given back while the limit held.
+    assert int(redis_client.get(ledger.fences_key) or 0) == 40
+
+
+def test_a_rate_of_50_a_second_holds_its_windows_and_its_average(
+    redis_client: redis.Redis, namespace: str, workers: list
+) -> None:
+    n = 160  # burst 10, then 150 at 50/s: about 3 s
+    ledger = queue(redis_client, namespace, "payments", n)
+    start = workers
+    for _ in range(3):
+        start("payments", "--concurrency", "4")  # type: ignore[operator]
+    wait_until(lambda: ledger.stats().completed == n, timeout=90, what=f"{n} tasks done")
+    starts = sorted(int(t) - 30_000 for t in redis_client.lrange(f"{namespace}:leases", 0, -1))
+    assert len(starts) == n
+    for i, first in enumerate(starts):
+        within = sum(1 for t in starts[i:] if t < first + 1000)
+        assert within <= 50 + 10, (i, within)
+    # Past the burst, work is plentiful: the claims come at the rate, within 5 %.
+    steady = starts[10:]
+    rate = (len(steady) - 1) * 1000 / (steady[-1] - steady[0])
+    assert 50 * 0.95 <= rate <= 50 * 1.05, rate

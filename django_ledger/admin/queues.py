@@ -19,7 +19,7 @@ from ..core.records import State, ms_to_datetime
 from ..core.results import Stats
 from ..models import Queue, Record
 from ..services.placement import Placement, crowded_masters, crowding_hint, place_ledger
-from . import charts
+from . import charts, limits
 from .base import LedgerModelAdmin
 from .display import bytes_text, count_text, duration_text, instant_text, period_text
 from .lookups import Spec
@@ -47,6 +47,11 @@ class QueueAdmin(LedgerModelAdmin):
                 "tasks/",
                 self.admin_site.admin_view(self.tasks_view),
                 name=f"{info[0]}_{info[1]}_tasks",
+            ),
+            path(
+                "<path:object_id>/limits/",
+                self.admin_site.admin_view(self.limits_view),
+                name=f"{info[0]}_{info[1]}_limits",
             ),
             path(
                 "<path:object_id>/gate/<str:action>/",
@@ -146,6 +151,7 @@ class QueueAdmin(LedgerModelAdmin):
             )
             expired = RecordQuery(Record, spec)[:EXPIRED_SAMPLE]
         context = {
+            **limits.limits_context(request, queue),
             **self.charts_context(queue, window),
             **self.admin_site.each_context(request),
             "title": f"Queue {queue}",
@@ -227,6 +233,10 @@ class QueueAdmin(LedgerModelAdmin):
             "windows": charts.WINDOW_CHOICES,
         }
         return TemplateResponse(request, "admin/django_ledger/task_list.html", context)
+
+    def limits_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """POST: change the queue's flow limits (admin/limits.py)."""
+        return self.guard(request, limits.change_view, self, request, unquote(object_id))
 
     def gate(self, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
         """GET: confirm closing or opening the gate; POST: do it."""

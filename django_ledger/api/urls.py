@@ -16,6 +16,7 @@ from .views import (
     TaskResultViewSet,
     TokenView,
 )
+from .views.limits import LimitsViewSet
 from .views.series import SeriesViewSet
 
 app_name = "django_ledger_api"
@@ -73,6 +74,12 @@ urlpatterns: list[URLPattern] = [
     path(Q + "quarantine/", QuarantineViewSet.as_view({"get": "list"}), name="quarantine"),
     path(Q + "repair/", QueueViewSet.as_view({"post": "repair"}), name="repair"),
     path(Q + "gate/", QueueViewSet.as_view({"post": "gate"}), name="gate"),
+    path(Q + "limits/", LimitsViewSet.as_view({"get": "read"}), name="limits"),
+    path(
+        Q + "limits/change/",
+        LimitsViewSet.as_view({"post": "change"}),
+        name="limits-change",
+    ),
     path("dispatch/log/", DispatchViewSet.as_view({"post": "log"}), name="dispatch-log"),
     path("dispatch/find/", DispatchViewSet.as_view({"get": "find"}), name="dispatch-find"),
     path("dispatch/check/", DispatchViewSet.as_view({"get": "check"}), name="dispatch-check"),

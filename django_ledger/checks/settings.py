@@ -162,7 +162,7 @@ def _check_queues(queues: Any) -> list[checks.CheckMessage]:
 def _check_flow_limits(
     overrides: dict[str, Any], name: str, where: str
 ) -> Iterator[checks.CheckMessage]:
-    """``RATE`` and ``CONCURRENCY`` parse (E100), on a queue of one shard (E101)."""
+    """``RATE``, ``CONCURRENCY`` and ``KEY`` parse (E100), on a queue of one shard (E101)."""
     try:
         limits = setting.limits_of(overrides, name)
     except ImproperlyConfigured as exc:
@@ -170,7 +170,8 @@ def _check_flow_limits(
             100,
             f"{exc}.",
             "For example 'RATE': {'LIMIT': 50, 'PERIOD': 1, 'BURST': 50} (at most 50 "
-            "claims a second) and 'CONCURRENCY': 3; see docs/limits.md.",
+            "claims a second), 'CONCURRENCY': 3 and 'KEY': 'kwargs.tenant_id' (per "
+            "tenant); see docs/limits.md.",
             where,
         )
         return
@@ -178,7 +179,7 @@ def _check_flow_limits(
     if limits and isinstance(shards, int) and shards > 1:
         yield _error(
             101,
-            f"RATE or CONCURRENCY on a queue of {shards} SHARDS: a limit is held by one "
+            f"RATE, CONCURRENCY or KEY on a queue of {shards} SHARDS: a limit is held by one "
             "server, so a queue with limits has one shard.",
             "Remove SHARDS (or set it to 1), or remove the limits; see docs/limits.md.",
             where,

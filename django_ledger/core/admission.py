@@ -8,6 +8,7 @@ from datetime import timedelta
 from . import fused, reference
 from .arguments import check_priority
 from .ledger_base import LedgerBase
+from .limits import key_of, map_key
 from .records import id_problem, traceparent_problem
 from .results import Admission, AdmissionStatus
 from .timing import duration_ms
@@ -18,6 +19,10 @@ __all__ = ["Admitting"]
 
 class Admitting(LedgerBase):
     """A ledger's admissions: checked, cut in transport batches, stored once by id."""
+
+    #: The queue's KEY (docs/limits.md): each request's key is computed from its payload
+    #: here and stored with it. Set by ``set_limits`` (``get_ledger`` from the settings).
+    limit_key: str | None = None
 
     def admit(
         self,
@@ -32,7 +37,7 @@ class Admitting(LedgerBase):
         ``priority`` (-100 to 100, default 0): among records due now, a higher one is
         claimed first; equal priorities in due order.
         """
-        if not self.optimized or traceparent is not None:
+        if not self.optimized or traceparent is not None or self.limit_key is not None:
             return self.admit_many([(request_id, payload)], delay, traceparent, priority)[0]
         # admit_many's steps for one request and no traceparent: no lists, no batching.
         delay_ms = duration_ms(delay, "delay")
@@ -77,11 +82,19 @@ class Admitting(LedgerBase):
         trace_problem = traceparent_problem(traceparent)
         results: list[Admission | None] = []
         ready: list[tuple[int, str, bytes]] = []
+        path = self.limit_key
+        keys: dict[int, str] = {}
         for item in requests:
             if not isinstance(item, tuple | list) or len(item) != 2:
                 raise TypeError("each request must be a (request_id, payload) pair")
             request_id, payload = item
             problem, data = self._checked_request(request_id, payload, trace_problem)
+            if problem is None and path is not None:
+                key = key_of(path, payload)
+                if key is None:
+                    problem = "limit_key_invalid"
+                else:
+                    keys[len(results)] = key
             if problem is not None:
                 results.append(Admission(request_id, AdmissionStatus.REJECTED, problem))
             else:
@@ -90,9 +103,17 @@ class Admitting(LedgerBase):
         for batch in batches(ready, lambda item: utf8_len(item[1]) + len(item[2])):
             if self.optimized:
                 answers = fused.admit(
-                    self.runner, batch, delay_ms, traceparent or "", self.max_records, priority
+                    self.runner,
+                    batch,
+                    delay_ms,
+                    traceparent or "",
+                    self.max_records,
+                    priority,
+                    [keys[position] for position, _, _ in batch] if path is not None else None,
                 )
             else:
+                for position, request_id, _ in batch if path is not None else ():
+                    map_key(self.runner, request_id, keys[position])
                 answers = [
                     reference.admit(
                         self.runner,

@@ -194,7 +194,11 @@ class Claiming(LedgerBase):
         """
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits, got {limits!r}")
-        return store_limits(self.runner, limits, source, force=force)
+        written = store_limits(self.runner, limits, source, force=force)
+        # The KEY is the settings' alone (an operator changes the numbers): admissions
+        # from this ledger compute it from now on.
+        self.limit_key = limits.key
+        return written
 
     def wake_keys(self) -> list[tuple[Any, str]]:
         """The client and key an idle worker blocks on for this queue (docs/worker.md)."""

@@ -26,10 +26,17 @@ def admit(
     traceparent: str,
     max_records: int,
     priority: int = 0,
+    keys: list[str] | None = None,
 ) -> list[Admission]:
     args: list[Any] = [max_records, delay_ms, traceparent, priority]
-    for _, request_id, data in batch:
-        args += (request_id, data)
+    if keys is None:
+        for _, request_id, data in batch:
+            args += (request_id, data)
+    else:
+        # A queue with a KEY: '' then triples (admit.lua).
+        args.append("")
+        for (_, request_id, data), key in zip(batch, keys, strict=True):
+            args += (request_id, data, key)
     reply = runner.run(runner.scripts.admit, args)
     now = reply[0]
     trace = traceparent or None

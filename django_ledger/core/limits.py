@@ -1,18 +1,37 @@
 """A queue's flow limits: a rate (a token bucket) and a concurrency, held in Redis.
 
-The claim scripts apply them (``lua/limits.lua``) in the same call that picks work; this
-module reads and writes the limits key (``KEYS[12]``) through ``lua/limit.lua``.
-docs/limits.md describes the model.
+The claim scripts apply them (``lua/limits.lua``, per key ``lua/keyed.lua``) in the same
+call that picks work; this module reads and writes the limits key (``KEYS[12]``) through
+``lua/limit.lua``, and computes a request's key from its payload. docs/limits.md
+describes the model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from .runner import Runner
 
-__all__ = ["LimitUse", "Limits", "Rate", "read_limits", "store_limits"]
+__all__ = [
+    "KeyUse",
+    "LimitUse",
+    "Limits",
+    "Rate",
+    "check_key_path",
+    "key_of",
+    "read_limits",
+    "store_limits",
+]
+
+#: A KEY: a dotted path into the payload's JSON document (``kwargs.tenant_id``,
+#: ``args.0``); a segment of digits indexes a list.
+_KEY_PATH = re.compile(r"[^.\s]+(?:\.[^.\s]+)*")
+#: A key's most UTF-8 bytes; a longer one (or one with a control character) is refused.
+MAX_KEY_BYTES = 256
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 #: Who wrote a queue's limits: the settings (every process writes them once) or an
 #: operator (kept over the settings until reset).
@@ -37,12 +56,48 @@ class Rate:
         return f"{self.limit}/{self.period_ms / 1000:g}s burst {self.burst}"
 
 
+def check_key_path(path: object) -> str:
+    """Return ``path`` if it is a usable KEY (a dotted path), else raise ``ValueError``."""
+    if not isinstance(path, str) or not _KEY_PATH.fullmatch(path) or len(path) > 200:
+        raise ValueError(
+            f"a KEY is a dotted path into the task's arguments, e.g. 'kwargs.tenant_id' or "
+            f"'args.0', got {path!r}"
+        )
+    return path
+
+
+def key_of(path: str, payload: str) -> str | None:
+    """The key of a request under KEY ``path``: the text of the value the path names in
+    the payload's JSON document ('' when the payload has none), or ``None`` when the value
+    cannot be a key (over ``MAX_KEY_BYTES``, or a control character)."""
+    try:
+        value: Any = json.loads(payload)
+    except ValueError:
+        return ""
+    for part in path.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return ""
+    if isinstance(value, str):
+        key = value
+    else:
+        key = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES or _CONTROL.search(key):
+        return None
+    return key
+
+
 @dataclass(frozen=True)
 class Limits:
-    """A queue's limits; ``None``: that limit is not set."""
+    """A queue's limits; ``None``: that limit is not set. With ``key`` (a KEY path) the
+    rate and the concurrency hold per key, and the keys take turns (fair share)."""
 
     rate: Rate | None = None
     concurrency: int | None = None
+    key: str | None = None
 
     def __post_init__(self) -> None:
         if self.rate is not None and not isinstance(self.rate, Rate):
@@ -52,9 +107,24 @@ class Limits:
             isinstance(value, bool) or not isinstance(value, int) or value < 1
         ):
             raise ValueError(f"concurrency must be an int of 1 or more or None, got {value!r}")
+        if self.key is not None:
+            check_key_path(self.key)
 
     def __bool__(self) -> bool:
-        return self.rate is not None or self.concurrency is not None
+        return self.rate is not None or self.concurrency is not None or self.key is not None
+
+
+@dataclass(frozen=True)
+class KeyUse:
+    """One key's use of its limits, in a queue with a KEY."""
+
+    key: str
+    #: Its due records waiting in the pool (held by its limits, or not yet reached).
+    due: int
+    #: Its records CLAIMED now (counted under a concurrency only, else 0).
+    slots_taken: int
+    #: Tokens in its bucket now (``None``: no rate).
+    tokens_left: float | None
 
 
 @dataclass(frozen=True)
@@ -66,26 +136,61 @@ class LimitUse:
     source: str | None
     #: Tokens in the bucket now (``None``: no rate).
     tokens_left: float | None
-    #: Records CLAIMED now: the slots a concurrency limit counts.
+    #: Records CLAIMED now: the slots a concurrency limit counts (with a KEY: all keys').
     slots_taken: int
+    #: PENDING records due now (the ready index).
+    due_now: int = 0
+    #: Claims the limits allow now (``None``: no bound; with a KEY, per key: see ``keys``).
+    room: int | None = None
+    #: With a KEY: how many keys have due records in their turn, and the first of them.
+    keys_waiting: int = 0
+    keys: tuple[KeyUse, ...] = field(default_factory=tuple)
+
+    @property
+    def held(self) -> int:
+        """Due records the limits hold now (with a KEY: those of keys with no room)."""
+        if self.limits.key is not None:
+            return sum(k.due for k in self.keys if self._key_full(k))
+        return self.due_now if self.room == 0 else 0
+
+    def _key_full(self, use: KeyUse) -> bool:
+        limits = self.limits
+        if limits.concurrency is not None and use.slots_taken >= limits.concurrency:
+            return True
+        return use.tokens_left is not None and use.tokens_left < 1
 
 
 def _int(value: Any) -> int | None:
     return None if value in (b"", "", None) else int(value)
 
 
-def read_limits(runner: Runner) -> LimitUse:
-    """Read a queue's limits and their use (one script call)."""
-    reply = runner.run(runner.scripts.limit, ["read"])
-    _, limit, period, burst, concurrency, source, left, taken = reply
+def read_limits(runner: Runner, keys: int = 20) -> LimitUse:
+    """Read a queue's limits and their use, with the first ``keys`` keys in turn (one
+    script call)."""
+    reply = runner.run(runner.scripts.limit, ["read", keys])
+    _, limit, period, burst, concurrency, source, left, taken, key = reply[:9]
+    waiting, due_now, room = reply[9:12]
     rate = None
     if _int(limit) is not None:
         rate = Rate(int(limit), int(period), int(burst))
+    rows = tuple(
+        KeyUse(
+            reply[i].decode("utf-8"),
+            int(reply[i + 1]),
+            int(reply[i + 2]),
+            float(reply[i + 3]) if reply[i + 3] else None,
+        )
+        for i in range(12, len(reply), 4)
+    )
     return LimitUse(
-        Limits(rate, _int(concurrency)),
+        Limits(rate, _int(concurrency), key.decode("utf-8") if key else None),
         source.decode() if source else None,
         float(left) if left else None,
         int(taken),
+        int(due_now),
+        _int(room),
+        int(waiting),
+        rows,
     )
 
 
@@ -106,6 +211,7 @@ def store_limits(runner: Runner, limits: Limits, source: str, *, force: bool) ->
         limits.concurrency if limits.concurrency is not None else "",
         source,
         "1" if force else "0",
+        limits.key or "",
     ]
     return int(runner.run(runner.scripts.limit, args)[0]) == 1
 
@@ -120,3 +226,22 @@ def refund(runner: Runner, unused: int) -> int | None:
     a freed slot wakes a worker), or ``None`` when the limits let one be made now."""
     answer = runner.run(runner.scripts.limit, ["refund", unused])[0]
     return None if answer in (b"", "") else int(answer)
+
+
+def pick(runner: Runner, want: int) -> tuple[int, list[str]]:
+    """Pick up to ``want`` due records of a KEY queue as its claim would (reference path):
+    their tokens spent, their slots taken. Answers the next due time as the claim script
+    answers it, and the ids."""
+    reply = runner.run(runner.scripts.limit, ["pick", want])
+    return int(reply[0]), [raw.decode("utf-8") for raw in reply[1:]]
+
+
+def unpick(runner: Runner, request_ids: list[str]) -> None:
+    """Give back what ``pick`` took for records the reference path could not claim."""
+    if request_ids:
+        runner.run(runner.scripts.limit, ["unpick", *request_ids])
+
+
+def map_key(runner: Runner, request_id: str, key: str) -> None:
+    """Store a request's key before its reference-path admission (kept if it has a record)."""
+    runner.run(runner.scripts.limit, ["map", request_id, key])

@@ -198,6 +198,10 @@ def claim(
         return _claim_due(runner, owner, limit, lease_ms, start)
     if start is not None and start < limit:
         limit = start  # a limited queue holds no prefetched claims
+    with runner.translate_errors():
+        keyed = runner.redis.hexists(runner.keys[11], "key")
+    if keyed:
+        return _claim_keyed(runner, owner, limit, lease_ms)
     granted = limits.take(runner, limit)
     claims = _claim_due(runner, owner, granted, lease_ms, None)
     next_at = limits.refund(runner, granted - len(claims))
@@ -239,62 +243,85 @@ def _claim_due(
         for raw_id in ids:
             budget -= 1
             request_id = raw_id.decode("utf-8")
-            now, raw = runner.now_and_raw(request_id)
-            try:
-                record = None if raw is None else decode_record(request_id, raw)
-            except CorruptRecord:
-                record = None
-            if (
-                raw is None
-                or record is None
-                or record.state is not State.PENDING
-                or record.due_at > now
-            ):
+            made = _claim_one(runner, request_id, owner, lease_ms, len(claims) >= start)
+            if made == "stale":
                 # Step over an entry that stays in the index (corrupt, or disagreeing with
                 # its record: repair sorts it out), but not one a rival just claimed: that
                 # one has left the index, and counting it would skip a due record.
                 with runner.translate_errors():
                     still_indexed = runner.redis.zscore(runner.ready_key, request_id) is not None
                 skipped += 1 if still_indexed else 0
-                continue
-            # A fence taken and then not used (the write below refused) is only a gap.
-            fence = int(runner.run(runner.scripts.fence, [record.fence]))
-            new = replace(
-                record,
-                state=State.CLAIMED,
-                owner=owner,
-                attempts=record.attempts + 1,
-                fence=fence,
-                lease_until=now + lease_ms,
-                updated_at=now,
-                held=len(claims) >= start and not record.given_back,
-                given_back=False,
-            )
-            code = write(
-                runner,
-                request_id,
-                raw,
-                encode_record(new),
-                new,
-                not_before=record.due_at,
-                gate="open",
-            )
-            if code == -2:
+            elif made == "gated":
                 return Claims.of(claims, _GATED_MS)  # the gate closed
-            if code == 1:
-                claims.append(
-                    Claim(
-                        request_id,
-                        new.payload,
-                        owner,
-                        new.attempts,
-                        new.fence,
-                        now + lease_ms,
-                        new.traceparent,
-                        new.held,
-                    )
-                )
+            elif isinstance(made, Claim):
+                claims.append(made)
     return _woken(runner, claims, limit, budget)
+
+
+def _claim_one(
+    runner: Runner, request_id: str, owner: str, lease_ms: int, hold: bool
+) -> Claim | str:
+    """Claim one due PENDING record (held when ``hold``, unless its held claim was given
+    back); else say why not: ``"stale"`` (not a due PENDING record), ``"gated"`` (the gate
+    closed), ``"refused"`` (it changed under the write)."""
+    now, raw = runner.now_and_raw(request_id)
+    try:
+        record = None if raw is None else decode_record(request_id, raw)
+    except CorruptRecord:
+        record = None
+    if raw is None or record is None or record.state is not State.PENDING or record.due_at > now:
+        return "stale"
+    # A fence taken and then not used (the write below refused) is only a gap.
+    fence = int(runner.run(runner.scripts.fence, [record.fence]))
+    new = replace(
+        record,
+        state=State.CLAIMED,
+        owner=owner,
+        attempts=record.attempts + 1,
+        fence=fence,
+        lease_until=now + lease_ms,
+        updated_at=now,
+        held=hold and not record.given_back,
+        given_back=False,
+    )
+    code = write(
+        runner, request_id, raw, encode_record(new), new, not_before=record.due_at, gate="open"
+    )
+    if code == -2:
+        return "gated"
+    if code != 1:
+        return "refused"
+    return Claim(
+        request_id,
+        new.payload,
+        owner,
+        new.attempts,
+        new.fence,
+        now + lease_ms,
+        new.traceparent,
+        new.held,
+    )
+
+
+def _claim_keyed(runner: Runner, owner: str, limit: int, lease_ms: int) -> Claims:
+    """Claim up to ``limit`` of a queue with a KEY: keyed.lua picks them (its limits and
+    turns), then each is claimed with a compare-and-set; those that could not be are given
+    back (``unpick``). A claimer that stops in between leaves its picks to keyed.lua's
+    checks: a slot of a record not claimed is dropped when counted, and a record left out
+    of the pool comes back when the pool next runs dry."""
+    next_at, ids = limits.pick(runner, limit)
+    claims: list[Claim] = []
+    missed: list[str] = []
+    for request_id in ids:
+        made = _claim_one(runner, request_id, owner, lease_ms, False)
+        if isinstance(made, Claim):
+            claims.append(made)
+        else:
+            missed.append(request_id)
+    limits.unpick(runner, missed)
+    if next_at < 0:
+        return Claims.of(claims, None)
+    return Claims.of(claims, max(0, next_at - runner.server_time_ms()))
 
 
 def settle(

@@ -42,6 +42,8 @@ KEY_NAMES = (
     "wake",
     "limits",
     "flows",
+    # KEYS[14]: a queue with a KEY: its pool of due records by key and its turns (keyed.lua).
+    "keyed",
 )
 #: The ledger's scripts that may write: with durability on, each is followed by ``WAIT``.
 WRITE_SCRIPTS = frozenset(SCRIPT_NAMES) - {"stats", "now"}

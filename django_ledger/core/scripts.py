@@ -37,9 +37,9 @@ SCRIPT_NAMES = (
 )
 
 
-#: Scripts that claim or settle: the shared ``flow.lua`` (workflows), ``ops.lua`` and
-#: ``limits.lua`` follow the codec prelude (``limit``, the limits' own script, too).
-_OPS = frozenset({"claim", "settle", "settle_claim"})
+#: Scripts that admit, claim or settle, and the limits' own: the shared ``flow.lua``
+#: (workflows), ``ops.lua``, ``limits.lua`` and ``keyed.lua`` follow the codec prelude.
+_OPS = frozenset({"admit", "claim", "settle", "settle_claim", "limit"})
 #: Scripts that end records or run workflows: ``flow.lua`` follows the codec prelude.
 _FLOWS = frozenset({"repair", "flow_admit", "flow_release", "flow_cancel", "flow_reopen"})
 
@@ -49,9 +49,7 @@ def source(name: str) -> str:
     """Return the full source of script ``name``: the codec prelude, then its body."""
     folder = resources.files("django_ledger.core") / "lua"
     if name in _OPS:
-        parts = ["codec.lua", "flow.lua", "ops.lua", "limits.lua", f"{name}.lua"]
-    elif name == "limit":
-        parts = ["codec.lua", "flow.lua", "ops.lua", "limits.lua", "limit.lua"]
+        parts = ["codec.lua", "flow.lua", "ops.lua", "limits.lua", "keyed.lua", f"{name}.lua"]
     elif name in _FLOWS:
         parts = ["codec.lua", "flow.lua", f"{name}.lua"]
     else:

@@ -87,4 +87,7 @@ def describe(limits: Limits) -> str:
         parts.append(f"rate {limits.rate}")
     if limits.concurrency is not None:
         parts.append(f"concurrency {limits.concurrency}")
-    return ", ".join(parts) or "no limits"
+    text = ", ".join(parts) or "no limits"
+    if limits.key is not None:
+        text += f" per key {limits.key}"
+    return text

@@ -1,7 +1,8 @@
 -- admit.lua: admit a batch of requests.
 -- KEYS: the standard twelve (codec.lua).
 -- ARGV[1] skew, ARGV[2] max_records, ARGV[3] delay ms, ARGV[4] traceparent ('' for none),
--- ARGV[5] priority (-100..100), ARGV[6..] pairs of request id, payload.
+-- ARGV[5] priority (-100..100), ARGV[6..] pairs of request id, payload; in a queue with
+-- a KEY (keyed.lua) ARGV[6] is '' and triples of request id, payload, key follow.
 -- Returns {now, code, detail, code, detail, ...} in input order, code:
 --   1 admitted, 2 duplicate (detail: stored bytes), 3 conflict (detail: stored bytes),
 --   4 full (live records at max_records), 5 quarantined, 6 corrupt,
@@ -13,14 +14,15 @@ local tp = ARGV[4]
 local prio = tonumber(ARGV[5])
 -- Live records, counted when a new id first needs room (a batch of repeats never does).
 local size
-local ids = {}
-for i = 6, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+local ids, first, step = {}, 6, 2
+if ARGV[6] == '' then first, step = 7, 3 end  -- '' is no request id: ids are never empty
+for i = first, #ARGV, step do ids[#ids + 1] = ARGV[i] end
 -- One read for the whole batch; ids admitted earlier in this batch are in `fresh`.
 local stored = redis.call('HMGET', KEYS[1], unpack(ids))
-local fresh, records, index = {}, {}, {}
+local fresh, records, index, keyed = {}, {}, {}, {}
 local out = {now}
 for k, id in ipairs(ids) do
-  local payload = ARGV[5 + 2 * k]
+  local payload = ARGV[first + step * (k - 1) + 1]
   local raw = fresh[id] or stored[k]
   local code, detail = 1, ''
   -- Every control character has_control knows starts with one of these bytes: one scan
@@ -51,6 +53,10 @@ for k, id in ipairs(ids) do
       records[#records + 1] = raw
       index[#index + 1] = score_of(r)
       index[#index + 1] = id
+      if step == 3 then
+        keyed[#keyed + 1] = '@' .. id
+        keyed[#keyed + 1] = ARGV[first + step * (k - 1) + 2]
+      end
       size = size + 1
     end
   end
@@ -62,6 +68,7 @@ end
 if #records > 0 then
   redis.call('HSET', KEYS[1], unpack(records))
   redis.call('ZADD', KEYS[2], unpack(index))
+  if #keyed > 0 then keyed_admitted(keyed, index[1], due, now) end
   -- An idle worker wakes: to claim what is due now, or to learn when this falls due.
   wake(due)
 end

@@ -8,9 +8,10 @@
 --   KEYS[11] wake (zset of one member, 'w': there while something may be due that no
 --            worker has claimed yet; an idle worker blocks on it with BZPOPMIN)
 --   KEYS[12] limits (hash: a queue's RATE and CONCURRENCY and the rate's bucket;
---            limits.lua)
+--            limits.lua; with a KEY, each request's key and each key's use: keyed.lua)
 --   KEYS[13] flows (hash: the queue's workflows: each step's spec, its dependants, the
 --            parents a waiting step still waits for; flow.lua)
+--   KEYS[14] keyed (zset: a KEY queue's pool, keyed.lua)
 -- and ARGV[1] = a clock skew in ms (0 outside tests) added to the server clock.
 --
 -- Record encoding version 1 (records.py and docs/encoding.md describe the same bytes):
@@ -203,6 +204,7 @@ local function forget(id)
       redis.call('HDEL', KEYS[13], 'm:' .. flow, 'k:' .. flow, 'x:' .. flow)
     end
   end
+  redis.call('HDEL', KEYS[12], '@' .. id)  -- its key, in a queue with a KEY (keyed.lua)
 end
 
 -- Live records make a queue full: PENDING and CLAIMED (counted by their indexes) and

@@ -1,36 +1,95 @@
--- limit.lua: read, set, take from and give back to a queue's limits (limits.lua).
--- KEYS: the standard twelve (codec.lua).
+-- limit.lua: read, set, take from and give back to a queue's limits (limits.lua, keyed.lua).
+-- KEYS: the standard fourteen (codec.lua).
 -- ARGV[1] skew, ARGV[2] op:
---   'read'           -> {now, rate_limit, rate_period, rate_burst, concurrency, source,
---                        tokens left (text), slots taken}; '' for what is not set
+--   'read'           ARGV[3] how many keys to describe -> {now, rate_limit, rate_period,
+--                    rate_burst, concurrency, source, tokens left (text), slots taken, key,
+--                    keys in turn, records due now, claims the limits allow now ('': no
+--                    bound), then per key (the first ARGV[3] in turn): key, records due,
+--                    slots taken, tokens left ('': no rate)}; '' for what is not set
 --   'set'            ARGV[3] rate_limit or '', ARGV[4] rate_period ms, ARGV[5] burst,
 --                    ARGV[6] concurrency or '', ARGV[7] source, ARGV[8] '1': write even
---                    over an operator's limits -> {1 written / 0 kept}
+--                    over an operator's limits, ARGV[9] key or '' -> {1 written / 0 kept}
 --   'take'           ARGV[3] n -> {granted}: up to n claims the limits allow now, their
 --                    tokens spent (the reference path's claim; it gives back the rest)
 --   'refund'         ARGV[3] n tokens not used -> {next due as claim_limited answers it,
 --                    or '' when the limits do not hold the rest}
+--   'pick'           (a queue with a KEY) ARGV[3] n -> {next due as claim_limited answers
+--                    it, id, id, ...}: up to n due records picked as keyed_claim would
+--                    claim them, their tokens spent and slots taken; the reference path
+--                    claims them, and gives back with 'unpick' those it could not
+--   'unpick'         ARGV[3..] ids picked and not claimed -> {n}: their tokens and slots
+--                    back, a PENDING one back in its key's pool
+--   'map'            ARGV[3] id, ARGV[4] key -> {1 stored / 0 the id has a record}: the
+--                    reference path's admission stores the key first
 local now = server_now()
 local op = ARGV[2]
 local L = limits_read()
+local LIMIT_FIELDS = {'rate_limit', 'rate_period', 'rate_burst', 'concurrency', 'source',
+  'tokens', 'at', 'key'}
+
+-- Records due now (the ready index, every band).
+local function due_count()
+  local n = 0
+  local low, earliest, after = next_band('-inf')
+  while low do
+    if earliest <= now then n = n + redis.call('ZCOUNT', KEYS[2], exact(low), exact(low + now)) end
+    low, earliest, after = next_band(after)
+  end
+  return n
+end
+
+-- Claims of `key` whose records are CLAIMED (read only: keyed_use drops the others).
+local function key_taken(key)
+  local claims = redis.call('ZRANGEBYLEX', KEYS[14], '[c' .. key .. '\0', '(c' .. key .. '\1')
+  if #claims == 0 then return 0 end
+  local ids = {}
+  for k, m in ipairs(claims) do ids[k] = string.sub(m, #key + 3) end
+  local n = 0
+  for _, raw in ipairs(redis.call('HMGET', KEYS[1], unpack(ids))) do
+    if raw and string.sub(raw, 10, 10) == 'C' then n = n + 1 end
+  end
+  return n
+end
+
 if op == 'read' then
-  if not L then return {now, '', '', '', '', '', '', redis.call('ZCARD', KEYS[3])} end
-  local left = L.limit and string.format('%.3f', limits_tokens(L, now)) or ''
-  return {now, L.limit or '', L.period or '', L.burst or '', L.conc or '', L.source or '',
-    left, redis.call('ZCARD', KEYS[3])}
+  local taken = redis.call('ZCARD', KEYS[3])
+  if not L then return {now, '', '', '', '', '', '', taken, '', 0, due_count(), ''} end
+  local out = {now, L.limit or '', L.period or '', L.burst or '', L.conc or '', L.source or ''}
+  if not L.key then
+    out[7] = L.limit and string.format('%.3f', limits_tokens(L, now)) or ''
+    local room = limits_room(L, now)
+    out[8], out[9], out[10], out[11] = taken, '', 0, due_count()
+    out[12] = room == math.huge and '' or room
+    return out
+  end
+  out[7], out[8], out[9] = '', taken, L.key
+  out[10] = redis.call('ZLEXCOUNT', KEYS[14], '[r', '(s')
+  out[11], out[12] = due_count(), ''
+  local turns = redis.call('ZRANGEBYLEX', KEYS[14], '[r', '(s', 'LIMIT', 0, tonumber(ARGV[3]))
+  for _, head in ipairs(turns) do
+    local key = string.sub(head, 18)
+    local u = keyed_use({limit = L.limit, period = L.period, burst = L.burst}, key, now, {})
+    out[#out + 1] = key
+    out[#out + 1] = redis.call('ZLEXCOUNT', KEYS[14], '[i' .. key .. '\0', '(i' .. key .. '\1')
+    out[#out + 1] = L.conc and key_taken(key) or 0
+    out[#out + 1] = L.limit and string.format('%.3f', u.left) or ''
+  end
+  return out
 elseif op == 'set' then
   if L and L.source == 'operator' and ARGV[8] ~= '1' then return {0} end
   -- The same limits again (every process writes its settings once) change nothing.
   local same = (L and tostring(L.limit or '') == ARGV[3] and tostring(L.conc or '') == ARGV[6]
-    and L.source == ARGV[7] and (ARGV[3] == '' or (tostring(L.period) == ARGV[4]
-    and tostring(L.burst) == ARGV[5]))) or (not L and ARGV[3] == '' and ARGV[6] == '')
+    and L.source == ARGV[7] and (L.key or '') == ARGV[9] and (ARGV[3] == ''
+    or (tostring(L.period) == ARGV[4] and tostring(L.burst) == ARGV[5])))
+    or (not L and ARGV[3] == '' and ARGV[6] == '' and ARGV[9] == '')
   if same then return {0} end
   -- The bucket carries over, clamped to the new burst; a new rate starts full.
   local tokens
-  if L and L.limit and ARGV[3] ~= '' then
+  if L and L.limit and ARGV[3] ~= '' and not L.key then
     tokens = math.min(tonumber(ARGV[5]), limits_tokens(L, now))
   end
-  redis.call('DEL', KEYS[12])
+  -- The limits' own fields only: the keys' use and the requests' keys (keyed.lua) stay.
+  redis.call('HDEL', KEYS[12], unpack(LIMIT_FIELDS))
   if ARGV[3] ~= '' then
     redis.call('HSET', KEYS[12], 'rate_limit', ARGV[3], 'rate_period', ARGV[4],
       'rate_burst', ARGV[5])
@@ -39,7 +98,10 @@ elseif op == 'set' then
     end
   end
   if ARGV[6] ~= '' then redis.call('HSET', KEYS[12], 'concurrency', ARGV[6]) end
-  if ARGV[3] ~= '' or ARGV[6] ~= '' then redis.call('HSET', KEYS[12], 'source', ARGV[7]) end
+  if ARGV[9] ~= '' then redis.call('HSET', KEYS[12], 'key', ARGV[9]) end
+  if ARGV[3] ~= '' or ARGV[6] ~= '' or ARGV[9] ~= '' then
+    redis.call('HSET', KEYS[12], 'source', ARGV[7])
+  end
   -- Raised or lifted limits may let a waiting worker claim: wake one when work is due.
   if due_now(now) then wake(now) end
   return {1}
@@ -59,5 +121,47 @@ elseif op == 'refund' then
   end
   if room > 0 then return {''} end
   return {limits_next(L, now)}
+elseif op == 'pick' then
+  if not L or not L.key then return redis.error_reply('pick: the queue has no KEY') end
+  local out = {0}
+  if redis.call('EXISTS', KEYS[4]) == 1 then
+    out[1] = now + 1000
+    return out
+  end
+  local _, next_at = keyed_take(L, now, tonumber(ARGV[3]), function(ids)
+    local claimed = {}
+    for _, id in ipairs(ids) do
+      local raw = redis.call('HGET', KEYS[1], id)
+      local r = raw and decode(id, raw)
+      if r and r.s == 'P' and r.due <= now then
+        out[#out + 1] = id
+        claimed[id] = true
+      end
+    end
+    return claimed
+  end)
+  out[1] = next_at
+  return out
+elseif op == 'unpick' then
+  if not L or not L.key then return {0} end
+  for i = 3, #ARGV do
+    local id = ARGV[i]
+    local key = redis.call('HGET', KEYS[12], '@' .. id) or ''
+    if L.limit then
+      local u = keyed_use(L, key, now, {})
+      redis.call('HSET', KEYS[12], 'T' .. key, string.format('%.17g', math.min(L.burst, u.left + 1)),
+        'A' .. key, exact(now))
+    end
+    redis.call('ZREM', KEYS[14], 'c' .. key .. '\0' .. id)
+    local raw = redis.call('HGET', KEYS[1], id)
+    local r = raw and decode(id, raw)
+    if r and r.s == 'P' and r.due <= now then keyed_add({id}, {score_of(r)}) end
+  end
+  if due_now(now) then wake(now) end
+  return {#ARGV - 2}
+elseif op == 'map' then
+  if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1 then return {0} end
+  redis.call('HSET', KEYS[12], '@' .. ARGV[3], ARGV[4])
+  return {1}
 end
 return redis.error_reply('unknown limit op ' .. tostring(op))

@@ -5,16 +5,21 @@
 --   concurrency       at most this many records CLAIMED at once (the leases index)
 --   source            'settings' or 'operator': who wrote the limits
 --   tokens, at        the bucket as of `at` (server ms); absent: full
+--   key               the KEY setting: the limits hold per key, keys take turns (keyed.lua)
 -- No field: no limit. docs/limits.md describes the model.
+
+-- keyed.lua (prepended after this file) sets it: claim_limited for a queue with a KEY.
+local keyed_claim
 
 -- The queue's limits, or nil when it has none (one HMGET).
 local function limits_read()
   local f = redis.call('HMGET', KEYS[12], 'rate_limit', 'rate_period', 'rate_burst',
-    'concurrency', 'tokens', 'at', 'source')
-  if not f[1] and not f[4] then return nil end
+    'concurrency', 'tokens', 'at', 'source', 'key')
+  if not f[1] and not f[4] and not f[8] then return nil end
   return {
     limit = tonumber(f[1]), period = tonumber(f[2]), burst = tonumber(f[3]),
     conc = tonumber(f[4]), tokens = tonumber(f[5]), at = tonumber(f[6]), source = f[7],
+    key = f[8],
   }
 end
 
@@ -65,6 +70,7 @@ end
 local function claim_limited(now, owner, lease, limit, out, start)
   local L = limits_read()
   if not L then return claim_due(now, owner, lease, limit, out, start) end
+  if L.key then return keyed_claim(L, now, owner, lease, limit, out, start) end
   if start and start < limit then limit = start end
   local room = limits_room(L, now)
   local take = math.min(limit, room)

@@ -45,9 +45,17 @@ class Command(BaseCommand):
         if use.limits.rate is not None and use.tokens_left is not None:
             self.stdout.write(f"tokens left: {use.tokens_left:g} of {use.limits.rate.burst}")
         taken = f"slots taken: {use.slots_taken}"
-        if use.limits.concurrency is not None:
+        if use.limits.concurrency is not None and use.limits.key is None:
             taken += f" of {use.limits.concurrency}"
         self.stdout.write(taken)
+        self.stdout.write(f"due now: {use.due_now}, held by the limits: {use.held}")
+        if use.limits.key is not None:
+            self.stdout.write(f"keys waiting: {use.keys_waiting}")
+            for row in use.keys:
+                tokens = "" if row.tokens_left is None else f", tokens left {row.tokens_left:g}"
+                self.stdout.write(
+                    f"  {row.key!r}: due {row.due}, slots taken {row.slots_taken}{tokens}"
+                )
 
 
 def _change(options: dict[str, Any]) -> LimitChange:

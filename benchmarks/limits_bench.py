@@ -1,0 +1,265 @@
+"""What flow limits cost: limits that do not bind against none, and the claim's server time.
+
+Run from the repository root with the project's interpreter (no peers needed):
+
+    python3 -m benchmarks.limits_bench                 # 5 rounds, 10,000 tasks each
+    python3 -m benchmarks.limits_bench --rounds 3 --tasks 5000 --no-workers
+
+It starts its own redis-server on a free port (never 6379) and pins it to CPU 0 and
+itself (and the worker processes it starts) to CPU 1. Three queues, the same no-op work:
+
+* ``plain``: no limits;
+* ``limited``: ``RATE`` 1,000,000,000 a second (burst the same) and ``CONCURRENCY``
+  1,000,000,000: limits that never bind, so what is measured is their bookkeeping;
+* ``keyed``: the same limits per key of ``kwargs.tenant_id``, over 100 tenants (every
+  claim goes through keyed.lua's pool and turns).
+
+Two drains per queue per round, in an order that turns by one each round:
+
+* **loop**: one thread of this process drains with ``claim_many`` then
+  ``settle_and_claim`` (64 at a time): the ledger's own cost, no worker runtime;
+* **worker**: ``manage.py ledger_worker QUEUE`` (concurrency 8, its defaults, ``-v 0``)
+  in a process of its own; the rate is counted from the first task seen done to the
+  last (start-up is not in it). A limited queue's worker prefetches nothing (its claims
+  all start at once), which this figure includes; ``worker-p0`` drains ``plain`` with
+  ``--prefetch 0`` too, to tell that cost from the limits' own.
+
+Then the **claim script's server time**, from ``SLOWLOG`` (every call logged: the
+``slowlog-log-slower-than 0`` setting) filtered on the claim script's SHA, for
+``claim_many(8)`` calls that drain 10,000 records: unlimited; 1,000 keys with limits that
+do not bind; and 1,000 keys each at a ``CONCURRENCY`` of 1 that binds (every key held:
+each call looks through keys in turn until its budget, 8 * 4 + 64, runs out).
+
+The machine may be shared: prefer the ratios, printed against ``plain`` of the same
+rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+BIG = 1_000_000_000
+QUEUES = ("plain", "limited", "keyed")
+#: ``worker-p0``: ``plain`` under a worker with ``--prefetch 0``, as a limited queue's
+#: worker claims (nothing held ahead): it parts that cost from the limits' own.
+MODES = ("loop", "worker", "worker-p0")
+TENANTS = 100
+
+
+def _ledger(client: Any, namespace: str, name: str) -> Any:
+    from django_ledger import Ledger
+    from django_ledger.core.limits import Limits, Rate
+
+    ledger = Ledger(client, namespace, name, max_records=10_000_000)
+    if name == "limited":
+        ledger.set_limits(Limits(Rate(BIG, 1000, BIG), BIG), source="settings")
+    elif name == "keyed":
+        ledger.set_limits(Limits(Rate(BIG, 1000, BIG), BIG, "kwargs.tenant_id"), source="settings")
+    return ledger
+
+
+def _admit(ledger: Any, n: int, tenants: int = TENANTS) -> None:
+    ledger.admit_many(
+        (f"t{i:07d}", json.dumps({"args": [], "kwargs": {"tenant_id": f"k{i % tenants}"}}))
+        for i in range(n)
+    )
+
+
+def drain_loop(ledger: Any) -> float:
+    """Drain the queue in this thread; answer tasks a second."""
+    from django_ledger import State
+
+    began = time.perf_counter()
+    done = 0
+    claims = ledger.claim_many("bench", 64)
+    while claims:
+        done += len(claims)
+        _, claims = ledger.settle_and_claim([(c, State.COMPLETED, 0) for c in claims], "bench", 64)
+    return done / (time.perf_counter() - began)
+
+
+def drain_worker(
+    url: str, namespace: str, name: str, n: int, logs: Path, extra: tuple[str, ...] = ()
+) -> float:
+    """Drain with a ``ledger_worker`` process; answer tasks a second, first done to last."""
+    import redis
+
+    env = {
+        **os.environ,
+        "REDIS_URL": url,
+        "LEDGER_NAMESPACE": namespace,
+        "DJANGO_SETTINGS_MODULE": "benchmarks.limits_bench_settings",
+        "PYTHONPATH": str(ROOT),
+    }
+    client = redis.Redis.from_url(url)
+    completed = f"{{{namespace}:{name}}}:completed"
+    with (logs / f"{name}.log").open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "ledger_worker", name, "-v", "0", "--no-repair", *extra],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            first = last = None
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                count = client.zcard(completed)
+                now = time.perf_counter()
+                if count and first is None:
+                    first, first_count = now, count
+                if count >= n:
+                    last = now
+                    break
+                time.sleep(0.002)
+            if first is None or last is None or last <= first:
+                raise RuntimeError(f"{name}: the worker did not drain {n} tasks")
+            return (n - first_count) / (last - first)
+        finally:
+            process.terminate()
+            process.wait(30)
+
+
+def claim_server_time(client: Any, ledger: Any, calls: Callable[[], int]) -> tuple[float, int]:
+    """Run ``calls`` with every command in SLOWLOG; answer the median µs of the claim
+    script's calls and how many there were."""
+    sha = ledger.runner.scripts.claim.sha
+    client.config_set("slowlog-log-slower-than", 0)
+    client.config_set("slowlog-max-len", 1_000_000)
+    client.slowlog_reset()
+    calls()
+    entries = client.slowlog_get(1_000_000)
+    client.config_set("slowlog-log-slower-than", 10_000)
+    times = [
+        e["duration"]
+        for e in entries
+        if len(e["command"].split()) > 1
+        and e["command"].split()[0].upper() == b"EVALSHA"
+        and e["command"].split()[1].decode() == sha
+    ]
+    return statistics.median(times), len(times)
+
+
+def claim_all(ledger: Any) -> Callable[[], int]:
+    def run() -> int:
+        n = 0
+        while True:
+            got = ledger.claim_many("bench", 8, lease=600)
+            n += len(got)
+            if not got:
+                return n
+
+    return run
+
+
+def held_calls(ledger: Any, calls: int) -> Callable[[], int]:
+    def run() -> int:
+        for _ in range(calls):
+            ledger.claim_many("bench", 8, lease=600)
+        return calls
+
+    return run
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--no-workers", action="store_true", help="the loop drain only")
+    parser.add_argument("--no-pin", dest="pin", action="store_false")
+    parser.add_argument(
+        "--server-time-only", action="store_true", help="the claim script's server time only"
+    )
+    args = parser.parse_args()
+
+    from tests.redis_server import RedisServer
+
+    server = RedisServer()
+    server.start()
+    if args.pin:
+        assert server.pid is not None
+        os.sched_setaffinity(server.pid, {0})
+        os.sched_setaffinity(0, {1})
+    logs = Path(f"/tmp/limits-bench-{os.getpid()}")
+    logs.mkdir(parents=True, exist_ok=True)
+    client = server.client()
+    try:
+        print(
+            f"redis-server {client.info('server')['redis_version']}, tasks={args.tasks}, "
+            f"rounds={args.rounds}, pinned={args.pin}, python {sys.version.split()[0]}"
+        )
+        rates: dict[tuple[str, str], list[float]] = {}
+        for round_number in range(0 if args.server_time_only else args.rounds):
+            turn = round_number % len(QUEUES)
+            for name in QUEUES[turn:] + QUEUES[:turn]:
+                for mode in MODES:
+                    if (mode != "loop" and args.no_workers) or (
+                        mode == "worker-p0" and name != "plain"
+                    ):
+                        continue
+                    client.flushall()
+                    ledger = _ledger(client, "bench", name)
+                    _admit(ledger, args.tasks)
+                    if mode == "loop":
+                        rate = drain_loop(ledger)
+                    else:
+                        extra = ("--prefetch", "0") if mode == "worker-p0" else ()
+                        rate = drain_worker(server.url, "bench", name, args.tasks, logs, extra)
+                    rates.setdefault((mode, name), []).append(rate)
+                    print(f"  round {round_number + 1} {mode:6} {name:8} {rate:9.0f} tasks/s")
+        if rates:
+            print("\ndrain rate, median of rounds (ratio to plain in the same rounds):")
+        for mode in MODES:
+            base = rates.get((mode if mode != "worker-p0" else "worker", "plain"))
+            if not base:
+                continue
+            for name in QUEUES:
+                if (mode, name) not in rates:
+                    continue
+                med = statistics.median(rates[(mode, name)])
+                ratios = [r / b for r, b in zip(rates[(mode, name)], base, strict=True)]
+                print(
+                    f"  {mode:6} {name:8} {med:9.0f} tasks/s  "
+                    f"x{statistics.median(ratios):.3f} of plain"
+                )
+
+        print("\nclaim script server time (SLOWLOG, median µs per claim_many(8) call):")
+        scenarios: list[tuple[str, str, int, Any]] = [
+            ("unlimited, 10,000 records", "plain", 1, None),
+            ("1,000 keys, limits that do not bind", "keyed", 1000, None),
+            ("1,000 keys at CONCURRENCY 1, all held", "held", 1000, 1),
+        ]
+        for label, kind, tenants, _ in scenarios:
+            client.flushall()
+            from django_ledger.core.limits import Limits
+
+            ledger = _ledger(client, "bench", "keyed" if kind == "held" else kind)
+            if kind == "held":
+                ledger.set_limits(Limits(None, 1, "kwargs.tenant_id"), source="settings")
+            _admit(ledger, 10_000, tenants)
+            if kind == "held":
+                claim_all(ledger)()  # one claim per key: every key is at its limit now
+                median, calls = claim_server_time(client, ledger, held_calls(ledger, 500))
+            else:
+                median, calls = claim_server_time(client, ledger, claim_all(ledger))
+            print(f"  {label:40} {median:7.0f} µs  ({calls} calls)")
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

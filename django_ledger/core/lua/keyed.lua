@@ -1,0 +1,337 @@
+-- keyed.lua: limits per key of a task's arguments, and fair share among the keys
+-- (prepended after limits.lua). A queue whose limits hash (KEYS[12]) holds `key` (its KEY
+-- setting, e.g. 'kwargs.tenant_id') applies its RATE and CONCURRENCY to each key apart,
+-- and its claims take the keys in turn: one claim per key per turn, so a key with a
+-- million due records does not delay one with ten.
+-- The admission (Python) computes each request's key and stores it in KEYS[12] as
+-- '@' .. id (admit.lua). KEYS[14], the keyed pool, is a sorted set read by lex range
+-- (every score 0) holding:
+--   'i' .. key .. '\0' .. SCORE .. id   a due PENDING record of key; SCORE its ready score
+--                                       plus KEYED_OFFSET, 16 digits (the key's own order)
+--   'r' .. TURN .. key                  a key with records in the pool, by turn (16 digits)
+--   'c' .. key .. '\0' .. id            a claim of key, kept under a CONCURRENCY and
+--                                       checked against the record each time it is counted
+-- More KEYS[12] fields: 'R' .. key (the key's turn now), 'T' .. key and 'A' .. key (its
+-- bucket: tokens as of server ms), 'turn' (the last turn given), 'wm' (how far, in due
+-- ms, the ready index has been brought into the pool).
+-- The ready index stays whole and authoritative: the pool is derived from it and from the
+-- records. A due record enters the pool from the ready index (keyed_promote, each claim),
+-- so what settlements, releases and repair give back comes into its key's turn with no
+-- code of theirs; a pool entry whose record moved on is dropped when met.
+
+local KEYED_OFFSET = 4503599627370496  -- 2^52: every ready score plus it is positive
+local KEYED_PAGE = 1024  -- ready entries brought into the pool per call at most
+
+local function keyed_digits(n)
+  return string.format('%016.0f', n)
+end
+
+-- Put `key` at the back of the turns; `old` its turn now (nil: it has none).
+local function keyed_back(key, old)
+  local turn = keyed_digits(redis.call('HINCRBY', KEYS[12], 'turn', 1))
+  if old then redis.call('ZREM', KEYS[14], 'r' .. old .. key) end
+  redis.call('ZADD', KEYS[14], 0, 'r' .. turn .. key)
+  redis.call('HSET', KEYS[12], 'R' .. key, turn)
+end
+
+-- Bring due PENDING records (ids, their ready scores) into the pool under their keys
+-- (a record admitted with no key stored has key ''); a key new to the turns goes last.
+local function keyed_add(ids, scores)
+  local fields = {}
+  for k, id in ipairs(ids) do fields[k] = '@' .. id end
+  local keys = redis.call('HMGET', KEYS[12], unpack(fields))
+  local members, fresh, seen = {}, {}, {}
+  for k, id in ipairs(ids) do
+    local key = keys[k] or ''
+    members[#members + 1] = 0
+    members[#members + 1] = 'i' .. key .. '\0' .. keyed_digits(tonumber(scores[k]) + KEYED_OFFSET) .. id
+    if not seen[key] then
+      seen[key] = true
+      fresh[#fresh + 1] = key
+    end
+  end
+  redis.call('ZADD', KEYS[14], unpack(members))
+  local turns = {}
+  for k, key in ipairs(fresh) do turns[k] = 'R' .. key end
+  turns = redis.call('HMGET', KEYS[12], unpack(turns))
+  for k, key in ipairs(fresh) do
+    if not turns[k] then keyed_back(key, nil) end
+  end
+end
+
+-- Store the keys of records just admitted (pairs id, key) and bring those due now into
+-- the pool (`score`: their ready score, `due`: their due time).
+local function keyed_admitted(pairs, score, due, now)
+  redis.call('HSET', KEYS[12], unpack(pairs))
+  if due > now then return end  -- keyed_promote brings it in when it falls due
+  local ids, scores = {}, {}
+  for k = 1, #pairs, 2 do
+    ids[#ids + 1] = string.sub(pairs[k], 2)
+    scores[#scores + 1] = score
+  end
+  keyed_add(ids, scores)
+end
+
+-- Bring what fell due since the last call from the ready index into the pool. A pool
+-- with no key in turn looks from the start: a due record it missed (put back in the ready
+-- index by hand, or by a reference claim cut short) comes in then.
+local function keyed_promote(now)
+  local wm = tonumber(redis.call('HGET', KEYS[12], 'wm') or '0')
+  if not redis.call('ZRANGEBYLEX', KEYS[14], '[r', '(s', 'LIMIT', 0, 1)[1] then wm = 0 end
+  local mark = now
+  local low, earliest, after = next_band('-inf')
+  while low do
+    if earliest <= now then
+      local got = redis.call('ZRANGEBYSCORE', KEYS[2], exact(low + math.max(wm, earliest)),
+        exact(low + now), 'WITHSCORES', 'LIMIT', 0, KEYED_PAGE)
+      local ids, scores = {}, {}
+      for k = 1, #got, 2 do
+        ids[#ids + 1] = got[k]
+        scores[#scores + 1] = got[k + 1]
+      end
+      if #ids > 0 then keyed_add(ids, scores) end
+      -- A full page: the next call goes on from its last score (inclusive: ZADD of a
+      -- member already there changes nothing).
+      if #ids == KEYED_PAGE then mark = math.min(mark, tonumber(scores[#scores]) - low) end
+    end
+    low, earliest, after = next_band(after)
+  end
+  redis.call('HSET', KEYS[12], 'wm', exact(mark))
+end
+
+-- The use of `key` under the limits L at `now`, read once a call (`cache`): u.taken its
+-- claims now, u.left its tokens. Claims of the key whose records left CLAIMED (settled,
+-- given back, reclaimed by repair after a lease ran out) are dropped here: their slot is
+-- free by construction.
+local function keyed_use(L, key, now, cache)
+  local u = cache[key]
+  if u then return u end
+  u = {taken = 0}
+  if L.conc then
+    local claims = redis.call('ZRANGEBYLEX', KEYS[14], '[c' .. key .. '\0', '(c' .. key .. '\1')
+    if #claims > 0 then
+      local ids = {}
+      for k, m in ipairs(claims) do ids[k] = string.sub(m, #key + 3) end
+      local raws = redis.call('HMGET', KEYS[1], unpack(ids))
+      local gone = {}
+      for k = 1, #claims do
+        -- The state letter (offset 9) is enough: a claim is a slot while its record is
+        -- CLAIMED, and a record keeps its key.
+        if raws[k] and string.sub(raws[k], 10, 10) == 'C' then
+          u.taken = u.taken + 1
+        else
+          gone[#gone + 1] = claims[k]
+        end
+      end
+      if #gone > 0 then redis.call('ZREM', KEYS[14], unpack(gone)) end
+    end
+  end
+  if L.limit then
+    local b = redis.call('HMGET', KEYS[12], 'T' .. key, 'A' .. key)
+    u.left = L.burst
+    if b[2] then
+      u.left = math.min(L.burst, tonumber(b[1]) + math.max(0, now - tonumber(b[2])) * L.limit / L.period)
+    end
+  end
+  cache[key] = u
+  return u
+end
+
+-- How many claims of the key its limits allow now.
+local function keyed_room(L, u)
+  local room = math.huge
+  if L.conc then room = L.conc - u.taken end
+  if L.limit then room = math.min(room, math.floor(u.left + 1e-9)) end
+  return room
+end
+
+-- When a key held by its limits may claim again: -1 when a slot is what it waits for (a
+-- settlement frees it), else when its next token is due.
+local function keyed_next(L, u, now)
+  if L.conc and u.taken >= L.conc then return -1 end
+  return now + math.max(1, math.ceil((1 - u.left) * L.period / L.limit))
+end
+
+-- Take up to `take` records from the pool, the keys in turn, each within its key's limits;
+-- `claim(ids)` claims (or picks) the due records among ids and answers the set of those
+-- it did. Returns the claims made, and when the next claim may be made: now (more may be
+-- claimable: the wake key stays), -1 (nothing is, until a settlement frees a slot or work
+-- is admitted), or a time (the next token of a key held by its rate, or the next record
+-- to fall due). The turns are read in pages and written once a call: keys visited go to the
+-- back in the order visited, so a call that visits a key twice has been round them all.
+local function keyed_take(L, now, take, claim)
+  keyed_promote(now)
+  local size = redis.call('ZLEXCOUNT', KEYS[14], '[r', '(s')
+  local budget = take * 4 + 64
+  -- The turns, read in pages as the call goes: `ring` holds the keys in turn order, read
+  -- so far; `again` the keys this call visited, for their next turn after all of those.
+  local reach, ring, again = math.min(size, budget), {}, {}
+  local function read_turns()
+    local page = redis.call('ZRANGEBYLEX', KEYS[14], '[r', '(s', 'LIMIT', #ring,
+      math.min(reach - #ring, take + 8))
+    for _, head in ipairs(page) do
+      ring[#ring + 1] = {string.sub(head, 2, 17), string.sub(head, 18)}
+    end
+    return #page > 0
+  end
+  read_turns()
+  local got, held, pos, rpos, cache, wait = 0, 0, 1, 1, {}, nil
+  -- Records read per key at a time: what this call may take of each key in turn.
+  local per = math.ceil(take / math.max(1, math.min(size, take)))
+  local items, picks, moved, gone, spent, picked = {}, {}, {}, {}, {}, {}
+  -- `held`: keys met in a row that their limits hold; a whole turn of them ends the call.
+  while got < take and budget > 0 and held < size do
+    local entry = ring[rpos]
+    if not entry and #ring < reach and read_turns() then entry = ring[rpos] end
+    if entry then
+      rpos = rpos + 1
+    else
+      entry = again[pos]
+      if not entry then break end
+      pos = pos + 1
+    end
+    budget = budget - 1
+    local turn, key = entry[1], entry[2]
+    local mine = items[key]
+    if not mine or (not mine.list[mine.n] and #mine.list == per) then
+      -- The key's first due records (or, when this call took all it read, the next ones:
+      -- what it picked leaves the pool below).
+      local base = mine and mine.base + #mine.list or 0
+      mine = {n = 1, base = base, list = redis.call('ZRANGEBYLEX', KEYS[14],
+        '[i' .. key .. '\0', '(i' .. key .. '\1', 'LIMIT', base, per)}
+      items[key] = mine
+    end
+    local item = mine.list[mine.n]
+    if not item then
+      -- Nothing (more) of the key is due: out of the turns until something is.
+      gone[#gone + 1] = turn
+      gone[#gone + 1] = key
+      gone[key] = true
+      size = size - 1
+    else
+      local u = keyed_use(L, key, now, cache)
+      if keyed_room(L, u) < 1 then
+        held = held + 1
+        local at = keyed_next(L, u, now)
+        if at >= 0 and (not wait or at < wait) then wait = at end
+      else
+        mine.n = mine.n + 1
+        got, held = got + 1, 0
+        picks[#picks + 1] = item
+        picks[#picks + 1] = key
+        picked[key] = (picked[key] or 0) + 1
+        -- Counted now, written below for the records actually claimed.
+        if L.limit then u.left = u.left - 1 end
+        if L.conc then u.taken = u.taken + 1 end
+      end
+      moved[#moved + 1] = turn
+      moved[#moved + 1] = key
+      again[#again + 1] = {turn, key}  -- its next turn in this call, after every other key
+    end
+  end
+  -- Claim the picks in one step; a record that moved on (claimed by hand, ended,
+  -- corrupt) is only dropped from the pool.
+  if #picks > 0 then
+    local ids, members = {}, {}
+    for k = 1, #picks, 2 do
+      local item, key = picks[k], picks[k + 1]
+      ids[#ids + 1] = string.sub(item, #key + 19)
+      members[#members + 1] = item
+    end
+    redis.call('ZREM', KEYS[14], unpack(members))
+    local claimed = claim(ids)
+    got = 0
+    local tokens, slots = {}, {}
+    for k = 1, #picks, 2 do
+      local key, id = picks[k + 1], ids[(k + 1) / 2]
+      if claimed[id] then
+        got = got + 1
+        spent[key] = (spent[key] or 0) + 1
+        if L.conc then
+          slots[#slots + 1] = 0
+          slots[#slots + 1] = 'c' .. key .. '\0' .. id
+        end
+      end
+    end
+    if #slots > 0 then redis.call('ZADD', KEYS[14], unpack(slots)) end
+    if L.limit then
+      for key, n in pairs(spent) do
+        -- u.left counted every pick; a pick not claimed spends no token.
+        tokens[#tokens + 1] = 'T' .. key
+        tokens[#tokens + 1] = string.format('%.17g', cache[key].left + picked[key] - n)
+        tokens[#tokens + 1] = 'A' .. key
+        tokens[#tokens + 1] = exact(now)
+      end
+      if #tokens > 0 then redis.call('HSET', KEYS[12], unpack(tokens)) end
+    end
+  end
+  -- The turns: keys with nothing due out, keys visited to the back (the last visit of a
+  -- key visited twice gives its place).
+  if #gone > 0 or (#moved > 0 and size > 1) then
+    local old, fields, last = {}, {}, {}
+    for k = 1, #gone, 2 do
+      old[#old + 1] = 'r' .. gone[k] .. gone[k + 1]
+      fields[#fields + 1] = 'R' .. gone[k + 1]
+    end
+    if #fields > 0 then redis.call('HDEL', KEYS[12], unpack(fields)) end
+    local order = {}
+    if size > 1 then
+      for k = 1, #moved, 2 do last[moved[k + 1]] = k end
+      for k = 1, #moved, 2 do
+        if last[moved[k + 1]] == k and not gone[moved[k + 1]] then
+          order[#order + 1] = moved[k + 1]
+        end
+        if not last[moved[k + 1] .. '\0seen'] then
+          last[moved[k + 1] .. '\0seen'] = true
+          old[#old + 1] = 'r' .. moved[k] .. moved[k + 1]
+        end
+      end
+    end
+    if #old > 0 then redis.call('ZREM', KEYS[14], unpack(old)) end
+    if #order > 0 then
+      local top = redis.call('HINCRBY', KEYS[12], 'turn', #order)
+      local adds, turns = {}, {}
+      for k, key in ipairs(order) do
+        local turn = keyed_digits(top - #order + k)
+        adds[#adds + 1] = 0
+        adds[#adds + 1] = 'r' .. turn .. key
+        turns[#turns + 1] = 'R' .. key
+        turns[#turns + 1] = turn
+      end
+      redis.call('ZADD', KEYS[14], unpack(adds))
+      redis.call('HSET', KEYS[12], unpack(turns))
+    end
+  end
+  if got >= take and size > 0 or budget <= 0 and held < size and got > 0 then
+    wake(now)  -- more may be claimable: another idle worker looks
+    return got, now
+  end
+  if budget <= 0 and held < size then
+    -- A whole budget of keys held by their limits, none claimed: no worker asks again at
+    -- once (it would only spin). Those keys went to the back of the turns, so the next
+    -- claim (woken by a settlement, an admission, or the next token) looks further on.
+    redis.call('DEL', KEYS[11])
+    return got, wait or -1
+  end
+  -- Every key in the pool is held by its limits, or the pool is empty: no worker could
+  -- claim now. The wake key goes; the answer is the earliest of a key's next token and
+  -- the next record to fall due (which enters the pool then).
+  redis.call('DEL', KEYS[11])
+  local later = next_due(now)
+  if later and (not wait or later < wait) then wait = later end
+  return got, wait or -1
+end
+
+-- claim_limited (limits.lua) on a queue with a KEY: the same arguments and answers.
+keyed_claim = function(L, now, owner, lease, limit, out, start)
+  if start and start < limit then limit = start end
+  -- The gate, checked in the same atomic step as the claim (claim_due's rule).
+  if redis.call('EXISTS', KEYS[4]) == 1 then return 0, now + 1000 end
+  return keyed_take(L, now, limit, function(ids)
+    local before = #out
+    claim_ids(ids, now, owner, lease, out, 0, 0, #ids, #ids)
+    local claimed = {}
+    for k = before + 1, #out, 7 do claimed[out[k]] = true end
+    return claimed
+  end)
+end

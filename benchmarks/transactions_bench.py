@@ -5,6 +5,9 @@ Run from the repository root (docs/transactions.md shows the figures):
     /work/venv311/bin/python -m benchmarks.transactions_bench            # 5 rounds
     /work/venv311/bin/python -m benchmarks.transactions_bench --rounds 7 --calls 1000
 
+django-tasks-db is compared when importable: with the project's venv, for example
+``pip install --target /tmp/peers --no-deps django-tasks-db`` and ``PYTHONPATH=/tmp/peers``.
+
 It starts a private PostgreSQL cluster (``tests/postgres_server.py``: ``initdb`` in a temp
 dir, fsync and synchronous_commit off) and a private redis-server
 (``tests/redis_server.py``), pins Redis to CPU 0 and this process to CPU 1
@@ -14,6 +17,9 @@ over the rounds; each ratio is the median of the per-round ratios.
 
 * outbox per call: ``with atomic(): add.enqueue(1, 2)``, one task per transaction; the
   on-commit delivery (``admit_many``, ``DELETE``) included;
+* outbox, stage only: the same without its on-commit delivery (the callback dropped
+  before the commit): the transaction's part; the difference is the delivery's part
+  (one ``admit_many``, one ``DELETE`` in autocommit);
 * outbox bulk: ``with atomic(): enqueue_many(add, 100 calls)``, per task;
 * plain enqueue: ``add.enqueue(1, 2)`` outside a transaction (Redis only);
 * plain INSERT: ``with atomic():`` one ``INSERT`` of a small row, no task (the floor of
@@ -21,9 +27,10 @@ over the rounds; each ratio is the median of the per-round ratios.
 * tasks-db per call / bulk: django-tasks-db's ``enqueue()`` on the same database, one
   per transaction / 100 in one transaction (when installed);
 * relay: rows staged by ``enqueue_many`` in transactions whose on-commit delivery is
-  dropped before the commit, then ``Relay([db], batch=500).run_once()`` (the default batch), and batch 2000; rows/s;
+  dropped before the commit, then ``Relay([db], batch=500).run_once()`` (the default
+  batch), and batch 2000; rows/s;
 * effects: a body doing one ``UPDATE`` of a counter row in ``atomic()``, with and
-  without ``effects(context)`` around it (a fresh task id per call).
+  without ``effects(context)`` around it (a fresh task id per call, a small result kept).
 """
 
 from __future__ import annotations
@@ -130,6 +137,13 @@ def systems(calls: int, tasks_db: bool) -> dict[str, Callable[[], int]]:
                 enqueue_many(add, bulk)
         return calls // BULK * BULK
 
+    def stage_one() -> int:
+        for _ in range(calls):
+            with transaction.atomic():
+                add.enqueue(1, 2)
+                transaction.get_connection().run_on_commit.clear()  # no delivery: its cost
+        return calls
+
     def plain_one() -> int:
         for _ in range(calls):
             add.enqueue(1, 2)
@@ -144,6 +158,7 @@ def systems(calls: int, tasks_db: bool) -> dict[str, Callable[[], int]]:
 
     found: dict[str, Callable[[], int]] = {
         "outbox per call": outbox_one,
+        "outbox, stage only": stage_one,
         "outbox bulk (100/tx)": outbox_bulk,
         "plain enqueue": plain_one,
         "plain INSERT in tx": insert_one,
@@ -190,12 +205,17 @@ def systems(calls: int, tasks_db: bool) -> dict[str, Callable[[], int]]:
             with effects(context, using="default") as fx:
                 if not fx.done:
                     bump(fx.database)
-                    fx.save(None)
+                    fx.save({"bumped": 1})  # a result, as most tasks return
         return calls
 
     found["task body: UPDATE"] = body_plain
     found["task body: UPDATE in effects()"] = body_fenced
     return found
+
+
+def clear_outbox() -> None:
+    with _cursor() as cursor:
+        cursor.execute("DELETE FROM django_ledger_outbox")
 
 
 def stage_rows(rows: int) -> None:
@@ -247,6 +267,7 @@ def run(rounds: int, calls: int, relay_rows: int) -> tuple[dict[str, list[float]
         client = redis_server.client()
         for work in rounds_of.values():  # warm up: connections, scripts, imports
             work()
+            clear_outbox()
         rates: dict[str, list[float]] = {name: [] for name in rounds_of}
         for batch in RELAY_BATCHES:
             rates[f"relay, batch {batch} (rows/s)"] = []
@@ -262,6 +283,7 @@ def run(rounds: int, calls: int, relay_rows: int) -> tuple[dict[str, list[float]
                 start = time.perf_counter()
                 done = work()
                 rates[name].append(done / (time.perf_counter() - start))
+                clear_outbox()  # what "stage only" left (untimed)
             for batch in RELAY_BATCHES:
                 client.flushall()
                 rates[f"relay, batch {batch} (rows/s)"].append(relay_round(relay_rows, batch))
@@ -303,6 +325,18 @@ def main() -> None:
     print(
         f"outbox per call / plain enqueue: {ratio(rates, 'outbox per call', 'plain enqueue'):.2f}"
     )
+    parts = {
+        "the transaction (BEGIN, INSERT, COMMIT)": median(
+            1e6 / s for s in rates["outbox, stage only"]
+        ),
+        "the delivery (admit_many, DELETE)": median(
+            1e6 / o - 1e6 / s
+            for o, s in zip(rates["outbox per call"], rates["outbox, stage only"], strict=True)
+        ),
+        "of which a bare INSERT transaction": median(1e6 / i for i in rates["plain INSERT in tx"]),
+    }
+    for name, value in parts.items():
+        print(f"outbox per call, {name}: {value:.0f} us")
     plain, fenced = "task body: UPDATE", "task body: UPDATE in effects()"
     cost = median(1e6 / f - 1e6 / p for p, f in zip(rates[plain], rates[fenced], strict=True))
     print(

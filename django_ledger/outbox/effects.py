@@ -122,6 +122,8 @@ def _hold(database: str, task_id: str, fence: int) -> bool:
     quote = connection.ops.quote_name
     table = quote(TaskEffect._meta.db_table)
     now = connection.ops.adapt_datetimefield_value(timezone.now())
+    if connection.vendor == "mysql":
+        return _hold_mysql(connection, table, task_id, fence, now)
     sql = (
         f"INSERT INTO {table} ({quote('task_id')}, {quote('fence')}, {quote('done')}, "
         f"{quote('result')}, {quote('updated_at')}) VALUES (%s, %s, %s, %s, %s) "
@@ -131,6 +133,31 @@ def _hold(database: str, task_id: str, fence: int) -> bool:
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [task_id, fence, True, "", now, fence, now, fence])
+        return bool(cursor.rowcount == 1)
+
+
+def _hold_mysql(connection: Any, table: str, task_id: str, fence: int, now: Any) -> bool:
+    """``_hold`` without ``ON CONFLICT`` (MySQL, MariaDB): an insert, else a guarded update.
+
+    ``INSERT IGNORE`` takes a new row (and waits for another transaction's uncommitted
+    one); else the ``UPDATE``'s ``WHERE`` is the compare-and-set, on the row it locks.
+    """
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT IGNORE INTO {table} ({quote('task_id')}, {quote('fence')}, "
+            f"{quote('done')}, {quote('result')}, {quote('updated_at')}) "
+            "VALUES (%s, %s, TRUE, '', %s)",
+            [task_id, fence, now],
+        )
+        if cursor.rowcount == 1:
+            return True
+        cursor.execute(
+            f"UPDATE {table} SET {quote('fence')} = %s, {quote('done')} = TRUE, "
+            f"{quote('updated_at')} = %s WHERE {quote('task_id')} = %s "
+            f"AND {quote('fence')} <= %s AND NOT {quote('done')}",
+            [fence, now, task_id, fence],
+        )
         return bool(cursor.rowcount == 1)
 
 

@@ -16,7 +16,9 @@ connection, so its backends inherit it) and this process to CPU 1
 alternating rounds (a busy machine slows every system alike). By hand, ``--mysql
 root@127.0.0.1:3306`` runs the same on a MySQL or MariaDB server instead (a database of
 its own, dropped at the end; mysqlclient, or PyMySQL on ``PYTHONPATH``). Each figure is the median
-over the rounds; each ratio is the median of the per-round ratios.
+over the rounds; each ratio is the median of the per-round ratios. "client CPU us" is
+this process's CPU time per call (``time.process_time``): the work of the client's own,
+which a loaded machine stretches less than the round trips.
 
 * outbox per call: ``with atomic(): add.enqueue(1, 2)``, one task per transaction; the
   on-commit delivery (``admit_many``, ``DELETE``) included;
@@ -54,6 +56,9 @@ from tests.postgres_server import PostgresServer, find_bindir
 from tests.redis_server import RedisServer
 
 BULK = 100
+#: This process's CPU time per call of each system, per round (time.process_time):
+#: the client's own work, apart from the round trips a busy machine stretches.
+CPU: dict[str, list[float]] = {}
 RELAY_BATCHES = (500, 2000)  # the default batch, and a larger one
 
 
@@ -359,9 +364,10 @@ def run(
 
                     cursor.execute(f"TRUNCATE {DBTaskResult._meta.db_table}")
             for name, work in rounds_of.items():
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 done = work()
                 rates[name].append(done / (time.perf_counter() - start))
+                CPU.setdefault(name, []).append((time.process_time() - cpu) / done * 1e6)
                 clear_outbox()  # what "stage only" left (untimed)
             for batch in RELAY_BATCHES:
                 client.flushall()
@@ -399,11 +405,12 @@ def main() -> None:
     rates, tasks_db = run(args.rounds, args.calls, args.relay_rows, args.mysql, not args.no_pin)
     base = "tasks-db per call" if tasks_db else "plain INSERT in tx"
     print(f"\n{args.rounds} rounds, {args.calls} calls each; ratios to {base!r}, same rounds")
-    print(f"{'':34} {'per s':>10} {'us each':>9} {'ratio':>7}")
+    print(f"{'':34} {'per s':>10} {'us each':>9} {'ratio':>7} {'client CPU us':>14}")
     for name, values in rates.items():
         rate = median(values)
         shown = f"{ratio(rates, name, base):7.2f}" if not name.startswith("relay") else "      -"
-        print(f"{name:34} {rate:10,.0f} {1e6 / rate:9.1f} {shown}")
+        cpu = f"{median(CPU[name]):14.0f}" if name in CPU else ""
+        print(f"{name:34} {rate:10,.0f} {1e6 / rate:9.1f} {shown}{cpu}")
     if tasks_db:
         print(
             "outbox bulk / tasks-db bulk: "

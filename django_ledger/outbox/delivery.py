@@ -109,13 +109,16 @@ def _in(count: int) -> str:
 
 
 def delete_ids(database: str, ids: Sequence[str]) -> None:
-    """Delete the outbox rows of ``ids``: one statement per ``CHUNK`` ids, no ORM."""
+    """Delete the outbox rows of ``ids``: one statement (per ``CHUNK`` ids but on PostgreSQL)."""
     if not ids:
         return
     connection = connections[database]
     quote = connection.ops.quote_name
     table, key = quote(OutboxEntry._meta.db_table), quote("id")
     with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":  # one array, however many ids
+            cursor.execute(f"DELETE FROM {table} WHERE {key} = ANY(%s)", [list(ids)])
+            return
         for start in range(0, len(ids), CHUNK):
             part = list(ids[start : start + CHUNK])
             cursor.execute(f"DELETE FROM {table} WHERE {key} IN ({_in(len(part))})", part)

@@ -10,7 +10,7 @@ redis-server with an AOF (``appendfsync always``), then processes of its own:
 * producers: each transaction inserts a row of ``chaos_order`` and enqueues
   ``benchmarks.chaos_tasks.bump(order_id)`` (the outbox), and 20% raise on purpose and
   roll back (their ids are logged to a file after the rollback);
-* ``ledger_worker`` processes (lease 3 s; each runs repair and a relay thread) running
+* ``ledger_worker`` processes (lease 3 s; each runs repair, and the relay beside it) running
   ``bump``: it logs each run in ``chaos_run``, then increments ``chaos_counter`` inside
   ``effects(context)``;
 * a ``manage.py ledger_relay --loop``.

@@ -14,6 +14,8 @@ Steps:
   commit; an on-commit callback registered first SIGKILLs the process, so the committer's
   own delivery never runs.
 - ``relay``: ``manage.py ledger_relay --once``.
+- ``worker ARGS...``: ``manage.py ledger_worker --concurrency 1 ARGS...`` (until SIGTERM,
+  or ``--burst``); ``start`` runs a step without waiting for it.
 - ``migrate``: ``manage.py migrate`` (quietly).
 """
 
@@ -32,11 +34,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(
-    step: str, *args: str, redis_url: str, namespace: str, database: dict[str, str]
-) -> subprocess.CompletedProcess[str]:
-    """Run ``step`` in a process of its own; ``database``: ``DATABASE_PATH`` or ``LEDGER_TEST_PG``."""
-    env = {
+def _env(redis_url: str, namespace: str, database: dict[str, str]) -> dict[str, str]:
+    return {
         **os.environ,
         "REDIS_URL": redis_url,
         "LEDGER_NAMESPACE": namespace,
@@ -44,6 +43,13 @@ def run(
         "PYTHONPATH": str(ROOT),
         **database,
     }
+
+
+def run(
+    step: str, *args: str, redis_url: str, namespace: str, database: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """Run ``step`` in a process of its own; ``database``: ``DATABASE_PATH`` or ``LEDGER_TEST_PG``."""
+    env = _env(redis_url, namespace, database)
     return subprocess.run(
         [sys.executable, "-m", "tests.outbox_process", step, *args],
         cwd=ROOT,
@@ -51,6 +57,21 @@ def run(
         capture_output=True,
         text=True,
         timeout=120,
+    )
+
+
+def start(
+    step: str, *args: str, redis_url: str, namespace: str, database: dict[str, str]
+) -> subprocess.Popen[str]:
+    """Start ``step`` in a process of its own, as ``run`` does, without waiting for it."""
+    env = _env(redis_url, namespace, database)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.outbox_process", step, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 
@@ -122,6 +143,8 @@ def main(argv: list[str]) -> None:
         found = _killed(*args)
     elif step == "relay":
         found = _command("ledger_relay", "--once")
+    elif step == "worker":
+        found = _command("ledger_worker", "--concurrency", "1", *args)
     elif step == "migrate":
         found = _command("migrate", "--verbosity", "0")
     else:

@@ -161,3 +161,24 @@ def test_a_done_tasks_retry_skips_the_body(on_pg: str) -> None:
     assert done.status == TaskResultStatus.SUCCESSFUL
     assert done.return_value == {"wrote": "killed"}
     assert Group.objects.using(PG).filter(name__startswith="killed:").count() == 1
+
+
+def test_a_conflicting_id_writes_nothing_and_a_savepoints_rows_are_checked(on_pg: str) -> None:
+    from django_ledger.tasks import enqueue_once
+    from django_ledger.tasks.exceptions import TaskIdConflict
+
+    with transaction.atomic(using=PG):
+        enqueue_once(tasks.add, "pg-order:add", 1, 1)
+        with pytest.raises(TaskIdConflict):
+            enqueue_many(tasks.add, [((5, 5), {}), ((2, 2), {})], ids=["pg-fresh", "pg-order:add"])
+        assert list(OutboxEntry.objects.using(PG).values_list("id", flat=True)) == ["pg-order:add"]
+        with pytest.raises(RuntimeError), transaction.atomic(using=PG):
+            dropped = tasks.add.enqueue(9, 9)
+            raise RuntimeError("roll the savepoint back")
+        with transaction.atomic(using=PG):
+            kept = tasks.add.enqueue(8, 8)
+    assert _pending() == 2 and not OutboxEntry.objects.using(PG).exists()
+    ran = {run_claimed()[0].claim.request_id for _ in range(2)}  # type: ignore[index]
+    assert ran == {"pg-order:add", kept.id}
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result(dropped.id)

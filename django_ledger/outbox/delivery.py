@@ -2,6 +2,9 @@
 
 Admission is idempotent by id, so a row admitted twice (by the committer and a relay,
 or by a relay that died before deleting it) answers ``DUPLICATE``: it is delivered.
+The statements are plain SQL on the connection as it is (autocommit after a commit,
+the relay's transaction in a batch): one ``DELETE ... WHERE id IN`` per 500 ids, no
+ORM collector and no transaction of its own around it.
 """
 
 from __future__ import annotations
@@ -9,30 +12,62 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
+from typing import NamedTuple, Protocol
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
 
 from ..core.errors import LedgerError
 from ..core.results import AdmissionStatus
 from ..tasks.store import queues
 from .models import OutboxEntry
 
-__all__ = ["admit_rows", "deliver_ids"]
+__all__ = ["CHUNK", "ROW_COLUMNS", "Row", "admit_rows", "delete_ids", "deliver_ids", "existing_ids"]
 
 logger = logging.getLogger("django_ledger.outbox")
 
-#: Ids per ``pk__in`` query: under SQLite's 999 bound variables.
+#: Ids per ``IN (...)`` statement: under SQLite's 999 bound variables.
 CHUNK = 500
+#: The columns a delivery reads, in ``Row``'s order.
+ROW_COLUMNS = ("id", "queue", "payload", "delay_ms", "run_after_ms", "priority")
 
 
-def admit_rows(rows: Iterable[OutboxEntry]) -> tuple[list[str], list[str]]:
+class Staged(Protocol):
+    """What admitting a row needs of it: an ``OutboxEntry`` or a ``Row``."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def payload(self) -> str: ...
+    @property
+    def delay_ms(self) -> int: ...
+    @property
+    def run_after_ms(self) -> int | None: ...
+    @property
+    def priority(self) -> int: ...
+
+
+class Row(NamedTuple):
+    """An outbox row as a delivery holds it (the committer's copy, or a relay's read)."""
+
+    id: str
+    queue: str
+    payload: str
+    delay_ms: int
+    run_after_ms: int | None
+    priority: int
+
+
+def admit_rows(rows: Iterable[Staged]) -> tuple[list[str], list[str]]:
     """Admit ``rows``; return the ids done with and the ids to keep for a later try.
 
     Done: admitted, duplicate (admitted before), or refused for good (another call under
     the id, a refused payload: logged as errors). Kept: Redis away, a full queue, a queue
-    not configured here.
+    not configured here. One ``admit_many`` per (queue, delay, priority) group.
     """
-    groups: dict[tuple[str, int, int | None, int], list[OutboxEntry]] = {}
+    groups: dict[tuple[str, int, int | None, int], list[Staged]] = {}
     # -- workflows (tasks/workflows.py): a row holding a whole workflow is admitted whole
     rows = list(rows)
     flows = [row for row in rows if row.payload.startswith('{"workflow":')]
@@ -47,7 +82,6 @@ def admit_rows(rows: Iterable[OutboxEntry]) -> tuple[list[str], list[str]]:
     for row in rows:
         groups.setdefault((row.queue, row.delay_ms, row.run_after_ms, row.priority), []).append(row)
     for (queue, delay_ms, run_after_ms, priority), group in groups.items():
-        ids = [row.id for row in group]
         try:
             ledger = queues.get(queue).ledger
             if run_after_ms is not None:
@@ -58,12 +92,12 @@ def admit_rows(rows: Iterable[OutboxEntry]) -> tuple[list[str], list[str]]:
                 priority=priority,
             )
         except (LedgerError, ImproperlyConfigured) as exc:
-            logger.warning("outbox: %d task(s) of queue %r kept: %s", len(ids), queue, exc)
-            kept += ids
+            logger.warning("outbox: %d task(s) of queue %r kept: %s", len(group), queue, exc)
+            kept += [row.id for row in group]
             continue
         for answer in answers:
             status = answer.status
-            if status in (AdmissionStatus.ADMITTED, AdmissionStatus.DUPLICATE):
+            if status is AdmissionStatus.ADMITTED or status is AdmissionStatus.DUPLICATE:
                 done.append(answer.request_id)
             elif status is AdmissionStatus.FULL:
                 kept.append(answer.request_id)
@@ -79,6 +113,35 @@ def admit_rows(rows: Iterable[OutboxEntry]) -> tuple[list[str], list[str]]:
     return done, kept
 
 
+def _in(count: int) -> str:
+    return ", ".join(["%s"] * count)
+
+
+def delete_ids(database: str, ids: Sequence[str]) -> None:
+    """Delete the outbox rows of ``ids``: one statement (per ``CHUNK`` ids but on PostgreSQL)."""
+    if not ids:
+        return
+    connection = connections[database]
+    quote = connection.ops.quote_name
+    table, key = quote(OutboxEntry._meta.db_table), quote("id")
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":  # one array, however many ids
+            cursor.execute(f"DELETE FROM {table} WHERE {key} = ANY(%s)", [list(ids)])
+            return
+        for start in range(0, len(ids), CHUNK):
+            part = list(ids[start : start + CHUNK])
+            cursor.execute(f"DELETE FROM {table} WHERE {key} IN ({_in(len(part))})", part)
+
+
+def existing_ids(database: str, ids: Sequence[str]) -> set[str]:
+    """The ids of ``ids`` that have an outbox row (as this connection sees it)."""
+    found: set[str] = set()
+    manager = OutboxEntry.objects.using(database)
+    for start in range(0, len(ids), CHUNK):
+        found.update(manager.filter(pk__in=ids[start : start + CHUNK]).values_list("id", flat=True))
+    return found
+
+
 def deliver_ids(database: str, ids: Sequence[str]) -> int:
     """Admit the outbox rows of ``ids`` that exist, and delete those delivered.
 
@@ -88,9 +151,13 @@ def deliver_ids(database: str, ids: Sequence[str]) -> int:
     delivered = 0
     manager = OutboxEntry.objects.using(database)
     for start in range(0, len(ids), CHUNK):
-        rows = list(manager.filter(pk__in=ids[start : start + CHUNK]))
+        rows = [
+            Row(*values)
+            for values in manager.filter(pk__in=ids[start : start + CHUNK])
+            .order_by()
+            .values_list(*ROW_COLUMNS)
+        ]
         done, _ = admit_rows(rows)
-        for part in range(0, len(done), CHUNK):
-            manager.filter(pk__in=done[part : part + CHUNK]).delete()
+        delete_ids(database, done)
         delivered += len(done)
     return delivered

@@ -12,8 +12,9 @@
 
 ``effects`` opens ``transaction.atomic()`` on the backend's ``DATABASE`` and, first in
 that transaction, records the task id with the fence of the attempt's claim by
-compare-and-set (one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE fence <= %s AND NOT
-done``): storage-side fencing, the store keeping the highest fence it saw. An attempt
+compare-and-set (one ``INSERT ... ON CONFLICT DO UPDATE SET fence, done ... WHERE fence
+<= %s AND NOT done``; ``done`` commits with the block's writes or rolls back with them):
+storage-side fencing, the store keeping the highest fence it saw. An attempt
 whose fence is lower than the stored one raises ``StaleAttempt`` and its transaction
 rolls back (done or not); one with a fence at least the stored one that finds the writes
 committed gets ``fx.done`` and the stored result. While one attempt's transaction holds
@@ -107,31 +108,69 @@ def effects(context: Any, *, using: str | None = None) -> Iterator[Effects]:
             yield fx
             return
         yield fx
-        ended = (
-            TaskEffect.objects.using(database)
-            .filter(pk=task_id, fence=fence, done=False)
-            .update(done=True, result=json.dumps(fx.result), updated_at=timezone.now())
-        )
-        if ended != 1:  # cannot happen while this transaction holds the row; say so if it does
-            raise StaleAttempt(task_id, fence, None)
+        if fx.result is not None:  # the row is this transaction's: no fence to compare again
+            _keep_result(database, task_id, json.dumps(fx.result))
 
 
 def _hold(database: str, task_id: str, fence: int) -> bool:
-    """Compare-and-set the effects row to ``fence``: whether this attempt holds it."""
+    """Compare-and-set the effects row to ``fence``, done: whether this attempt holds it.
+
+    ``done`` is written now, with the fence, in the block's transaction: it commits with
+    the block's writes or rolls back with them, so no second statement marks it done.
+    """
     connection = connections[database]
     quote = connection.ops.quote_name
     table = quote(TaskEffect._meta.db_table)
     now = connection.ops.adapt_datetimefield_value(timezone.now())
+    if connection.vendor == "mysql":
+        return _hold_mysql(connection, table, task_id, fence, now)
     sql = (
         f"INSERT INTO {table} ({quote('task_id')}, {quote('fence')}, {quote('done')}, "
         f"{quote('result')}, {quote('updated_at')}) VALUES (%s, %s, %s, %s, %s) "
         f"ON CONFLICT ({quote('task_id')}) DO UPDATE SET {quote('fence')} = %s, "
-        f"{quote('updated_at')} = %s "
+        f"{quote('done')} = TRUE, {quote('updated_at')} = %s "
         f"WHERE {table}.{quote('fence')} <= %s AND NOT {table}.{quote('done')}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [task_id, fence, False, "", now, fence, now, fence])
+        cursor.execute(sql, [task_id, fence, True, "", now, fence, now, fence])
         return bool(cursor.rowcount == 1)
+
+
+def _hold_mysql(connection: Any, table: str, task_id: str, fence: int, now: Any) -> bool:
+    """``_hold`` without ``ON CONFLICT`` (MySQL, MariaDB): an insert, else a guarded update.
+
+    ``INSERT IGNORE`` takes a new row (and waits for another transaction's uncommitted
+    one); else the ``UPDATE``'s ``WHERE`` is the compare-and-set, on the row it locks.
+    """
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT IGNORE INTO {table} ({quote('task_id')}, {quote('fence')}, "
+            f"{quote('done')}, {quote('result')}, {quote('updated_at')}) "
+            "VALUES (%s, %s, TRUE, '', %s)",
+            [task_id, fence, now],
+        )
+        if cursor.rowcount == 1:
+            return True
+        cursor.execute(
+            f"UPDATE {table} SET {quote('fence')} = %s, {quote('done')} = TRUE, "
+            f"{quote('updated_at')} = %s WHERE {quote('task_id')} = %s "
+            f"AND {quote('fence')} <= %s AND NOT {quote('done')}",
+            [fence, now, task_id, fence],
+        )
+        return bool(cursor.rowcount == 1)
+
+
+def _keep_result(database: str, task_id: str, result: str) -> None:
+    """Write the block's result on the row this transaction holds."""
+    connection = connections[database]
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {quote(TaskEffect._meta.db_table)} SET {quote('result')} = %s "
+            f"WHERE {quote('task_id')} = %s",
+            [result, task_id],
+        )
 
 
 def prune_effects(database: str, days: float) -> int:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from ..core.jobs import BadPayload, decode_task
 from ..tasks.compat import TaskResult
@@ -21,7 +22,7 @@ from ..tasks.exceptions import TaskIdConflict, UnknownTask
 from ..tasks.ledger_task import LedgerTask
 from ..tasks.resolve import resolve_task
 from ..tasks.results import new_result, usable_options
-from .delivery import CHUNK, admit_rows, deliver_ids
+from .delivery import CHUNK, Row, admit_rows, delete_ids, existing_ids
 from .models import OutboxEntry
 
 __all__ = ["defer", "in_transaction", "stage", "staged_result"]
@@ -43,19 +44,37 @@ def in_transaction(database: str) -> bool:
 
 
 class _Delivery:
-    """The one on-commit callback of a transaction: admits the rows it wrote."""
+    """The one on-commit callback of a transaction: admits the rows it wrote.
+
+    It holds copies of its rows, so the commit reads nothing back: one ``admit_many``
+    per queue and one ``DELETE`` (in autocommit, after the commit). Rows written inside
+    a savepoint may have been rolled back with it (Django drops the callbacks of a
+    rolled-back savepoint, not the rows a callback holds): those alone are looked up
+    before they are admitted.
+    """
 
     def __init__(self, database: str) -> None:
         self.database = database
-        self.ids: list[str] = []
+        self.rows: list[Row] = []
+        #: Ids written inside a savepoint: admitted only if their row exists at commit.
+        self.guarded: list[str] = []
+
+    @property
+    def ids(self) -> list[str]:
+        return [row.id for row in self.rows]
 
     def __call__(self) -> None:
         try:
-            deliver_ids(self.database, self.ids)
+            rows = self.rows
+            if self.guarded:
+                gone = set(self.guarded) - existing_ids(self.database, self.guarded)
+                rows = [row for row in rows if row.id not in gone]
+            done, _ = admit_rows(rows)
+            delete_ids(self.database, done)
         except Exception:  # the data committed: the relay delivers what is left
             logger.exception(
                 "outbox: delivering %d task(s) on commit failed; the relay will deliver them",
-                len(self.ids),
+                len(self.rows),
             )
 
 
@@ -73,6 +92,57 @@ def _delivery(database: str) -> _Delivery:
     return state
 
 
+#: The columns ``stage`` writes, in its ``VALUES`` order.
+_COLUMNS = (
+    "id",
+    "backend",
+    "queue",
+    "payload",
+    "delay_ms",
+    "run_after_ms",
+    "priority",
+    "created_at",
+)
+
+
+def _upserts(connection: Any) -> bool:
+    """Whether ``INSERT ... ON CONFLICT DO NOTHING RETURNING`` works here."""
+    return connection.vendor in ("postgresql", "sqlite") and bool(
+        connection.features.can_return_rows_from_bulk_insert
+    )
+
+
+def _insert_new(connection: Any, rows: Sequence[Row], backend: str) -> set[str]:
+    """Insert ``rows`` whose id has no row yet; return the ids inserted. One statement."""
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(name) for name in _COLUMNS)
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    inserted: set[str] = set()
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), CHUNK):
+            part = rows[start : start + CHUNK]
+            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(part))
+            params: list[Any] = []
+            for row in part:
+                params += [
+                    row.id,
+                    backend,
+                    row.queue,
+                    row.payload,
+                    row.delay_ms,
+                    row.run_after_ms,
+                    row.priority,
+                    now,
+                ]
+            cursor.execute(
+                f"INSERT INTO {quote(OutboxEntry._meta.db_table)} ({columns}) VALUES {values} "
+                f"ON CONFLICT ({quote('id')}) DO NOTHING RETURNING {quote('id')}",
+                params,
+            )
+            inserted.update(found for (found,) in cursor.fetchall())
+    return inserted
+
+
 def stage(
     database: str,
     backend: str,
@@ -86,40 +156,62 @@ def stage(
     """Write ``requests`` (id, payload) as outbox rows in the current transaction.
 
     An id already staged with the same payload is left as it is; with another payload
-    it is ``TaskIdConflict``, and nothing is written.
+    it is ``TaskIdConflict``, and nothing is written. Fresh ids (the common case) cost
+    one ``INSERT ... ON CONFLICT DO NOTHING`` and nothing else (PostgreSQL, SQLite);
+    only ids found staged are read back, to compare their payloads.
     """
-    manager = OutboxEntry.objects.using(database)
-    ids = [request_id for request_id, _ in requests]
-    staged: dict[str, str] = {}
-    for start in range(0, len(ids), CHUNK):
-        staged.update(
-            manager.filter(pk__in=ids[start : start + CHUNK]).values_list("id", "payload")
-        )
-    rows: list[OutboxEntry] = []
+    rows: list[Row] = []
     seen: dict[str, str] = {}
     for request_id, payload in requests:
-        before = staged.get(request_id, seen.get(request_id))
+        before = seen.get(request_id)
         if before is not None:
             if before != payload:
                 raise TaskIdConflict(request_id, queue)
             continue
         seen[request_id] = payload
-        rows.append(
-            OutboxEntry(
-                id=request_id,
-                backend=backend,
-                queue=queue,
-                payload=payload,
-                delay_ms=delay_ms,
-                run_after_ms=run_after_ms,
-                priority=priority,
+        rows.append(Row(request_id, queue, payload, delay_ms, run_after_ms, priority))
+    connection = transaction.get_connection(database)
+    if _upserts(connection):
+        inserted = _insert_new(connection, rows, backend)
+        if len(inserted) < len(rows):
+            before_rows = [row.id for row in rows if row.id not in inserted]
+            staged = dict(
+                OutboxEntry.objects.using(database)
+                .filter(pk__in=before_rows)
+                .values_list("id", "payload")
             )
-        )
+            for row in rows:
+                if row.id in staged and staged[row.id] != row.payload:
+                    delete_ids(database, sorted(inserted))  # this call's rows: none is kept
+                    raise TaskIdConflict(row.id, queue)
+            rows = [row for row in rows if row.id in inserted]
+    else:
+        rows = _insert_checked(database, rows, backend, queue)
     if not rows:
         return
     delivery = _delivery(database)
-    manager.bulk_create(rows, batch_size=CHUNK)
-    delivery.ids += [row.id for row in rows]
+    delivery.rows += rows
+    if any(sid is not None for sid in connection.savepoint_ids):
+        delivery.guarded += [row.id for row in rows]
+
+
+def _insert_checked(database: str, rows: list[Row], backend: str, queue: str) -> list[Row]:
+    """``stage`` where no upsert returns rows (MySQL): read the ids first, then insert."""
+    manager = OutboxEntry.objects.using(database)
+    ids = [row.id for row in rows]
+    staged: dict[str, str] = {}
+    for start in range(0, len(ids), CHUNK):
+        staged.update(
+            manager.filter(pk__in=ids[start : start + CHUNK]).values_list("id", "payload")
+        )
+    for row in rows:
+        if row.id in staged and staged[row.id] != row.payload:
+            raise TaskIdConflict(row.id, queue)
+    rows = [row for row in rows if row.id not in staged]
+    manager.bulk_create(
+        [OutboxEntry(backend=backend, **row._asdict()) for row in rows], batch_size=CHUNK
+    )
+    return rows
 
 
 def defer(
@@ -133,14 +225,7 @@ def defer(
 ) -> None:
     """The ``on_commit`` mode: admit ``requests`` after the commit, without a row (lossy)."""
     rows = [
-        OutboxEntry(
-            id=request_id,
-            queue=queue,
-            payload=payload,
-            delay_ms=delay_ms,
-            run_after_ms=run_after_ms,
-            priority=priority,
-        )
+        Row(request_id, queue, payload, delay_ms, run_after_ms, priority)
         for request_id, payload in requests
     ]
 

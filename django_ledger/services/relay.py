@@ -8,8 +8,8 @@ batches go one at a time. Admission is idempotent by id, so a row admitted twice
 the committer and a relay, or by a relay that died before deleting it) answers
 ``DUPLICATE`` and is deleted: its task is admitted once.
 
-``manage.py ledger_relay`` runs it; ``ledger_worker`` runs it in a thread beside its
-work unless ``--no-relay``.
+``manage.py ledger_relay`` runs it; ``ledger_worker`` beats it beside repair, in the
+repairer's thread (a room of ``core/worker/upkeep.py``), unless ``--no-relay``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 
-from ..outbox.delivery import CHUNK, admit_rows
+from ..outbox.delivery import ROW_COLUMNS, Row, admit_rows, delete_ids
 from ..outbox.effects import prune_effects
 from ..outbox.models import OutboxEntry
 from ..outbox.options import transaction_options
@@ -33,8 +33,8 @@ __all__ = [
     "Relay",
     "outbox_databases",
     "relay_batch",
-    "start_worker_relay",
     "tables_ready",
+    "worker_relay",
 ]
 
 logger = logging.getLogger("django_ledger.relay")
@@ -43,6 +43,8 @@ logger = logging.getLogger("django_ledger.relay")
 DEFAULT_BATCH = 500
 #: Seconds between looks at an empty outbox.
 DEFAULT_INTERVAL = 1.0
+#: Seconds a beat beside repair delivers for at most, before repair gets its turn.
+BEAT_BUDGET = 0.25
 #: Seconds between prunes of old effects rows, when pruning.
 PRUNE_EVERY = 3600.0
 
@@ -64,27 +66,39 @@ def outbox_databases() -> list[str]:
 
 
 def relay_batch(database: str, batch: int = DEFAULT_BATCH) -> tuple[int, int]:
-    """Deliver one batch of the oldest rows; return (delivered, kept for a later try)."""
+    """Deliver one batch of the oldest rows; return (delivered, kept for a later try).
+
+    Three statements and one ``admit_many`` per queue: the ``SELECT`` of the batch (rows
+    as tuples, no model instances), the admission, the ``DELETE`` of what was delivered.
+    """
     manager = OutboxEntry.objects.using(database)
     with transaction.atomic(using=database):
-        rows = manager.order_by("created_at", "id")
+        # Oldest first by the created_at index alone: an index scan that stops at the
+        # batch (a tie-break on id would sort the whole backlog for every batch).
+        rows = manager.order_by("created_at")
         if connections[database].features.has_select_for_update_skip_locked:
             rows = rows.select_for_update(skip_locked=True)
         else:
             # SQLite: write first, so this transaction holds the database's write lock
             # and two relays' batches go one after the other.
-            manager.filter(pk="").delete()
-        taken = list(rows[:batch])
+            delete_ids(database, [""])
+        taken = [Row(*values) for values in rows.values_list(*ROW_COLUMNS)[:batch]]
         if not taken:
             return 0, 0
         done, kept = admit_rows(taken)
-        for start in range(0, len(done), CHUNK):
-            manager.filter(pk__in=done[start : start + CHUNK]).delete()
+        delete_ids(database, done)
     return len(done), len(kept)
 
 
 class Relay:
-    """The relay of some databases: ``run_once`` drains them, ``run`` loops until stopped."""
+    """The relay of some databases: ``run_once`` drains them, ``beat`` delivers a bounded part.
+
+    ``ledger_worker`` beats it beside repair, in the repairer's thread (a ``Room`` of
+    ``core/worker/upkeep.py``); ``ledger_relay --loop`` beats it in a loop of its own
+    (``run``), until ``stop`` is set.
+    """
+
+    name = "relay"
 
     def __init__(
         self,
@@ -101,7 +115,8 @@ class Relay:
         self.interval = interval
         self.prune_days = prune_days
         self.stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._pruned_at: float | None = None
+        self._failing = False
 
     def run_once(self) -> int:
         """Deliver every row there is now (batch after batch); return how many."""
@@ -120,46 +135,54 @@ class Relay:
             return 0
         return sum(prune_effects(database, self.prune_days) for database in self.databases)
 
+    def beat(self) -> float:
+        """Deliver batches for up to ``BEAT_BUDGET`` seconds; return the seconds to the next beat.
+
+        ``0`` when a batch came back full (more waits), else ``interval``. A database
+        failure is logged once per outage and tried again a beat later.
+        """
+        started = time.monotonic()
+        delivered, more = 0, False
+        try:
+            for database in self.databases:
+                connections[database].close_if_unusable_or_obsolete()
+                while True:
+                    done, kept = relay_batch(database, self.batch)
+                    delivered += done
+                    full = done > 0 and done + kept >= self.batch
+                    if not full or time.monotonic() - started > BEAT_BUDGET:
+                        more = more or full
+                        break
+            if self.prune_days is not None and (
+                self._pruned_at is None or time.monotonic() - self._pruned_at > PRUNE_EVERY
+            ):
+                self.prune()
+                self._pruned_at = time.monotonic()
+            if self._failing:
+                logger.info("relay: the database answers again")
+            self._failing = False
+        except DatabaseError as exc:
+            if not self._failing:  # once per outage, not once per beat
+                logger.warning("relay: the database failed (%s); trying again", exc)
+            self._failing = True
+            for database in self.databases:
+                connections[database].close_if_unusable_or_obsolete()
+        if delivered:
+            logger.info("relay: delivered %d task(s)", delivered)
+        return 0.0 if more else self.interval
+
     def run(self) -> None:
-        """Deliver and prune until ``stop`` is set; each wait is on ``stop``, with a time-out."""
-        pruned_at: float | None = None
-        failing = False
+        """Beat until ``stop`` is set; each wait is on ``stop``, with a time-out."""
         try:
             while not self.stop.is_set():
-                delivered = 0
-                try:
-                    delivered = self.run_once()
-                    if self.prune_days is not None and (
-                        pruned_at is None or time.monotonic() - pruned_at > PRUNE_EVERY
-                    ):
-                        self.prune()
-                        pruned_at = time.monotonic()
-                    if failing:
-                        logger.info("relay: the database answers again")
-                    failing = False
-                except DatabaseError as exc:
-                    if not failing:  # once per outage, not once per loop
-                        logger.warning("relay: the database failed (%s); trying again", exc)
-                    failing = True
-                    for database in self.databases:
-                        connections[database].close_if_unusable_or_obsolete()
-                if delivered:
-                    logger.info("relay: delivered %d task(s)", delivered)
-                self.stop.wait(0 if delivered >= self.batch else self.interval)
+                self.stop.wait(self.beat())
         finally:
-            connections.close_all()  # this thread's own connections
+            self.close()
 
-    def start(self) -> threading.Thread:
-        """Run ``run`` in a daemon thread; ``close`` stops it."""
-        self._thread = threading.Thread(target=self.run, name="ledger-relay", daemon=True)
-        self._thread.start()
-        return self._thread
-
-    def close(self, timeout: float = 10.0) -> None:
-        """Stop the loop and wait for its thread."""
-        self.stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+    def close(self) -> None:
+        """Close this thread's database connections (the beats opened them here)."""
+        for database in self.databases:
+            connections[database].close()
 
 
 def tables_ready(databases: list[str]) -> list[str]:
@@ -170,10 +193,11 @@ def tables_ready(databases: list[str]) -> list[str]:
     return [database for database in databases if outbox_ready(database)]
 
 
-def start_worker_relay(*, burst: bool) -> Relay | None:
-    """The relay of a ``ledger_worker``: started in a thread, or run once with ``--burst``.
+def worker_relay(*, burst: bool) -> Relay | None:
+    """The relay of a ``ledger_worker``, to beat beside repair; ``--burst`` drains it now.
 
-    ``None`` when there is no outbox to serve (no outbox backend, or no table yet).
+    ``None`` when there is no outbox to serve (no outbox backend, or no table yet), or
+    with ``burst``: the rows waiting are delivered before the burst, so that it runs them.
     """
     databases = outbox_databases()
     if not databases:
@@ -182,11 +206,10 @@ def start_worker_relay(*, burst: bool) -> Relay | None:
     if not ready:
         return None
     relay = Relay(ready)
-    if burst:  # deliver what waits, so that the burst runs it too
+    if burst:
         try:
             relay.run_once()
         except DatabaseError as exc:
             logger.warning("relay: the database failed (%s)", exc)
         return None
-    relay.start()
     return relay

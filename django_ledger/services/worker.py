@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -18,6 +19,7 @@ from ..conf import connection, get_ledger, ledger_settings
 from ..core.worker.handler import Backoff, CallableHandler, Handler
 from ..core.worker.heartbeat import Heartbeats
 from ..core.worker.runtime import Metrics, Worker, WorkerConfig, default_worker_id
+from ..core.worker.upkeep import Room
 
 __all__ = ["WorkerOptions", "build_worker", "heartbeats", "task_queues", "worker_queues"]
 
@@ -135,8 +137,12 @@ def heartbeats(counters: bool = True) -> Heartbeats:
     )
 
 
-def build_worker(options: WorkerOptions) -> Worker:
-    """Build the worker ``options`` describe; ``ValueError`` says what is wrong."""
+def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
+    """Build the worker ``options`` describe; ``ValueError`` says what is wrong.
+
+    ``rooms`` are beaten beside repair, in the repairer's thread (the outbox relay:
+    ``services.relay.worker_relay``).
+    """
     try:
         queues = worker_queues(options.queues)
         ledgers = {queue: get_ledger(queue) for queue in queues}
@@ -155,6 +161,7 @@ def build_worker(options: WorkerOptions) -> Worker:
         repair=options.repair,
         heartbeats=beats,
         exit_on_timeout=options.exit_on_timeout,
+        rooms=tuple(rooms),
     )
     return Worker(ledgers, handlers, leases, config, metrics=_metrics(options))
 

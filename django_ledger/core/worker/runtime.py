@@ -89,7 +89,7 @@ class Worker:
         self._runs = Runs(state)
         self._stop = Stop(state)
         self._renewer = Renewer(state)
-        self._repairer = Repairer(state) if self.config.repair else None
+        self._repairer = Repairer(state) if self.config.repair or self.config.rooms else None
         self._loop_error: BaseException | None = None
         #: The idle wait: due times, quiet queues, the waker (``idle.py``).
         self._idle = Idle(state)

@@ -1,7 +1,10 @@
 """The threads beside the main loop: the renewer (leases, time-outs, heartbeats), the repairer.
 
-Each runs one piece of work on a period until the worker is done; a failure of one beat
-is logged and the next beat tries again, so neither thread ever dies of it.
+Each runs its work on a period until the worker is done; a failure of one beat is logged
+and the next beat tries again, so neither thread ever dies of it. The repairer's thread
+has rooms beside repair: ``Room`` objects the worker's builder hands in
+(``WorkerConfig.rooms``; the Django face's outbox relay is one), each beaten on its own
+period between repair pages, so no room needs a thread of its own.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import os
 import socket
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 import redis.exceptions as redis_errors
 
@@ -21,9 +25,34 @@ from .heartbeat import WorkerInfo
 from .interrupt import interrupt
 from .state import Entry, WorkerState
 
-__all__ = ["Renewer", "Repairer", "every"]
+__all__ = ["Renewer", "Repairer", "Room", "every"]
 
 log = logging.getLogger("django_ledger.worker")
+
+
+class Room(Protocol):
+    """A piece of upkeep beside repair, beaten in the repairer's thread until the worker ends.
+
+    A beat does a bounded piece of work (it holds up repair meanwhile) and returns the
+    seconds until the next one: 0 when more is waiting. ``close`` runs in the same
+    thread once the worker is done (to close what the beats opened there).
+    """
+
+    name: str
+
+    def beat(self) -> float: ...
+    def close(self) -> None: ...
+
+
+def _guarded(state: WorkerState, name: str, work: Callable[[], object]) -> object:
+    """Do ``work``; log a failure (``None`` then) instead of letting it end the thread."""
+    try:
+        return work()
+    except LedgerUnavailable as exc:
+        log.warning("worker %s: Redis unavailable: %s", state.worker_id, exc)
+    except Exception:  # a bug here must not stop the worker: say it and go on
+        log.exception("worker %s: %s failed", state.worker_id, name)
+    return None
 
 
 def every(
@@ -32,12 +61,7 @@ def every(
     """Do ``work`` every ``seconds`` (a number, or asked afresh each time) until done."""
     period = seconds if callable(seconds) else (lambda: seconds)
     while not state.done.wait(period()):
-        try:
-            work()
-        except LedgerUnavailable as exc:
-            log.warning("worker %s: Redis unavailable: %s", state.worker_id, exc)
-        except Exception:  # a bug here must not stop the worker: say it and go on
-            log.exception("worker %s: %s failed", state.worker_id, work.__name__)
+        _guarded(state, work.__name__, work)
 
 
 class Renewer:
@@ -183,19 +207,46 @@ class Renewer:
 
 
 class Repairer:
-    """Run repair pages of every queue, so what dead workers left comes back soon."""
+    """Run repair pages of every queue, so what dead workers left comes back soon.
 
-    def __init__(self, state: WorkerState) -> None:
+    Its thread also beats the rooms of ``WorkerConfig.rooms`` (``Room``), each when due;
+    with ``repair`` off (``--no-repair``) it beats the rooms alone.
+    """
+
+    def __init__(self, state: WorkerState, rooms: Sequence[Room] | None = None) -> None:
         self._state = state
         interval = state.config.repair_interval
         if interval is None:
             interval = max(0.5, min(5.0, min(state.leases.values()) / 6))
         self._interval = interval
         self._cursors = dict.fromkeys(state.queues, "0")
+        self.rooms: list[Room] = list(state.config.rooms if rooms is None else rooms)
 
     def run(self) -> None:
-        """The repairer thread's body."""
-        every(self._state, self._interval, self._repair)
+        """The repairer thread's body: repair pages and room beats, each on its period."""
+        state = self._state
+        repairing = state.config.repair
+        now = time.monotonic()
+        next_repair = now + self._interval if repairing else float("inf")
+        next_beat = [now] * len(self.rooms)  # a room's first beat comes at once
+        try:
+            while True:
+                due = min([next_repair, *next_beat])
+                timeout = None if due == float("inf") else max(0.0, due - time.monotonic())
+                if state.done.wait(timeout):
+                    return
+                now = time.monotonic()
+                if now >= next_repair:
+                    _guarded(state, "repair", self._repair)
+                    next_repair = time.monotonic() + self._interval
+                for index, room in enumerate(self.rooms):
+                    if now >= next_beat[index] and not state.done.is_set():
+                        wait = _guarded(state, room.name, room.beat)
+                        pause = wait if isinstance(wait, int | float) else self._interval
+                        next_beat[index] = time.monotonic() + max(0.0, pause)
+        finally:
+            for room in self.rooms:
+                _guarded(state, f"{room.name} close", room.close)
 
     def _repair(self) -> None:
         state = self._state
@@ -215,6 +266,8 @@ class Repairer:
         ended (their records are due again, or DEAD).
         """
         state = self._state
+        if not state.config.repair:
+            return 0
         count = state.config.repair_count
         returned = 0
         for queue in state.queues:

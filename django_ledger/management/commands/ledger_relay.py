@@ -2,7 +2,7 @@
 
 ``--once`` (the default) drains the outbox and exits; ``--loop`` keeps delivering until
 SIGTERM or Ctrl-C; ``--prune-effects DAYS`` also deletes fenced-effects rows older than
-DAYS. ``ledger_worker`` runs the same relay in a thread unless ``--no-relay``.
+DAYS. ``ledger_worker`` beats the same relay beside repair unless ``--no-relay``.
 """
 
 from __future__ import annotations

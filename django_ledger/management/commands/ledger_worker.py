@@ -20,6 +20,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ...core.worker.upkeep import Room
 from ...services.worker import WorkerOptions, build_worker, worker_queues
 
 #: Set in the environment of the children ``--processes`` starts.
@@ -124,16 +125,18 @@ class Command(BaseCommand):
             relay=not options["no_relay"],
             counters=not options["no_counters"],
         )
+        rooms: list[Room] = []
+        if worker_options.relay:  # a room beside repair, in the repairer's thread
+            from ...services.relay import worker_relay
+
+            relay = worker_relay(burst=worker_options.burst)
+            if relay is not None:
+                rooms.append(relay)
         try:
-            worker = build_worker(worker_options)
+            worker = build_worker(worker_options, rooms)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         scheduler = self._scheduler(options["scheduler"])
-        relay = None
-        if worker_options.relay:
-            from ...services.relay import start_worker_relay
-
-            relay = start_worker_relay(burst=worker_options.burst)
         if child:
             _stop_with_parent(worker.request_stop)
         with _signals_stop(worker.request_stop):
@@ -143,8 +146,6 @@ class Command(BaseCommand):
             finally:
                 if scheduler is not None:
                     scheduler.set()
-                if relay is not None:
-                    relay.close()
         return code
 
     def _scheduler(self, wanted: bool) -> threading.Event | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .core.errors import CorruptRecord, LedgerError
+from .core.flows import released, reopen_step
 from .core.ledger import Ledger
 from .core.records import Record, State, decode_record, encode_record
 from .core.reference import write
@@ -128,6 +129,8 @@ def retry_now(ledger: Ledger, request_id: str, version: str) -> Record:
         updated_at=now,
     )
     _commit(ledger, current, new)
+    if record.state.terminal:  # a workflow step: the steps its ending cancelled wait again
+        reopen_step(ledger.shard_for(request_id), request_id)
     return new
 
 
@@ -140,6 +143,7 @@ def mark_failed(ledger: Ledger, request_id: str, version: str) -> Record:
     now = ledger.shard_for(request_id).server_time_ms()
     new = replace(record, state=State.FAILED, lease_until=None, owner="", updated_at=now)
     _commit(ledger, current, new)
+    released(ledger.shard_for(request_id).runner, request_id)  # a workflow step moves on
     return new
 
 

@@ -41,12 +41,14 @@ def test_key_names_carry_the_hash_tag(ledger: Ledger, namespace: str) -> None:
         ledger.results_key,
         ledger.runner.keys[10],
         ledger.runner.keys[11],
+        ledger.runner.flows_key,
     }
     assert ledger.fences_key == f"{tag}:fences"
     assert ledger.results_key == f"{tag}:results"
     assert ledger.runner.keys[10] == f"{tag}:wake"
     assert ledger.runner.keys[11] == f"{tag}:limits"
-    assert len(ledger.keys) == 12
+    assert ledger.runner.flows_key == f"{tag}:flows"
+    assert len(ledger.keys) == 13
 
 
 def test_every_key_of_a_queue_is_in_one_cluster_slot(ledger: Ledger) -> None:

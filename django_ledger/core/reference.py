@@ -348,6 +348,8 @@ def settle(
             result=result,
         )
         if written == 1:
+            if new.state.terminal:  # a workflow step moves its dependants on (flow.lua)
+                runner.run(runner.scripts.flow_release, [claim.request_id])
             renewal = target in ("C", "S")
             status = SettlementStatus.RENEWED if renewal else SettlementStatus.SETTLED
             return Settlement(status, new)
@@ -393,6 +395,8 @@ def repair(
             written = write(
                 runner, request_id, raw, new_raw, new, not_before=lease_until, result=lost
             )
+            if written == 1 and new.state is State.DEAD:  # a workflow step moves on
+                runner.run(runner.scripts.flow_release, [request_id])
             codes.append((4 if new.state is State.DEAD else 3) if written == 1 else 0)
         elif record.state.terminal and record.updated_at + retention_ms <= now:
             deadline = record.updated_at + retention_ms

@@ -41,6 +41,7 @@ KEY_NAMES = (
     "results",
     "wake",
     "limits",
+    "flows",
 )
 #: The ledger's scripts that may write: with durability on, each is followed by ``WAIT``.
 WRITE_SCRIPTS = frozenset(SCRIPT_NAMES) - {"stats", "now"}
@@ -107,6 +108,11 @@ class Runner:
     @property
     def results_key(self) -> str:
         return self.keys[9]
+
+    @property
+    def flows_key(self) -> str:
+        """The queue's workflows (``flow.lua``): specs, dependants, waiting counts."""
+        return self.keys[12]
 
     @property
     def terminal_keys(self) -> dict[State, str]:

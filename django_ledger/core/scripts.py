@@ -30,12 +30,18 @@ SCRIPT_NAMES = (
     "now",
     "counters",
     "limit",
+    "flow_admit",
+    "flow_release",
+    "flow_cancel",
+    "flow_reopen",
 )
 
 
-#: Scripts that claim or settle: the shared ``ops.lua`` and ``limits.lua`` follow the
-#: codec prelude (``limit``, the limits' own script, takes ``limits.lua`` alone).
+#: Scripts that claim or settle: the shared ``flow.lua`` (workflows), ``ops.lua`` and
+#: ``limits.lua`` follow the codec prelude (``limit``, the limits' own script, too).
 _OPS = frozenset({"claim", "settle", "settle_claim"})
+#: Scripts that end records or run workflows: ``flow.lua`` follows the codec prelude.
+_FLOWS = frozenset({"repair", "flow_admit", "flow_release", "flow_cancel", "flow_reopen"})
 
 
 @cache
@@ -43,9 +49,11 @@ def source(name: str) -> str:
     """Return the full source of script ``name``: the codec prelude, then its body."""
     folder = resources.files("django_ledger.core") / "lua"
     if name in _OPS:
-        parts = ["codec.lua", "ops.lua", "limits.lua", f"{name}.lua"]
+        parts = ["codec.lua", "flow.lua", "ops.lua", "limits.lua", f"{name}.lua"]
     elif name == "limit":
-        parts = ["codec.lua", "ops.lua", "limits.lua", "limit.lua"]
+        parts = ["codec.lua", "flow.lua", "ops.lua", "limits.lua", "limit.lua"]
+    elif name in _FLOWS:
+        parts = ["codec.lua", "flow.lua", f"{name}.lua"]
     else:
         parts = ["codec.lua", f"{name}.lua"]
     return "\n".join((folder / part).read_text(encoding="utf-8") for part in parts)
@@ -73,3 +81,7 @@ class Scripts:
     now: Any
     counters: Any
     limit: Any
+    flow_admit: Any
+    flow_release: Any
+    flow_cancel: Any
+    flow_reopen: Any

@@ -33,10 +33,19 @@ def admit_rows(rows: Iterable[OutboxEntry]) -> tuple[list[str], list[str]]:
     not configured here.
     """
     groups: dict[tuple[str, int, int | None, int], list[OutboxEntry]] = {}
-    for row in rows:
-        groups.setdefault((row.queue, row.delay_ms, row.run_after_ms, row.priority), []).append(row)
+    # -- workflows (tasks/workflows.py): a row holding a whole workflow is admitted whole
+    rows = list(rows)
+    flows = [row for row in rows if row.payload.startswith('{"workflow":')]
     done: list[str] = []
     kept: list[str] = []
+    if flows:
+        from ..tasks.workflow_rows import admit_workflow_rows  # the queues' face only
+
+        done, kept = admit_workflow_rows(flows)
+        rows = [row for row in rows if not row.payload.startswith('{"workflow":')]
+    # -- end of workflows
+    for row in rows:
+        groups.setdefault((row.queue, row.delay_ms, row.run_after_ms, row.priority), []).append(row)
     for (queue, delay_ms, run_after_ms, priority), group in groups.items():
         ids = [row.id for row in group]
         try:

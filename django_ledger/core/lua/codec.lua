@@ -9,6 +9,8 @@
 --            worker has claimed yet; an idle worker blocks on it with BZPOPMIN)
 --   KEYS[12] limits (hash: a queue's RATE and CONCURRENCY and the rate's bucket;
 --            limits.lua)
+--   KEYS[13] flows (hash: the queue's workflows: each step's spec, its dependants, the
+--            parents a waiting step still waits for; flow.lua)
 -- and ARGV[1] = a clock skew in ms (0 outside tests) added to the server clock.
 --
 -- Record encoding version 1 (records.py and docs/encoding.md describe the same bytes):
@@ -191,6 +193,16 @@ end
 local function forget(id)
   redis.call('HDEL', KEYS[1], id)
   redis.call('HDEL', KEYS[10], id)
+  -- A workflow step's entries go with its record; the workflow's own with its last step
+  -- (flow.lua). One HGET for a record that is no step.
+  local spec = redis.call('HGET', KEYS[13], 's:' .. id)
+  if spec then
+    local flow = cjson.decode(spec).f
+    redis.call('HDEL', KEYS[13], 's:' .. id, 'd:' .. id, 'n:' .. id, 'c:' .. id)
+    if redis.call('HINCRBY', KEYS[13], 'k:' .. flow, -1) <= 0 then
+      redis.call('HDEL', KEYS[13], 'm:' .. flow, 'k:' .. flow, 'x:' .. flow)
+    end
+  end
 end
 
 -- Live records make a queue full: PENDING and CLAIMED (counted by their indexes) and

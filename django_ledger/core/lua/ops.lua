@@ -179,6 +179,8 @@ local function settle_items(now, first, last, out)
     for index, add in pairs(adds) do
       if #add > 0 then redis.call('ZADD', KEYS[index], unpack(add)) end
     end
+    -- Workflows: a step that ended moves its waiting dependants on (flow.lua).
+    flow_settled(now, order, final)
   end
   if due then wake(now) end
   return ended

@@ -1,5 +1,5 @@
 -- repair.lua: repair a page of records, each against the exact bytes the caller read.
--- KEYS: the standard eleven (codec.lua).
+-- KEYS: the standard list (codec.lua).
 -- ARGV[1] skew, ARGV[2] retention ms, ARGV[3] max attempts, ARGV[4..] pairs of id, observed bytes.
 -- Returns one code per pair: 0 stale (changed since read: left alone), 1 fine,
 -- 2 reindexed, 3 expired lease returned to PENDING, 4 DEAD, 5 quarantined, 6 purged.
@@ -79,6 +79,7 @@ local function repair(id, raw)
     unindex(id)
     redis.call('ZADD', KEYS[INDEX_OF[r.s]], score_of(r), id)
     if r.s == 'P' then wake(now) end  -- due now: an idle worker claims it at once
+    if r.s == 'D' then flow_settled(now, {id}, {[id] = r}) end  -- a workflow step moves on
     return code
   end
   if INDEX_OF[r.s] > 3 and r.updated + retention <= now then

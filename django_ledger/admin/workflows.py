@@ -1,0 +1,124 @@
+"""A workflow's page: its steps in order, with their states, results and errors.
+
+Read from Redis (``core/flows.py``) on each view; nothing here writes (a step's own
+record page has the retry and fail actions). ``view_record`` on the workflow's queue
+shows it; each step links to its record page. Mounted by ``workflow_urls`` (the
+records' admin adds them to its URLs), at ``workflow/<queue>/<workflow id>/``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.admin import AdminSite
+from django.contrib.admin.utils import quote
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+
+from .. import permissions
+from ..conf import get_ledger, ledger_settings
+from ..core.errors import LedgerError
+from ..core.flows import read_workflow, workflow_of_step
+from ..models import Record
+from ..tasks.workflows import WorkflowStep, state_of
+from .lookups import join_key
+
+__all__ = ["StepRow", "step_workflow_url", "workflow_url", "workflow_urls", "workflow_view"]
+
+#: Characters of a return value the page shows before it cuts.
+VALUE_PREVIEW = 2000
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One step as the page shows it."""
+
+    step: WorkflowStep
+    record_url: str
+    parents: str
+    value: str
+    value_cut: bool
+
+
+def workflow_url(queue: str, workflow_id: str) -> str:
+    """The admin page of workflow ``workflow_id`` of ``queue``."""
+    return reverse("admin:django_ledger_workflow", args=(queue, quote(workflow_id)))
+
+
+def step_workflow_url(queue: str, request_id: str) -> str:
+    """The page of the workflow whose step ``request_id`` is ('' for no workflow's step).
+
+    For a record's page: one ``HGET``; a Redis error answers '' (the page still shows).
+    """
+    try:
+        workflow_id = workflow_of_step(get_ledger(queue).shard_for(request_id), request_id)
+    except LedgerError:
+        return ""
+    return "" if workflow_id is None else workflow_url(queue, workflow_id)
+
+
+def workflow_view(request: HttpRequest, queue: str, workflow_id: str) -> HttpResponse:
+    """Show one workflow's steps, in the order they were given."""
+    from django.contrib.admin.utils import unquote
+
+    workflow_id = unquote(workflow_id)
+    if queue not in ledger_settings.queue_names or not permissions.can(request.user, "view", queue):
+        raise Http404("No such workflow")
+    ledger = get_ledger(queue)
+    try:
+        status = read_workflow(ledger, workflow_id)
+    except (LedgerError, TypeError) as exc:  # Redis away, or a sharded queue
+        raise Http404(f"The workflow cannot be read: {exc}") from exc
+    if status is None:
+        raise Http404("No such workflow")
+    state = state_of(status)
+    rows = [_row(queue, step) for step in state.steps]
+    counts: dict[str, int] = {}
+    for step in state.steps:
+        counts[step.state] = counts.get(step.state, 0) + 1
+    context: dict[str, Any] = {
+        "title": f"Workflow {workflow_id}",
+        "subtitle": None,
+        "opts": Record._meta,
+        "queue": queue,
+        "workflow": state,
+        "rows": rows,
+        "counts": sorted(counts.items()),
+    }
+    return TemplateResponse(request, "admin/django_ledger/workflow_detail.html", context)
+
+
+def _row(queue: str, step: WorkflowStep) -> StepRow:
+    value, cut = "", False
+    if step.state == "COMPLETED":
+        value = json.dumps(step.return_value, ensure_ascii=False)
+        cut = len(value) > VALUE_PREVIEW
+        value = value[:VALUE_PREVIEW]
+    record_url = ""
+    if step.state not in ("WAITING", "GONE"):
+        record_url = reverse(
+            "admin:django_ledger_record_change", args=(quote(join_key(queue, step.task_id)),)
+        )
+    return StepRow(step, record_url, ", ".join(step.parents), value, cut)
+
+
+def workflow_urls(site: AdminSite) -> list[URLPattern]:
+    """The page's URL, each view behind the admin's login (``admin_site.admin_view``)."""
+
+    def view(request: HttpRequest, queue: str, workflow_id: str) -> HttpResponse:
+        response = workflow_view(request, queue, workflow_id)
+        context = getattr(response, "context_data", None)
+        if context is not None:
+            context.update(site.each_context(request))
+        return response
+
+    return [
+        path(
+            "workflow/<str:queue>/<path:workflow_id>/",
+            site.admin_view(view),
+            name="django_ledger_workflow",
+        )
+    ]

@@ -1,0 +1,128 @@
+"""Read a workflow's status: its steps in order, with states, return values and errors.
+
+The same permission as reading a record (``view`` on the queue). Mounted with
+``path(Q + "workflows/<ledger_request_id:workflow_id>/", WorkflowViewSet.as_view({"get":
+"retrieve"}), name="workflow")`` in ``api/urls.py`` (docs/workflows.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from ...core.flows import read_workflow
+from ...core.records import id_problem
+from ...tasks.workflows import STEP_STATES, WorkflowState, state_of
+from ..errors import ApiError
+from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
+from .base import LedgerViewSet
+
+__all__ = ["WorkflowSerializer", "WorkflowViewSet", "workflow_data"]
+
+WORKFLOW_ID = OpenApiParameter(
+    "workflow_id",
+    OpenApiTypes.STR,
+    OpenApiParameter.PATH,
+    description="The workflow id given to enqueue (or the one it made), percent-encoded.",
+    pattern=r"^[^\x00-\x1f\x7f/.][^\x00-\x1f\x7f/]{0,255}$",
+)
+
+
+class WorkflowStepSerializer(serializers.Serializer[Any]):
+    """One step of a workflow."""
+
+    name = serializers.CharField()
+    task_id = serializers.CharField(help_text="The step's task id (its request id).")
+    task = serializers.CharField(allow_null=True, help_text="The task's dotted path.")
+    parents = serializers.ListField(child=serializers.CharField(), help_text="Step names.")
+    on_failure = serializers.ChoiceField(choices=["cancel", "continue"])
+    state = serializers.ChoiceField(choices=list(STEP_STATES))
+    attempts = serializers.IntegerField()
+    waiting_for = serializers.IntegerField(
+        allow_null=True, help_text="Parents not ended yet, while WAITING."
+    )
+    cancelled_by = serializers.CharField(
+        allow_null=True, help_text="The parent step id that cancelled it ('' the operator)."
+    )
+    return_value = serializers.JSONField(allow_null=True)
+    # DRF takes declared fields off the class: Serializer.errors stays what it is.
+    errors = serializers.ListField(  # type: ignore[assignment]
+        child=serializers.CharField(), help_text="Each error's last line, oldest first."
+    )
+
+
+class WorkflowSerializer(serializers.Serializer[Any]):
+    """A workflow: its steps in the order they were given."""
+
+    workflow_id = serializers.CharField()
+    queue = serializers.CharField()
+    finished = serializers.BooleanField(help_text="Every step has ended.")
+    successful = serializers.BooleanField(help_text="Every step COMPLETED.")
+    cancelled = serializers.BooleanField()
+    steps = WorkflowStepSerializer(many=True)
+
+
+def workflow_data(state: WorkflowState) -> dict[str, Any]:
+    """Return ``state`` as ``WorkflowSerializer`` documents it."""
+    return {
+        "workflow_id": state.id,
+        "queue": state.queue,
+        "finished": state.finished,
+        "successful": state.successful,
+        "cancelled": state.cancelled,
+        "steps": [
+            {
+                "name": step.name,
+                "task_id": step.task_id,
+                "task": step.task,
+                "parents": list(step.parents),
+                "on_failure": step.on_failure,
+                "state": step.state,
+                "attempts": step.attempts,
+                "waiting_for": step.waiting_for,
+                "cancelled_by": step.cancelled_by,
+                "return_value": step.return_value,
+                "errors": step.errors,
+            }
+            for step in state.steps
+        ],
+    }
+
+
+@extend_schema(tags=["tasks"])
+class WorkflowViewSet(LedgerViewSet):
+    action_rules = {"retrieve": ("view", "read")}
+
+    @extend_schema(
+        operation_id="workflow",
+        summary="Read a workflow's status by its id",
+        description=(
+            "Its steps in the order given, each with its state (WAITING, PENDING, CLAIMED, "
+            "COMPLETED, FAILED, DEAD, CANCELLED, GONE), return value and errors "
+            "(docs/workflows.md). 404 `workflow_not_found` for an id the queue does not hold."
+        ),
+        parameters=[QUEUE, WORKFLOW_ID, RETRY_AFTER],
+        responses={200: WorkflowSerializer, **errors(400, 404)},
+    )
+    def retrieve(self, request: Request, queue: str, workflow_id: str) -> Response:
+        """Read one workflow's steps from the queue's flows hash and their records."""
+        problem = id_problem(workflow_id)
+        if problem is not None:
+            raise ApiError(400, problem, f"The workflow id is not usable ({problem}).")
+        if len(self.ledger.shards) != 1:
+            status = None  # a sharded queue holds no workflows
+        else:
+            status = read_workflow(self.ledger, workflow_id)
+        if status is None:
+            raise ApiError(
+                404,
+                "workflow_not_found",
+                "No workflow has this id on this queue.",
+                {"workflow_id": workflow_id},
+            )
+        return Response(workflow_data(state_of(status)))

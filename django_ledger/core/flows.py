@@ -1,0 +1,416 @@
+"""Workflows: steps of one queue that wait for their parents, held by the ledger.
+
+A workflow is a list of ``FlowStep``s admitted together under one workflow id, in one
+queue (so in one Redis Cluster hash slot). Each step's request id is
+``<workflow id>:<step name>``. A step without parents is admitted PENDING and due; a
+step with parents waits: it has no record yet, only entries in the queue's flows hash
+(``flow.lua`` says which), so no claim, index or repair can see it. The settlement that
+ends its last parent releases it in the same script call, its payload built from its
+parents' results; a parent that fails cancels its ``cancel`` dependants at once.
+
+    steps = [FlowStep("a", payload_a), FlowStep("b", "", parents=("a",), inputs="spread",
+             head='{"args":[', tail='],"kwargs":{},"task":"app.b","v":1}')]
+    admit_workflow(ledger, "order-42", steps)      # ADMITTED, then DUPLICATE
+    read_workflow(ledger, "order-42")              # each step's state and result
+
+Both ledger modes: optimized, admission is one script call (``flow_admit.lua``) and the
+release happens inside the settling script; the reference path admits in several calls
+and releases with a second call (``flow_release.lua``) after its compare-and-set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import reference
+from .errors import CorruptRecord
+from .records import Record, decode_record, id_problem
+from .results import AdmissionStatus
+
+if TYPE_CHECKING:
+    from .ledger import Ledger
+    from .runner import Runner
+
+__all__ = [
+    "MAX_FLOW_STEPS",
+    "FlowAdmission",
+    "FlowStep",
+    "StepStatus",
+    "WorkflowStatus",
+    "admit_workflow",
+    "cancel_workflow",
+    "read_workflow",
+    "released",
+    "reopen_step",
+    "step_id",
+    "workflow_of_step",
+]
+
+#: The most steps one workflow may have: all of them live in one hash slot and are
+#: admitted by one script call (docs/workflows.md, "Size").
+MAX_FLOW_STEPS = 50_000
+ON_FAILURE = ("cancel", "continue")
+#: How a step's parents' results go into its payload: not at all, as its first arguments
+#: in parent order (a chain), or as one list in parent order (a chord's callback).
+INPUTS = ("none", "spread", "list")
+_ADMIT_CODES = {
+    1: AdmissionStatus.ADMITTED,
+    2: AdmissionStatus.DUPLICATE,
+    3: AdmissionStatus.CONFLICT,
+    4: AdmissionStatus.FULL,
+}
+
+
+@dataclass(frozen=True)
+class FlowStep:
+    """One step: its name, payload, parents (names of earlier steps) and rules.
+
+    ``payload`` is the step's payload without inputs (what a cancelled step records, and
+    the whole payload when ``inputs`` is ``"none"``); with inputs the released payload is
+    ``head + inputs + tail``.
+    """
+
+    name: str
+    payload: str
+    parents: tuple[str, ...] = ()
+    on_failure: str = "cancel"
+    inputs: str = "none"
+    head: str = ""
+    tail: str = ""
+
+
+@dataclass(frozen=True)
+class FlowAdmission:
+    """What the admission of a workflow answered (``reason``: why not admitted)."""
+
+    workflow_id: str
+    status: AdmissionStatus
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class StepStatus:
+    """One step as the ledger holds it now."""
+
+    name: str
+    request_id: str
+    parents: tuple[str, ...]
+    on_failure: str
+    #: WAITING, PENDING, CLAIMED, COMPLETED, FAILED, DEAD, CANCELLED, or GONE (purged).
+    state: str
+    record: Record | None
+    result: bytes | None
+    #: The parent whose failure cancelled it ("" the operator), when CANCELLED.
+    cancelled_by: str | None = None
+    #: How many parents it still waits for, when WAITING.
+    waiting_for: int | None = None
+
+
+@dataclass(frozen=True)
+class WorkflowStatus:
+    """A workflow's steps, in the order they were given."""
+
+    workflow_id: str
+    queue: str
+    steps: list[StepStatus] = field(default_factory=list)
+    cancelled: bool = False
+
+    @property
+    def finished(self) -> bool:
+        """Whether every step has ended (no step waits, is due or runs)."""
+        return all(step.state not in ("WAITING", "PENDING", "CLAIMED") for step in self.steps)
+
+    def step(self, name: str) -> StepStatus:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise KeyError(name)
+
+
+def step_id(workflow_id: str, name: str) -> str:
+    """The request id of a workflow's step: stable, so nothing is admitted twice."""
+    return f"{workflow_id}:{name}"
+
+
+def _check(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) -> None:
+    if not isinstance(workflow_id, str) or id_problem(workflow_id) is not None:
+        raise ValueError(f"workflow id is not usable: {workflow_id!r}")
+    if not steps:
+        raise ValueError("a workflow needs at least one step")
+    if len(steps) > MAX_FLOW_STEPS:
+        raise ValueError(f"a workflow holds at most {MAX_FLOW_STEPS:,} steps, got {len(steps):,}")
+    seen: set[str] = set()
+    for step in steps:
+        if not isinstance(step, FlowStep):
+            raise TypeError(f"steps must be FlowStep, got {type(step).__name__}")
+        problem = id_problem(step_id(workflow_id, step.name)) if isinstance(step.name, str) else ""
+        if not step.name or problem is not None:
+            raise ValueError(f"step name is not usable: {step.name!r}")
+        if step.name in seen:
+            raise ValueError(f"step name {step.name!r} is given twice")
+        for parent in step.parents:
+            if parent not in seen:
+                raise ValueError(f"step {step.name!r}: parent {parent!r} is not an earlier step")
+        if len(set(step.parents)) != len(step.parents):
+            raise ValueError(f"step {step.name!r} names a parent twice")
+        if step.on_failure not in ON_FAILURE:
+            raise ValueError(f"step {step.name!r}: on_failure must be one of {ON_FAILURE}")
+        if step.inputs not in INPUTS:
+            raise ValueError(f"step {step.name!r}: inputs must be one of {INPUTS}")
+        if step.inputs != "none" and not step.parents:
+            raise ValueError(f"step {step.name!r} takes its parents' results but has none")
+        for text in (step.payload, step.head, step.tail):
+            if not isinstance(text, str):
+                raise TypeError(f"step {step.name!r}: payload, head and tail must be str")
+            if len(text.encode("utf-8")) > ledger.max_payload_bytes:
+                raise ValueError(f"step {step.name!r}: its payload is over max_payload_bytes")
+        seen.add(step.name)
+
+
+def _manifest(workflow_id: str, steps: Sequence[FlowStep]) -> str:
+    digest = hashlib.sha256()
+    for step in steps:
+        for text in (step.payload, step.head, step.tail):
+            digest.update(text.encode("utf-8") + b"\0")
+    document = {
+        "v": 1,
+        "id": workflow_id,
+        "steps": [[s.name, list(s.parents), s.on_failure, s.inputs] for s in steps],
+        "digest": digest.hexdigest(),
+    }
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+
+def _entries(workflow_id: str, steps: Sequence[FlowStep]) -> list[tuple[str, str, str, str, int]]:
+    """Per step: id, payload ('' if it waits), spec, dependants ('' none), parents."""
+    dependants: dict[str, list[list[str]]] = {step.name: [] for step in steps}
+    for step in steps:
+        for parent in step.parents:
+            dependants[parent].append([step_id(workflow_id, step.name), step.on_failure])
+    entries = []
+    for step in steps:
+        sid = step_id(workflow_id, step.name)
+        spec: dict[str, Any] = {"f": workflow_id}
+        if step.parents:
+            spec.update(
+                p=[step_id(workflow_id, parent) for parent in step.parents],
+                o=step.on_failure,
+                m=step.inputs,
+                h=step.head,
+                t=step.tail,
+                x=step.payload,
+            )
+        deps = dependants[step.name]
+        entries.append(
+            (
+                sid,
+                "" if step.parents else step.payload,
+                json.dumps(spec, ensure_ascii=False, separators=(",", ":")),
+                json.dumps(deps, ensure_ascii=False, separators=(",", ":")) if deps else "",
+                len(step.parents),
+            )
+        )
+    return entries
+
+
+def admit_workflow(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) -> FlowAdmission:
+    """Admit a workflow once: ``ADMITTED``; the same again ``DUPLICATE``; else ``CONFLICT``.
+
+    ``FULL`` when the queue's live records and the workflow's steps pass ``max_records``.
+    Bad steps raise ``ValueError``/``TypeError`` before anything is written.
+    """
+    runner = _runner(ledger)
+    _check(ledger, workflow_id, steps)
+    manifest = _manifest(workflow_id, steps)
+    entries = _entries(workflow_id, steps)
+    if ledger.optimized:
+        args: list[Any] = [ledger.max_records, workflow_id, manifest]
+        for entry in entries:
+            args += entry
+        _, code, detail = runner.run(runner.scripts.flow_admit, args)
+        return _answer(workflow_id, int(code), detail)
+    return _admit_reference(ledger, runner, workflow_id, manifest, entries)
+
+
+def _answer(workflow_id: str, code: int, detail: bytes | str) -> FlowAdmission:
+    if isinstance(detail, bytes):
+        detail = detail.decode("utf-8")
+    reason = None
+    if code == 3:
+        reason = detail if detail == "workflow_differs" else f"step_exists: {detail}"
+    elif code == 4:
+        reason = "max_records"
+    return FlowAdmission(workflow_id, _ADMIT_CODES[code], reason)
+
+
+def _admit_reference(
+    ledger: Ledger,
+    runner: Runner,
+    workflow_id: str,
+    manifest: str,
+    entries: list[tuple[str, str, str, str, int]],
+) -> FlowAdmission:
+    """The reference admission: checks, the manifest as the one winner's mark, then writes.
+
+    Several calls, not one atomic step: concurrent admissions still admit each step once
+    (``HSETNX`` picks one writer), but a crash midway leaves a partial workflow, which
+    the fused path never does.
+    """
+    key, redis = runner.flows_key, runner.redis
+    manifest_field = "m:" + workflow_id
+
+    def stored_answer(stored: bytes) -> FlowAdmission:
+        if stored == manifest.encode("utf-8"):
+            return FlowAdmission(workflow_id, AdmissionStatus.DUPLICATE)
+        return FlowAdmission(workflow_id, AdmissionStatus.CONFLICT, "workflow_differs")
+
+    with runner.translate_errors():
+        stored = redis.hget(key, manifest_field)
+        if stored is not None:
+            return stored_answer(stored)
+        ids = [entry[0] for entry in entries]
+        for start in range(0, len(ids), 1000):
+            part = ids[start : start + 1000]
+            records = redis.hmget(runner.records_key, part)
+            specs = redis.hmget(key, ["s:" + sid for sid in part])
+            for sid, raw, spec in zip(part, records, specs, strict=True):
+                if raw is not None or spec is not None:
+                    return FlowAdmission(
+                        workflow_id, AdmissionStatus.CONFLICT, "step_exists: " + sid
+                    )
+        pipe = redis.pipeline(transaction=False)
+        pipe.zcard(runner.ready_key)
+        pipe.zcard(runner.leases_key)
+        pipe.hlen(runner.quarantine_key)
+        if sum(pipe.execute()) + len(entries) > ledger.max_records:
+            return FlowAdmission(workflow_id, AdmissionStatus.FULL, "max_records")
+    if not runner.write("HSETNX", key, manifest_field, manifest):
+        with runner.translate_errors():
+            stored = redis.hget(key, manifest_field)
+        if stored is None:  # pragma: no cover - admitted and purged meanwhile
+            return FlowAdmission(workflow_id, AdmissionStatus.CONFLICT, "contended")
+        return stored_answer(stored)
+    fields: list[Any] = ["k:" + workflow_id, len(entries)]
+    for sid, _, spec, deps, waits in entries:
+        fields += ("s:" + sid, spec)
+        if deps:
+            fields += ("d:" + sid, deps)
+        if waits:
+            fields += ("n:" + sid, waits)
+    for start in range(0, len(fields), 2000):
+        runner.write("HSET", key, *fields[start : start + 2000])
+    for sid, payload, _, _, waits in entries:
+        if not waits:
+            reference.admit(
+                runner, sid, payload.encode("utf-8"), 0, "", ledger.max_records + len(entries)
+            )
+    return FlowAdmission(workflow_id, AdmissionStatus.ADMITTED)
+
+
+def released(runner: Runner, request_id: str) -> None:
+    """After a write outside the fused scripts ended ``request_id``: move its dependants on.
+
+    The reference path's settle and repair, and an operator's ``mark_failed``, call it.
+    """
+    runner.run(runner.scripts.flow_release, [request_id])
+
+
+def reopen_step(ledger: Ledger, request_id: str) -> int:
+    """After an operator retried a failed step: its cancelled dependants wait again.
+
+    Return how many steps wait again (0 for a record that is no workflow's step).
+    """
+    runner = _runner(ledger)
+    return int(runner.run(runner.scripts.flow_reopen, [request_id]))
+
+
+def cancel_workflow(ledger: Ledger, workflow_id: str) -> int | None:
+    """Cancel every step not yet started; return how many, ``None`` for an unknown id."""
+    runner = _runner(ledger)
+    _, cancelled = runner.run(runner.scripts.flow_cancel, [workflow_id])
+    return None if int(cancelled) < 0 else int(cancelled)
+
+
+def read_workflow(ledger: Ledger, workflow_id: str) -> WorkflowStatus | None:
+    """Read a workflow's steps, states, results and errors; ``None`` if the queue has none."""
+    runner = _runner(ledger)
+    key, redis = runner.flows_key, runner.redis
+    with runner.translate_errors():
+        manifest, cancelled = redis.hmget(key, ["m:" + workflow_id, "x:" + workflow_id])
+        if manifest is None:
+            return None
+        document = json.loads(manifest)
+        steps = document["steps"]
+        ids = [step_id(workflow_id, step[0]) for step in steps]
+        records: list[bytes | None] = []
+        results: list[bytes | None] = []
+        waiting: list[bytes | None] = []
+        causes: list[bytes | None] = []
+        for start in range(0, len(ids), 1000):
+            part = ids[start : start + 1000]
+            pipe = redis.pipeline(transaction=False)
+            pipe.hmget(runner.records_key, part)
+            pipe.hmget(runner.results_key, part)
+            pipe.hmget(key, ["n:" + sid for sid in part])
+            pipe.hmget(key, ["c:" + sid for sid in part])
+            got = pipe.execute()
+            records += got[0]
+            results += got[1]
+            waiting += got[2]
+            causes += got[3]
+    out = WorkflowStatus(workflow_id, ledger.queue, cancelled=cancelled is not None)
+    for i, (name, parents, on_failure, _) in enumerate(steps):
+        sid = ids[i]
+        record: Record | None = None
+        found, count = causes[i], waiting[i]
+        cause = found.decode("utf-8") if found is not None else None
+        waits = int(count) if count is not None else None
+        raw = records[i]
+        if raw is not None:
+            try:
+                record = decode_record(sid, raw)
+                state = record.state.name
+            except CorruptRecord:
+                state = "CORRUPT"
+            if state == "FAILED" and cause is not None:
+                state = "CANCELLED"
+        else:
+            state = "WAITING" if waits is not None else "GONE"
+        out.steps.append(
+            StepStatus(
+                name,
+                sid,
+                tuple(parents),
+                on_failure,
+                state,
+                record,
+                results[i],
+                cause if state == "CANCELLED" else None,
+                waits if state == "WAITING" else None,
+            )
+        )
+    return out
+
+
+def workflow_of_step(ledger: Ledger, request_id: str) -> str | None:
+    """The id of the workflow whose step ``request_id`` is, or ``None`` (one ``HGET``)."""
+    runner = getattr(ledger, "runner", None)
+    if runner is None:
+        return None
+    with runner.translate_errors():
+        spec = runner.redis.hget(runner.flows_key, "s:" + request_id)
+    if spec is None:
+        return None
+    flow = json.loads(spec).get("f")
+    return flow if isinstance(flow, str) else None
+
+
+def _runner(ledger: Ledger) -> Runner:
+    runner: Runner | None = getattr(ledger, "runner", None)
+    if runner is None:
+        raise TypeError("workflows run on a queue of one shard (SHARDS 1): this one is sharded")
+    return runner

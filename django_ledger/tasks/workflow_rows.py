@@ -1,0 +1,72 @@
+"""A workflow as one outbox row: its encoding, and its delivery (``outbox/delivery.py``).
+
+Apart from ``workflows.py`` so the outbox's delivery imports it without a circle (it
+needs only the core and the queues).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from ..core.errors import LedgerError
+from ..core.flows import FlowStep, admit_workflow
+from ..core.results import AdmissionStatus
+from .store import queues
+
+__all__ = ["ROW_MARK", "admit_workflow_rows", "row_id", "row_of"]
+
+logger = logging.getLogger("django_ledger.outbox")
+
+#: The payload of an outbox row that holds a whole workflow starts so (a task's payload
+#: starts ``{"args":``): ``outbox/delivery.py`` hands such rows to ``admit_workflow_rows``.
+ROW_MARK = '{"workflow":'
+
+
+def row_of(flow_id: str, steps: list[FlowStep]) -> str:
+    spec = [
+        [s.name, s.payload, list(s.parents), s.on_failure, s.inputs, s.head, s.tail] for s in steps
+    ]
+    return ROW_MARK + json.dumps({"id": flow_id, "steps": spec}, ensure_ascii=False) + "}"
+
+
+def row_id(flow_id: str) -> str:
+    """The outbox row id of a staged workflow."""
+    return "workflow:" + flow_id
+
+
+def admit_workflow_rows(rows: Iterable[Any]) -> tuple[list[str], list[str]]:
+    """Admit outbox rows that hold workflows; return the row ids done with and those kept.
+
+    As ``outbox.delivery.admit_rows`` for tasks: admitted or duplicate are done, a
+    conflict is logged and done, Redis away or a full queue keeps the row for the relay.
+    """
+    done: list[str] = []
+    kept: list[str] = []
+    for row in rows:
+        try:
+            spec = json.loads(row.payload[len(ROW_MARK) : -1])
+            steps = [
+                FlowStep(name, payload, tuple(parents), on_failure, inputs, head, tail)
+                for name, payload, parents, on_failure, inputs, head, tail in spec["steps"]
+            ]
+            answer = admit_workflow(queues.get(row.queue).ledger, spec["id"], steps)
+        except (LedgerError, ValueError, TypeError, KeyError) as exc:
+            if isinstance(exc, LedgerError):
+                logger.warning("outbox: workflow row %r kept: %s", row.id, exc)
+                kept.append(row.id)
+            else:
+                logger.error("outbox: workflow row %r is not a workflow (%s); dropped", row.id, exc)
+                done.append(row.id)
+            continue
+        if answer.status is AdmissionStatus.FULL:
+            kept.append(row.id)
+            continue
+        if answer.status is AdmissionStatus.CONFLICT:
+            logger.error(
+                "outbox: workflow %r refused (%s); its row is dropped", row.id, answer.reason
+            )
+        done.append(row.id)
+    return done, kept

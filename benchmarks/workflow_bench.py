@@ -229,9 +229,10 @@ class Ledger(System):
     def __init__(self, url: str, client: Any, logs: Path) -> None:
         super().__init__(url, client, logs)
         _django(url)
+        self.options: list[str] = []
 
     def command(self) -> list[str]:
-        return [sys.executable, "manage.py", "ledger_worker", QUEUE]
+        return [sys.executable, "manage.py", "ledger_worker", QUEUE, *self.options]
 
     def warm(self) -> None:
         from tests.workflow_bench_app.tasks import step
@@ -462,11 +463,20 @@ def bench(args: argparse.Namespace) -> int:
         sent: dict[str, Counter[str]] = {}
         if args.count:
             for name in chosen:
-                counts, seconds, finished = count_once(table[name], args.count_steps)
-                if not finished:
-                    print(f"count run {name}: NOT finished after {seconds:.0f} s")
-                    continue
-                sent[name] = counts
+                variants = [("", [])]
+                if isinstance(table[name], Ledger):
+                    variants.append((" c1", ["--concurrency", "1", "--prefetch", "0"]))
+                for suffix, options in variants:
+                    system = table[name]
+                    if isinstance(system, Ledger):
+                        system.options = options
+                    counts, seconds, finished = count_once(system, args.count_steps)
+                    if isinstance(system, Ledger):
+                        system.options = []
+                    if not finished:
+                        print(f"count run {name}{suffix}: NOT finished after {seconds:.0f} s")
+                        continue
+                    sent[name + suffix] = counts
         report(runs, sent, args.count_steps)
         client.close()
     finally:
@@ -512,13 +522,18 @@ def report(runs: dict[str, list[Run]], sent: dict[str, Counter[str]], count_step
         f"requests the worker sent per step (MONITOR, one more untimed run of {count_steps:,} "
         "steps enqueued before the worker started; its start-up included)."
     )
-    if "ledger" in sent and "ledger-plain" in sent:
-        chord_sent = sum(sent["ledger"].values())
-        plain_sent = sum(sent["ledger-plain"].values())
+    for suffix, how in (("", "defaults"), (" c1", "--concurrency 1 --prefetch 0")):
+        chord_run, plain_run = sent.get("ledger" + suffix), sent.get("ledger-plain" + suffix)
+        if chord_run is None or plain_run is None:
+            continue
+        chord_sent, plain_sent = sum(chord_run.values()), sum(plain_run.values())
+        chord_scripts = sum(chord_run[name[len("cmdstat_") :]] for name in SCRIPT_COMMANDS)
+        plain_scripts = sum(plain_run[name[len("cmdstat_") :]] for name in SCRIPT_COMMANDS)
         print(
-            f"release of a child: the worker sent {chord_sent:.3f} requests per chord step and "
-            f"{plain_sent:.3f} per independent task ({chord_sent - plain_sent:+.3f} per step; "
-            f"the callback is one step more: {1 / count_steps:.4f} per step)"
+            f"release of a child ({how}): the worker sent {chord_sent:.3f} requests "
+            f"({chord_scripts:.3f} scripts) per chord step, {plain_sent:.3f} "
+            f"({plain_scripts:.3f}) per independent task: {chord_sent - plain_sent:+.3f} "
+            f"per step (the callback is one step more: {1 / count_steps:+.4f} per step)"
         )
 
 

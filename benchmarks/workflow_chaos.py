@@ -72,9 +72,7 @@ def configure() -> None:
         LEDGER={
             "CONNECTION": os.environ["CHAOS_REDIS"],
             "NAMESPACE": "wfchaos",
-            "QUEUES": {
-                "default": {"LEASE": LEASE, "MAX_ATTEMPTS": 50, "MAX_RECORDS": 10_000_000}
-            },
+            "QUEUES": {"default": {"LEASE": LEASE, "MAX_ATTEMPTS": 50, "MAX_RECORDS": 10_000_000}},
         },
         TASKS={"default": {"BACKEND": "django_ledger.tasks.LedgerBackend"}},
         LOGGING={

@@ -209,7 +209,7 @@ class Celery(System):
     def timed(self, steps: int) -> Outcome:
         began = time.perf_counter()
         result = self._chord(steps)
-        value = result.get(timeout=max(300.0, steps / 20))
+        value = result.get(timeout=max(600.0, steps / 10))
         seconds = time.perf_counter() - began
         ok = value == [steps, 1]
         return Outcome(seconds, ok, "" if ok else f"callback returned {value!r}")
@@ -272,7 +272,7 @@ class Ledger(System):
         began = time.perf_counter()
         handle = self._chord(steps)
         polls = 0
-        deadline = began + max(300.0, steps / 20)
+        deadline = began + max(600.0, steps / 10)
         # Wait on the count of completed records (one ZCARD a poll, taken out of the
         # figures), then read the callback's result as a user does, through its task.
         while count() < before + steps + 1 and time.perf_counter() < deadline:
@@ -310,7 +310,7 @@ class LedgerPlain(Ledger):
         began = time.perf_counter()
         self._enqueue(steps)
         polls = 0
-        deadline = began + max(300.0, steps / 20)
+        deadline = began + max(600.0, steps / 10)
         while True:
             done = count() - before
             polls += 1

@@ -6,12 +6,10 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from .heartbeat import Heartbeats
-
-if TYPE_CHECKING:
-    from .upkeep import Room
+from .rooms import Room
 
 __all__ = ["Metrics", "NoMetrics", "WorkerConfig", "default_worker_id"]
 
@@ -76,7 +74,7 @@ class WorkerConfig:
     #: Seconds one blocking wait on the wake keys lasts at most (within the client's
     #: ``socket_timeout``): an idle worker sends one ``BZPOPMIN`` per this.
     wake_block: float = 1.0
-    #: Upkeep beaten in the repairer's thread beside repair (``upkeep.Room``): the
+    #: Upkeep beaten in the repairer's thread beside repair (``rooms.Room``): the
     #: Django face's outbox relay. Their thread runs with repair off too.
     rooms: tuple[Room, ...] = ()
 

@@ -15,7 +15,6 @@ import socket
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
 
 import redis.exceptions as redis_errors
 
@@ -23,25 +22,12 @@ from ..errors import LedgerError, LedgerUnavailable
 from ..results import Claim, RepairReport, SettlementStatus
 from .heartbeat import WorkerInfo
 from .interrupt import interrupt
+from .rooms import Room
 from .state import Entry, WorkerState
 
 __all__ = ["Renewer", "Repairer", "Room", "every"]
 
 log = logging.getLogger("django_ledger.worker")
-
-
-class Room(Protocol):
-    """A piece of upkeep beside repair, beaten in the repairer's thread until the worker ends.
-
-    A beat does a bounded piece of work (it holds up repair meanwhile) and returns the
-    seconds until the next one: 0 when more is waiting. ``close`` runs in the same
-    thread once the worker is done (to close what the beats opened there).
-    """
-
-    name: str
-
-    def beat(self) -> float: ...
-    def close(self) -> None: ...
 
 
 def _guarded(state: WorkerState, name: str, work: Callable[[], object]) -> object:

@@ -28,7 +28,9 @@ Then the **claim script's server time**, from ``SLOWLOG`` (every call logged: th
 ``slowlog-log-slower-than 0`` setting) filtered on the claim script's SHA, for
 ``claim_many(8)`` calls that drain 10,000 records: unlimited; 1,000 keys with limits that
 do not bind; and 1,000 keys each at a ``CONCURRENCY`` of 1 that binds (every key held:
-each call looks through keys in turn until its budget, 8 * 4 + 64, runs out).
+each call looks through keys in turn until its budget, 8 * 4 + 64, runs out). Last, the
+``settle_and_claim(64)`` script's server time, draining 10,000 records over 100 tenants,
+by kind of limit (none binds): what each part of the limits costs the server.
 
 The machine may be shared: prefer the ratios, printed against ``plain`` of the same
 rounds.
@@ -133,10 +135,12 @@ def drain_worker(
             process.wait(30)
 
 
-def claim_server_time(client: Any, ledger: Any, calls: Callable[[], int]) -> tuple[float, int]:
+def claim_server_time(
+    client: Any, ledger: Any, calls: Callable[[], int], sha: str | None = None
+) -> tuple[float, int]:
     """Run ``calls`` with every command in SLOWLOG; answer the median µs of the claim
-    script's calls and how many there were."""
-    sha = ledger.runner.scripts.claim.sha
+    script's calls (or those of the script ``sha``) and how many there were."""
+    sha = sha or ledger.runner.scripts.claim.sha
     client.config_set("slowlog-log-slower-than", 0)
     client.config_set("slowlog-max-len", 1_000_000)
     client.slowlog_reset()
@@ -151,6 +155,45 @@ def claim_server_time(client: Any, ledger: Any, calls: Callable[[], int]) -> tup
         and e["command"].split()[1].decode() == sha
     ]
     return statistics.median(times), len(times)
+
+
+def settle_and_claim_server_time(client: Any, rounds: int) -> dict[str, float]:
+    """The median µs of ``settle_and_claim(64)`` calls draining 10,000 records over 100
+    tenants, by kind of limit (none binds), median over ``rounds``."""
+    from django_ledger import Ledger, State
+    from django_ledger.core.limits import Limits, Rate
+
+    key = "kwargs.tenant_id"
+    kinds = {
+        "no limits": None,
+        "RATE and CONCURRENCY": Limits(Rate(BIG, 1000, BIG), BIG),
+        "KEY alone (fair share)": Limits(key=key),
+        "KEY, CONCURRENCY per key": Limits(None, BIG, key),
+        "KEY, RATE per key": Limits(Rate(BIG, 1000, BIG), None, key),
+        "KEY, both per key": Limits(Rate(BIG, 1000, BIG), BIG, key),
+    }
+    found: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for label, limits in kinds.items():
+            client.flushall()
+            ledger = Ledger(client, "bench", "q", max_records=10_000_000)
+            if limits is not None:
+                ledger.set_limits(limits, source="settings")
+            _admit(ledger, 10_000)
+
+            def drain(ledger: Any = ledger) -> int:
+                claims = ledger.claim_many("bench", 64)
+                while claims:
+                    _, claims = ledger.settle_and_claim(
+                        [(c, State.COMPLETED, 0) for c in claims], "bench", 64
+                    )
+                return 0
+
+            median, _ = claim_server_time(
+                client, ledger, drain, sha=ledger.runner.scripts.settle_claim.sha
+            )
+            found.setdefault(label, []).append(median)
+    return {label: statistics.median(values) for label, values in found.items()}
 
 
 def claim_all(ledger: Any) -> Callable[[], int]:
@@ -256,6 +299,12 @@ def main() -> int:
             else:
                 median, calls = claim_server_time(client, ledger, claim_all(ledger))
             print(f"  {label:40} {median:7.0f} µs  ({calls} calls)")
+
+        print("\nsettle_and_claim(64) server time, 100 tenants (SLOWLOG, median µs per call):")
+        found = settle_and_claim_server_time(client, max(1, min(args.rounds, 3)))
+        base = found["no limits"]
+        for label, median in found.items():
+            print(f"  {label:40} {median:7.0f} µs  x{median / base:.2f}")
     finally:
         server.stop()
     return 0

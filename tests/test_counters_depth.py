@@ -90,6 +90,17 @@ def test_an_idle_queue_is_sampled_and_counters_off_sample_nothing(
     assert counters.read("idle").depth[-1] == Depth(pending=1, due=0, claimed=0, dead=0)
     # A queue the worker does not serve is not sampled (its own workers do that).
     assert counters.read("other").depth[-1] is None
+    # Nothing due, nothing claimed: an idle worker makes no more calls for it...
+    seen: list[Depth] = []
+    counters.on_sample = lambda queue, depth: seen.append(depth)
+    assert counters.flush(Tally(), force=True, queues=["idle"]) and seen == []
+    # ...until it counts something on it; then, with a record due, while idle too.
+    ledger.admit("due", "work")
+    tally = Tally()
+    tally.add("idle", "app.t", "completed", run_s=0.1, wait_s=0.1)
+    counters.flush(tally, force=True, queues=["idle"])
+    counters.flush(Tally(), force=True, queues=["idle"])
+    assert seen == [Depth(pending=2, due=1, claimed=0, dead=0)] * 2
 
     off = Counters(redis_client, namespace + "-off")
     assert off.flush(Tally(enabled=False), force=True, queues=["idle"])

@@ -14,7 +14,8 @@ one beat's worth); a flush is one script call, so nothing is ever counted twice.
 Given the queues a worker serves, a flush also samples each queue's depth (pending, of
 them due now, claimed, dead: the ready, leases and dead indexes' sizes) into the same
 minute and hour in the same script call; a queue with nothing to flush is sampled on
-its own at most every ``SAMPLE_EVERY`` seconds. A bucket keeps the most any sample saw
+its own at most every ``SAMPLE_EVERY`` seconds, while its last sample had records due or
+claimed (an idle worker on a quiet queue makes no call). A bucket keeps the most any sample saw
 (``Depth``), so several workers sampling one queue give its peak, not a sum. A sharded
 queue's shards beyond the first are sampled into their own slots' counters (one call
 each, at most every ``SAMPLE_EVERY`` s) and summed when read.
@@ -157,6 +158,9 @@ class Counters:
         self._last_flush = 0.0
         #: When each queue's depth was last sampled (``time.monotonic``).
         self._sampled: dict[str, float] = {}
+        #: Whether each queue's last sample had records due or claimed (else an idle
+        #: flush does not sample it again until it has counts).
+        self._waiting: dict[str, bool] = {}
         #: Each served queue's shard names, read from its layout key once.
         self._shards: dict[str, tuple[str, ...]] = {}
         #: Called with each queue's depth sample (its shards summed), if set: the
@@ -245,7 +249,9 @@ class Counters:
         its queue's batch rather than risk adding it twice (an unanswered call may
         have run), so every count is written at most once. Each of ``queues`` (those
         the worker serves) has its depth sampled in its call, or, with nothing to
-        flush, in a call of its own at most every ``SAMPLE_EVERY`` s (``force``: now).
+        flush, in a call of its own at most every ``SAMPLE_EVERY`` s (``force``: now)
+        while its last sample had records due or claimed: an idle worker on a queue
+        with nothing due and nothing running makes no call at all.
         """
         clock = time.monotonic()
         if not force and clock - self._last_flush < FLUSH_EVERY:
@@ -259,6 +265,7 @@ class Counters:
             q
             for q in served
             if q not in with_counts
+            and self._waiting.get(q, True)
             and (force or clock - self._sampled.get(q, -SAMPLE_EVERY) >= SAMPLE_EVERY)
         ]
         for queue in [*with_counts, *idle]:
@@ -290,8 +297,12 @@ class Counters:
             depth = None  # one shard's sample is not the queue's depth
         if every_shard or len(shards) == 1:
             self._sampled[queue] = clock
-        if depth is not None and self.on_sample is not None:
-            self.on_sample(queue, depth)
+        if depth is not None:
+            # Nothing due and nothing running: the next sample waits for the queue's next
+            # counts (what is later falls due, is claimed and counted, and sampled then).
+            self._waiting[queue] = depth.due > 0 or depth.claimed > 0
+            if self.on_sample is not None:
+                self.on_sample(queue, depth)
 
     def read(self, queue: str, window: str = "hour", now_ms: int = 0, shards: int = 1) -> Series:
         """One window of ``queue``'s counters, in one script call (one more per shard).

@@ -123,6 +123,15 @@ def test_in_flight_queue_depth_and_a_lost_lease(
         what="the queue depth of the two that wait",
     )
     assert value(samples, "ledger_in_flight") == 1
+    # The counters' flush samples the queue's depth: the gauge by state follows it.
+    wait_until(
+        lambda: (
+            (s := scrape(port))
+            and value(s, "ledger_queue_records", queue="blocking", state="claimed") == 1
+            and value(s, "ledger_queue_records", queue="blocking", state="pending_due") == 2
+        ),
+        what="the records gauge of one claimed and two due",
+    )
     # An operator ends the running task: its next renewal answers LOST.
     snap = operations.snapshot(blocking, running)
     assert snap is not None

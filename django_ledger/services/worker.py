@@ -163,7 +163,11 @@ def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
         exit_on_timeout=options.exit_on_timeout,
         rooms=tuple(rooms),
     )
-    return Worker(ledgers, handlers, leases, config, metrics=_metrics(options))
+    metrics = _metrics(options)
+    if metrics is not None and hasattr(metrics, "records"):
+        # The queue-records gauge is set from each depth sample the counters' flush takes.
+        beats.counters.on_sample = metrics.records
+    return Worker(ledgers, handlers, leases, config, metrics=metrics)
 
 
 def _metrics(options: WorkerOptions) -> Metrics | None:

@@ -279,6 +279,11 @@ def _admit_reference(
             specs = redis.hmget(key, ["s:" + sid for sid in part])
             for sid, raw, spec in zip(part, records, specs, strict=True):
                 if raw is not None or spec is not None:
+                    # A rival admitting this workflow writes its manifest before any step:
+                    # a step found now may be its, so the manifest answers first.
+                    stored = redis.hget(key, manifest_field)
+                    if stored is not None:
+                        return stored_answer(stored)
                     return FlowAdmission(
                         workflow_id, AdmissionStatus.CONFLICT, "step_exists: " + sid
                     )
@@ -287,6 +292,9 @@ def _admit_reference(
         pipe.zcard(runner.leases_key)
         pipe.hlen(runner.quarantine_key)
         if sum(pipe.execute()) + len(entries) > ledger.max_records:
+            stored = redis.hget(key, manifest_field)  # a rival's roots may fill it
+            if stored is not None:
+                return stored_answer(stored)
             return FlowAdmission(workflow_id, AdmissionStatus.FULL, "max_records")
     if not runner.write("HSETNX", key, manifest_field, manifest):
         with runner.translate_errors():

@@ -100,7 +100,18 @@ def test_every_write_raises_ledger_error_and_changes_nothing(
             with pytest.raises(LedgerError) as caught:
                 write()
             refused(caught)
-            assert dump(ledger) == before, f"a refused {name} wrote to Redis"
+            after = dump(ledger)
+            if name == "claim" and not optimized:
+                taken = after
+                # The reference claim takes the wake marker before it reads the index
+                # (as a woken worker's BZPOPMIN does), so that no admission's wake-up is
+                # lost between its calls: deleting a key needs no memory. Nothing else moves.
+                after = {k: v for k, v in after.items() if not k.endswith(":wake")}
+                before_claim = {k: v for k, v in before.items() if not k.endswith(":wake")}
+                assert after == before_claim, f"a refused {name} wrote to Redis"
+                before = taken
+                continue
+            assert after == before, f"a refused {name} wrote to Redis"
         # Reads need no memory: they go on.
         record = ledger.resolve("kept")
         assert record is not None and record.state is State.PENDING

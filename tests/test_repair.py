@@ -514,3 +514,16 @@ def test_bytes_put_right_after_quarantine_are_back_in_service(make_ledger: MakeL
     assert ledger.stats().quarantined == 0
     claim = ledger.claim("w")
     assert claim is not None and claim.request_id == "job"
+
+
+@pytest.mark.parametrize("cursor", ["18446744073709551616", "99999999999999999999", 2**64])
+def test_a_cursor_past_64_bits_is_refused_before_anything_is_written(
+    make_ledger: Callable[..., Ledger], redis_client: redis.Redis, cursor: str | int
+) -> None:
+    ledger = make_ledger()
+    ledger.admit("a", "x")
+    before = {key: redis_client.dump(key) for key in ledger.keys}
+    with pytest.raises(ValueError, match="cursor must be a cursor returned by repair"):
+        ledger.repair_page(cursor)
+    assert {key: redis_client.dump(key) for key in ledger.keys} == before
+    assert ledger.repair_page(str(2**64 - 1)).cursor.isdigit()  # the largest is a cursor

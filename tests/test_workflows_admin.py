@@ -13,7 +13,7 @@ import pytest
 from django.contrib.admin.utils import quote
 from django.contrib.auth.models import User
 from django.core.management import call_command
-from django.test import Client, override_settings
+from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -23,13 +23,7 @@ from tests.tasks_app import workflow_tasks as t
 from tests.tasks_helpers import run_until_settled
 
 pytest_plugins = ["tests.api_fixtures"]
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("workflow_urls")]
-
-
-@pytest.fixture
-def workflow_urls() -> Any:
-    with override_settings(ROOT_URLCONF="tests.workflow_urls"):
-        yield
+pytestmark = [pytest.mark.django_db]
 
 
 def failed_workflow() -> str:

@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.contrib.admin.utils import quote
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import URLPattern, reverse
 from django.utils.html import format_html
 
 from .. import operations, permissions
@@ -22,6 +22,7 @@ from .actions import OPERATIONS, ActionsAdmin, bulk_action
 from .display import escape_bytes, instant_text, pretty_payload, relative_text
 from .filters import QueueFilter, ScoreRangeFilter, StateFilter
 from .tasks import TaskFilter, read_task, task_section
+from .workflows import step_workflow_url, workflow_urls
 
 __all__ = ["RecordAdmin"]
 
@@ -104,6 +105,9 @@ class RecordAdmin(ActionsAdmin):
     def has_purge_permission(self, request: HttpRequest) -> bool:
         return permissions.can(request.user, "purge")
 
+    def get_urls(self) -> list[URLPattern]:
+        return [*workflow_urls(self.admin_site), *super().get_urls()]
+
     def detail(self, request: HttpRequest, key: str, queue: str, request_id: str) -> HttpResponse:
         """Show one record as stored, every field, and the actions this user may take."""
         ledger = get_ledger(queue)
@@ -121,6 +125,7 @@ class RecordAdmin(ActionsAdmin):
             "key": key,
             "queue": queue,
             "request_id": request_id,
+            "workflow_url": step_workflow_url(queue, request_id),
             "snap": snap,
             "record": record,
             "size": len(snap.raw),

@@ -18,6 +18,7 @@ from .views import (
 )
 from .views.limits import LimitsViewSet
 from .views.series import SeriesViewSet
+from .views.workflows import WorkflowViewSet
 
 app_name = "django_ledger_api"
 
@@ -79,6 +80,11 @@ urlpatterns: list[URLPattern] = [
         Q + "limits/change/",
         LimitsViewSet.as_view({"post": "change"}),
         name="limits-change",
+    ),
+    path(
+        Q + "workflows/<ledger_request_id:workflow_id>/",
+        WorkflowViewSet.as_view({"get": "retrieve"}),
+        name="workflow",
     ),
     path("dispatch/log/", DispatchViewSet.as_view({"post": "log"}), name="dispatch-log"),
     path("dispatch/find/", DispatchViewSet.as_view({"get": "find"}), name="dispatch-find"),

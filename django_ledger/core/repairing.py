@@ -32,7 +32,9 @@ class Repairing(LedgerBase):
         """
         if isinstance(cursor, bool) or not isinstance(cursor, str | int):
             raise TypeError(f"cursor must be a str, not {type(cursor).__name__}")
-        if not str(cursor).isdigit() or len(str(cursor)) > 20:
+        # HSCAN's cursors are unsigned 64-bit: a larger one is refused here, before the
+        # sweep writes anything, not by Redis halfway through the page.
+        if not str(cursor).isdigit() or len(str(cursor)) > 20 or int(cursor) >= 2**64:
             raise ValueError(f"cursor must be a cursor returned by repair, got {cursor!r}")
         positive_int(count, "count", upper=10_000)
         report = self.sweep(count)

@@ -73,6 +73,7 @@ ROUTES = [
     Route("gate", "POST", Q + "gate/", "operate", {"closed": True}),
     Route("limits", "GET", Q + "limits/", "view_queue"),
     Route("limits-change", "POST", Q + "limits/change/", "limit", {"concurrency": 2}),
+    Route("workflow", "GET", Q + "workflows/w1/", "view"),
     Route("dispatch-log", "POST", "/api/dispatch/log/", "claim", {"key": "k", "fire_time": 1}),
     Route(
         "dispatch-find", "GET", "/api/dispatch/find/", "view", query={"key": "k", "fire_time": 1}

@@ -100,7 +100,7 @@ TOKEN = "POST /api/token/"
 
 
 def test_the_schema_lists_every_operation() -> None:
-    assert len(OPERATIONS) == 24  # with GET results/{request_id}, series/ and limits/
+    assert len(OPERATIONS) == 25  # with GET results/{request_id}, series/, limits/, workflows/
     assert TOKEN in OPERATIONS
 
 

@@ -23,7 +23,7 @@ from ..conf import get_ledger, ledger_settings
 from ..core.errors import LedgerError
 from ..core.flows import read_workflow, workflow_of_step
 from ..models import Record
-from ..tasks.workflows import WorkflowStep, state_of
+from ..tasks.workflow_state import WorkflowStep, state_of
 from .lookups import join_key
 
 __all__ = ["StepRow", "step_workflow_url", "workflow_url", "workflow_urls", "workflow_view"]

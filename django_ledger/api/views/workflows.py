@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from ...core.flows import read_workflow
 from ...core.records import id_problem
-from ...tasks.workflows import STEP_STATES, WorkflowState, state_of
+from ...tasks.workflow_state import STEP_STATES, WorkflowState, state_of
 from ..errors import ApiError
 from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
 from .base import LedgerViewSet

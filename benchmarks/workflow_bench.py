@@ -522,6 +522,15 @@ def report(runs: dict[str, list[Run]], sent: dict[str, Counter[str]], count_step
         f"requests the worker sent per step (MONITOR, one more untimed run of {count_steps:,} "
         "steps enqueued before the worker started; its start-up included)."
     )
+    for name in ("ledger", "ledger-plain"):
+        mine = [r.seconds for r in runs.get(name, []) if r.ok]
+        theirs = [r.seconds for r in runs.get("celery", []) if r.ok]
+        if mine and theirs:
+            print(
+                f"{name} against celery, the least favourable pairing (celery's fastest run "
+                f"{min(theirs):.2f} s over {name}'s slowest {max(mine):.2f} s): "
+                f"{min(theirs) / max(mine):.2f}x"
+            )
     for suffix, how in (("", "defaults"), (" c1", "--concurrency 1 --prefetch 0")):
         chord_run, plain_run = sent.get("ledger" + suffix), sent.get("ledger-plain" + suffix)
         if chord_run is None or plain_run is None:

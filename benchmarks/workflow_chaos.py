@@ -1,6 +1,6 @@
 """Workflows under chaos: 200 chords of 50 steps; every callback once, with all its results.
 
-Run from the repository root (the figures in docs/workflows.md come from such a run):
+Run from the repository root (it prints how it ran, then the counts):
 
     /work/venv311/bin/python -m benchmarks.workflow_chaos              # 200 chords of 50
     /work/venv311/bin/python -m benchmarks.workflow_chaos --quick      # 40 chords of 20

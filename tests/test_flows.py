@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import redis
 
 from django_ledger import Claim, Ledger, State
 from django_ledger.core.flows import (
@@ -23,7 +24,7 @@ from django_ledger.core.flows import (
 )
 from django_ledger.core.results import AdmissionStatus
 from django_ledger.operations import mark_failed, retry_now, snapshot
-from tests.ledger_helpers import expire_and_repair
+from tests.ledger_helpers import count_calls, expire_and_repair
 
 pytest_plugins = ["tests.ledger_fixtures"]
 
@@ -277,3 +278,28 @@ def test_a_released_payload_is_exactly_head_inputs_tail(ledger: Ledger) -> None:
     ledger.settle(claim_all(ledger)["a"], State.COMPLETED, result=doc)
     released = claim_all(ledger)["b"].payload
     assert released == '{"args":[[' + json.dumps(value, ensure_ascii=False) + "]" + tail
+
+
+def test_the_last_parents_settlement_releases_and_claims_the_child_in_one_call(
+    ledger: Ledger, redis_client: redis.Redis
+) -> None:
+    admit_workflow(ledger, "one", [step("a"), step("b"), step("c", "a", "b")])
+    first = claim_all(ledger)
+    ledger.settle(first["a"], State.COMPLETED, result=result_doc("A"))
+    with count_calls(redis_client) as counted:
+        _, claims = ledger.settle_and_claim(
+            [(first["b"], State.COMPLETED, 0, result_doc("B"))], "w", 10
+        )
+    assert [c.request_id for c in claims] == ["one:c"]
+    assert json.loads(claims[0].payload)["args"] == ["A", "B"]
+    if ledger.optimized:
+        assert counted.evalsha == 1  # settle, release and claim: one round trip
+
+
+def test_repair_never_makes_a_waiting_step_claimable(ledger: Ledger) -> None:
+    admit_workflow(ledger, "w", [step("a"), step("b", "a"), step("c", "b")])
+    claim_all(ledger)
+    report = expire_and_repair(ledger, 3_600_000)  # every lease long expired
+    assert report.reindexed == 0
+    assert set(claim_all(ledger)) == {"a"}  # given back; b and c still wait
+    assert states(ledger, "w") == {"a": "CLAIMED", "b": "WAITING", "c": "WAITING"}

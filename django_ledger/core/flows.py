@@ -57,6 +57,8 @@ ON_FAILURE = ("cancel", "continue")
 #: How a step's parents' results go into its payload: not at all, as its first arguments
 #: in parent order (a chain), or as one list in parent order (a chord's callback).
 INPUTS = ("none", "spread", "list")
+#: ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``, its encoder built once.
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _ADMIT_CODES = {
     1: AdmissionStatus.ADMITTED,
     2: AdmissionStatus.DUPLICATE,
@@ -166,7 +168,8 @@ def _check(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) -> None:
         for text in (step.payload, step.head, step.tail):
             if not isinstance(text, str):
                 raise TypeError(f"step {step.name!r}: payload, head and tail must be str")
-            if len(text.encode("utf-8")) > ledger.max_payload_bytes:
+            size = len(text) if text.isascii() else len(text.encode("utf-8"))
+            if size > ledger.max_payload_bytes:
                 raise ValueError(f"step {step.name!r}: its payload is over max_payload_bytes")
         seen.add(step.name)
 
@@ -182,7 +185,7 @@ def _manifest(workflow_id: str, steps: Sequence[FlowStep]) -> str:
         "steps": [[s.name, list(s.parents), s.on_failure, s.inputs] for s in steps],
         "digest": digest.hexdigest(),
     }
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+    return _compact(document)
 
 
 def _entries(workflow_id: str, steps: Sequence[FlowStep]) -> list[tuple[str, str, str, str, int]]:
@@ -192,25 +195,30 @@ def _entries(workflow_id: str, steps: Sequence[FlowStep]) -> list[tuple[str, str
         for parent in step.parents:
             dependants[parent].append([step_id(workflow_id, step.name), step.on_failure])
     entries = []
+    root_spec = _compact({"f": workflow_id})
     for step in steps:
         sid = step_id(workflow_id, step.name)
-        spec: dict[str, Any] = {"f": workflow_id}
         if step.parents:
-            spec.update(
-                p=[step_id(workflow_id, parent) for parent in step.parents],
-                o=step.on_failure,
-                m=step.inputs,
-                h=step.head,
-                t=step.tail,
-                x=step.payload,
+            spec = _compact(
+                {
+                    "f": workflow_id,
+                    "p": [step_id(workflow_id, parent) for parent in step.parents],
+                    "o": step.on_failure,
+                    "m": step.inputs,
+                    "h": step.head,
+                    "t": step.tail,
+                    "x": step.payload,
+                }
             )
+        else:
+            spec = root_spec  # the same for every root: encoded once
         deps = dependants[step.name]
         entries.append(
             (
                 sid,
                 "" if step.parents else step.payload,
-                json.dumps(spec, ensure_ascii=False, separators=(",", ":")),
-                json.dumps(deps, ensure_ascii=False, separators=(",", ":")) if deps else "",
+                spec,
+                _compact(deps) if deps else "",
                 len(step.parents),
             )
         )
@@ -279,6 +287,11 @@ def _admit_reference(
             specs = redis.hmget(key, ["s:" + sid for sid in part])
             for sid, raw, spec in zip(part, records, specs, strict=True):
                 if raw is not None or spec is not None:
+                    # A rival admitting this workflow writes its manifest before any step:
+                    # a step found now may be its, so the manifest answers first.
+                    stored = redis.hget(key, manifest_field)
+                    if stored is not None:
+                        return stored_answer(stored)
                     return FlowAdmission(
                         workflow_id, AdmissionStatus.CONFLICT, "step_exists: " + sid
                     )
@@ -287,6 +300,9 @@ def _admit_reference(
         pipe.zcard(runner.leases_key)
         pipe.hlen(runner.quarantine_key)
         if sum(pipe.execute()) + len(entries) > ledger.max_records:
+            stored = redis.hget(key, manifest_field)  # a rival's roots may fill it
+            if stored is not None:
+                return stored_answer(stored)
             return FlowAdmission(workflow_id, AdmissionStatus.FULL, "max_records")
     if not runner.write("HSETNX", key, manifest_field, manifest):
         with runner.translate_errors():

@@ -11,6 +11,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
+
 from ..core.errors import LedgerError
 from ..core.flows import FlowStep, admit_workflow
 from ..core.results import AdmissionStatus
@@ -53,8 +55,8 @@ def admit_workflow_rows(rows: Iterable[Any]) -> tuple[list[str], list[str]]:
                 for name, payload, parents, on_failure, inputs, head, tail in spec["steps"]
             ]
             answer = admit_workflow(queues.get(row.queue).ledger, spec["id"], steps)
-        except (LedgerError, ValueError, TypeError, KeyError) as exc:
-            if isinstance(exc, LedgerError):
+        except (LedgerError, ImproperlyConfigured, ValueError, TypeError, KeyError) as exc:
+            if isinstance(exc, LedgerError | ImproperlyConfigured):  # kept, as for tasks
                 logger.warning("outbox: workflow row %r kept: %s", row.id, exc)
                 kept.append(row.id)
             else:

@@ -321,17 +321,24 @@ def _steps(
             )
         queue = planned[0].call.task.queue_name
     steps: list[FlowStep] = []
+    # Many steps share a task: its checks and plan are made once per task object.
+    prepared: dict[int, tuple[Task[..., Any], Task[..., Any], Any]] = {}
     for step in planned:
         task = step.call.task
-        if _backend(task) is not backend:
-            raise InvalidTask("every step of a workflow must use the same task backend")
-        if task.run_after is not None:
-            raise InvalidTask(
-                f"{task.module_path}: a workflow's step runs when released, not run_after"
-            )
-        if task.queue_name != queue:
-            task = task.using(queue_name=queue)
-        plan = backend._plan(task)
+        known = prepared.get(id(task))
+        if known is not None and known[0] is step.call.task:
+            _, task, plan = known
+        else:
+            if _backend(task) is not backend:
+                raise InvalidTask("every step of a workflow must use the same task backend")
+            if task.run_after is not None:
+                raise InvalidTask(
+                    f"{task.module_path}: a workflow's step runs when released, not run_after"
+                )
+            if task.queue_name != queue:
+                task = task.using(queue_name=queue)
+            plan = backend._plan(task)
+            prepared[id(step.call.task)] = (step.call.task, task, plan)
         args = list(step.call.args)
         if step.inputs == "empty":
             args = [[], *args]

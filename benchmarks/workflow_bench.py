@@ -20,13 +20,15 @@ from the first signature built to the result in hand. Systems (``--only`` picks 
 * ``celery``: ``chord(step.s(i) ...)(collect.s())`` on Celery with a Redis broker and a
   Redis result backend (both the bench's server), Celery's defaults otherwise (the
   Redis backend's native chord counter: no ``chord_unlock`` polling), one worker
-  ``celery worker --pool threads --concurrency 8`` (8: the ledger worker's default);
-  the result read by ``AsyncResult.get()`` (Celery's pub/sub wait);
-* ``ledger``: the same chord through ``django_ledger.tasks.workflows`` (the Django task
-  framework on the ledger, ``tests.workflow_bench_settings``), one ``manage.py
-  ledger_worker wfbench`` with its defaults (concurrency 8, prefetch 8); the result read
-  from the workflow's handle, polled every 2 ms (the polls are counted and taken out of
-  the command figures);
+  ``celery worker --pool threads --concurrency 8`` (8: the ledger worker's default),
+  plain Celery (no ``DJANGO_SETTINGS_MODULE``, so its Django fix-up is off: the faster
+  way); the result read by ``AsyncResult.get()`` (Celery's pub/sub wait);
+* ``ledger``: the same chord through ``django_ledger.tasks.workflows``
+  (``chord([sig(step, i) ...], sig(collect)).enqueue()``, the Django task framework on
+  the ledger, ``tests.workflow_bench_settings``), one ``manage.py ledger_worker
+  wfbench`` with its defaults (concurrency 8, prefetch 8); the bench waits on the count
+  of completed records (one ``ZCARD`` every 2 ms, taken out of the command figures),
+  then reads the callback's result through its task (``collect.get_result(id)``);
 * ``ledger-plain``: the same number of independent no-op Django tasks, admitted with
   ``enqueue_many`` and drained by the same worker: what the steps cost without a
   workflow, for the per-step command counts below.
@@ -522,6 +524,15 @@ def report(runs: dict[str, list[Run]], sent: dict[str, Counter[str]], count_step
         f"requests the worker sent per step (MONITOR, one more untimed run of {count_steps:,} "
         "steps enqueued before the worker started; its start-up included)."
     )
+    for name in ("ledger", "ledger-plain"):
+        mine = [r.seconds for r in runs.get(name, []) if r.ok]
+        theirs = [r.seconds for r in runs.get("celery", []) if r.ok]
+        if mine and theirs:
+            print(
+                f"{name} against celery, the least favourable pairing (celery's fastest run "
+                f"{min(theirs):.2f} s over {name}'s slowest {max(mine):.2f} s): "
+                f"{min(theirs) / max(mine):.2f}x"
+            )
     for suffix, how in (("", "defaults"), (" c1", "--concurrency 1 --prefetch 0")):
         chord_run, plain_run = sent.get("ledger" + suffix), sent.get("ledger-plain" + suffix)
         if chord_run is None or plain_run is None:

@@ -28,6 +28,7 @@ from django_ledger import (
     State,
 )
 from django_ledger.core.records import checksum, decode_record, encode_record
+from django_ledger.core.results import Settlement
 
 # -- strategies ---------------------------------------------------------------------
 
@@ -534,3 +535,12 @@ def test_the_largest_importable_fence_still_grows_on_claim(
     assert (claim.attempt, claim.fence) == (top + 1, top + 1)
     record = ledger.resolve("big")
     assert record is not None and record.fence == claim.fence
+
+
+@given(records())
+def test_a_settlements_due_at_read_from_its_bytes_is_the_decoded_records(record: Record) -> None:
+    # The worker's counters read the wait time's due_at from the bytes, without decoding.
+    raw = encode_record(record)
+    answer = Settlement(SettlementStatus.SETTLED, request_id=record.request_id, raw=raw)
+    assert answer.due_at == record.due_at
+    assert answer.record is not None and answer.due_at == answer.record.due_at

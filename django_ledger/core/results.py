@@ -183,6 +183,20 @@ class Settlement:
         return self._record
 
     @property
+    def due_at(self) -> int | None:
+        """The record's due time (epoch ms), read from its bytes without decoding them.
+
+        What the counters' wait time needs: the bytes the settlement's own script
+        wrote, at the offset every record version keeps it (``records.py``).
+        """
+        if self._record is not None:
+            return self._record.due_at
+        raw = self._raw
+        if raw is None or len(raw) < 18:
+            return None
+        return int.from_bytes(raw[10:18], "big")
+
+    @property
     def ok(self) -> bool:
         return self.status is not SettlementStatus.LOST
 

@@ -83,9 +83,9 @@ def tallied(
     """
     wait = None
     if word == "completed" or word == "failed":
-        record = answer.record
-        if record is not None:
-            wait = (entry.job.started_at - record.due_at) / 1000
+        due_at = answer.due_at  # read from the bytes: no decode for a count
+        if due_at is not None:
+            wait = (entry.job.started_at - due_at) / 1000
     tally.add(entry.queue, name, word, seconds, wait)
 
 

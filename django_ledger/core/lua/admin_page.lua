@@ -1,5 +1,5 @@
 -- admin_page.lua: the rows of one admin page of records, read in one consistent snapshot.
--- KEYS: the standard twelve (codec.lua). ARGV[1] skew (unused: nothing here reads the clock).
+-- KEYS: the standard list (codec.lua). ARGV[1] skew (unused: nothing here reads the clock).
 -- ARGV[2] mode:
 --   'rank': ARGV[3] offset, ARGV[4] limit, ARGV[5] '1' to read scores high to low, then
 --           triples from ARGV[6]: index (2 ready, 3 leases, 6 completed, 7 failed, 8 dead),

@@ -1,5 +1,5 @@
 -- admin_quarantine.lua: one admin page of a queue's quarantine, in hash order.
--- KEYS: the standard twelve (codec.lua). ARGV[1] skew (unused), ARGV[2] offset,
+-- KEYS: the standard list (codec.lua). ARGV[1] skew (unused), ARGV[2] offset,
 -- ARGV[3] limit (0 for the count alone), ARGV[4..] request ids: when given, read
 -- those ids instead of a page.
 -- Returns {total, id, quarantined bytes, stored bytes or nil, ...}: total is the size

@@ -1,5 +1,5 @@
 -- admit.lua: admit a batch of requests.
--- KEYS: the standard twelve (codec.lua).
+-- KEYS: the standard list (codec.lua).
 -- ARGV[1] skew, ARGV[2] max_records, ARGV[3] delay ms, ARGV[4] traceparent ('' for none),
 -- ARGV[5] priority (-100..100), ARGV[6..] pairs of request id, payload; in a queue with
 -- a KEY (keyed.lua) ARGV[6] is '' and triples of request id, payload, key follow.

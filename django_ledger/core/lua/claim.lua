@@ -1,6 +1,6 @@
 -- claim.lua: claim up to a limit of due PENDING records for one owner, under the queue's
 -- limits (limits.lua).
--- KEYS: the standard twelve (codec.lua).
+-- KEYS: the standard list (codec.lua).
 -- ARGV[1] skew, ARGV[2] owner, ARGV[3] lease ms, ARGV[4] limit, ARGV[5] how many of the
 -- claims start at once (the rest are held; absent: all start).
 -- Returns {now, next due, id, payload, attempt, fence, lease_until, traceparent, held (1/0),

@@ -1,5 +1,5 @@
 -- counters.lua: a queue's outcome counters and time histograms, by minute and by hour.
--- Not one of the twelve-key scripts (codec.lua gives it server_now and next_band only).
+-- Not one of the scripts on the standard key list (codec.lua gives it server_now and next_band only).
 -- KEYS[1] the queue's counter prefix ({ns:queue}:counts); every key written or read
 -- starts with it, so on a Redis Cluster all of a queue's counters share its slot:
 --   PREFIX:m:<minute> hash   PREFIX:h:<hour> hash   (minute = epoch ms // 60000)

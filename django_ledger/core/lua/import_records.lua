@@ -1,5 +1,5 @@
 -- import_records.lua: write a batch of records exactly as given (offline migration).
--- KEYS: the standard twelve (codec.lua).
+-- KEYS: the standard list (codec.lua).
 -- ARGV[1] skew, ARGV[2] max records, ARGV[3..] pairs of id, encoded bytes.
 -- Returns {-2} while the gate is open (nothing written), else one code and detail per
 -- pair: 1 written, 2 the id exists (detail: stored bytes, the caller compares),

@@ -1,5 +1,5 @@
 -- now.lua: the server clock of the queue's own node, and optionally one record's bytes.
--- KEYS: the standard twelve (codec.lua); only KEYS[1] is read. Run with the queue's keys so
+-- KEYS: the standard list (codec.lua); only KEYS[1] is read. Run with the queue's keys so
 -- that, on a cluster, the clock read is the one of the master that runs every other script
 -- of this queue (a bare TIME goes to whichever node the client picks).
 -- ARGV[1] skew, ARGV[2] (optional) a request id.

@@ -1,7 +1,7 @@
 -- reindex.lua: the reference's REPAIR: rebuild one record's indexes if its bytes are
 -- still exactly the ones observed, so a stale pass cannot touch a newer claim. The caller
 -- has decoded those bytes.
--- KEYS: the standard twelve (codec.lua).
+-- KEYS: the standard list (codec.lua).
 -- ARGV[1] skew, ARGV[2] id, ARGV[3] observed bytes, ARGV[4] index letter P/C/K/F/D,
 -- ARGV[5] score.
 -- Returns 0 stale, 1 indexes already right, 2 rebuilt.

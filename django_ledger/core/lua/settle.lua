@@ -1,5 +1,5 @@
 -- settle.lua: renew, give back or settle a batch of claims (ops.lua, settle_items).
--- KEYS: the standard twelve (codec.lua).
+-- KEYS: the standard list (codec.lua).
 -- ARGV[1] skew, ARGV[2] max retained, then six per item: request id, owner, fence,
 -- target, ms, result.
 -- Returns {now, code, detail, ...}, one pair per item.

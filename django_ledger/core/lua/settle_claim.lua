@@ -1,6 +1,6 @@
 -- settle_claim.lua: settle a batch of claims, then claim more for the same owner, in one
 -- step: a worker that has just finished asks for its next work in the same round trip.
--- KEYS: the standard twelve (codec.lua).
+-- KEYS: the standard list (codec.lua).
 -- ARGV[1] skew, ARGV[2] max retained, ARGV[3] owner, ARGV[4] lease ms, ARGV[5] limit,
 -- ARGV[6] n items, then six per item as settle.lua takes them, then (optional) how many
 -- of the claims start at once (the rest are held; absent: all start).

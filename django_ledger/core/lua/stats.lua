@@ -1,5 +1,5 @@
 -- stats.lua: one consistent snapshot of a queue's counters, from its indexes only.
--- KEYS: the standard twelve (codec.lua). ARGV[1] skew.
+-- KEYS: the standard list (codec.lua). ARGV[1] skew.
 -- Returns {now, pending_due, pending_later, claimed, expired_leases, completed, failed,
 -- dead, quarantined, total, gate, oldest_due_at or -1}.
 -- Pending records are counted band by band (one per priority in use, codec.lua).

@@ -1,5 +1,5 @@
 -- sweep.lua: find by the indexes what repair must look at now, whatever the scan's cursor.
--- KEYS: the standard twelve (codec.lua).
+-- KEYS: the standard list (codec.lua).
 -- ARGV[1] skew, ARGV[2] retention ms, ARGV[3] most entries to look at per index,
 -- ARGV[4] max retained. First purges up to ARGV[3] of the oldest ended records past
 -- max retained (ended records are bounded by count as well as by retention). Drops index

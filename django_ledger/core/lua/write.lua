@@ -1,6 +1,6 @@
 -- write.lua: the generic compare-and-set write the reference path is built on
 -- (the reference's WRITE, extended with terminal indexes and an explicit gate rule).
--- KEYS: the standard twelve (codec.lua).
+-- KEYS: the standard list (codec.lua).
 -- ARGV[1] skew, ARGV[2] id, ARGV[3] expected bytes ('' = must be absent),
 -- ARGV[4] new bytes ('' = delete the record), ARGV[5] ready score or '',
 -- ARGV[6] lease score or '', ARGV[7] terminal index 'K'/'F'/'D' or '', ARGV[8] its score,

@@ -48,6 +48,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import transactions_chaos as chaos  # noqa: E402
+
 LEASE = 3
 FAULTS = ("worker", "pause", "redis", "script-flush", "producer")
 
@@ -139,16 +141,15 @@ def child(role: str, *args: str) -> None:
         raise SystemExit(f"unknown role {role!r}")
 
 
-class Fleet:
-    """The child processes of one role: started, killed and restarted by index."""
+class Fleet(chaos.Fleet):
+    """The child processes of one role (``transactions_chaos.Fleet``), with this script's
+    children and their arguments, and a restart of those that exited on their own."""
 
     def __init__(
         self, role: str, count: int, env: dict[str, str], workdir: Path, args: list[str]
     ) -> None:
-        self.role, self.env, self.workdir, self.args = role, env, workdir, args
-        self.procs: list[subprocess.Popen[bytes]] = []
-        for index in range(count):
-            self.procs.append(self._spawn(index))
+        self.args = args
+        super().__init__(role, count, env, workdir)
 
     def _spawn(self, index: int) -> subprocess.Popen[bytes]:
         args = [sys.executable, "-m", "benchmarks.workflow_chaos", "--child", self.role]
@@ -163,24 +164,6 @@ class Fleet:
                 self.procs[index] = self._spawn(index)
                 revived += 1
         return revived
-
-    def kill(self, index: int) -> None:
-        proc = self.procs[index]
-        proc.send_signal(signal.SIGCONT)
-        proc.kill()
-        proc.wait()
-        self.procs[index] = self._spawn(index)
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            proc.send_signal(signal.SIGCONT)
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def setup_tables() -> None:

@@ -609,6 +609,15 @@ def _drain_in_process(
     _admit_raw(client, n)
     client.config_resetstat()
     ledger = Ledger(client, NAMESPACE, "bench", max_records=10_000_000)
+    waited = _time_settle_and_claim(ledger)
+    handler = CallableHandler(lambda job: None, max_attempts=16)
+    config = WorkerConfig(concurrency=concurrency, prefetch=prefetch, burst=True, repair=False)
+    worker = worker_class({"bench": ledger}, {"bench": handler}, {"bench": 30.0}, config)
+    return worker, waited
+
+
+def _time_settle_and_claim(ledger: Any) -> list[float]:
+    """Wrap ``ledger.settle_and_claim`` to add up its seconds and calls: [seconds, calls]."""
     waited = [0.0, 0.0]
     real = ledger.settle_and_claim
 
@@ -620,11 +629,8 @@ def _drain_in_process(
             waited[0] += time.perf_counter() - began
             waited[1] += 1
 
-    ledger.settle_and_claim = timed  # type: ignore[method-assign]
-    handler = CallableHandler(lambda job: None, max_attempts=16)
-    config = WorkerConfig(concurrency=concurrency, prefetch=prefetch, burst=True, repair=False)
-    worker = worker_class({"bench": ledger}, {"bench": handler}, {"bench": 30.0}, config)
-    return worker, waited
+    ledger.settle_and_claim = timed
+    return waited
 
 
 def _drain_tasks_in_process(
@@ -652,18 +658,7 @@ def _drain_tasks_in_process(
     )
     worker = build_worker(options)
     ledger = worker.ledgers[noop.queue_name]
-    waited = [0.0, 0.0]
-    real = ledger.settle_and_claim
-
-    def timed(*a: Any, **kw: Any) -> Any:
-        began = time.perf_counter()
-        try:
-            return real(*a, **kw)
-        finally:
-            waited[0] += time.perf_counter() - began
-            waited[1] += 1
-
-    ledger.settle_and_claim = timed  # type: ignore[method-assign]
+    waited = _time_settle_and_claim(ledger)
     return worker, waited
 
 

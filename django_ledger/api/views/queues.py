@@ -30,7 +30,7 @@ from .base import LedgerViewSet
 __all__ = ["QuarantineViewSet", "QueueViewSet"]
 
 #: The ledger actions a client may learn it holds on a queue.
-API_ACTIONS = ("admit", "claim", "view", "view_queue", "view_quarantine", "operate")
+API_ACTIONS = ("admit", "claim", "view", "view_queue", "view_quarantine", "operate", "limit")
 #: Bytes of a quarantined value shown in its preview.
 PREVIEW_BYTES = 256
 

@@ -295,7 +295,7 @@ def test_the_walk_sees_a_private_reach() -> None:
 def test_a_worker_serves_within_the_smallest_blocking_pool_the_docs_name(
     own_redis: RedisServer,
 ) -> None:
-    """docs/django.md: a worker holds one connection, so a BlockingConnectionPool needs 2."""
+    """docs/django.md: the loop holds one connection, an idle waker one: a pool of 2 serves."""
     pool = redis.BlockingConnectionPool.from_url(
         own_redis.url, max_connections=2, timeout=5, client_name="audit-two"
     )

@@ -20,8 +20,12 @@ over the rounds; each ratio is the median of the per-round ratios. "client CPU u
 this process's CPU time per call (``time.process_time``): the work of the client's own,
 which a loaded machine stretches less than the round trips.
 
-* outbox per call: ``with atomic(): add.enqueue(1, 2)``, one task per transaction; the
-  on-commit delivery (``admit_many``, ``DELETE``) included;
+* outbox per call: ``with atomic(): add.enqueue(1, 2)``, one task per transaction, with
+  the default ``OUTBOX_DELIVERY`` (``background``: the process's courier thread admits
+  and deletes the committed rows in batches); the round ends when the courier has
+  delivered every row (``flush_outbox()``), so its work is in the time and the CPU;
+* outbox per call, inline: the same with ``OUTBOX_DELIVERY: "inline"`` (the committing
+  thread's on-commit delivery: one ``admit_many``, one ``DELETE`` per transaction);
 * outbox, stage only: the same without its on-commit delivery (the callback dropped
   before the commit): the transaction's part; the difference is the delivery's part
   (one ``admit_many``, one ``DELETE`` in autocommit);
@@ -91,7 +95,15 @@ def configure_django(redis_url: str, database: dict[str, Any], tasks_db: bool) -
         "default": {
             "BACKEND": "django_ledger.tasks.LedgerBackend",
             "OPTIONS": {"TRANSACTIONS": "outbox", "DATABASE": "default"},
-        }
+        },
+        "inline": {
+            "BACKEND": "django_ledger.tasks.LedgerBackend",
+            "OPTIONS": {
+                "TRANSACTIONS": "outbox",
+                "DATABASE": "default",
+                "OUTBOX_DELIVERY": "inline",
+            },
+        },
     }
     if tasks_db:
         apps.append("django_tasks_db")
@@ -129,21 +141,30 @@ def systems(calls: int, tasks_db: bool) -> dict[str, Callable[[], int]]:
     """Each system's round: do ``calls`` enqueues (or effects), return how many."""
     from django.db import transaction
 
-    from django_ledger.tasks import enqueue_many, task
+    from django_ledger.tasks import enqueue_many, flush_outbox, task
 
     add = globals()["bench_add"] = task(bench_add)
+    add_inline = add.using(backend="inline")
     bulk = [((1, 2), {})] * BULK
 
     def outbox_one() -> int:
         for _ in range(calls):
             with transaction.atomic():
                 add.enqueue(1, 2)
+        flush_outbox()  # every row delivered: the courier's work is in the round
+        return calls
+
+    def outbox_inline() -> int:
+        for _ in range(calls):
+            with transaction.atomic():
+                add_inline.enqueue(1, 2)
         return calls
 
     def outbox_bulk() -> int:
         for _ in range(calls // BULK):
             with transaction.atomic():
                 enqueue_many(add, bulk)
+        flush_outbox()
         return calls // BULK * BULK
 
     def stage_one() -> int:
@@ -167,6 +188,7 @@ def systems(calls: int, tasks_db: bool) -> dict[str, Callable[[], int]]:
 
     found: dict[str, Callable[[], int]] = {
         "outbox per call": outbox_one,
+        "outbox per call, inline": outbox_inline,
         "outbox, stage only": stage_one,
         "outbox bulk (100/tx)": outbox_bulk,
         "plain enqueue": plain_one,
@@ -423,7 +445,13 @@ def main() -> None:
         "the transaction (BEGIN, INSERT, COMMIT)": median(
             1e6 / s for s in rates["outbox, stage only"]
         ),
-        "the delivery (admit_many, DELETE)": median(
+        "inline, the delivery (admit_many, DELETE)": median(
+            1e6 / o - 1e6 / s
+            for o, s in zip(
+                rates["outbox per call, inline"], rates["outbox, stage only"], strict=True
+            )
+        ),
+        "background, the courier's part in the caller's time": median(
             1e6 / o - 1e6 / s
             for o, s in zip(rates["outbox per call"], rates["outbox, stage only"], strict=True)
         ),

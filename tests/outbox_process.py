@@ -13,6 +13,9 @@ Steps:
 - ``killed ID_FILE``: enqueue inside ``atomic()``, write the task id to ``ID_FILE`` and
   commit; an on-commit callback registered first SIGKILLs the process, so the committer's
   own delivery never runs.
+- ``exits COUNT``: COUNT transactions of one enqueue each, then a normal exit at once:
+  with ``OUTBOX_DELIVERY`` ``background`` (PostgreSQL's default) the courier may still
+  hold them, and the exit waits for it.
 - ``relay``: ``manage.py ledger_relay --once``.
 - ``worker ARGS...``: ``manage.py ledger_worker --concurrency 1 ARGS...`` (until SIGTERM,
   or ``--burst``); ``start`` runs a step without waiting for it.
@@ -123,6 +126,20 @@ def _killed(id_file: str) -> dict[str, Any]:
     return {"survived": True}  # never reached
 
 
+def _exits(count: str) -> dict[str, Any]:
+    from django.db import transaction
+
+    from django_ledger.outbox import courier
+    from tests.tasks_app import tasks
+
+    ids = []
+    for n in range(int(count)):
+        with transaction.atomic():
+            ids.append(tasks.add.enqueue(n, n).id)
+    # nothing waits here: the process's exit does (courier.EXIT_FLUSH)
+    return {"ids": ids, "courier": courier._courier._thread is not None}
+
+
 def _command(name: str, *args: str) -> dict[str, Any]:
     from django.core.management import call_command
 
@@ -141,6 +158,8 @@ def main(argv: list[str]) -> None:
         found = _unmigrated()
     elif step == "killed":
         found = _killed(*args)
+    elif step == "exits":
+        found = _exits(*args)
     elif step == "relay":
         found = _command("ledger_relay", "--once")
     elif step == "worker":

@@ -67,3 +67,23 @@ def test_a_task_committed_by_a_killed_process_is_delivered_once(
     assert ran is not None and ran[0].claim.request_id == task_id
     assert run_claimed() is None  # admitted once
     assert tasks.add.get_result(task_id).return_value == 42
+
+
+def test_a_process_that_exits_right_after_its_commits_delivers_them(
+    request: pytest.FixtureRequest, redis_server: RedisServer, task_namespace: str, tmp_path: Path
+) -> None:
+    # On PostgreSQL the courier thread delivers after the commits; the exit waits for it.
+    where: dict[str, Any] = {
+        "redis_url": redis_server.url,
+        "namespace": task_namespace,
+        "database": _postgres(request, tmp_path),
+    }
+    answer(run("migrate", **where))
+    found = answer(run("exits", "50", **where))
+    assert found["courier"] is True  # delivered in the background, not by the commits
+    assert queues.get("default").ledger.stats().pending == 50
+    assert "delivered 0 task(s)" in answer(run("relay", **where))["stdout"]  # none left
+    claimed = set()
+    while (ran := run_claimed()) is not None:
+        claimed.add(ran[0].claim.request_id)
+    assert claimed == set(found["ids"])

@@ -20,7 +20,7 @@ from django.test import override_settings
 from django_ledger.models import OutboxEntry, TaskEffect
 from django_ledger.outbox.tables import forget_tables
 from django_ledger.services.relay import Relay
-from django_ledger.tasks import LedgerTaskContext, StaleAttempt, enqueue_many
+from django_ledger.tasks import LedgerTaskContext, StaleAttempt, enqueue_many, flush_outbox
 from django_ledger.tasks.compat import TaskResultDoesNotExist, TaskResultStatus
 from django_ledger.tasks.store import queues
 from tests import outbox_tasks
@@ -29,6 +29,7 @@ from tests.tasks_helpers import run_claimed, wait_until
 
 if TYPE_CHECKING:
     from tests.postgres_server import PostgresServer
+    from tests.redis_server import RedisServer
 
 pytest_plugins = ["tests.tasks_fixtures", "tests.postgres_server"]
 
@@ -55,18 +56,31 @@ def pg_alias(postgres_server: PostgresServer, django_db_blocker: Any) -> Iterato
         forget_tables()
 
 
-@pytest.fixture
-def on_pg(pg_alias: str, task_namespace: str, django_db_blocker: Any) -> Iterator[str]:
-    """The backend's outbox on ``pg``, in the test's namespace; the test's rows removed after."""
-    backend = {**settings.TASKS["default"], "OPTIONS": {"DATABASE": pg_alias}}
+@pytest.fixture(params=["inline", "background"])
+def on_pg(
+    request: pytest.FixtureRequest, pg_alias: str, task_namespace: str, django_db_blocker: Any
+) -> Iterator[str]:
+    """The backend's outbox on ``pg``, in the test's namespace; the test's rows removed after.
+
+    Once with each ``OUTBOX_DELIVERY``: ``background`` hands the committed rows to the
+    courier thread, which the tests wait on (``_delivered``) before they look.
+    """
+    options = {"DATABASE": pg_alias, "OUTBOX_DELIVERY": request.param}
+    backend = {**settings.TASKS["default"], "OPTIONS": options}
     with django_db_blocker.unblock(), override_settings(TASKS={"default": backend}):
         yield task_namespace
+        assert flush_outbox(30)
         for model in (OutboxEntry, TaskEffect, Group):
             model.objects.using(pg_alias).all().delete()
 
 
 def _pending() -> int:
     return queues.get("default").ledger.stats().pending
+
+
+def _delivered() -> None:
+    """Wait for the courier (``background``); inline, the commit delivered already."""
+    assert flush_outbox(30)
 
 
 def test_a_rolled_back_transaction_leaves_no_task(on_pg: str) -> None:
@@ -86,6 +100,7 @@ def test_a_committed_task_is_admitted_once(on_pg: str) -> None:
     with transaction.atomic(using=PG):
         result = tasks.add.enqueue(2, 3)
         assert _pending() == 0  # a worker sees nothing before the commit
+    _delivered()
     assert _pending() == 1
     assert not OutboxEntry.objects.using(PG).exists()
     assert Relay([PG]).run_once() == 0  # nothing left behind
@@ -93,6 +108,26 @@ def test_a_committed_task_is_admitted_once(on_pg: str) -> None:
     assert ran is not None and ran[0].claim.request_id == result.id
     assert run_claimed() is None
     assert tasks.add.get_result(result.id).return_value == 5
+
+
+def test_redis_down_at_commit_keeps_the_rows_for_the_relay(
+    on_pg: str, fresh_redis: RedisServer
+) -> None:
+    from tests.tasks_helpers import ledger_settings_for
+
+    ledger = ledger_settings_for(on_pg)
+    ledger["CONNECTION"] = fresh_redis.url
+    with override_settings(LEDGER=ledger):
+        fresh_redis.stop()
+        with transaction.atomic(using=PG):
+            results = [tasks.add.enqueue(n, 1) for n in range(3)]
+        _delivered()  # the courier tried, and kept them
+        assert OutboxEntry.objects.using(PG).count() == 3
+        assert tasks.add.get_result(results[0].id).status == TaskResultStatus.READY
+        fresh_redis.restart()
+        assert Relay([PG]).run_once() == 3
+        assert _pending() == 3
+        assert not OutboxEntry.objects.using(PG).exists()
 
 
 def test_two_relays_and_the_committer_racing_admit_each_once(on_pg: str) -> None:
@@ -120,6 +155,7 @@ def test_two_relays_and_the_committer_racing_admit_each_once(on_pg: str) -> None
         # as the commit lands and race the committer's own delivery of the same rows.
         transaction.on_commit(committed.set, using=PG)
         results = enqueue_many(tasks.add, [((n, n), {}) for n in range(count)])
+    _delivered()
     stop.set()
     for thread in threads:
         thread.join(60)
@@ -177,6 +213,7 @@ def test_a_conflicting_id_writes_nothing_and_a_savepoints_rows_are_checked(on_pg
             raise RuntimeError("roll the savepoint back")
         with transaction.atomic(using=PG):
             kept = tasks.add.enqueue(8, 8)
+    _delivered()
     assert _pending() == 2 and not OutboxEntry.objects.using(PG).exists()
     ran = {run_claimed()[0].claim.request_id for _ in range(2)}  # type: ignore[index]
     assert ran == {"pg-order:add", kept.id}

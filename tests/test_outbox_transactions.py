@@ -207,6 +207,13 @@ def test_the_checks_refuse_a_bad_mode_and_warn_of_old_rows(task_namespace: str) 
     with override_settings(TASKS={"default": {**_tasks(), "OPTIONS": {"TRANSACTIONS": "later"}}}):
         ids = [message.id for message in check_tasks()]
         assert "django_ledger.E065" in ids
+    for delivery, refused in (("later", True), ("inline", False), ("background", False)):
+        options = {"OUTBOX_DELIVERY": delivery}
+        with override_settings(TASKS={"default": {**_tasks(), "OPTIONS": options}}):
+            found = [m for m in check_tasks() if m.id == "django_ledger.E065"]
+            assert bool(found) is refused
+            if refused:
+                assert "OUTBOX_DELIVERY must be one of 'background', 'inline'" in found[0].msg
     with override_settings(TASKS={"default": {**_tasks(), "OPTIONS": {"OUTBOX_MAX_AGE": 60}}}):
         assert check_outbox(databases=["default"]) == []
         OutboxEntry.objects.create(id="old-1", backend="default", queue="default", payload="{}")

@@ -1,4 +1,5 @@
-"""The backend's transaction options: ``TRANSACTIONS``, ``DATABASE``, ``OUTBOX_MAX_AGE``."""
+"""The backend's transaction options: ``TRANSACTIONS``, ``DATABASE``, ``OUTBOX_MAX_AGE``,
+``OUTBOX_DELIVERY``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "DELIVERIES",
     "MODES",
     "TRANSACTION_OPTION_DEFAULTS",
     "TransactionOptions",
@@ -16,6 +18,8 @@ __all__ = [
 
 #: What an enqueue inside ``transaction.atomic()`` does (``docs/transactions.md``).
 MODES = ("outbox", "on_commit", "immediate")
+#: Who admits an outbox's rows after the commit (``outbox/courier.py``).
+DELIVERIES = ("background", "inline")
 
 TRANSACTION_OPTION_DEFAULTS: dict[str, Any] = {
     # outbox: a row in the caller's transaction, admitted on commit or by a relay.
@@ -24,6 +28,9 @@ TRANSACTION_OPTION_DEFAULTS: dict[str, Any] = {
     "DATABASE": "default",
     # Seconds an outbox row may wait before the deploy check warns (no relay running?).
     "OUTBOX_MAX_AGE": 300,
+    # background: the process's courier thread admits committed rows in batches, and the
+    # commit returns at once (SQLite: inline); inline: the committing thread does.
+    "OUTBOX_DELIVERY": "background",
 }
 
 
@@ -32,6 +39,7 @@ class TransactionOptions:
     mode: str
     database: str
     max_age: float
+    delivery: str = "background"
 
 
 def transaction_option_problem(name: str, value: Any) -> str | None:
@@ -44,6 +52,8 @@ def transaction_option_problem(name: str, value: Any) -> str | None:
         isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
     ):
         return f"OUTBOX_MAX_AGE must be a number of seconds more than 0, got {value!r}"
+    if name == "OUTBOX_DELIVERY" and value not in DELIVERIES:
+        return f"OUTBOX_DELIVERY must be one of {', '.join(map(repr, DELIVERIES))}, got {value!r}"
     return None
 
 
@@ -56,5 +66,8 @@ def transaction_options(options: Mapping[str, Any]) -> TransactionOptions:
                 raise ValueError(problem)
     merged = {**TRANSACTION_OPTION_DEFAULTS, **options}
     return TransactionOptions(
-        merged["TRANSACTIONS"], merged["DATABASE"], float(merged["OUTBOX_MAX_AGE"])
+        merged["TRANSACTIONS"],
+        merged["DATABASE"],
+        float(merged["OUTBOX_MAX_AGE"]),
+        merged["OUTBOX_DELIVERY"],
     )

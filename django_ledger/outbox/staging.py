@@ -1,9 +1,11 @@
 """An enqueue inside ``transaction.atomic()``: outbox rows in the caller's transaction.
 
 ``stage`` writes one row per call in the caller's transaction and registers one
-``transaction.on_commit`` per transaction (not per row) that admits the rows it wrote
-and deletes them; what a crash or a Redis outage leaves behind, the relay delivers
-(``services/relay.py``). ``defer`` is the ``on_commit`` mode: no row, lossy.
+``transaction.on_commit`` per transaction (not per row) that hands the rows it wrote to
+the process's courier (``courier.py``), which admits and deletes them in batches, or
+(``OUTBOX_DELIVERY: "inline"``, and on SQLite) admits and deletes them itself; what a
+crash or a Redis outage leaves behind, the relay delivers (``services/relay.py``).
+``defer`` is the ``on_commit`` mode: no row, lossy.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..core.jobs import BadPayload, decode_task
-from ..tasks.compat import TaskResult
+from ..tasks.compat import TaskResult, task_backends
 from ..tasks.exceptions import TaskIdConflict, UnknownTask
 from ..tasks.ledger_task import LedgerTask
 from ..tasks.resolve import resolve_task
 from ..tasks.results import new_result, usable_options
+from . import courier
 from .delivery import CHUNK, Row, admit_rows, delete_ids, existing_ids
 from .models import OutboxEntry
 
@@ -44,17 +47,18 @@ def in_transaction(database: str) -> bool:
 
 
 class _Delivery:
-    """The one on-commit callback of a transaction: admits the rows it wrote.
+    """The one on-commit callback of a transaction: delivers the rows it wrote.
 
     It holds copies of its rows, so the commit reads nothing back: one ``admit_many``
-    per queue and one ``DELETE`` (in autocommit, after the commit). Rows written inside
-    a savepoint may have been rolled back with it (Django drops the callbacks of a
-    rolled-back savepoint, not the rows a callback holds): those alone are looked up
-    before they are admitted.
+    per queue and one ``DELETE`` (in autocommit, after the commit), by the courier or,
+    ``inline``, by the committing thread. Rows written inside a savepoint may have been
+    rolled back with it (Django drops the callbacks of a rolled-back savepoint, not the
+    rows a callback holds): those alone are looked up before they are admitted.
     """
 
-    def __init__(self, database: str) -> None:
+    def __init__(self, database: str, background: bool) -> None:
         self.database = database
+        self.background = background
         self.rows: list[Row] = []
         #: Ids written inside a savepoint: admitted only if their row exists at commit.
         self.guarded: list[str] = []
@@ -64,6 +68,9 @@ class _Delivery:
         return [row.id for row in self.rows]
 
     def __call__(self) -> None:
+        if self.background:
+            courier.send(self.database, self.rows, self.guarded)
+            return
         try:
             rows = self.rows
             if self.guarded:
@@ -78,18 +85,27 @@ class _Delivery:
             )
 
 
-def _delivery(database: str) -> _Delivery:
+def _delivery(database: str, background: bool) -> _Delivery:
     """This transaction's callback: registered on the first row, reused for the rest."""
     connection = transaction.get_connection(database)
     state = getattr(connection, "_ledger_outbox", None)
     # A callback of a rolled-back savepoint (or of an earlier transaction) is gone from
     # run_on_commit: then this transaction needs one of its own.
     if state is None or not any(state in item for item in connection.run_on_commit):
-        state = _Delivery(database)
+        state = _Delivery(database, background)
         connection._ledger_outbox = state
         transaction.on_commit(state, using=database)
     assert isinstance(state, _Delivery)
+    state.background = state.background and background  # inline if any backend says so
     return state
+
+
+def _background(backend: str, connection: Any) -> bool:
+    """Whether ``backend``'s committed rows go to the courier (never on SQLite)."""
+    if connection.vendor == "sqlite":  # one writer: the courier's DELETE would wait on it
+        return False
+    options = getattr(task_backends[backend], "transactions", None)
+    return options is None or options.delivery == "background"
 
 
 #: The columns ``stage`` writes, in its ``VALUES`` order.
@@ -112,16 +128,33 @@ def _upserts(connection: Any) -> bool:
     )
 
 
+#: ``_insert_sql``'s statements by (vendor, rows): the same few texts every call.
+_INSERTS: dict[tuple[str, int], str] = {}
+
+
+def _insert_sql(connection: Any, count: int) -> str:
+    """The upsert of ``count`` rows, made once per vendor and count."""
+    sql = _INSERTS.get((connection.vendor, count))
+    if sql is None:
+        quote = connection.ops.quote_name
+        columns = ", ".join(quote(name) for name in _COLUMNS)
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * count)
+        sql = (
+            f"INSERT INTO {quote(OutboxEntry._meta.db_table)} ({columns}) VALUES {values} "
+            f"ON CONFLICT ({quote('id')}) DO NOTHING RETURNING {quote('id')}"
+        )
+        if count == 1 or count == CHUNK:  # the common texts; others are made per call
+            _INSERTS[(connection.vendor, count)] = sql
+    return sql
+
+
 def _insert_new(connection: Any, rows: Sequence[Row], backend: str) -> set[str]:
     """Insert ``rows`` whose id has no row yet; return the ids inserted. One statement."""
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(name) for name in _COLUMNS)
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     inserted: set[str] = set()
     with connection.cursor() as cursor:
         for start in range(0, len(rows), CHUNK):
             part = rows[start : start + CHUNK]
-            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(part))
             params: list[Any] = []
             for row in part:
                 params += [
@@ -134,11 +167,7 @@ def _insert_new(connection: Any, rows: Sequence[Row], backend: str) -> set[str]:
                     row.priority,
                     now,
                 ]
-            cursor.execute(
-                f"INSERT INTO {quote(OutboxEntry._meta.db_table)} ({columns}) VALUES {values} "
-                f"ON CONFLICT ({quote('id')}) DO NOTHING RETURNING {quote('id')}",
-                params,
-            )
+            cursor.execute(_insert_sql(connection, len(part)), params)
             inserted.update(found for (found,) in cursor.fetchall())
     return inserted
 
@@ -189,7 +218,7 @@ def stage(
         rows = _insert_checked(database, rows, backend, queue)
     if not rows:
         return
-    delivery = _delivery(database)
+    delivery = _delivery(database, _background(backend, connection))
     delivery.rows += rows
     if any(sid is not None for sid in connection.savepoint_ids):
         delivery.guarded += [row.id for row in rows]

@@ -29,6 +29,7 @@ __all__ = [
     "effects",
     "enqueue_many",
     "enqueue_once",
+    "flush_outbox",
     "task",
 ]
 
@@ -44,6 +45,7 @@ _HOMES = {
     "Effects": "fenced",
     "StaleAttempt": "fenced",
     "effects": "fenced",
+    "flush_outbox": "fenced",
     "EnqueueOutcomeUnknown": "exceptions",
     "LeaseExpired": "exceptions",
     "NotRun": "exceptions",
@@ -65,7 +67,7 @@ if TYPE_CHECKING:
         TaskIdConflict,
         UnknownTask,
     )
-    from .fenced import Effects, StaleAttempt, effects
+    from .fenced import Effects, StaleAttempt, effects, flush_outbox
     from .ledger_task import LedgerTask, LedgerTaskContext, task
 
 

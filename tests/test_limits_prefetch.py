@@ -7,6 +7,7 @@ with a sleep.
 
 from __future__ import annotations
 
+import json
 import random
 
 import redis
@@ -202,3 +203,46 @@ def test_random_runs_start_at_most_limit_plus_burst_in_any_period(ledger: Ledger
     for i, first in enumerate(starts):
         within = sum(1 for t in starts[i:] if t < first + period)
         assert within <= limit + burst, (i, within)
+
+
+# A queue with a KEY: held claims per key, from the key's own headroom; none under a RATE.
+
+KEY = "kwargs.tenant_id"
+
+
+def admit_keyed(ledger: Ledger, tenant: str, n: int) -> None:
+    ledger.admit_many(
+        (f"{tenant}-{i:03d}", json.dumps({"args": [], "kwargs": {"tenant_id": tenant}}))
+        for i in range(n)
+    )
+
+
+def test_a_key_alone_prefetches_in_turn(ledger: Ledger) -> None:
+    ledger.set_limits(Limits(key=KEY))
+    for tenant in ("a", "b", "c", "d"):
+        admit_keyed(ledger, tenant, 5)
+    claims = ledger.claim_many("w", 8, hold_after=2)
+    assert [c.held for c in claims] == [False] * 2 + [True] * 6
+    tenants = [json.loads(c.payload)["kwargs"]["tenant_id"] for c in claims]
+    assert sorted(tenants[:4]) == ["a", "b", "c", "d"]  # one a key a turn, held or not
+
+
+def test_a_keys_held_claims_stay_in_the_lower_half_of_its_slots(
+    ledger: Ledger, redis_client: redis.Redis
+) -> None:
+    ledger.set_limits(Limits(concurrency=4, key=KEY))
+    admit_keyed(ledger, "a", 10)
+    first = ledger.claim_many("w", 8, hold_after=1)
+    assert [c.held for c in first] == [False, True]  # 2 of a's 4 slots
+    busy = ledger.claim_many("w", 8, hold_after=0)
+    assert len(busy) == 0 and busy.due_in_ms is None and woken(ledger, redis_client)
+    other = ledger.claim_many("w2", 8, hold_after=8)
+    assert len(other) == 2 and not any(c.held for c in other)  # a's last slots
+    assert len(ledger.claim_many("w3", 8, hold_after=8)) == 0
+
+
+def test_a_rate_per_key_takes_no_held_claims(ledger: Ledger) -> None:
+    ledger.set_limits(Limits(rate=Rate(BIG, 1000, BIG), key=KEY))
+    admit_keyed(ledger, "a", 10)
+    claims = ledger.claim_many("w", 8, hold_after=3)
+    assert [c.held for c in claims] == [False] * 3

@@ -239,11 +239,12 @@ def unhold(runner: Runner, request_ids: list[str]) -> None:
         runner.run(runner.scripts.limit, ["unhold", *request_ids])
 
 
-def pick(runner: Runner, want: int) -> tuple[int, list[str]]:
+def pick(runner: Runner, want: int, start: int | None = None) -> tuple[int, list[str]]:
     """Pick up to ``want`` due records of a KEY queue as its claim would (reference path):
-    their tokens spent, their slots taken. Answers the next due time as the claim script
-    answers it, and the ids."""
-    reply = runner.run(runner.scripts.limit, ["pick", want])
+    their tokens spent, their slots taken; those after the first ``start`` are to be held
+    (as keyed.lua takes them). Answers the next due time as the claim script answers it,
+    and the ids."""
+    reply = runner.run(runner.scripts.limit, ["pick", want, "" if start is None else start])
     return int(reply[0]), [raw.decode("utf-8") for raw in reply[1:]]
 
 

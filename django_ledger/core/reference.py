@@ -199,9 +199,7 @@ def claim(
     with runner.translate_errors():
         keyed = runner.redis.hexists(runner.keys[11], "key")
     if keyed:
-        if start is not None and start < limit:
-            limit = start  # a queue with a KEY holds no prefetched claims
-        return _claim_keyed(runner, owner, limit, lease_ms)
+        return _claim_keyed(runner, owner, limit, lease_ms, start)
     starts = limit if start is None or start > limit else start
     taken, extra = limits.take(runner, limit, start)
     claims = _claim_due(runner, owner, taken + extra, lease_ms, taken)
@@ -309,17 +307,20 @@ def _claim_one(
     )
 
 
-def _claim_keyed(runner: Runner, owner: str, limit: int, lease_ms: int) -> Claims:
+def _claim_keyed(
+    runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None
+) -> Claims:
     """Claim up to ``limit`` of a queue with a KEY: keyed.lua picks them (its limits and
-    turns), then each is claimed with a compare-and-set; those that could not be are given
-    back (``unpick``). A claimer that stops in between leaves its picks to keyed.lua's
-    checks: a slot of a record not claimed is dropped when counted, and a record left out
-    of the pool comes back when the pool next runs dry."""
-    next_at, ids = limits.pick(runner, limit)
+    turns), then each is claimed with a compare-and-set, held after the first ``start``;
+    those that could not be are given back (``unpick``). A claimer that stops in between
+    leaves its picks to keyed.lua's checks: a slot of a record not claimed is dropped when
+    counted, and a record left out of the pool comes back when the pool next runs dry."""
+    next_at, ids = limits.pick(runner, limit, start)
+    starts = len(ids) if start is None else start
     claims: list[Claim] = []
     missed: list[str] = []
     for request_id in ids:
-        made = _claim_one(runner, request_id, owner, lease_ms, False)
+        made = _claim_one(runner, request_id, owner, lease_ms, len(claims) >= starts)
         if isinstance(made, Claim):
             claims.append(made)
         else:

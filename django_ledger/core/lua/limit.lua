@@ -17,8 +17,9 @@
 --                    due as claim_limited answers it, or '' when the limits do not hold
 --                    the rest}
 --   'unhold'         ARGV[3..] ids of held claims started or ended -> {n}
---   'pick'           (a queue with a KEY) ARGV[3] n -> {next due as claim_limited answers
---                    it, id, id, ...}: up to n due records picked as keyed_claim would
+--   'pick'           (a queue with a KEY) ARGV[3] n, ARGV[4] how many start at once
+--                    ('': all) -> {next due as claim_limited answers it, id, id, ...}:
+--                    up to n due records picked as keyed_claim would
 --                    claim them, their tokens spent and slots taken; the reference path
 --                    claims them, and gives back with 'unpick' those it could not
 --   'unpick'         ARGV[3..] ids picked and not claimed -> {n}: their tokens and slots
@@ -163,7 +164,12 @@ elseif op == 'pick' then
     out[1] = now + 1000
     return out
   end
-  local _, next_at = keyed_take(L, now, tonumber(ARGV[3]), function(ids)
+  -- keyed_claim's choice: held claims (beyond ARGV[4]) only without a RATE.
+  local want = tonumber(ARGV[3])
+  local starts = want
+  if ARGV[4] and ARGV[4] ~= '' and tonumber(ARGV[4]) < want then starts = tonumber(ARGV[4]) end
+  if L.limit then want = starts end
+  local _, next_at = keyed_take(L, now, want, function(ids)
     local claimed = {}
     for _, id in ipairs(ids) do
       local raw = redis.call('HGET', KEYS[1], id)
@@ -174,7 +180,7 @@ elseif op == 'pick' then
       end
     end
     return claimed
-  end)
+  end, starts)
   out[1] = next_at
   return out
 elseif op == 'unpick' then

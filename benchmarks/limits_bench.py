@@ -20,9 +20,9 @@ Two drains per queue per round, in an order that turns by one each round:
   ``settle_and_claim`` (64 at a time): the ledger's own cost, no worker runtime;
 * **worker**: ``manage.py ledger_worker QUEUE`` (concurrency 8, its defaults, ``-v 0``)
   in a process of its own; the rate is counted from the first task seen done to the
-  last (start-up is not in it). A limited queue's worker prefetches nothing (its claims
-  all start at once), which this figure includes; ``worker-p0`` drains ``plain`` with
-  ``--prefetch 0`` too, to tell that cost from the limits' own.
+  last (start-up is not in it). A limited queue's worker prefetches from headroom only
+  (docs/limits.md), which limits that never bind always leave; ``worker-p0`` drains
+  ``plain`` with ``--prefetch 0`` too, what the worker costs without any prefetch.
 
 Then the **claim script's server time**, from ``SLOWLOG`` (every call logged: the
 ``slowlog-log-slower-than 0`` setting) filtered on the claim script's SHA, for
@@ -54,8 +54,8 @@ sys.path.insert(0, str(ROOT))
 
 BIG = 1_000_000_000
 QUEUES = ("plain", "limited", "keyed")
-#: ``worker-p0``: ``plain`` under a worker with ``--prefetch 0``, as a limited queue's
-#: worker claims (nothing held ahead): it parts that cost from the limits' own.
+#: ``worker-p0``: ``plain`` under a worker with ``--prefetch 0`` (nothing held ahead):
+#: what prefetch is worth, against which to read the limited queues' figures.
 MODES = ("loop", "worker", "worker-p0")
 TENANTS = 100
 

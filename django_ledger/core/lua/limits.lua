@@ -68,7 +68,9 @@ end
 -- (or replayed) other than a renewal ('C') ends a held claim's wait, so its entry goes.
 -- A lost one leaves it: the record may be held by a newer claim.
 local function limits_settled(L, first, last, out, code)
-  if not L or not L.limit or L.key or last < first then return end
+  -- None counted when the bucket was last written: none exists (entries are added only
+  -- by a call that writes the count).
+  if not L or not L.limit or L.key or L.held == 0 or last < first then return end
   local members = {}
   for i = first, last, 6 do
     if ARGV[i + 3] ~= 'C' and out[code] ~= 0 then members[#members + 1] = 'h' .. ARGV[i] end
@@ -115,7 +117,7 @@ local function limits_extra(L, want, starts, stopped)
   local extra = want - starts
   if L.conc then extra = math.min(extra, math.floor(L.conc / 2) - L.claimed - starts) end
   if L.limit then
-    local n = limits_held(false)
+    local n = L.held > 0 and limits_held(false) or 0
     if n > 0 and (stopped or n > redis.call('ZCARD', KEYS[3])) then n = limits_held(true) end
     L.counted = n
     extra = math.min(extra, math.floor(L.left - starts - L.burst / 2 + 1e-9))

@@ -1,6 +1,7 @@
 """Prefetch under a rate through real worker processes: held claims are taken while the
-bucket has headroom, and the starts (recorded by the tasks on the server clock, when
-their code runs) stay within LIMIT + BURST in any period.
+bucket has headroom, and the starts stay within LIMIT + BURST in any period. The tasks
+record on the server clock when the rate counts them started: a held claim when its
+work begins (which is after its token was spent), any other at its claim.
 
 Nothing here asserts a wall-clock time.
 """

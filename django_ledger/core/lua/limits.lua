@@ -154,10 +154,10 @@ end
 -- `start` claims start at once, as the limits allow; those beyond are held (prefetched)
 -- only from headroom (limits_extra). When the limits stop this call while more is due,
 -- no other worker could start it either: the wake key goes, and the answer is when the
--- limits let the next claim be made (-1: a freed slot will wake one). `L`: the limits
--- when the caller read them (false: read them here).
-local function claim_limited(now, owner, lease, limit, out, start, L)
-  if L == nil or L == false then L = limits_read() end
+-- limits let the next claim be made (-1: a freed slot will wake one). `known` true: the
+-- caller read the limits already, `L` (nil: none).
+local function claim_limited(now, owner, lease, limit, out, start, L, known)
+  if not known then L = limits_read() end
   if not L then return claim_due(now, owner, lease, limit, out, start) end
   if L.key then return keyed_claim(L, now, owner, lease, limit, out, start) end
   local starts = (start and start < limit) and start or limit

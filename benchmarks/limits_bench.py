@@ -20,9 +20,9 @@ Two drains per queue per round, in an order that turns by one each round:
   ``settle_and_claim`` (64 at a time): the ledger's own cost, no worker runtime;
 * **worker**: ``manage.py ledger_worker QUEUE`` (concurrency 8, its defaults, ``-v 0``)
   in a process of its own; the rate is counted from the first task seen done to the
-  last (start-up is not in it). A limited queue's worker prefetches nothing (its claims
-  all start at once), which this figure includes; ``worker-p0`` drains ``plain`` with
-  ``--prefetch 0`` too, to tell that cost from the limits' own.
+  last (start-up is not in it). A limited queue's worker prefetches from headroom only
+  (docs/limits.md), which limits that never bind always leave; ``worker-p0`` drains
+  ``plain`` with ``--prefetch 0`` too, what the worker costs without any prefetch.
 
 Then the **claim script's server time**, from ``SLOWLOG`` (every call logged: the
 ``slowlog-log-slower-than 0`` setting) filtered on the claim script's SHA, for
@@ -31,6 +31,9 @@ do not bind; and 1,000 keys each at a ``CONCURRENCY`` of 1 that binds (every key
 each call looks through keys in turn until its budget, 8 * 4 + 64, runs out). Last, the
 ``settle_and_claim(64)`` script's server time, draining 10,000 records over 100 tenants,
 by kind of limit (none binds): what each part of the limits costs the server.
+
+``--pairs N`` runs only the worker drains of ``plain`` and ``limited``, back to back N
+times (the order alternating), for a ratio of each pair under the same load.
 
 The machine may be shared: prefer the ratios, printed against ``plain`` of the same
 rounds.
@@ -54,8 +57,8 @@ sys.path.insert(0, str(ROOT))
 
 BIG = 1_000_000_000
 QUEUES = ("plain", "limited", "keyed")
-#: ``worker-p0``: ``plain`` under a worker with ``--prefetch 0``, as a limited queue's
-#: worker claims (nothing held ahead): it parts that cost from the limits' own.
+#: ``worker-p0``: ``plain`` under a worker with ``--prefetch 0`` (nothing held ahead):
+#: what prefetch is worth, against which to read the limited queues' figures.
 MODES = ("loop", "worker", "worker-p0")
 TENANTS = 100
 
@@ -217,6 +220,34 @@ def held_calls(ledger: Any, calls: int) -> Callable[[], int]:
     return run
 
 
+def worker_pairs(url: str, client: Any, pairs: int, tasks: int, logs: Path) -> int:
+    """Drain ``plain`` and ``limited`` with a worker, back to back, ``pairs`` times (the
+    order alternating): each pair's ratio is measured under the same load."""
+    ratios: list[float] = []
+    rates: dict[str, list[float]] = {"plain": [], "limited": []}
+    for number in range(pairs):
+        order = ("plain", "limited") if number % 2 == 0 else ("limited", "plain")
+        got: dict[str, float] = {}
+        for name in order:
+            client.flushall()
+            _admit(_ledger(client, "bench", name), tasks)
+            got[name] = drain_worker(url, "bench", name, tasks, logs)
+            rates[name].append(got[name])
+        ratios.append(got["limited"] / got["plain"])
+        print(
+            f"  pair {number + 1:2} plain {got['plain']:6.0f}  limited {got['limited']:6.0f} "
+            f"tasks/s  x{ratios[-1]:.3f}",
+            flush=True,
+        )
+    print(
+        f"\nworker drain, {pairs} pairs: plain {statistics.median(rates['plain']):.0f}, "
+        f"limited {statistics.median(rates['limited']):.0f} tasks/s (medians); limited / "
+        f"plain median x{statistics.median(ratios):.3f} (quartiles "
+        f"{' '.join(f'{q:.3f}' for q in statistics.quantiles(ratios, n=4))})"
+    )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -225,6 +256,13 @@ def main() -> int:
     parser.add_argument("--no-pin", dest="pin", action="store_false")
     parser.add_argument(
         "--server-time-only", action="store_true", help="the claim script's server time only"
+    )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=0,
+        help="only worker drains: N rounds of plain and limited back to back (the order "
+        "alternating), and the median of the per-round ratios",
     )
     args = parser.parse_args()
 
@@ -244,6 +282,8 @@ def main() -> int:
             f"redis-server {client.info('server')['redis_version']}, tasks={args.tasks}, "
             f"rounds={args.rounds}, pinned={args.pin}, python {sys.version.split()[0]}"
         )
+        if args.pairs:
+            return worker_pairs(server.url, client, args.pairs, args.tasks, logs)
         rates: dict[tuple[str, str], list[float]] = {}
         for round_number in range(0 if args.server_time_only else args.rounds):
             turn = round_number % len(QUEUES)

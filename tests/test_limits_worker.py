@@ -90,8 +90,8 @@ def test_a_rate_through_workers_starts_at_most_limit_plus_burst_in_any_period(
     for _ in range(2):
         start("metered", "--concurrency", "4")  # type: ignore[operator]
     wait_until(lambda: ledger.stats().completed == 45, timeout=60, what="45 tasks done")
-    # The server clock of each claim: its lease end less the 30 s lease (the rate counts
-    # claims; with limits nothing is prefetched, so each starts when claimed).
+    # The server clock of each claim: its lease end less the 30 s lease (a held claim's
+    # start comes later: tests/test_limits_prefetch_worker.py records starts).
     starts = sorted(int(t) - 30_000 for t in redis_client.lrange(f"{namespace}:leases", 0, -1))
     assert len(starts) == 45
     # Any window of one period (1000 ms of the server clock) holds at most LIMIT + BURST.

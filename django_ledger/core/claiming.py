@@ -18,7 +18,7 @@ from .arguments import (
     work_size,
 )
 from .ledger_base import LedgerBase
-from .limits import Limits, LimitUse, read_limits, store_limits
+from .limits import Limits, LimitUse, read_limits, store_limits, unhold
 from .records import State, owner_problem
 from .results import Claim, Claims, Settlement, SettlementStatus
 from .timing import duration_ms
@@ -166,12 +166,22 @@ class Claiming(LedgerBase):
         check_hold_after(hold_after)
         if not self.optimized:
             settled = self._settle_batch(work)
-            if not limit:
+            with self.translate_errors():
+                limited = self.redis.exists(self.runner.keys[11])
+            if limited:
+                # Held claims started or ended: a rate stops counting them (settle_claim.lua).
+                done = zip(work, settled, strict=True)
+                unhold(
+                    self.runner,
+                    [
+                        item[0].request_id
+                        for item, settlement in done
+                        if item[1] != "C" and settlement.status is not SettlementStatus.LOST
+                    ],
+                )
+            if not limit and not limited:
                 # Under limits a claim of none passes a wake-up on (a slot may be free now).
-                with self.translate_errors():
-                    limited = self.redis.exists(self.runner.keys[11])
-                if not limited:
-                    return settled, Claims()
+                return settled, Claims()
             return settled, reference.claim(self.runner, owner, limit, lease_ms, hold_after)
         parts = list(batches(work, work_size)) or [[]]
         settlements: list[Settlement] = []

@@ -216,23 +216,35 @@ def store_limits(runner: Runner, limits: Limits, source: str, *, force: bool) ->
     return int(runner.run(runner.scripts.limit, args)[0]) == 1
 
 
-def take(runner: Runner, want: int) -> int:
-    """Take up to ``want`` claims the limits allow now, their tokens spent (reference path)."""
-    return int(runner.run(runner.scripts.limit, ["take", want])[0])
+def take(runner: Runner, want: int, start: int | None = None) -> tuple[int, int]:
+    """Take up to ``want`` claims the limits allow now as the claim script would, their
+    tokens spent (reference path): how many start at once (at most ``start``) and how
+    many more may be held (prefetched: only from headroom, docs/limits.md)."""
+    reply = runner.run(runner.scripts.limit, ["take", want, "" if start is None else start])
+    return int(reply[0]), int(reply[1])
 
 
-def refund(runner: Runner, unused: int) -> int | None:
-    """Give back ``unused`` tokens; answer when the next claim may be made (server ms, -1:
-    a freed slot wakes a worker), or ``None`` when the limits let one be made now."""
-    answer = runner.run(runner.scripts.limit, ["refund", unused])[0]
+def refund(runner: Runner, unused: int, held: list[str] | None = None) -> int | None:
+    """Give back ``unused`` tokens and count the ``held`` claims made; answer when the next
+    claim may be made (server ms, -1: a freed slot wakes a worker), or ``None`` when the
+    limits let one be made now."""
+    answer = runner.run(runner.scripts.limit, ["refund", unused, *(held or [])])[0]
     return None if answer in (b"", "") else int(answer)
 
 
-def pick(runner: Runner, want: int) -> tuple[int, list[str]]:
+def unhold(runner: Runner, request_ids: list[str]) -> None:
+    """Held claims that started or ended (the reference path's settlements): their wait is
+    over, the rate stops counting them held."""
+    if request_ids:
+        runner.run(runner.scripts.limit, ["unhold", *request_ids])
+
+
+def pick(runner: Runner, want: int, start: int | None = None) -> tuple[int, list[str]]:
     """Pick up to ``want`` due records of a KEY queue as its claim would (reference path):
-    their tokens spent, their slots taken. Answers the next due time as the claim script
-    answers it, and the ids."""
-    reply = runner.run(runner.scripts.limit, ["pick", want])
+    their tokens spent, their slots taken; those after the first ``start`` are to be held
+    (as keyed.lua takes them). Answers the next due time as the claim script answers it,
+    and the ids."""
+    reply = runner.run(runner.scripts.limit, ["pick", want, "" if start is None else start])
     return int(reply[0]), [raw.decode("utf-8") for raw in reply[1:]]
 
 

@@ -159,7 +159,12 @@ end
 -- is admitted), or a time (the next token of a key held by its rate, or the next record
 -- to fall due). The turns are read in pages and written once a call: keys visited go to the
 -- back in the order visited, so a call that visits a key twice has been round them all.
-local function keyed_take(L, now, take, claim)
+-- The picks after the first `starts` (nil: all start) are held claims: taken only while
+-- the key's claims, held ones included, stay within half its CONCURRENCY (limits.lua's
+-- headroom rule, per key); a queue with a RATE per key asks for none.
+local function keyed_take(L, now, take, claim, starts)
+  starts = starts or take
+  local refused = 0
   keyed_promote(now)
   local size = redis.call('ZLEXCOUNT', KEYS[14], '[r', '(s')
   local budget = take * 4 + 64
@@ -210,7 +215,12 @@ local function keyed_take(L, now, take, claim)
       size = size - 1
     else
       local u = keyed_use(L, key, now, cache)
-      if keyed_room(L, u) < 1 then
+      local skip = got >= starts and L.conc and u.taken + 1 > math.floor(L.conc / 2)
+      if skip then
+        -- No headroom for a held claim of this key: left in its turn for a worker that
+        -- starts it at once.
+        refused = refused + 1
+      elseif keyed_room(L, u) < 1 then
         held = held + 1
         local at = keyed_next(L, u, now)
         if at >= 0 and (not wait or at < wait) then wait = at end
@@ -224,9 +234,11 @@ local function keyed_take(L, now, take, claim)
         if L.limit then u.left = u.left - 1 end
         if L.conc then u.taken = u.taken + 1 end
       end
-      moved[#moved + 1] = turn
-      moved[#moved + 1] = key
-      again[#again + 1] = {turn, key}  -- its next turn in this call, after every other key
+      if not skip then
+        moved[#moved + 1] = turn
+        moved[#moved + 1] = key
+        again[#again + 1] = {turn, key}  -- its next turn in this call, after every other key
+      end
     end
   end
   -- Claim the picks in one step; a record that moved on (claimed by hand, ended,
@@ -306,6 +318,12 @@ local function keyed_take(L, now, take, claim)
     wake(now)  -- more may be claimable: another idle worker looks
     return got, now
   end
+  if refused > 0 then
+    -- Only the headroom rule stopped this call's held claims: a worker with a thread free
+    -- may start what is left (the wake key stays); this caller waits for its own.
+    wake(now)
+    return got, -1
+  end
   if budget <= 0 and held < size then
     -- A whole budget of keys held by their limits, none claimed: no worker asks again at
     -- once (it would only spin). Those keys went to the back of the turns, so the next
@@ -323,15 +341,18 @@ local function keyed_take(L, now, take, claim)
 end
 
 -- claim_limited (limits.lua) on a queue with a KEY: the same arguments and answers.
+-- Held claims (beyond `start`) only without a RATE: a held claim's token per key would
+-- need a count per key (docs/limits.md).
 keyed_claim = function(L, now, owner, lease, limit, out, start)
-  if start and start < limit then limit = start end
+  local starts = (start and start < limit) and start or limit
+  if L.limit then limit = starts end
   -- The gate, checked in the same atomic step as the claim (claim_due's rule).
   if redis.call('EXISTS', KEYS[4]) == 1 then return 0, now + 1000 end
   return keyed_take(L, now, limit, function(ids)
     local before = #out
-    claim_ids(ids, now, owner, lease, out, 0, 0, #ids, #ids)
+    claim_ids(ids, now, owner, lease, out, 0, 0, #ids, starts)
     local claimed = {}
     for k = before + 1, #out, 7 do claimed[out[k]] = true end
     return claimed
-  end)
+  end, starts)
 end

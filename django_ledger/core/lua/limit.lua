@@ -9,12 +9,17 @@
 --   'set'            ARGV[3] rate_limit or '', ARGV[4] rate_period ms, ARGV[5] burst,
 --                    ARGV[6] concurrency or '', ARGV[7] source, ARGV[8] '1': write even
 --                    over an operator's limits, ARGV[9] key or '' -> {1 written / 0 kept}
---   'take'           ARGV[3] n -> {granted}: up to n claims the limits allow now, their
---                    tokens spent (the reference path's claim; it gives back the rest)
---   'refund'         ARGV[3] n tokens not used -> {next due as claim_limited answers it,
---                    or '' when the limits do not hold the rest}
---   'pick'           (a queue with a KEY) ARGV[3] n -> {next due as claim_limited answers
---                    it, id, id, ...}: up to n due records picked as keyed_claim would
+--   'take'           ARGV[3] n, ARGV[4] how many start at once ('': all) -> {starts,
+--                    held}: the claims the limits allow now as claim_limited takes them,
+--                    their tokens spent and counted held (the reference path's claim; it
+--                    gives back the rest)
+--   'refund'         ARGV[3] n tokens not used, ARGV[4..] the ids claimed held -> {next
+--                    due as claim_limited answers it, or '' when the limits do not hold
+--                    the rest}
+--   'unhold'         ARGV[3..] ids of held claims started or ended -> {n}
+--   'pick'           (a queue with a KEY) ARGV[3] n, ARGV[4] how many start at once
+--                    ('': all) -> {next due as claim_limited answers it, id, id, ...}:
+--                    up to n due records picked as keyed_claim would
 --                    claim them, their tokens spent and slots taken; the reference path
 --                    claims them, and gives back with 'unpick' those it could not
 --   'unpick'         ARGV[3..] ids picked and not claimed -> {n}: their tokens and slots
@@ -25,7 +30,7 @@ local now = server_now()
 local op = ARGV[2]
 local L = limits_read()
 local LIMIT_FIELDS = {'rate_limit', 'rate_period', 'rate_burst', 'concurrency', 'source',
-  'tokens', 'at', 'key'}
+  'tokens', 'at', 'key', 'held'}
 
 -- Records due now (the ready index, every band).
 local function due_count()
@@ -83,10 +88,13 @@ elseif op == 'set' then
     or (tostring(L.period) == ARGV[4] and tostring(L.burst) == ARGV[5])))
     or (not L and ARGV[3] == '' and ARGV[6] == '' and ARGV[9] == '')
   if same then return {0} end
-  -- The bucket carries over, clamped to the new burst; a new rate starts full.
+  -- The bucket carries over, clamped to the new burst less the held claims; a new rate
+  -- starts full. Without a rate (or with a KEY) no held claim is counted.
   local tokens
-  if L and L.limit and ARGV[3] ~= '' and not L.key then
-    tokens = math.min(tonumber(ARGV[5]), limits_tokens(L, now))
+  if L and L.limit and ARGV[3] ~= '' and not L.key and ARGV[9] == '' then
+    tokens = math.max(0, math.min(tonumber(ARGV[5]) - L.held, limits_tokens(L, now)))
+  else
+    redis.call('ZREMRANGEBYLEX', KEYS[14], '[h', '(i')
   end
   -- The limits' own fields only: the keys' use and the requests' keys (keyed.lua) stay.
   redis.call('HDEL', KEYS[12], unpack(LIMIT_FIELDS))
@@ -94,7 +102,8 @@ elseif op == 'set' then
     redis.call('HSET', KEYS[12], 'rate_limit', ARGV[3], 'rate_period', ARGV[4],
       'rate_burst', ARGV[5])
     if tokens then
-      redis.call('HSET', KEYS[12], 'tokens', string.format('%.17g', tokens), 'at', exact(now))
+      redis.call('HSET', KEYS[12], 'tokens', string.format('%.17g', tokens), 'at', exact(now),
+        'held', L.held)
     end
   end
   if ARGV[6] ~= '' then redis.call('HSET', KEYS[12], 'concurrency', ARGV[6]) end
@@ -106,21 +115,48 @@ elseif op == 'set' then
   if due_now(now) then wake(now) end
   return {1}
 elseif op == 'take' then
-  if not L then return {tonumber(ARGV[3])} end
-  local got = math.min(tonumber(ARGV[3]), limits_room(L, now))
-  limits_spend(L, now, got)
-  return {got}
+  -- claim_limited's choice (limits.lua), the claims to be made by the caller: the
+  -- held ones are counted before they exist (too many only lowers the ceiling).
+  local want = tonumber(ARGV[3])
+  local starts = want
+  if ARGV[4] and ARGV[4] ~= '' and tonumber(ARGV[4]) < want then starts = tonumber(ARGV[4]) end
+  if not L then return {starts, want - starts} end
+  local room = limits_room(L, now)
+  local take = math.min(starts, room)
+  local extra = 0
+  if L.limit or take == starts then extra = limits_extra(L, want, take, take < starts) end
+  if take < starts then extra = 0 end
+  limits_spend(L, now, take + extra, L.limit and L.counted + extra or nil)
+  return {take, extra}
 elseif op == 'refund' then
   if not L then return {''} end
   local room = limits_room(L, now)
   local back = tonumber(ARGV[3])
-  if L.limit and back > 0 then
-    L.left = math.min(L.burst, L.left + back)
-    redis.call('HSET', KEYS[12], 'tokens', string.format('%.17g', L.left), 'at', exact(now))
-    room = limits_room(L, now)
+  if L.limit then
+    local members = {}
+    for i = 4, #ARGV do
+      members[#members + 1] = 0
+      members[#members + 1] = 'h' .. ARGV[i]
+    end
+    if #members > 0 then redis.call('ZADD', KEYS[14], unpack(members)) end
+    -- The held claims counted now, this caller's among them ('take' counted them ahead).
+    local held = limits_held(false)
+    if back > 0 or held ~= L.held then
+      L.held = held
+      L.left = math.min(L.burst - held, L.left + back)
+      redis.call('HSET', KEYS[12], 'tokens', string.format('%.17g', L.left), 'at', exact(now),
+        'held', held)
+      room = limits_room(L, now)
+    end
   end
   if room > 0 then return {''} end
   return {limits_next(L, now)}
+elseif op == 'unhold' then
+  if not L or not L.limit or L.key then return {0} end
+  local members = {}
+  for i = 3, #ARGV do members[#members + 1] = 'h' .. ARGV[i] end
+  if #members == 0 then return {0} end
+  return {redis.call('ZREM', KEYS[14], unpack(members))}
 elseif op == 'pick' then
   if not L or not L.key then return redis.error_reply('pick: the queue has no KEY') end
   local out = {0}
@@ -128,7 +164,12 @@ elseif op == 'pick' then
     out[1] = now + 1000
     return out
   end
-  local _, next_at = keyed_take(L, now, tonumber(ARGV[3]), function(ids)
+  -- keyed_claim's choice: held claims (beyond ARGV[4]) only without a RATE.
+  local want = tonumber(ARGV[3])
+  local starts = want
+  if ARGV[4] and ARGV[4] ~= '' and tonumber(ARGV[4]) < want then starts = tonumber(ARGV[4]) end
+  if L.limit then want = starts end
+  local _, next_at = keyed_take(L, now, want, function(ids)
     local claimed = {}
     for _, id in ipairs(ids) do
       local raw = redis.call('HGET', KEYS[1], id)
@@ -139,7 +180,7 @@ elseif op == 'pick' then
       end
     end
     return claimed
-  end)
+  end, starts)
   out[1] = next_at
   return out
 elseif op == 'unpick' then

@@ -5,8 +5,13 @@
 --   concurrency       at most this many records CLAIMED at once (the leases index)
 --   source            'settings' or 'operator': who wrote the limits
 --   tokens, at        the bucket as of `at` (server ms); absent: full
+--   held              the held claims counted when the bucket was last written: the
+--                     bucket keeps at most rate_burst - held tokens (the prefetch rule)
 --   key               the KEY setting: the limits hold per key, keys take turns (keyed.lua)
 -- No field: no limit. docs/limits.md describes the model.
+-- Under a RATE, KEYS[14] (the keyed pool, unused by a queue without a KEY) also holds
+-- 'h' .. id for each claim taken held (prefetched): the held claims whose tokens are
+-- spent and whose work has not started (limits_held).
 
 -- keyed.lua (prepended after this file) sets it: claim_limited for a queue with a KEY.
 local keyed_claim
@@ -14,28 +19,74 @@ local keyed_claim
 -- The queue's limits, or nil when it has none (one HMGET).
 local function limits_read()
   local f = redis.call('HMGET', KEYS[12], 'rate_limit', 'rate_period', 'rate_burst',
-    'concurrency', 'tokens', 'at', 'source', 'key')
+    'concurrency', 'tokens', 'at', 'source', 'key', 'held')
   if not f[1] and not f[4] and not f[8] then return nil end
   return {
     limit = tonumber(f[1]), period = tonumber(f[2]), burst = tonumber(f[3]),
     conc = tonumber(f[4]), tokens = tonumber(f[5]), at = tonumber(f[6]), source = f[7],
-    key = f[8],
+    key = f[8], held = tonumber(f[9]) or 0,
   }
 end
 
--- The tokens in the bucket at `now`: refilled since `at`, never past the burst.
+-- The tokens in the bucket at `now`: refilled since `at`, never past the burst less the
+-- claims held when it was written (a held claim's start is still to come: its token and
+-- the bucket together stay within the burst).
 local function limits_tokens(L, now)
-  if not L.at then return L.burst end
+  local cap = L.burst - L.held
+  if not L.at then return cap end
   local t = L.tokens + math.max(0, now - L.at) * L.limit / L.period
-  if t > L.burst then t = L.burst end
+  if t > cap then t = cap end
   return t
+end
+
+-- The held claims of a rate-limited queue: how many entries KEYS[14] keeps ('h' .. id).
+-- An entry whose claim started or ended by another path than settle_claim.lua stays
+-- until checked: `check` true checks each against its record (still CLAIMED and held)
+-- and drops the rest. Counting too many only lowers the bucket's ceiling.
+local function limits_held(check)
+  if not check then return redis.call('ZLEXCOUNT', KEYS[14], '[h', '(i') end
+  local members = redis.call('ZRANGEBYLEX', KEYS[14], '[h', '(i')
+  if #members == 0 then return 0 end
+  local ids = {}
+  for k, m in ipairs(members) do ids[k] = string.sub(m, 2) end
+  local stale, n = {}, 0
+  for k, raw in ipairs(redis.call('HMGET', KEYS[1], unpack(ids))) do
+    -- Version 3, CLAIMED, flags 1 (codec.lua's layout): still held.
+    if raw and string.byte(raw, 1) == 51 and string.sub(raw, 10, 10) == 'C'
+        and string.byte(raw, 63) == 1 then
+      n = n + 1
+    else
+      stale[#stale + 1] = members[k]
+    end
+  end
+  if #stale > 0 then redis.call('ZREM', KEYS[14], unpack(stale)) end
+  return n
+end
+
+-- The claims settled by settle_claim.lua (ARGV[first], ARGV[first + 6], ..., the target
+-- at +3; their answers' codes at out[code], out[code + 2], ...): a settlement applied
+-- (or replayed) other than a renewal ('C') ends a held claim's wait, so its entry goes.
+-- A lost one leaves it: the record may be held by a newer claim.
+local function limits_settled(L, first, last, out, code)
+  -- None counted when the bucket was last written: none exists (entries are added only
+  -- by a call that writes the count).
+  if not L or not L.limit or L.key or L.held == 0 or last < first then return end
+  local members = {}
+  for i = first, last, 6 do
+    if ARGV[i + 3] ~= 'C' and out[code] ~= 0 then members[#members + 1] = 'h' .. ARGV[i] end
+    code = code + 2
+  end
+  if #members > 0 then redis.call('ZREM', KEYS[14], unpack(members)) end
 end
 
 -- How many records the limits let be claimed at `now` (math.huge: no bound); sets
 -- L.left, the tokens before this call's claims.
 local function limits_room(L, now)
   local room = math.huge
-  if L.conc then room = math.max(0, L.conc - redis.call('ZCARD', KEYS[3])) end
+  if L.conc then
+    L.claimed = redis.call('ZCARD', KEYS[3])
+    room = math.max(0, L.conc - L.claimed)
+  end
   if L.limit then
     L.left = limits_tokens(L, now)
     -- A hair above the floor: refill arithmetic may leave 2.9999999 for 3.
@@ -44,12 +95,49 @@ local function limits_room(L, now)
   return room
 end
 
--- Spend a token per claim made (nothing is written when none was made: the bucket
--- refills from `at` lazily).
-local function limits_spend(L, now, got)
-  if not L.limit or got <= 0 then return end
+-- Spend a token per claim made (nothing is written when none was made and the held
+-- claims' count did not move: the bucket refills from `at` lazily). `held`: the held
+-- claims counted now, and this call's held claims among them.
+local function limits_spend(L, now, got, held)
+  if not L.limit or (got <= 0 and (held or L.held) == L.held) then return end
   L.left = L.left - got
-  redis.call('HSET', KEYS[12], 'tokens', string.format('%.17g', L.left), 'at', exact(now))
+  if held then L.held = held end
+  redis.call('HSET', KEYS[12], 'tokens', string.format('%.17g', L.left), 'at', exact(now),
+    'held', L.held)
+end
+
+-- How many claims beyond the `starts` this call starts it may take held (prefetched):
+-- only from headroom, so a held claim never takes what another worker could start now.
+-- CONCURRENCY: the claimed records, held ones included, stay within half the limit.
+-- RATE: the bucket keeps at least half the burst after them, and a held claim's token
+-- stays counted (L.held, the bucket's ceiling) until its work starts. Sets L.held to the
+-- held claims counted now (entries checked when some may be stale, or when the rate
+-- stopped this call). Call after limits_room, with L.left set.
+local function limits_extra(L, want, starts, stopped)
+  local extra = want - starts
+  if L.conc then extra = math.min(extra, math.floor(L.conc / 2) - L.claimed - starts) end
+  if L.limit then
+    local n = L.held > 0 and limits_held(false) or 0
+    if n > 0 and (stopped or n > redis.call('ZCARD', KEYS[3])) then n = limits_held(true) end
+    L.counted = n
+    extra = math.min(extra, math.floor(L.left - starts - L.burst / 2 + 1e-9))
+  end
+  return math.max(0, extra)
+end
+
+-- Count this call's held claims (out from `from` on, seven fields a claim, held last)
+-- under KEYS[14]; answer the held claims counted now.
+local function limits_hold(L, out, from)
+  if not L.limit then return nil end
+  local members = {}
+  for k = from, #out, 7 do
+    if out[k + 6] == 1 then
+      members[#members + 1] = 0
+      members[#members + 1] = 'h' .. out[k]
+    end
+  end
+  if #members > 0 then redis.call('ZADD', KEYS[14], unpack(members)) end
+  return L.counted + #members / 2
 end
 
 -- When the limits let the next claim be made, after this call's: -1 while every slot is
@@ -62,24 +150,34 @@ local function limits_next(L, now)
   return now + math.max(1, math.ceil(short * L.period / L.limit))
 end
 
--- claim_due (ops.lua) under the queue's limits, same arguments and answers. A limited
--- queue holds no prefetched claims: a held claim would sit on a slot or a token it does
--- not use, so a call takes at most `start` records. When the limits stop this call while
--- more is due, no other worker could take it either: the wake key goes, and the answer
--- is when the limits let the next claim be made (-1: a freed slot will wake one).
-local function claim_limited(now, owner, lease, limit, out, start)
-  local L = limits_read()
+-- claim_due (ops.lua) under the queue's limits, same arguments and answers. The first
+-- `start` claims start at once, as the limits allow; those beyond are held (prefetched)
+-- only from headroom (limits_extra). When the limits stop this call while more is due,
+-- no other worker could start it either: the wake key goes, and the answer is when the
+-- limits let the next claim be made (-1: a freed slot will wake one). `known` true: the
+-- caller read the limits already, `L` (nil: none).
+local function claim_limited(now, owner, lease, limit, out, start, L, known)
+  if not known then L = limits_read() end
   if not L then return claim_due(now, owner, lease, limit, out, start) end
   if L.key then return keyed_claim(L, now, owner, lease, limit, out, start) end
-  if start and start < limit then limit = start end
+  local starts = (start and start < limit) and start or limit
   local room = limits_room(L, now)
-  local take = math.min(limit, room)
+  local take = math.min(starts, room)
+  local extra = 0
+  if L.limit or take == starts then extra = limits_extra(L, limit, take, take < starts) end
+  if take < starts then extra = 0 end
   -- take 0 claims none; it still checks the gate and passes a wake-up on when it may.
-  local got, next_at = claim_due(now, owner, lease, take, out, nil)
-  limits_spend(L, now, got)
+  local from = #out + 1
+  local got, next_at = claim_due(now, owner, lease, take + extra, out, take)
+  limits_spend(L, now, got, limits_hold(L, out, from))
   if got >= room and next_at == now then
     redis.call('DEL', KEYS[11])
     next_at = limits_next(L, now)
+  elseif next_at == now and take == starts and extra < limit - take then
+    -- More is due, and only the headroom rule stopped this call's held claims: a worker
+    -- with a thread free may start it (the wake key stays), and this caller, whose
+    -- threads are all served, waits for one of its own (or a wake-up), not a due time.
+    next_at = -1
   end
   return got, next_at
 end

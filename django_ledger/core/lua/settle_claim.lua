@@ -11,9 +11,11 @@
 local now = server_now()
 local n = tonumber(ARGV[6])
 local out = {now, -1, n}
+local L = limits_read()
 local ended = settle_items(now, 7, 6 + 6 * n, out)
 if ended > 0 then trim_ended(tonumber(ARGV[2]), ended + 16) end
+limits_settled(L, 7, 6 + 6 * n, out, 4)  -- held claims started or ended: their tokens are spent
 local _, next_at = claim_limited(now, ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), out,
-  tonumber(ARGV[7 + 6 * n]))
+  tonumber(ARGV[7 + 6 * n]), L, true)
 out[2] = next_at
 return out

@@ -48,6 +48,7 @@ from .defaults import (
     dispatch_settings_of,
     durability_of,
     groups_of,
+    key_limits_of,
     limits_of,
     timeouts_of,
     usable_name,
@@ -207,6 +208,7 @@ class LedgerSettings:
             groups=groups_of(overrides.get("GROUPS"), name),
             shards=values["SHARDS"],
             limits=self._limits(overrides, name, values["SHARDS"]),
+            key_limits=key_limits_of(overrides, name),
         )
 
     @staticmethod
@@ -283,23 +285,35 @@ def get_ledger(queue: str = "default") -> Ledger:
             # call of its own).
             return ledger
         checked.add(layout)
-    _store_limits(ledger, checked, config.limits)
+    _store_limits(ledger, checked, config.limits, config.key_limits)
     return ledger
 
 
-def _store_limits(ledger: Ledger, done: set[Any], limits: Limits) -> None:
+def _store_limits(
+    ledger: Ledger, done: set[Any], limits: Limits, key_limits: tuple[tuple[str, Limits], ...]
+) -> None:
     """Write a queue's configured limits into Redis, once a process (docs/limits.md).
 
     Limits an operator set (``ledger_limits``) stay until reset; a queue without limits
-    in its settings writes nothing (its stored limits, if any, stay until reset).
+    in its settings writes nothing (its stored limits, if any, stay until reset). The
+    keys' limits of their own (``KEY_LIMITS``) likewise: an operator's stay, and those
+    the settings wrote and no longer declare go.
     """
-    if not limits or (ledger.namespace, ledger.queue, limits) in done:
+    marker = (ledger.namespace, ledger.queue, limits, key_limits)
+    if not limits or marker in done:
         return
     try:
         ledger.set_limits(limits, source="settings", force=False)
+        if limits.key is not None:
+            declared = dict(key_limits)
+            for own in ledger.limits().key_limits:
+                if own.source == "settings" and own.key not in declared:
+                    ledger.set_key_limits(own.key, None, source="settings", force=False)
+            for key, own_limits in key_limits:
+                ledger.set_key_limits(key, own_limits, source="settings", force=False)
     except LedgerUnavailable:
         return  # written by the next get_ledger
-    done.add((ledger.namespace, ledger.queue, limits))
+    done.add(marker)
 
 
 def build_ledger(queue: str, shards: int) -> Ledger:

@@ -49,6 +49,7 @@ __all__ = [
     "dispatch_settings_of",
     "durability_of",
     "groups_of",
+    "key_limits_of",
     "limits_of",
     "timeouts_of",
     "usable_name",
@@ -110,6 +111,7 @@ QUEUE_KEYS = frozenset(DEFAULTS) | {
     "RATE",
     "CONCURRENCY",
     "KEY",
+    "KEY_LIMITS",
 }
 #: ``QUEUES[name]['RATE']``'s keys: at most ``LIMIT`` claims per ``PERIOD`` (seconds, or
 #: a timedelta), ``BURST`` of them at once after a lull (default: ``LIMIT``).
@@ -221,6 +223,8 @@ class QueueSettings:
     shards: int = 1
     #: ``RATE`` and ``CONCURRENCY``: the defaults of the limits stored in Redis.
     limits: Limits = Limits()  # noqa: RUF009 - frozen, so one shared instance is safe
+    #: ``KEY_LIMITS``: each key's limits of its own, by key (defaults, as ``limits``).
+    key_limits: tuple[tuple[str, Limits], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -370,7 +374,43 @@ _MAX_LIMIT = 1_000_000_000
 def limits_of(overrides: dict[str, Any], queue: str) -> Limits:
     """Check and type a queue's ``RATE``, ``CONCURRENCY`` and ``KEY`` (absent or ``None``:
     no limit; with a ``KEY`` the limits hold per key, and keys take turns)."""
-    where = f"LEDGER['QUEUES'][{queue!r}]"
+    return _limits_at(overrides, f"LEDGER['QUEUES'][{queue!r}]")
+
+
+def key_limits_of(overrides: dict[str, Any], queue: str) -> tuple[tuple[str, Limits], ...]:
+    """Check and type a queue's ``KEY_LIMITS``: ``{key: {"RATE": ..., "CONCURRENCY": ...}}``,
+    each key's limits of its own over the queue's (docs/limits.md, "Per task"), by key."""
+    where = f"LEDGER['QUEUES'][{queue!r}]['KEY_LIMITS']"
+    declared = overrides.get("KEY_LIMITS")
+    if declared is None:
+        return ()
+    if not isinstance(declared, dict):
+        raise ImproperlyConfigured(f"{where} must be a dict of key to limits, got {declared!r}")
+    if declared and overrides.get("KEY") is None:
+        raise ImproperlyConfigured(
+            f"{where} needs the queue's KEY (e.g. 'KEY': 'task'): a key's limits hold per key"
+        )
+    found = []
+    for key, value in sorted(declared.items(), key=lambda item: str(item[0])):
+        if (
+            not isinstance(key, str)
+            or not key
+            or len(key.encode("utf-8", "surrogatepass")) > 256
+            or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in key)
+        ):
+            raise ImproperlyConfigured(f"{where} has {key!r}, which cannot be a key")
+        if not isinstance(value, dict) or not value.keys() <= {"RATE", "CONCURRENCY"}:
+            raise ImproperlyConfigured(
+                f"{where}[{key!r}] must be a dict with RATE and/or CONCURRENCY, got {value!r}"
+            )
+        limits = _limits_at(value, f"{where}[{key!r}]")
+        if not limits:
+            raise ImproperlyConfigured(f"{where}[{key!r}] sets neither RATE nor CONCURRENCY")
+        found.append((key, limits))
+    return tuple(found)
+
+
+def _limits_at(overrides: dict[str, Any], where: str) -> Limits:
     concurrency = overrides.get("CONCURRENCY")
     if concurrency is not None and (
         isinstance(concurrency, bool)

@@ -15,6 +15,12 @@ LEDGER = {
         "exports": {"HANDLER": H + "overlap", "CONCURRENCY": 3},
         "tenants": {"HANDLER": H + "overlap_by_key", "CONCURRENCY": 2, "KEY": "kwargs.tenant_id"},
         "fair": {"HANDLER": H + "order", "KEY": "kwargs.tenant_id"},
+        "bytask": {
+            "HANDLER": H + "overlap_by_key",
+            "CONCURRENCY": 3,
+            "KEY": "task",
+            "KEY_LIMITS": {"shop.tasks.export": {"CONCURRENCY": 1}},
+        },
         "stuck": {
             "HANDLER": H + "hang_first",
             "CONCURRENCY": 1,

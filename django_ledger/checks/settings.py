@@ -162,16 +162,18 @@ def _check_queues(queues: Any) -> list[checks.CheckMessage]:
 def _check_flow_limits(
     overrides: dict[str, Any], name: str, where: str
 ) -> Iterator[checks.CheckMessage]:
-    """``RATE``, ``CONCURRENCY`` and ``KEY`` parse (E100), on a queue of one shard (E101)."""
+    """``RATE``, ``CONCURRENCY``, ``KEY`` and ``KEY_LIMITS`` parse (E100), on a queue of one shard (E101)."""
     try:
         limits = setting.limits_of(overrides, name)
+        setting.key_limits_of(overrides, name)
     except ImproperlyConfigured as exc:
         yield _error(
             100,
             f"{exc}.",
             "For example 'RATE': {'LIMIT': 50, 'PERIOD': 1, 'BURST': 50} (at most 50 "
             "claims a second), 'CONCURRENCY': 3 and 'KEY': 'kwargs.tenant_id' (per "
-            "tenant); see docs/limits.md.",
+            "tenant), 'KEY_LIMITS': {'shop.tasks.export': {'CONCURRENCY': 2}} with "
+            "'KEY': 'task' (per task); see docs/limits.md.",
             where,
         )
         return

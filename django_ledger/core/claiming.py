@@ -18,7 +18,7 @@ from .arguments import (
     work_size,
 )
 from .ledger_base import LedgerBase
-from .limits import Limits, LimitUse, read_limits, store_limits, unhold
+from .limits import Limits, LimitUse, read_limits, store_key_limits, store_limits, unhold
 from .records import State, owner_problem
 from .results import Claim, Claims, Settlement, SettlementStatus
 from .timing import duration_ms
@@ -209,6 +209,17 @@ class Claiming(LedgerBase):
         # from this ledger compute it from now on.
         self.limit_key = limits.key
         return written
+
+    def set_key_limits(
+        self, key: str, limits: Limits | None, *, source: str = "operator", force: bool = True
+    ) -> bool:
+        """Store ``key``'s limits of their own in a queue with a KEY (``None``: remove them,
+        the key claims under the queue's limits again); say whether they changed.
+
+        A rate or a concurrency set replaces the queue's for that key; a part not set is
+        the queue's. ``source`` ``"settings"`` with ``force`` false leaves an operator's.
+        """
+        return store_key_limits(self.runner, key, limits, source, force=force)
 
     def wake_keys(self) -> list[tuple[Any, str]]:
         """The client and key an idle worker blocks on for this queue (docs/worker.md)."""

@@ -16,6 +16,7 @@ from typing import Any
 from .runner import Runner
 
 __all__ = [
+    "KeyLimits",
     "KeyUse",
     "LimitUse",
     "Limits",
@@ -23,6 +24,7 @@ __all__ = [
     "check_key_path",
     "key_of",
     "read_limits",
+    "store_key_limits",
     "store_limits",
 ]
 
@@ -115,6 +117,26 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class KeyLimits:
+    """One key's limits of its own, in a queue with a KEY: each part set (the rate, the
+    concurrency) replaces the queue's for that key; a part not set is the queue's."""
+
+    key: str
+    limits: Limits
+    #: ``"settings"`` or ``"operator"``: who wrote them (as the queue's limits).
+    source: str
+
+    def over(self, queue: Limits) -> Limits:
+        """The key's limits in full: its own parts over the queue's."""
+        own = self.limits
+        return Limits(
+            own.rate if own.rate is not None else queue.rate,
+            own.concurrency if own.concurrency is not None else queue.concurrency,
+            queue.key,
+        )
+
+
+@dataclass(frozen=True)
 class KeyUse:
     """One key's use of its limits, in a queue with a KEY."""
 
@@ -145,6 +167,15 @@ class LimitUse:
     #: With a KEY: how many keys have due records in their turn, and the first of them.
     keys_waiting: int = 0
     keys: tuple[KeyUse, ...] = field(default_factory=tuple)
+    #: With a KEY: the keys with limits of their own, by key.
+    key_limits: tuple[KeyLimits, ...] = field(default_factory=tuple)
+
+    def limits_of(self, key: str) -> Limits:
+        """The limits ``key`` claims under: its own parts over the queue's."""
+        for own in self.key_limits:
+            if own.key == key:
+                return own.over(self.limits)
+        return self.limits
 
     @property
     def held(self) -> int:
@@ -154,7 +185,7 @@ class LimitUse:
         return self.due_now if self.room == 0 else 0
 
     def _key_full(self, use: KeyUse) -> bool:
-        limits = self.limits
+        limits = self.limits_of(use.key)
         if limits.concurrency is not None and use.slots_taken >= limits.concurrency:
             return True
         return use.tokens_left is not None and use.tokens_left < 1
@@ -191,7 +222,51 @@ def read_limits(runner: Runner, keys: int = 20) -> LimitUse:
         _int(room),
         int(waiting),
         rows,
+        read_key_limits(runner) if key else (),
     )
+
+
+def read_key_limits(runner: Runner) -> tuple[KeyLimits, ...]:
+    """Every key's limits of its own (``Ledger.set_key_limits``), by key."""
+    reply = runner.run(runner.scripts.limit, ["keylist"])
+    found = []
+    for i in range(0, len(reply), 6):
+        limit, period, burst, concurrency = (_int(v) for v in reply[i + 1 : i + 5])
+        rate = Rate(limit, period, burst) if limit is not None else None  # type: ignore[arg-type]
+        own = Limits(rate, concurrency)
+        found.append(KeyLimits(reply[i].decode("utf-8"), own, reply[i + 5].decode()))
+    return tuple(sorted(found, key=lambda k: k.key))
+
+
+def store_key_limits(
+    runner: Runner, key: str, limits: Limits | None, source: str, *, force: bool
+) -> bool:
+    """Store ``key``'s limits of its own (``None`` or ``Limits()``: remove them, the key
+    then claims under the queue's); say whether they were written. ``force`` false keeps
+    those an operator stored; the same limits again write nothing."""
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"a key's limits need a key, got {key!r}")
+    if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES or _CONTROL.search(key):
+        raise ValueError(f"{key!r} cannot be a key (too long, or a control character)")
+    if limits is not None and not isinstance(limits, Limits):
+        raise TypeError(f"limits must be a Limits or None, got {limits!r}")
+    if limits is not None and limits.key is not None:
+        raise ValueError("a key's limits have no KEY of their own (the queue's KEY holds)")
+    rate = limits.rate if limits is not None else None
+    concurrency = limits.concurrency if limits is not None else None
+    args: list[Any] = [
+        "keyset",
+        key,
+        rate.limit if rate else "",
+        rate.period_ms if rate else "",
+        rate.burst if rate else "",
+        concurrency if concurrency is not None else "",
+        source,
+        "1" if force else "0",
+    ]
+    return int(runner.run(runner.scripts.limit, args)[0]) == 1
 
 
 def store_limits(runner: Runner, limits: Limits, source: str, *, force: bool) -> bool:

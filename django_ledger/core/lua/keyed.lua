@@ -13,7 +13,10 @@
 --                                       checked against the record each time it is counted
 -- More KEYS[12] fields: 'R' .. key (the key's turn now), 'T' .. key and 'A' .. key (its
 -- bucket: tokens as of server ms), 'turn' (the last turn given), 'wm' (how far, in due
--- ms, the ready index has been brought into the pool).
+-- ms, the ready index has been brought into the pool),
+-- 'L' .. key (the key's own limits: 'rate_limit,rate_period,rate_burst,concurrency,source',
+-- '' for a part not set, which the queue's number fills) and 'kl' (the keys with limits of
+-- their own, one a line: read with the queue's limits, so a queue with none pays nothing).
 -- The ready index stays whole and authoritative: the pool is derived from it and from the
 -- records. A due record enters the pool from the ready index (keyed_promote, each claim),
 -- so what settlements, releases and repair give back comes into its key's turn with no
@@ -99,15 +102,37 @@ local function keyed_promote(now)
   redis.call('HSET', KEYS[12], 'wm', exact(mark))
 end
 
--- The use of `key` under the limits L at `now`, read once a call (`cache`): u.taken its
--- claims now, u.left its tokens. Claims of the key whose records left CLAIMED (settled,
--- given back, reclaimed by repair after a lease ran out) are dropped here: their slot is
--- free by construction.
+-- The limits of a key: its own ('L' .. key, `raw`) over the queue's L, part by part (a
+-- rate of its own replaces the queue's rate whole).
+local function keyed_limits(L, raw)
+  if not raw then return L end
+  local limit, period, burst, conc = string.match(raw, '^([^,]*),([^,]*),([^,]*),([^,]*)')
+  local E = {limit = L.limit, period = L.period, burst = L.burst, conc = L.conc}
+  if limit and limit ~= '' then
+    E.limit, E.period, E.burst = tonumber(limit), tonumber(period), tonumber(burst)
+  end
+  if conc and conc ~= '' then E.conc = tonumber(conc) end
+  return E
+end
+
+-- The use of `key` under its limits at `now`, read once a call (`cache`): u.L its limits
+-- (keyed_limits), u.taken its claims now, u.left its tokens. Its own limits come in the
+-- HMGET that reads its bucket (no command more). Claims of the key whose records left
+-- CLAIMED (settled, given back, reclaimed by repair after a lease ran out) are dropped
+-- here: their slot is free by construction.
 local function keyed_use(L, key, now, cache)
   local u = cache[key]
   if u then return u end
-  u = {taken = 0}
-  if L.conc then
+  u = {taken = 0, L = L}
+  local b
+  if L.kl then
+    b = redis.call('HMGET', KEYS[12], 'T' .. key, 'A' .. key, 'L' .. key)
+    u.L = keyed_limits(L, b[3])
+  elseif L.limit then
+    b = redis.call('HMGET', KEYS[12], 'T' .. key, 'A' .. key)
+  end
+  local E = u.L
+  if E.conc then
     local claims = redis.call('ZRANGEBYLEX', KEYS[14], '[c' .. key .. '\0', '(c' .. key .. '\1')
     if #claims > 0 then
       local ids = {}
@@ -126,11 +151,11 @@ local function keyed_use(L, key, now, cache)
       if #gone > 0 then redis.call('ZREM', KEYS[14], unpack(gone)) end
     end
   end
-  if L.limit then
-    local b = redis.call('HMGET', KEYS[12], 'T' .. key, 'A' .. key)
-    u.left = L.burst
+  if E.limit then
+    if not b then b = redis.call('HMGET', KEYS[12], 'T' .. key, 'A' .. key) end
+    u.left = E.burst
     if b[2] then
-      u.left = math.min(L.burst, tonumber(b[1]) + math.max(0, now - tonumber(b[2])) * L.limit / L.period)
+      u.left = math.min(E.burst, tonumber(b[1]) + math.max(0, now - tonumber(b[2])) * E.limit / E.period)
     end
   end
   cache[key] = u
@@ -215,14 +240,17 @@ local function keyed_take(L, now, take, claim, starts)
       size = size - 1
     else
       local u = keyed_use(L, key, now, cache)
-      local skip = got >= starts and L.conc and u.taken + 1 > math.floor(L.conc / 2)
+      local E = u.L
+      -- A key with a rate of its own on a queue without one takes no held claim either.
+      local skip = got >= starts and ((E.limit and not L.limit)
+        or (E.conc and u.taken + 1 > math.floor(E.conc / 2)))
       if skip then
         -- No headroom for a held claim of this key: left in its turn for a worker that
         -- starts it at once.
         refused = refused + 1
-      elseif keyed_room(L, u) < 1 then
+      elseif keyed_room(E, u) < 1 then
         held = held + 1
-        local at = keyed_next(L, u, now)
+        local at = keyed_next(E, u, now)
         if at >= 0 and (not wait or at < wait) then wait = at end
       else
         mine.n = mine.n + 1
@@ -231,8 +259,8 @@ local function keyed_take(L, now, take, claim, starts)
         picks[#picks + 1] = key
         picked[key] = (picked[key] or 0) + 1
         -- Counted now, written below for the records actually claimed.
-        if L.limit then u.left = u.left - 1 end
-        if L.conc then u.taken = u.taken + 1 end
+        if E.limit then u.left = u.left - 1 end
+        if E.conc then u.taken = u.taken + 1 end
       end
       if not skip then
         moved[#moved + 1] = turn
@@ -259,23 +287,23 @@ local function keyed_take(L, now, take, claim, starts)
       if claimed[id] then
         got = got + 1
         spent[key] = (spent[key] or 0) + 1
-        if L.conc then
+        if cache[key].L.conc then
           slots[#slots + 1] = 0
           slots[#slots + 1] = 'c' .. key .. '\0' .. id
         end
       end
     end
     if #slots > 0 then redis.call('ZADD', KEYS[14], unpack(slots)) end
-    if L.limit then
-      for key, n in pairs(spent) do
+    for key, n in pairs(spent) do
+      if cache[key].L.limit then
         -- u.left counted every pick; a pick not claimed spends no token.
         tokens[#tokens + 1] = 'T' .. key
         tokens[#tokens + 1] = string.format('%.17g', cache[key].left + picked[key] - n)
         tokens[#tokens + 1] = 'A' .. key
         tokens[#tokens + 1] = exact(now)
       end
-      if #tokens > 0 then redis.call('HSET', KEYS[12], unpack(tokens)) end
     end
+    if #tokens > 0 then redis.call('HSET', KEYS[12], unpack(tokens)) end
   end
   -- The turns: keys with nothing due out, keys visited to the back (the last visit of a
   -- key visited twice gives its place).

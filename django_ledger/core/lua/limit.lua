@@ -26,6 +26,12 @@
 --                    back, a PENDING one back in its key's pool
 --   'map'            ARGV[3] id, ARGV[4] key -> {1 stored / 0 the id has a record}: the
 --                    reference path's admission stores the key first
+--   'keyset'         ARGV[3] key, ARGV[4] rate_limit or '', ARGV[5] rate_period ms,
+--                    ARGV[6] burst, ARGV[7] concurrency or '' (all four '': remove),
+--                    ARGV[8] source, ARGV[9] '1': write even over an operator's ->
+--                    {1 written / 0 kept}: the key's own limits ('L' .. key, keyed.lua)
+--   'keylist'        -> {key, rate_limit, rate_period, rate_burst, concurrency, source,
+--                    ...}: every key's own limits, '' for a part not set
 local now = server_now()
 local op = ARGV[2]
 local L = limits_read()
@@ -73,11 +79,13 @@ if op == 'read' then
   local turns = redis.call('ZRANGEBYLEX', KEYS[14], '[r', '(s', 'LIMIT', 0, tonumber(ARGV[3]))
   for _, head in ipairs(turns) do
     local key = string.sub(head, 18)
-    local u = keyed_use({limit = L.limit, period = L.period, burst = L.burst}, key, now, {})
+    -- Its own limits over the queue's (read only: its claims counted, none dropped).
+    local E = keyed_limits(L, L.kl and redis.call('HGET', KEYS[12], 'L' .. key) or nil)
+    local u = keyed_use({limit = E.limit, period = E.period, burst = E.burst}, key, now, {})
     out[#out + 1] = key
     out[#out + 1] = redis.call('ZLEXCOUNT', KEYS[14], '[i' .. key .. '\0', '(i' .. key .. '\1')
-    out[#out + 1] = L.conc and key_taken(key) or 0
-    out[#out + 1] = L.limit and string.format('%.3f', u.left) or ''
+    out[#out + 1] = E.conc and key_taken(key) or 0
+    out[#out + 1] = E.limit and string.format('%.3f', u.left) or ''
   end
   return out
 elseif op == 'set' then
@@ -188,9 +196,9 @@ elseif op == 'unpick' then
   for i = 3, #ARGV do
     local id = ARGV[i]
     local key = redis.call('HGET', KEYS[12], '@' .. id) or ''
-    if L.limit then
-      local u = keyed_use(L, key, now, {})
-      redis.call('HSET', KEYS[12], 'T' .. key, string.format('%.17g', math.min(L.burst, u.left + 1)),
+    local u = keyed_use(L, key, now, {})
+    if u.L.limit then
+      redis.call('HSET', KEYS[12], 'T' .. key, string.format('%.17g', math.min(u.L.burst, u.left + 1)),
         'A' .. key, exact(now))
     end
     redis.call('ZREM', KEYS[14], 'c' .. key .. '\0' .. id)
@@ -204,5 +212,45 @@ elseif op == 'map' then
   if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1 then return {0} end
   redis.call('HSET', KEYS[12], '@' .. ARGV[3], ARGV[4])
   return {1}
+elseif op == 'keyset' then
+  local key = ARGV[3]
+  local field = 'L' .. key
+  local old = redis.call('HGET', KEYS[12], field)
+  if old and string.match(old, ',operator$') and ARGV[9] ~= '1' then return {0} end
+  local listed = {}
+  for k in string.gmatch(redis.call('HGET', KEYS[12], 'kl') or '', '[^\n]+') do
+    if k ~= key then listed[#listed + 1] = k end
+  end
+  if ARGV[4] == '' and ARGV[7] == '' then
+    if not old then return {0} end
+    redis.call('HDEL', KEYS[12], field)
+  else
+    local value = table.concat({ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]}, ',')
+    if old == value then return {0} end
+    redis.call('HSET', KEYS[12], field, value)
+    listed[#listed + 1] = key
+    if not old then
+      -- A new rate of its own starts full: a bucket kept from the queue's rate goes.
+      redis.call('HDEL', KEYS[12], 'T' .. key, 'A' .. key)
+    end
+  end
+  if #listed > 0 then
+    redis.call('HSET', KEYS[12], 'kl', table.concat(listed, '\n'))
+  else
+    redis.call('HDEL', KEYS[12], 'kl')
+  end
+  -- Raised or lifted limits may let a waiting worker claim: wake one when work is due.
+  if due_now(now) then wake(now) end
+  return {1}
+elseif op == 'keylist' then
+  local out = {}
+  for key in string.gmatch(redis.call('HGET', KEYS[12], 'kl') or '', '[^\n]+') do
+    local raw = redis.call('HGET', KEYS[12], 'L' .. key)
+    if raw then
+      out[#out + 1] = key
+      for part in string.gmatch(raw .. ',', '([^,]*),') do out[#out + 1] = part end
+    end
+  end
+  return out
 end
 return redis.error_reply('unknown limit op ' .. tostring(op))

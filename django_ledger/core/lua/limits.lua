@@ -8,6 +8,8 @@
 --   held              the held claims counted when the bucket was last written: the
 --                     bucket keeps at most rate_burst - held tokens (the prefetch rule)
 --   key               the KEY setting: the limits hold per key, keys take turns (keyed.lua)
+--   kl                the keys with limits of their own ('L' .. key, keyed.lua), one a
+--                     line; absent: none
 -- No field: no limit. docs/limits.md describes the model.
 -- Under a RATE, KEYS[14] (the keyed pool, unused by a queue without a KEY) also holds
 -- 'h' .. id for each claim taken held (prefetched): the held claims whose tokens are
@@ -19,12 +21,12 @@ local keyed_claim
 -- The queue's limits, or nil when it has none (one HMGET).
 local function limits_read()
   local f = redis.call('HMGET', KEYS[12], 'rate_limit', 'rate_period', 'rate_burst',
-    'concurrency', 'tokens', 'at', 'source', 'key', 'held')
+    'concurrency', 'tokens', 'at', 'source', 'key', 'held', 'kl')
   if not f[1] and not f[4] and not f[8] then return nil end
   return {
     limit = tonumber(f[1]), period = tonumber(f[2]), burst = tonumber(f[3]),
     conc = tonumber(f[4]), tokens = tonumber(f[5]), at = tonumber(f[6]), source = f[7],
-    key = f[8], held = tonumber(f[9]) or 0,
+    key = f[8], held = tonumber(f[9]) or 0, kl = f[10],
   }
 end
 

@@ -2,9 +2,10 @@
 
 A transaction's on-commit callback hands its rows to the process's courier and returns:
 the caller's commit costs the ``INSERT`` and the ``COMMIT`` alone. One daemon thread per
-process takes every parcel waiting, admits them with one ``admit_many`` per queue (128
-tasks a round trip) and deletes them with one ``DELETE``, so the busier the process, the
-fewer round trips a row costs. Nothing is promised by the courier that the rows do not
+process takes every parcel waiting and admits them with one ``admit_many`` per queue (128
+tasks a round trip) at once; it deletes the admitted rows together, with one ``DELETE``
+at most ``DELETE_AFTER`` s later (or at ``DELETE_BATCH`` ids), so the busier the
+process, the fewer round trips a row costs. Nothing is promised by the courier that the rows do not
 already hold: they are committed, so a process that dies with parcels in hand leaves
 them to the relay, which admits each once (admission is idempotent by id).
 
@@ -12,8 +13,9 @@ Used on databases that take concurrent writers (PostgreSQL, MySQL). SQLite has o
 writer at a time, and a second connection deleting while the caller writes waits on
 it, so there the commit delivers inline (``OUTBOX_DELIVERY``, docs/transactions.md).
 
-- ``flush(timeout)`` waits until every parcel handed over so far is delivered (tests,
-  a graceful shutdown); the process does so at exit, for at most ``EXIT_FLUSH`` s.
+- ``flush(timeout)`` waits until every parcel handed over so far is admitted and its
+  rows deleted (tests, a graceful shutdown); the process does so at exit, for at most
+  ``EXIT_FLUSH`` s.
 - The thread's database connections close after ``IDLE`` s without a parcel, so an idle
   process holds no connection for it.
 - A forked child starts with no parcels and no thread (the parent delivers its own).
@@ -34,7 +36,7 @@ from django.db import connections
 
 from .delivery import Row, admit_rows, delete_ids, existing_ids
 
-__all__ = ["EXIT_FLUSH", "IDLE", "MAX_ROWS", "flush", "send"]
+__all__ = ["DELETE_AFTER", "DELETE_BATCH", "EXIT_FLUSH", "IDLE", "MAX_ROWS", "flush", "send"]
 
 logger = logging.getLogger("django_ledger.outbox")
 
@@ -42,6 +44,10 @@ logger = logging.getLogger("django_ledger.outbox")
 IDLE = 1.0
 #: Rows one delivery takes at most (the rest wait for the next, a moment later).
 MAX_ROWS = 2048
+#: Seconds an admitted row waits at most for its ``DELETE`` (batched with the next ones).
+DELETE_AFTER = 0.2
+#: Ids one ``DELETE`` takes before it goes at once.
+DELETE_BATCH = 512
 #: Seconds the process waits at exit for the courier's parcels (the relay has the rest).
 EXIT_FLUSH = 5.0
 
@@ -65,8 +71,10 @@ class Courier:
         self._arrived = threading.Condition(self._lock)
         self._delivered = threading.Condition(self._lock)
         self._parcels: deque[Parcel] = deque()
-        #: Parcels handed over and not yet delivered (waiting or in hand).
+        #: Parcels handed over and not yet done with (waiting, in hand, or to delete).
         self._open = 0
+        #: Callers waiting in ``flush``.
+        self._flushing = 0
         self._thread: threading.Thread | None = None
 
     def send(self, parcel: Parcel) -> None:
@@ -84,21 +92,31 @@ class Courier:
         """Wait until every parcel handed over is delivered; ``False`` if time ran out."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while self._open:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._delivered.wait(left)
+            self._flushing += 1
+            self._arrived.notify()  # the deletes waiting go now
+            try:
+                while self._open:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self._delivered.wait(left)
+            finally:
+                self._flushing -= 1
         return True
 
     def forget(self) -> None:
         """In a forked child: no parcels, no thread (the locks are made anew)."""
         self._reset()
 
-    def _take(self) -> list[Parcel] | None:
-        """The parcels waiting (up to ``MAX_ROWS`` rows), or ``None`` after ``IDLE`` s."""
+    def _take(self, wait: float) -> list[Parcel] | None:
+        """The parcels waiting (up to ``MAX_ROWS`` rows), or ``None`` after ``wait`` s.
+
+        A ``flush`` waiting ends the wait too (with no parcels, perhaps).
+        """
         with self._lock:
-            if not self._parcels and not self._arrived.wait_for(lambda: self._parcels, IDLE):
+            if not self._parcels and not self._arrived.wait_for(
+                lambda: self._parcels or self._flushing, wait
+            ):
                 return None
             taken: list[Parcel] = []
             rows = 0
@@ -113,25 +131,79 @@ class Courier:
             self._open -= count
             self._delivered.notify_all()
 
+    def _hurried(self) -> bool:
+        """Whether someone waits in ``flush``: then the deletes go now."""
+        with self._lock:
+            return self._flushing > 0
+
     def _run(self) -> None:
         used: set[str] = set()
+        pending = _Deletes()
         while True:
-            taken = self._take()
-            if taken is None:  # idle: give the connections back
+            wait = IDLE if not pending.parcels else max(0.0, pending.due - time.monotonic())
+            taken = self._take(wait)
+            if taken:
+                for database in {parcel.database for parcel in taken}:
+                    used.add(database)
+                    mine = [parcel for parcel in taken if parcel.database == database]
+                    pending.add(database, admit(database, mine))
+                pending.parcels += len(taken)
+            if pending.parcels and (
+                not taken or pending.full() or pending.overdue() or self._hurried()
+            ):
+                self._done(pending.delete())
+            elif taken is None:  # idle: give the connections back
                 for database in used:
                     connections[database].close()
                 used.clear()
-                continue
+
+
+class _Deletes:
+    """The ids admitted and not yet deleted, deleted together (one ``DELETE`` a database).
+
+    Deleting a row just admitted is a write transaction of its own, as costly as the
+    caller's commit; the courier deletes at most ``DELETE_AFTER`` s after the first
+    admission waiting, or at ``DELETE_BATCH`` ids, or when a ``flush`` waits. A row left by
+    a process killed in between is admitted again by the relay and answers ``DUPLICATE``.
+    """
+
+    def __init__(self) -> None:
+        self.ids: dict[str, list[str]] = {}
+        self.parcels = 0
+        self.count = 0
+        self.due = 0.0
+
+    def add(self, database: str, ids: list[str]) -> None:
+        if not self.parcels and not self.count:
+            self.due = time.monotonic() + DELETE_AFTER
+        self.ids.setdefault(database, []).extend(ids)
+        self.count += len(ids)
+
+    def full(self) -> bool:
+        return self.count >= DELETE_BATCH
+
+    def overdue(self) -> bool:
+        return time.monotonic() >= self.due
+
+    def delete(self) -> int:
+        """Delete what waits; return how many parcels it finishes."""
+        for database, ids in self.ids.items():
             try:
-                for database in {parcel.database for parcel in taken}:
-                    used.add(database)
-                    deliver(database, [parcel for parcel in taken if parcel.database == database])
-            finally:
-                self._done(len(taken))
+                delete_ids(database, ids)
+            except Exception:  # admitted already: the relay deletes them (DUPLICATE)
+                logger.exception(
+                    "outbox: deleting %d delivered row(s) failed; the relay will", len(ids)
+                )
+                connections[database].close()
+        parcels, self.parcels, self.count, self.ids = self.parcels, 0, 0, {}
+        return parcels
 
 
-def deliver(database: str, parcels: Sequence[Parcel]) -> None:
-    """Admit and delete the rows of ``parcels`` (one database's); failures are logged."""
+def admit(database: str, parcels: Sequence[Parcel]) -> list[str]:
+    """Admit the rows of ``parcels`` (one database's); return the ids to delete.
+
+    Failures are logged and leave the rows to the relay.
+    """
     rows = [row for parcel in parcels for row in parcel.rows]
     try:
         guarded = [row_id for parcel in parcels for row_id in parcel.guarded]
@@ -139,13 +211,14 @@ def deliver(database: str, parcels: Sequence[Parcel]) -> None:
             gone = set(guarded) - existing_ids(database, guarded)
             rows = [row for row in rows if row.id not in gone]
         done, _ = admit_rows(rows)
-        delete_ids(database, done)
+        return done
     except Exception:  # the rows are committed: the relay delivers what is left
         logger.exception(
             "outbox: delivering %d task(s) after their commit failed; the relay will deliver them",
             len(rows),
         )
         connections[database].close()  # a broken connection is not reused
+        return []
 
 
 _courier = Courier()

@@ -215,8 +215,14 @@ def enqueued_heard() -> bool:
     return own_logger.isEnabledFor(logging.DEBUG)
 
 
+#: ``_django_receiver``'s answer once it found one (the module stays imported).
+_FOUND: list[tuple[Any, logging.Logger]] = []
+
+
 def _django_receiver() -> tuple[Any, logging.Logger] | None:
     """Django's own ``task_enqueued`` receiver and its logger (django.tasks or the backport)."""
+    if _FOUND and _FOUND[0][0] is not None:
+        return _FOUND[0]
     for name in ("django.tasks.signals", "django_tasks.signals"):
         module = sys.modules.get(name)
         if module is None or getattr(module, "task_enqueued", None) is not task_enqueued:
@@ -224,5 +230,6 @@ def _django_receiver() -> tuple[Any, logging.Logger] | None:
         function = getattr(module, "log_task_enqueued", None)
         own_logger = getattr(module, "logger", None)
         if function is not None and isinstance(own_logger, logging.Logger):
+            _FOUND[:] = [(function, own_logger)]
             return function, own_logger
     return None

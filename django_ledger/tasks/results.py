@@ -39,12 +39,15 @@ def plain_call(args: Any, kwargs: Any) -> bool:
     ``ready_result`` can skip normalizing them again.
     """
     plain = _PLAIN
-    return (
-        args.__class__ in (list, tuple)
-        and kwargs.__class__ is dict
-        and all(arg.__class__ in plain for arg in args)
-        and all(key.__class__ is str and value.__class__ in plain for key, value in kwargs.items())
-    )
+    if args.__class__ not in (list, tuple) or kwargs.__class__ is not dict:
+        return False
+    for arg in args:  # loops, not all() over generators: a call's few arguments, once each
+        if arg.__class__ not in plain:
+            return False
+    for key, value in kwargs.items():
+        if key.__class__ is not str or value.__class__ not in plain:
+            return False
+    return True
 
 
 #: The fields ``ready_result`` sets, all of ``TaskResult``'s in Django 6.0, 6.1 and the

@@ -399,9 +399,11 @@ class LedgerBackend(BaseTaskBackend):
             ):
                 raise
             staged = staged_result(options.database, self.alias, result_id)
-            if staged is None:
-                raise
-            return staged
+            if staged is not None:
+                return staged
+            # Delivered between the two reads (the courier or a relay admits, then
+            # deletes): Redis has it now, unless it never existed.
+            state = self.task_state(result_id)
         return task_result(state, task_of(state, self.alias), self.alias)
 
     async def aget_result(self, result_id: str) -> TaskResult[..., Any]:

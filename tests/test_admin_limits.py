@@ -96,3 +96,15 @@ def test_a_bad_change_says_why_and_writes_nothing(
     assert "The limits did not change" in response.content.decode()
     assert limited.limits().limits == Limits(None, 2, "kwargs.tenant_id")
     assert not LogEntry.objects.exists()
+
+
+def test_the_page_lists_the_keys_with_limits_of_their_own(
+    limited: Ledger, login_as: Callable[..., Client]
+) -> None:
+    limited.set_key_limits("export", Limits(concurrency=1))
+    limited.set_key_limits("mail", Limits(rate=Rate(5, 1000, 5)), source="settings")
+    text = login_as("view_queue").get(PAGE).content.decode()
+    assert 'id="limits-key-limits"' in text
+    row = '<td>export</td><td>the queue\'s</td><td class="num">1</td><td>operator</td>'
+    assert row in text
+    assert f"<td>mail</td><td>{Rate(5, 1000, 5)}</td>" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -24,19 +25,25 @@ def limited(api_ledger: Ledger) -> Ledger:
     api_ledger.set_limits(Limits(rate=Rate(5, 1000, 5), concurrency=2), source="settings")
     api_ledger.admit_many((f"r{i}", "p") for i in range(6))
     api_ledger.claim_many("w", 6)
+    CLAIMED_AT[:] = [time.monotonic()]
     return api_ledger
+
+
+#: When ``limited`` spent its tokens: the bucket refills at 5 a second from then.
+CLAIMED_AT: list[float] = []
 
 
 def test_reading_shows_each_limit_and_its_use(
     limited: Ledger, api_client_for: Callable[..., APIClient]
 ) -> None:
     response = api_client_for("view_queue").get(LIMITS)
+    refilled = 5 * (time.monotonic() - CLAIMED_AT[0])  # tokens back since the claims, at most
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["rate"] == {"limit": 5, "period_ms": 1000, "burst": 5}
     assert body["concurrency"] == 2 and body["set_by"] == "settings" and body["key"] is None
     assert body["slots_taken"] == 2 and body["due_now"] == 4 and body["held"] == 4
-    assert 2.9 <= body["tokens_left"] <= 3.5
+    assert 2.9 <= body["tokens_left"] <= min(5, 3 + refilled + 0.05)
 
 
 def test_changing_needs_the_limit_permission_and_is_logged(
@@ -73,3 +80,15 @@ def test_reading_needs_view_queue(
     limited: Ledger, api_client_for: Callable[..., APIClient]
 ) -> None:
     assert api_client_for("view").get(LIMITS).status_code == 403
+
+
+def test_reading_lists_the_keys_with_limits_of_their_own(
+    api_ledger: Ledger, api_client_for: Callable[..., APIClient]
+) -> None:
+    api_ledger.set_limits(Limits(concurrency=3, key="task"), source="settings")
+    api_ledger.set_key_limits("shop.tasks.export", Limits(concurrency=1), source="settings")
+    body = api_client_for("view_queue").get(LIMITS).json()
+    assert body["key"] == "task"
+    assert body["key_limits"] == [
+        {"key": "shop.tasks.export", "rate": None, "concurrency": 1, "set_by": "settings"}
+    ]

@@ -37,6 +37,15 @@ class KeyUseSerializer(serializers.Serializer[Any]):
     tokens_left = serializers.FloatField(allow_null=True)
 
 
+class KeyLimitsSerializer(serializers.Serializer[Any]):
+    key = serializers.CharField()
+    rate = RateSerializer(allow_null=True, help_text="its own rate (null: the queue's)")
+    concurrency = serializers.IntegerField(
+        allow_null=True, help_text="its own concurrency (null: the queue's)"
+    )
+    set_by = serializers.CharField(help_text="'settings' or 'operator'")
+
+
 class LimitUseSerializer(serializers.Serializer[Any]):
     queue = serializers.CharField()
     rate = RateSerializer(allow_null=True)
@@ -49,6 +58,9 @@ class LimitUseSerializer(serializers.Serializer[Any]):
     held = serializers.IntegerField(help_text="due records the limits hold now")
     keys_waiting = serializers.IntegerField()
     keys = KeyUseSerializer(many=True, help_text="the first keys in turn")
+    key_limits = KeyLimitsSerializer(
+        many=True, help_text="keys with limits of their own (KEY_LIMITS, set_key_limits)"
+    )
 
 
 class LimitChangeSerializer(serializers.Serializer[Any]):
@@ -71,13 +83,17 @@ class LimitChangeSerializer(serializers.Serializer[Any]):
             raise serializers.ValidationError(str(exc)) from exc
 
 
+def _rate(rate: Any) -> dict[str, int] | None:
+    if rate is None:
+        return None
+    return {"limit": rate.limit, "period_ms": rate.period_ms, "burst": rate.burst}
+
+
 def _body(queue: str, use: LimitUse) -> dict[str, Any]:
-    limits, rate = use.limits, use.limits.rate
+    limits = use.limits
     return {
         "queue": queue,
-        "rate": None
-        if rate is None
-        else {"limit": rate.limit, "period_ms": rate.period_ms, "burst": rate.burst},
+        "rate": _rate(limits.rate),
         "concurrency": limits.concurrency,
         "key": limits.key,
         "set_by": use.source,
@@ -87,6 +103,15 @@ def _body(queue: str, use: LimitUse) -> dict[str, Any]:
         "held": use.held,
         "keys_waiting": use.keys_waiting,
         "keys": [vars(row) for row in use.keys],
+        "key_limits": [
+            {
+                "key": own.key,
+                "rate": _rate(own.limits.rate),
+                "concurrency": own.limits.concurrency,
+                "set_by": own.source,
+            }
+            for own in use.key_limits
+        ],
     }
 
 

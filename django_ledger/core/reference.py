@@ -192,7 +192,8 @@ def claim(
         limited = runner.redis.exists(runner.keys[11])
     if not limited:
         return _claim_due(runner, owner, limit, lease_ms, start)
-    return reference_limits.claim_limited(runner, owner, limit, lease_ms, start)
+    steps = reference_limits.Steps(_claim_due, _claim_one)
+    return reference_limits.claim_limited(runner, steps, owner, limit, lease_ms, start)
 
 
 def _claim_due(

@@ -1,6 +1,7 @@
 """The reference path's claim under a queue's limits (limits.lua, keyed.lua).
 
-``reference.claim`` comes here when the queue has limits: the tokens are taken through
+``reference.claim`` comes here when the queue has limits, and hands in its own claim
+steps (``Steps``: no import back, so no cycle): the tokens are taken through
 ``limit.lua`` and the records claimed with ``reference``'s compare-and-set; a queue with
 a KEY has its records picked by keyed.lua's own choice (``limits.pick``), so both paths
 apply the same per-key limits and turns.
@@ -8,15 +9,27 @@ apply the same per-key limits and turns.
 
 from __future__ import annotations
 
-from . import limits, reference
+from collections.abc import Callable
+from typing import NamedTuple
+
+from . import limits
 from .results import Claim, Claims
 from .runner import Runner
 
-__all__ = ["claim_limited"]
+__all__ = ["Steps", "claim_limited"]
+
+
+class Steps(NamedTuple):
+    """``reference``'s claim steps: the due records in order, and one record."""
+
+    #: (runner, owner, limit, lease_ms, start) -> the claims, held after ``start``
+    claim_due: Callable[[Runner, str, int, int, int | None], Claims]
+    #: (runner, request_id, owner, lease_ms, hold) -> the claim, or why not
+    claim_one: Callable[[Runner, str, str, int, bool], Claim | str]
 
 
 def claim_limited(
-    runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
+    runner: Runner, steps: Steps, owner: str, limit: int, lease_ms: int, start: int | None = None
 ) -> Claims:
     """Claim up to ``limit`` under the queue's limits (limits.lua's ``claim_limited``).
 
@@ -27,10 +40,10 @@ def claim_limited(
     with runner.translate_errors():
         keyed = runner.redis.hexists(runner.keys[11], "key")
     if keyed:
-        return _claim_keyed(runner, owner, limit, lease_ms, start)
+        return _claim_keyed(runner, steps, owner, limit, lease_ms, start)
     starts = limit if start is None or start > limit else start
     taken, extra = limits.take(runner, limit, start)
-    claims = reference._claim_due(runner, owner, taken + extra, lease_ms, taken)
+    claims = steps.claim_due(runner, owner, taken + extra, lease_ms, taken)
     held = [claim.request_id for claim in claims if claim.held]
     next_at = limits.refund(runner, taken + extra - len(claims), held)
     if next_at is not None and claims.due_in_ms == 0:
@@ -46,7 +59,7 @@ def claim_limited(
 
 
 def _claim_keyed(
-    runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None
+    runner: Runner, steps: Steps, owner: str, limit: int, lease_ms: int, start: int | None
 ) -> Claims:
     """Claim up to ``limit`` of a queue with a KEY: keyed.lua picks them (its limits and
     turns), then each is claimed with a compare-and-set, held after the first ``start``;
@@ -58,7 +71,7 @@ def _claim_keyed(
     claims: list[Claim] = []
     missed: list[str] = []
     for request_id in ids:
-        made = reference._claim_one(runner, request_id, owner, lease_ms, len(claims) >= starts)
+        made = steps.claim_one(runner, request_id, owner, lease_ms, len(claims) >= starts)
         if isinstance(made, Claim):
             claims.append(made)
         else:

@@ -106,13 +106,22 @@ ensure_chromium
 ensure_postgresql
 output="$VENV/tox-output.log"
 : >"$output"
+# The package is built once, here, and every stream installs that wheel: two streams
+# building at once would share setuptools' build/ directory in the tree, and race.
+rm -rf "$VENV/dist"
+log "building the package once ($VENV/dist)"
+"$VENV/bin/python" -m pip wheel -q --no-deps -w "$VENV/dist" . >"$VENV/build.log" 2>&1 || {
+    cat "$VENV/build.log"
+    exit 1
+}
+wheel="$(ls "$VENV"/dist/django_ledger-*.whl)"
 pids=()
 for i in "${!streams[@]}"; do
     log "tox -e ${streams[$i]} (stream $((i + 1)) of ${#streams[@]})"
     (
         set +e
         "$VENV/bin/tox" --workdir ".tox/stream$((i + 1))" -e "${streams[$i]}" \
-            >"$VENV/tox-stream$((i + 1)).log" 2>&1
+            --installpkg "$wheel" >"$VENV/tox-stream$((i + 1)).log" 2>&1
         echo "$?" >"$VENV/tox-stream$((i + 1)).rc"
     ) &
     pids+=("$!")

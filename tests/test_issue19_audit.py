@@ -1,9 +1,10 @@
 """Issue 19, audited: the items whose tests ran in one ledger mode only, and item 19.
 
 The issue asks for each item's test "in both ledger modes where the core is involved".
-The worker-level tests of items 5 (a burst run repairs), 6 (prefetched claims) and 20
-(the fence through a worker), and the admission retry of item 11, ran on the optimized
-path only; here each runs on the reference path too (``OPTIMIZED: False``), or in both.
+The worker-process tests of items 5 (a burst run repairs) and 6 (prefetched claims) ran
+on the optimized path only; here each runs on a reference twin of its queue
+(``OPTIMIZED: False``). Items 20 (the fence through a worker, ``test_worker_fence``) and
+11 (the admission retry, ``test_tasks_admission_retry``) run in both modes where they are.
 Item 19: the four modules it names are under 450 lines, and every public name they held
 still imports from where it was.
 """
@@ -14,28 +15,19 @@ import ast
 import importlib
 import signal
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
 
-from django_ledger import Ledger, State, get_ledger
-from django_ledger.core.worker import Job
-from django_ledger.core.worker.handler import CallableHandler
-from django_ledger.core.worker.runtime import Worker, WorkerConfig
+from django_ledger import Ledger, State
 from django_ledger.tasks.state import LEASE_EXPIRED_PATH, task_state
 from tests.redis_server import RedisServer
-from tests.tasks_app import tasks
-from tests.test_tasks_admission_retry import Retries, own_redis, retries, total
 from tests.worker_process import wait_until
 from tests.worker_variants import VariantWorker
 
 pytest_plugins = ["tests.ledger_fixtures"]
-
-__all__ = ["own_redis", "retries"]  # fixtures, imported for the reference-mode retry
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = "tests.issue19_audit_settings"
@@ -119,87 +111,6 @@ def test_sigkill_with_prefetched_claims_on_a_reference_queue(
         errors = task_state("blocking_ref", after[request_id], None).errors
         paths = [error["exception_class_path"] for error in errors]
         assert paths == ([LEASE_EXPIRED_PATH] if request_id in ran else [])
-
-
-# -- item 20: the fence through a worker, in both modes ----------------------------------
-
-
-def test_a_reclaimed_records_old_claim_is_refused_in_either_mode(
-    redis_client: redis.Redis, namespace: str, optimized: bool
-) -> None:
-    lease = 60.0
-    ledger = Ledger(redis_client, namespace, "fence", optimized=optimized)
-    assert ledger.admit("r-1", "work").accepted
-    first_started, release = threading.Event(), threading.Event()
-    fences: list[int] = []
-
-    def handle(job: Job) -> str:
-        fences.append(job.claim.fence)
-        if job.claim.attempt == 1:
-            first_started.set()
-            assert release.wait(30)
-            return "from the lapsed claim"
-        return "from the new claim"
-
-    worker = Worker(
-        {"fence": ledger},
-        {"fence": CallableHandler(handle, max_attempts=5)},
-        {"fence": lease},
-        WorkerConfig(worker_id="w-1", concurrency=2, repair_interval=0.05),
-    )
-    runner = threading.Thread(target=worker.run, daemon=True)
-    runner.start()
-    try:
-        assert first_started.wait(30)
-        ledger.clock_skew_ms += int(lease * 1000) + 1_000  # the first claim's lease lapsed
-        wait_until(lambda: len(fences) == 2, what="the same worker reclaimed the record")
-        wait_until(lambda: ledger.resolve("r-1").state is State.COMPLETED)  # type: ignore[union-attr]
-        release.set()  # the first run ends and settles with its old claim
-        wait_until(lambda: worker.counts.lost == 1, what="the old claim's settlement refused")
-    finally:
-        release.set()
-        worker.request_stop()
-        runner.join(30)
-    assert not runner.is_alive()
-    record = ledger.resolve("r-1")
-    assert record is not None and record.state is State.COMPLETED
-    assert (record.owner, record.attempts, record.fence) == ("w-1", 2, fences[1])
-    assert fences[0] < fences[1]
-    assert ledger.results(["r-1"]) == [b"from the new claim"]
-    assert (worker.counts.processed, worker.counts.lost) == (1, 1)
-
-
-# -- item 11: an admission retried under its id, on the reference path ----------------------
-
-
-def test_an_enqueue_whose_reply_was_lost_is_enqueued_once_on_the_reference_path(
-    settings: Any, own_redis: RedisServer, retries: Retries
-) -> None:
-    queues = {**settings.LEDGER["QUEUES"], "default": {"OPTIMIZED": False}}
-    settings.LEDGER = {**settings.LEDGER, "QUEUES": queues}
-    assert get_ledger("default").optimized is False
-    before = total()
-    outcome: dict[str, Any] = {}
-
-    def enqueue() -> None:
-        try:
-            outcome["result"] = tasks.echo.enqueue("once")
-        except Exception as exc:
-            outcome["error"] = exc
-
-    own_redis.pause()  # the call goes out, and its reply never comes: a time-out
-    try:
-        thread = threading.Thread(target=enqueue)
-        thread.start()
-        wait_until(lambda: retries.seen.is_set() or not thread.is_alive())
-    finally:
-        own_redis.resume()  # the paused server now runs what waited, the first try too
-        thread.join(30)
-    assert "error" not in outcome, outcome
-    result = outcome["result"]
-    assert total() == before + 1  # admitted once, however many tries
-    assert tasks.echo.get_result(result.id).args == ["once"]
-    assert "try 1 of 3" in retries.messages[0] and result.id in retries.messages[0]
 
 
 # -- item 19: the house ---------------------------------------------------------------

@@ -69,9 +69,14 @@ def total() -> int:
     return get_ledger("default").stats().total
 
 
+@pytest.mark.parametrize("optimized", [True, False], ids=["optimized", "reference"])
 def test_an_enqueue_whose_reply_was_lost_is_enqueued_once(
-    own_redis: RedisServer, retries: Retries
+    settings: Any, own_redis: RedisServer, retries: Retries, optimized: bool
 ) -> None:
+    if not optimized:  # the reference path: the same queue, OPTIMIZED off
+        queues = {**settings.LEDGER["QUEUES"], "default": {"OPTIMIZED": False}}
+        settings.LEDGER = {**settings.LEDGER, "QUEUES": queues}
+    assert get_ledger("default").optimized is optimized
     sent: list[Any] = []
 
     def receiver(sender: type, task_result: Any, **kwargs: Any) -> None:

@@ -3,7 +3,8 @@ record has the settlement of its old claim refused, though the owner is the same
 
 In-process, on the suite's Redis: the worker's own ledger has its clock moved past the
 lease (``clock_skew_ms``, the test seam), so its own repairer takes the record back and
-its own main loop claims it again while the first run still holds its old claim.
+its own main loop claims it again while the first run still holds its old claim. In both
+ledger modes (the ``optimized`` fixture).
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from django_ledger.core.worker.handler import CallableHandler
 from django_ledger.core.worker.runtime import Worker, WorkerConfig
 from tests.worker_process import wait_until
 
+pytest_plugins = ["tests.ledger_fixtures"]
+
 LEASE = 60.0
 
 
 def test_a_reclaimed_records_old_claim_is_refused_when_settled(
-    redis_client: redis.Redis, namespace: str
+    redis_client: redis.Redis, namespace: str, optimized: bool
 ) -> None:
-    ledger = Ledger(redis_client, namespace, "fence")
+    ledger = Ledger(redis_client, namespace, "fence", optimized=optimized)
     assert ledger.admit("r-1", "work").accepted
     first_started, release = threading.Event(), threading.Event()
     fences: list[int] = []

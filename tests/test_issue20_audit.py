@@ -22,7 +22,6 @@ import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
@@ -33,6 +32,7 @@ from django_ledger.core.worker import Job
 from django_ledger.core.worker.handler import CallableHandler
 from django_ledger.core.worker.runtime import Worker, WorkerConfig
 from tests.redis_server import RedisServer
+from tests.test_lane_rules import in_threads, named
 from tests.worker_process import wait_until
 
 THREADS = 64
@@ -43,31 +43,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "django_ledger"
 def own_redis() -> Iterator[RedisServer]:
     with RedisServer() as server:
         yield server
-
-
-def named(server: RedisServer, name: str) -> list[dict[str, Any]]:
-    with server.client() as admin:
-        return [entry for entry in admin.client_list() if entry["name"] == name]
-
-
-def in_threads(count: int, work: Any) -> None:
-    """Run ``work(n)`` on ``count`` threads started together; raise what any raised."""
-    start = threading.Barrier(count)
-    errors: list[BaseException] = []
-
-    def body(n: int) -> None:
-        try:
-            start.wait(30)
-            work(n)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=body, args=(n,)) for n in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not errors, errors[:3]
 
 
 # -- connections ----------------------------------------------------------------------

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import random
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -27,6 +26,7 @@ from ..core.ledger import Ledger
 from ..core.results import Admission, AdmissionStatus
 from .compat import InvalidTask, Task, TaskResult, task_enqueued
 from .exceptions import EnqueueOutcomeUnknown, QueueFull, TaskIdConflict
+from .heard import heard
 from .results import instant, task_of, task_result
 from .store import QueueEntry, read_tasks
 
@@ -193,43 +193,10 @@ def admitted(
 
 
 def enqueued_heard() -> bool:
-    """Whether sending ``task_enqueued`` now would do anything.
+    """Whether sending ``task_enqueued`` now would do anything (``heard.heard``).
 
     Not when nothing is connected, nor when the one receiver is Django's own
-    (``log_task_enqueued``, which logs at DEBUG) and its logger is not enabled for
-    DEBUG: that receiver would do nothing. Any other receiver hears every enqueue.
+    (``log_task_enqueued``, which logs at DEBUG) and no handler would write its line.
+    Any other receiver hears every enqueue.
     """
-    receivers = task_enqueued.receivers
-    if not receivers:
-        return False
-    if len(receivers) > 1:
-        return True
-    own = _django_receiver()
-    if own is None:
-        return True
-    function, own_logger = own
-    key = receivers[0][0] if isinstance(receivers[0], tuple) else None
-    # Django keys a receiver connected without a dispatch_uid by (id(receiver), id(sender)).
-    if not isinstance(key, tuple) or not key or key[0] != id(function):
-        return True
-    return own_logger.isEnabledFor(logging.DEBUG)
-
-
-#: ``_django_receiver``'s answer once it found one (the module stays imported).
-_FOUND: list[tuple[Any, logging.Logger]] = []
-
-
-def _django_receiver() -> tuple[Any, logging.Logger] | None:
-    """Django's own ``task_enqueued`` receiver and its logger (django.tasks or the backport)."""
-    if _FOUND and _FOUND[0][0] is not None:
-        return _FOUND[0]
-    for name in ("django.tasks.signals", "django_tasks.signals"):
-        module = sys.modules.get(name)
-        if module is None or getattr(module, "task_enqueued", None) is not task_enqueued:
-            continue
-        function = getattr(module, "log_task_enqueued", None)
-        own_logger = getattr(module, "logger", None)
-        if function is not None and isinstance(own_logger, logging.Logger):
-            _FOUND[:] = [(function, own_logger)]
-            return function, own_logger
-    return None
+    return heard(task_enqueued, "task_enqueued", logging.DEBUG)

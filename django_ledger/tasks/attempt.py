@@ -41,6 +41,7 @@ from .compat import (
     task_started,
 )
 from .exceptions import ResultTooLarge
+from .heard import heard
 from .ledger_task import LedgerTask, LedgerTaskContext
 from .options import TaskOptions, exception_path, retries
 from .results import instant, ready_result
@@ -170,9 +171,12 @@ class TaskAttempt:
         self.task = self._task(plan.task, plan.payload)
         self.stage = "call"
         # Django's TaskResult, for the signals' receivers and a task's context: built
-        # only if one of them will see it.
+        # only if one of them will see it. Django's own receivers write a line at INFO
+        # (ERROR for a failure, ``raised``), heard only when a handler would write it.
+        self.heard_started = heard(task_started, "task_started", logging.INFO)
+        self.heard_finished = heard(task_finished, "task_finished", logging.INFO)
         self.result: TaskResult[..., Any] | None = None
-        if self.task.takes_context or task_started.receivers or task_finished.receivers:
+        if self.task.takes_context or self.heard_started or self.heard_finished:
             self.result = self._result()
 
     def _task(self, task: Task[..., Any], payload: TaskPayload) -> Task[..., Any]:
@@ -231,12 +235,12 @@ class TaskAttempt:
         """The Redis clock now, from the attempt's start and this process's steady clock."""
         return self.job.started_at + int((time.monotonic() - self.clock) * 1000)
 
-    def _send(self, signal: Any) -> None:
-        if self.result is not None and signal.receivers and not self.job.cancelled.is_set():
+    def _send(self, signal: Any, heard: bool) -> None:
+        if heard and self.result is not None and not self.job.cancelled.is_set():
             signal.send(sender=self.runner.sender, task_result=self.result)
 
     def run_sync(self) -> Outcome:
-        self._send(task_started)
+        self._send(task_started, self.heard_started)
         func = self.task.func
         try:
             args, kwargs = self._arguments()
@@ -253,7 +257,7 @@ class TaskAttempt:
         return self._completed(*returned)
 
     async def run_async(self) -> Outcome:
-        self._send(task_started)
+        self._send(task_started, self.heard_started)
         func = self.task.func
         try:
             args, kwargs = self._arguments()
@@ -308,7 +312,7 @@ class TaskAttempt:
             put(result, "_return_value", value)
             put(result, "finished_at", instant(finished))
             put(result, "status", TaskResultStatus.SUCCESSFUL)
-            self._send(task_finished)
+            self._send(task_finished, self.heard_finished)
         return outcome
 
     def raised(self, exc: BaseException, *, timed_out: bool = False) -> Outcome:
@@ -320,13 +324,19 @@ class TaskAttempt:
         error = error_of(exc)
         path = error["exception_class_path"]
         finished = self._now()
-        self.attempts.append(Attempt(self.job.worker_id, self.job.started_at, finished, error))
         attempt = self.job.claim.attempt
         retry = (
             self.stage == "call"
             and attempt < self.options.max_attempts
             and retries(self.options, exc)
         )
+        # A failure's line is at ERROR (error trackers read it): heard on its own terms.
+        loud = self.heard_finished or (
+            not retry and heard(task_finished, "task_finished", logging.ERROR)
+        )
+        if loud and self.result is None:
+            self.result = self._result()  # before this attempt joins the earlier ones
+        self.attempts.append(Attempt(self.job.worker_id, self.job.started_at, finished, error))
         doc = document(self.attempts)
         if retry:
             status = TaskResultStatus.READY
@@ -343,6 +353,6 @@ class TaskAttempt:
             if not retry:
                 object.__setattr__(result, "finished_at", instant(finished))
             # A run the worker gave up on (timed_out() spoke for it) finishes unheard.
-            if task_finished.receivers and (timed_out or not self.job.cancelled.is_set()):
+            if loud and (timed_out or not self.job.cancelled.is_set()):
                 task_finished.send(sender=self.runner.sender, task_result=result)
         return outcome

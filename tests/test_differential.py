@@ -434,6 +434,14 @@ def build_machine(client: redis.Redis, namespace: str) -> type[RuleBasedStateMac
                     extra["lease_until"] = base + lease * UNIT
             if counts is not None:
                 extra["attempts"], extra["fence"] = counts[0], counts[0] + counts[1]
+                if state is State.CLAIMED and counts[0] == 0:
+                    # A claim is an attempt: both modes refuse it, and write nothing.
+                    for ledger in self.ledgers:
+                        with pytest.raises(ValueError, match="at least 1 attempt"):
+                            ledger.import_record(
+                                request_id, payload, state, base + due * UNIT, owner, **extra
+                            )
+                    return
             opt, ref = (
                 ledger.import_record(request_id, payload, state, base + due * UNIT, owner, **extra)
                 for ledger in self.ledgers

@@ -248,6 +248,11 @@ BAD_FIELDS = [
     pytest.param(_fields(owner="a\x00"), "owner", id="control-owner"),
     pytest.param(_fields(lease_until=DUE), "lease_until", id="lease-on-pending"),
     pytest.param(_fields(attempts=-1), "attempts", id="negative-attempts"),
+    # A claim is an attempt: a CLAIMED record at 0 given back would count -1 (found by
+    # test_differential).
+    pytest.param(
+        _fields(state="CLAIMED", owner="w", attempts=0), "1 attempt", id="claimed-at-0-attempts"
+    ),
     pytest.param(_fields(attempts="2"), "attempts", id="text-attempts"),
     pytest.param(_fields(fence=True), "fence", id="bool-fence"),
     pytest.param(_fields(due_at="soon"), "due_at", id="text-due"),

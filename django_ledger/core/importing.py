@@ -110,6 +110,9 @@ def prepare_import(
         raise ValueError(f"traceparent is not W3C trace context: {traceparent!r}")
     due_at = _instant(fields, "due_at", now)
     attempts = _count(fields, "attempts", 1 if state is State.CLAIMED else 0)
+    if state is State.CLAIMED and attempts < 1:
+        # A claim is an attempt (claiming counts it): given back, it would count below 0.
+        raise ValueError(f"a CLAIMED record has made at least 1 attempt, not {attempts}")
     fence = _count(fields, "fence", attempts)
     lease_until: int | None = None
     if state is State.CLAIMED:

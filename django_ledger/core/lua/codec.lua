@@ -149,11 +149,6 @@ local function payload_of(r)
   return string.sub(r.tail, r.tlen + 1)
 end
 
-local function traceparent_of(r)
-  if r.tlen == 0 then return '' end
-  return string.sub(r.tail, 1, r.tlen)
-end
-
 -- Priorities lie PRIORITY_STEP apart in the ready index (records.py, the same): a
 -- PENDING record's score is due - prio * step, so the index orders by priority first.
 local PRIORITY_STEP = 8796093022208  -- 2^43
@@ -171,71 +166,10 @@ local function score_of(r)
   return exact(r.updated)
 end
 
--- Remove id from every index; returns how many entries went.
-local function unindex(id)
-  local n = 0
-  for _, k in ipairs({2, 3, 6, 7, 8}) do n = n + redis.call('ZREM', KEYS[k], id) end
-  return n
-end
-
--- The next fence of a claim whose record holds `floor`: the queue-wide counter moves on,
--- and never below the record's own fence (an imported record may hold a larger one), so
--- a fence is greater than every earlier fence of its id, also across a purge.
-local function next_fence(floor)
-  local f = redis.call('INCR', KEYS[9])
-  if f <= floor then
-    f = floor + 1
-    redis.call('SET', KEYS[9], f)
-  end
-  return f
-end
-
--- Delete a record and the result stored with it.
-local function forget(id)
-  redis.call('HDEL', KEYS[1], id)
-  redis.call('HDEL', KEYS[10], id)
-  -- A workflow step's entries go with its record; the workflow's own with its last step
-  -- (flow.lua). One HGET for a record that is no step.
-  local spec = redis.call('HGET', KEYS[13], 's:' .. id)
-  if spec then
-    local flow = cjson.decode(spec).f
-    redis.call('HDEL', KEYS[13], 's:' .. id, 'd:' .. id, 'n:' .. id, 'c:' .. id)
-    if redis.call('HINCRBY', KEYS[13], 'k:' .. flow, -1) <= 0 then
-      redis.call('HDEL', KEYS[13], 'm:' .. flow, 'k:' .. flow, 'x:' .. flow)
-    end
-  end
-  redis.call('HDEL', KEYS[12], '@' .. id)  -- its key, in a queue with a KEY (keyed.lua)
-end
-
 -- Live records make a queue full: PENDING and CLAIMED (counted by their indexes) and
 -- quarantined ids. Ended records never do; they are bounded apart (trim_ended).
 local function live_count()
   return redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3]) + redis.call('HLEN', KEYS[5])
-end
-
--- Purge the oldest ended records while more than max_retained are kept, at most `budget`
--- of them; returns how many went. The record goes only if it is still ended as its index
--- says (anything else is repair's to sort out: the stale entry alone is dropped).
-local function trim_ended(max_retained, budget)
-  local ended = redis.call('ZCARD', KEYS[6]) + redis.call('ZCARD', KEYS[7])
-    + redis.call('ZCARD', KEYS[8])
-  local purged = 0
-  while ended > max_retained and purged < budget do
-    local id, index, score
-    for _, k in ipairs({6, 7, 8}) do
-      local head = redis.call('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')
-      if head[1] and (not score or tonumber(head[2]) < score) then
-        id, index, score = head[1], k, tonumber(head[2])
-      end
-    end
-    if not id then break end
-    redis.call('ZREM', KEYS[index], id)
-    local raw = redis.call('HGET', KEYS[1], id)
-    local r = raw and decode(id, raw)
-    if r and INDEX_OF[r.s] == index then forget(id) end
-    ended, purged = ended - 1, purged + 1
-  end
-  return purged
 end
 
 -- Whether an id holds a control character: C0, DEL, C1 (U+0080..U+009F) or the line and
@@ -245,48 +179,8 @@ local function has_control(s)
     or string.find(s, '\226\128[\168\169]') ~= nil
 end
 
--- The next priority band of the ready index at or above score `from` ('-inf' to start),
--- highest priority first: returns its lowest score, the due time of its earliest entry,
--- and where the band after it starts; nil when no band is left. One ZRANGEBYSCORE per
--- band in use (O(log n)), never a scan of entries.
-local function next_band(from)
-  local head = redis.call('ZRANGEBYSCORE', KEYS[2], from, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  if not head[1] then return nil end
-  local score = tonumber(head[2])
-  local low = math.floor(score / PRIORITY_STEP) * PRIORITY_STEP
-  return low, score - low, exact(low + PRIORITY_STEP)
-end
-
 -- Tell an idle worker to look: the wake key's one member (BZPOPMIN returns at once for a
 -- worker blocked on it). `at`: when what was written falls due (informational).
 local function wake(at)
   redis.call('ZADD', KEYS[11], exact(at), 'w')
-end
-
--- The earliest due time after `now` of a PENDING record, or nil: where an idle worker's
--- block should end. Two ZRANGEBYSCOREs per priority band in use.
-local function next_due(now)
-  local best
-  local low, earliest, after = next_band('-inf')
-  while low do
-    local due = earliest
-    if due <= now then
-      local head = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. exact(low + now), '(' .. after,
-        'WITHSCORES', 'LIMIT', 0, 1)
-      due = head[1] and tonumber(head[2]) - low
-    end
-    if due and (not best or due < best) then best = due end
-    low, earliest, after = next_band(after)
-  end
-  return best
-end
-
--- Whether a PENDING record is due now (at the head of a band).
-local function due_now(now)
-  local low, earliest, after = next_band('-inf')
-  while low do
-    if earliest <= now then return true end
-    low, earliest, after = next_band(after)
-  end
-  return false
 end

@@ -1,5 +1,5 @@
--- flow.lua: workflows (docs/workflows.md), prepended after codec.lua to the scripts that
--- end records (ops.lua's settle_items, repair.lua) and to the flow_*.lua scripts.
+-- flow.lua: workflows (docs/workflows.md), prepended after store.lua to the scripts that
+-- end records (settling.lua's settle_items, repair.lua) and to the flow_*.lua scripts.
 -- A workflow lives in one queue, so in one hash slot. KEYS[13] (the flows hash) holds, for
 -- workflow F and step id S (core/flows.py writes the JSON):
 --   m:F  the manifest: the workflow's steps in order, with their parents and rules

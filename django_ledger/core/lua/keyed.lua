@@ -1,8 +1,8 @@
 -- keyed.lua: limits per key of a task's arguments, and fair share among the keys
--- (prepended after limits.lua). A queue whose limits hash (KEYS[12]) holds `key` (its KEY
--- setting, e.g. 'kwargs.tenant_id') applies its RATE and CONCURRENCY to each key apart,
--- and its claims take the keys in turn: one claim per key per turn, so a key with a
--- million due records does not delay one with ten.
+-- (prepended after limits.lua and keyed_pool.lua, the pool's entries). A queue whose
+-- limits hash (KEYS[12]) holds `key` (its KEY setting, e.g. 'kwargs.tenant_id') applies
+-- its RATE and CONCURRENCY to each key apart, and its claims take the keys in turn: one
+-- claim per key per turn, so a key with a million due records does not delay one with ten.
 -- The admission (Python) computes each request's key and stores it in KEYS[12] as
 -- '@' .. id (admit.lua). KEYS[14], the keyed pool, is a sorted set read by lex range
 -- (every score 0) holding:
@@ -22,58 +22,7 @@
 -- so what settlements, releases and repair give back comes into its key's turn with no
 -- code of theirs; a pool entry whose record moved on is dropped when met.
 
-local KEYED_OFFSET = 4503599627370496  -- 2^52: every ready score plus it is positive
 local KEYED_PAGE = 1024  -- ready entries brought into the pool per call at most
-
-local function keyed_digits(n)
-  return string.format('%016.0f', n)
-end
-
--- Put `key` at the back of the turns; `old` its turn now (nil: it has none).
-local function keyed_back(key, old)
-  local turn = keyed_digits(redis.call('HINCRBY', KEYS[12], 'turn', 1))
-  if old then redis.call('ZREM', KEYS[14], 'r' .. old .. key) end
-  redis.call('ZADD', KEYS[14], 0, 'r' .. turn .. key)
-  redis.call('HSET', KEYS[12], 'R' .. key, turn)
-end
-
--- Bring due PENDING records (ids, their ready scores) into the pool under their keys
--- (a record admitted with no key stored has key ''); a key new to the turns goes last.
-local function keyed_add(ids, scores)
-  local fields = {}
-  for k, id in ipairs(ids) do fields[k] = '@' .. id end
-  local keys = redis.call('HMGET', KEYS[12], unpack(fields))
-  local members, fresh, seen = {}, {}, {}
-  for k, id in ipairs(ids) do
-    local key = keys[k] or ''
-    members[#members + 1] = 0
-    members[#members + 1] = 'i' .. key .. '\0' .. keyed_digits(tonumber(scores[k]) + KEYED_OFFSET) .. id
-    if not seen[key] then
-      seen[key] = true
-      fresh[#fresh + 1] = key
-    end
-  end
-  redis.call('ZADD', KEYS[14], unpack(members))
-  local turns = {}
-  for k, key in ipairs(fresh) do turns[k] = 'R' .. key end
-  turns = redis.call('HMGET', KEYS[12], unpack(turns))
-  for k, key in ipairs(fresh) do
-    if not turns[k] then keyed_back(key, nil) end
-  end
-end
-
--- Store the keys of records just admitted (pairs id, key) and bring those due now into
--- the pool (`score`: their ready score, `due`: their due time).
-local function keyed_admitted(pairs, score, due, now)
-  redis.call('HSET', KEYS[12], unpack(pairs))
-  if due > now then return end  -- keyed_promote brings it in when it falls due
-  local ids, scores = {}, {}
-  for k = 1, #pairs, 2 do
-    ids[#ids + 1] = string.sub(pairs[k], 2)
-    scores[#scores + 1] = score
-  end
-  keyed_add(ids, scores)
-end
 
 -- Bring what fell due since the last call from the ready index into the pool. A pool
 -- with no key in turn looks from the start: a due record it missed (put back in the ready

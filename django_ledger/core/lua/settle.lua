@@ -1,4 +1,4 @@
--- settle.lua: renew, give back or settle a batch of claims (ops.lua, settle_items).
+-- settle.lua: renew, give back or settle a batch of claims (settling.lua, settle_items).
 -- KEYS: the standard list (codec.lua).
 -- ARGV[1] skew, ARGV[2] max retained, then six per item: request id, owner, fence,
 -- target, ms, result.

@@ -252,3 +252,81 @@ def test_a_worker_whose_socket_timeout_is_shorter_than_the_block_waits_without_e
     assert not thread.is_alive()
     assert "unavailable" not in caplog.text.lower()
     assert "timeout" not in caplog.text.lower()
+
+
+def blocked_clients(client: Any) -> list[dict[str, Any]]:
+    """The server's clients blocked in a BZPOPMIN now (``CLIENT LIST``)."""
+    listed = client.client_list()
+    return [c for c in listed if c.get("cmd") == "bzpopmin" and "b" in c.get("flags", "")]
+
+
+class Watched:
+    """An in-process worker on one queue whose blocking calls name their thread."""
+
+    def __init__(self, redis_server: RedisServer, namespace: str) -> None:
+        self.client = redis_server.client(decode_responses=False)
+        self.ledger = Ledger(self.client, namespace, "idle")
+        self.ran: list[str] = []
+        self.threads: list[str] = []
+        original = self.client.bzpopmin
+
+        def bzpopmin(*args: Any, **kwargs: Any) -> Any:
+            self.threads.append(threading.current_thread().name)
+            return original(*args, **kwargs)
+
+        self.client.bzpopmin = bzpopmin  # type: ignore[method-assign]
+        self.worker = Worker(
+            {"idle": self.ledger},
+            {"idle": CallableHandler(self.handle, max_attempts=1)},
+            {"idle": 30.0},
+            WorkerConfig(repair=False, concurrency=4, wake_block=30.0),
+        )
+        self.thread = threading.Thread(target=self.worker.run)
+
+    def handle(self, job: Job) -> str:
+        self.ran.append(job.claim.request_id)
+        return "done"
+
+    def __enter__(self) -> Watched:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.worker.request_stop()
+        self.thread.join(40)
+        self.client.close()
+
+
+@pytest.mark.standalone_only("CLIENT LIST of one server")
+def test_an_idle_workers_main_loop_blocks_itself_and_a_stop_ends_it_at_once(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """With nothing in hand, the main loop blocks on the wake keys itself; a stop ends it.
+
+    The block is 30 s here: a stop that waited for it would outlast the join below.
+    """
+    with Watched(redis_server, namespace) as watched:
+        wait_until(lambda: len(blocked_clients(watched.client)) == 1, 20, "the idle block")
+        assert watched.threads == ["ledger-main"]  # no waker thread between
+        watched.worker.request_stop()
+        watched.thread.join(10)
+        assert not watched.thread.is_alive(), "the stop waited for the 30 s block"
+    check = redis_server.client()
+    assert not blocked_clients(check)
+    stop_key = watched.worker._idle.waker.stop_key
+    assert check.ttl(stop_key) != -1  # popped, or left to expire: never kept
+    assert not check.exists(stop_key.partition(":stop:")[0])  # no other worker was woken
+
+
+@pytest.mark.standalone_only("CLIENT LIST of one server")
+def test_an_admission_ends_the_main_loops_own_block(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    with Watched(redis_server, namespace) as watched:
+        wait_until(lambda: len(blocked_clients(watched.client)) == 1, 20, "the idle block")
+        watched.ledger.admit("a", "x")
+        wait_until(lambda: watched.ran == ["a"], 30, "the task")
+        assert watched.threads[0] == "ledger-main"
+        watched.ledger.admit("b", "x")  # whichever thread blocks now, it runs
+        wait_until(lambda: watched.ran == ["a", "b"], 30, "the second task")
+    assert not watched.thread.is_alive()

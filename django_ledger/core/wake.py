@@ -10,6 +10,12 @@ pool), and the first to pop the member sets the worker's wake event; the worker 
 claims. Its main loop waits on that event, so an outcome, a stop or a due time (the
 claim's ``Claims.due_in_ms``) ends the wait too, without waiting for the block.
 
+A worker with nothing in hand has no outcome to wait for: when one call covers all its
+wake keys (one client; on a cluster, one slot), its main loop blocks on them itself
+(``Waker.wait`` with ``empty``) and claims as soon as the call returns, a thread hand-off sooner. The
+call also takes the worker's own stop key, which a stop pushes (``nudge``), so a stop
+ends that block at once too.
+
 ``BZPOPMIN`` takes keys of one slot only on a cluster, so there is one thread per slot
 (per client on a single server: one for every queue of it), each blocking on its keys
 only. A member popped after the worker stopped waiting (it claimed meanwhile, or has no
@@ -70,11 +76,15 @@ class Waker:
         wake: threading.Event,
         done: threading.Event,
         most: float = BLOCK_MOST,
+        owner: str = "",
     ) -> None:
         self._wake = wake
         self._done = done
         self._cond = threading.Condition()
         self._armed = False
+        self._here = False  # the main loop is in (or about to send) its own block
+        self._calling = 0  # the threads' blocking calls in flight
+        self._empty = False  # the loop waits with nothing in hand: a block may be its own
         self._popped: set[str] = set()
         groups: dict[tuple[int, int], _Group] = {}
         for queue, pairs in keys.items():
@@ -88,6 +98,8 @@ class Waker:
                 group.queues[key] = queue
         self._groups = list(groups.values())
         self._threads: list[threading.Thread] = []
+        #: The key a stop pushes to end the loop's own block (in the first wake key's slot).
+        self.stop_key = f"{self._groups[0].keys[0]}:stop:{owner}" if self._groups else ""
 
     @property
     def blocks(self) -> bool:
@@ -102,22 +114,81 @@ class Waker:
             thread.start()
             self._threads.append(thread)
 
-    def wait(self, timeout: float | None, armed: bool) -> None:
+    def wait(
+        self,
+        timeout: float | None,
+        armed: bool,
+        empty: bool = False,
+        stopping: threading.Event | None = None,
+    ) -> None:
         """Wait for the wake event, at most ``timeout``; ``armed``: an admission ends it.
 
         The threads are armed only meanwhile: a worker with no room leaves the wake key to
-        the others.
+        the others. ``empty``: nothing is in hand, so only an admission, a due time or a
+        stop can end the wait: the calling thread blocks on the keys itself
+        (``_block_here``) when one call covers them and no thread's call is in flight;
+        else a thread's call that ends empty hands the wait back, so the next is its own.
         """
+        if armed and empty and stopping is not None and len(self._groups) == 1:
+            with self._cond:
+                own = not self._calling
+                if own:
+                    self._here = True
+            if own:
+                self._block_here(timeout, stopping)
+                return
         if armed and self._groups:
             with self._cond:
                 self._armed = True
+                self._empty = empty
                 self._cond.notify_all()
         try:
             self._wake.wait(timeout)
         finally:
             if armed:
                 with self._cond:
-                    self._armed = False
+                    self._armed = self._empty = False
+
+    def _block_here(self, timeout: float | None, stopping: threading.Event) -> None:
+        """Block on the wake keys on the calling thread, at most ``timeout`` (or the block).
+
+        Not when the wake event is set already or a stop was asked for (``nudge`` pushes
+        the stop key for a stop asked for meanwhile). The caller set ``_here``.
+        """
+        group = self._groups[0]
+        wait = group.block if timeout is None else max(0.001, min(group.block, timeout))
+        try:
+            if stopping.is_set() or self._wake.is_set():
+                return
+            try:
+                popped = group.client.bzpopmin([*group.keys, self.stop_key], wait)
+            except Exception as exc:  # Redis away: the main loop's own calls say so
+                log.debug("wake-up wait failed: %s", exc)
+                self._done.wait(wait)
+                return
+        finally:
+            with self._cond:
+                self._here = False
+        if popped is None:
+            return
+        name = popped[0].decode() if isinstance(popped[0], bytes) else str(popped[0])
+        if name in group.queues:
+            with self._cond:
+                self._popped.add(group.queues[name])
+
+    def nudge(self) -> None:
+        """A stop: end the main loop's own block, if it is in one, by its stop key."""
+        with self._cond:
+            if not self._here:
+                return
+        client = self._groups[0].client
+        try:
+            with client.pipeline(transaction=False) as pipe:
+                pipe.zadd(self.stop_key, {"stop": 0})
+                pipe.expire(self.stop_key, 60)  # not popped (the block ended first): gone
+                pipe.execute()
+        except Exception as exc:
+            log.debug("stop key not pushed: %s", exc)
 
     def take_popped(self) -> set[str]:
         """The queues whose wake key this worker popped since it last asked."""
@@ -131,15 +202,25 @@ class Waker:
             with self._cond:
                 while not self._armed and not self._done.is_set():
                     self._cond.wait(group.block)
-            if self._done.is_set():
-                return
+                if self._done.is_set():
+                    return
+                self._calling += 1
             try:
                 popped = group.client.bzpopmin(group.keys, group.block)
             except Exception as exc:  # Redis away: the main loop's own calls say so
                 log.debug("wake-up wait failed: %s", exc)
                 self._done.wait(group.block)
                 continue
+            finally:
+                with self._cond:
+                    self._calling -= 1
             if popped is None:
+                with self._cond:
+                    handing = self._armed and self._empty and len(self._groups) == 1
+                    if handing:
+                        self._armed = self._empty = False
+                if handing:  # the loop, with nothing in hand, blocks itself from now on
+                    self._wake.set()
                 continue
             key, member, score = popped
             name = key.decode() if isinstance(key, bytes) else str(key)

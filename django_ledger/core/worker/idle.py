@@ -29,7 +29,9 @@ class Idle:
             state.wake,
             state.done,
             state.config.wake_block,
+            state.worker_id,
         )
+        self._stopping = state.stopping
         #: When the earliest PENDING record the last claims left falls due (ms; ``None``:
         #: none is, or it is not known), and whether a call of the last round failed.
         self.due_in_ms: int | None = None
@@ -37,12 +39,14 @@ class Idle:
         #: Queues with nothing due until a monotonic time (inf: until woken for them).
         self.quiet: dict[str, float] = {}
 
-    def wait(self, armed: bool, pending: bool) -> None:
+    def wait(self, armed: bool, pending: bool, empty: bool = False) -> None:
         """Wait for an outcome, a stop, a due time or (``armed``) an admission's wake-up.
 
         Armed, the waker's threads block on the queues' wake keys; the wait ends when the
         earliest PENDING record falls due (``Claims.due_in_ms``). ``pending``: settlements
-        wait to be sent, so the wait is at most ``RETRY_WAIT``.
+        wait to be sent, so the wait is at most ``RETRY_WAIT``. ``empty``: nothing is in
+        hand, so no outcome can end the wait: the calling thread blocks on the wake keys
+        itself when one call covers them (``Waker.wait``).
         """
         due = self.due_in_ms
         if armed and due == 0:
@@ -50,7 +54,8 @@ class Idle:
         timeout = None if due is None or not armed else due / 1000
         if self.failed or pending or not self.waker.blocks:
             timeout = RETRY_WAIT if timeout is None else min(timeout, RETRY_WAIT)
-        self.waker.wait(timeout, armed)
+            empty = False
+        self.waker.wait(timeout, armed, empty, self._stopping)
 
     def quiet_for(self, queue: str, now: float) -> float:
         """Seconds ``queue`` stays quiet from ``now`` (inf: until woken; <= 0: not quiet)."""

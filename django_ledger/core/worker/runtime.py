@@ -131,7 +131,9 @@ class Worker:
         loop = threading.Thread(target=self._main_loop_thread, name="ledger-main", daemon=True)
         loop.start()
         try:
-            self._stop.supervise(loop, lambda: self._runs.running_here is not None)
+            self._stop.supervise(
+                loop, lambda: self._runs.running_here is not None, self._idle.waker.nudge
+            )
             if self._loop_error is not None:
                 raise self._loop_error
         finally:
@@ -224,7 +226,8 @@ class Worker:
             # Fewer were due than wanted: wait for work or to be woken (armed); no room and
             # nothing done: wait for a run to finish.
             if room > claimed or not (claimed or worked):
-                self._idle.wait(room > claimed, self._pending_settlements())
+                pending = self._pending_settlements()
+                self._idle.wait(room > claimed, pending, empty=idle_now and not pending)
 
     def _linger(self) -> None:
         """While claims wait ahead of the threads, gather a few more outcomes per round trip.

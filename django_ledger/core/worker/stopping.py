@@ -95,18 +95,29 @@ class Stop:
                 queue,
             )
 
-    def supervise(self, loop: threading.Thread, running_here: Callable[[], bool]) -> None:
+    def supervise(
+        self,
+        loop: threading.Thread,
+        running_here: Callable[[], bool],
+        nudge: Callable[[], None] = lambda: None,
+    ) -> None:
         """Wait for the main loop to end; while it runs a job itself, keep the stop's promises.
 
         The loop cannot give back prefetched claims, or give up on its job once the grace
         is over (at once on a second signal), while it is inside that job: this does.
-        ``running_here`` says whether the loop is inside a job now.
+        ``running_here`` says whether the loop is inside a job now; ``nudge`` ends the
+        loop's own block on the wake keys (``Waker.block_here``), at each signal.
         """
         state = self._state
+        nudged = (False, False)  # for the stop, and for the second signal
         while True:
             loop.join(0.1)  # a wait with a time-out: signals are handled meanwhile
             if not loop.is_alive():
                 return
+            asked = (state.stopping.is_set(), state.forced.is_set())
+            if asked != nudged and any(asked):
+                nudged = asked
+                nudge()
             if not state.stopping.is_set() or not running_here():
                 continue
             deadline = self.begin()

@@ -314,25 +314,25 @@ def trim_ended(runner: Runner, max_retained: int, budget: int) -> int:
     A record goes by a compare-and-set on the bytes read, and only if it is still ended
     as its index says; any other entry alone is dropped (repair sorts the record out).
     """
-    indexes = list(runner.terminal_keys.items())
+    states, keys = zip(*runner.terminal_keys.items(), strict=True)
     purged = 0
     for _ in range(budget):
         with runner.translate_errors():
             pipe = runner.redis.pipeline(transaction=False)
-            for _, key in indexes:
+            for key in keys:
                 pipe.zcard(key)
-            for _, key in indexes:
+            for key in keys:
                 pipe.zrange(key, 0, 0, withscores=True)
             replies = pipe.execute()
         heads = [
             (int(head[0][1]), i, head[0][0].decode("utf-8"))
-            for i, head in enumerate(replies[len(indexes) :])
+            for i, head in enumerate(replies[len(keys) :])
             if head
         ]
-        if sum(replies[: len(indexes)]) <= max_retained or not heads:
+        if sum(replies[: len(keys)]) <= max_retained or not heads:
             return purged
         _, i, request_id = min(heads)
-        state, key = indexes[i]
+        state, key = states[i], keys[i]
         with runner.translate_errors():
             raw = runner.redis.hget(runner.records_key, request_id)
         try:

@@ -231,8 +231,5 @@ class Claiming(LedgerBase):
             if self.optimized:
                 results += fused.settle(self.runner, batch, self.max_retained)
             else:
-                results += [
-                    reference.settle(self.runner, *item, max_retained=self.max_retained)
-                    for item in batch
-                ]
+                results += reference.settle_many(self.runner, batch, max_retained=self.max_retained)
         return renewed(work, results)

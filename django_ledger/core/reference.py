@@ -19,7 +19,7 @@ from .records import PRIORITY_STEP, Record, State, decode_record, encode_record
 from .results import Admission, AdmissionStatus, Claim, Claims, Settlement, SettlementStatus
 from .runner import Runner
 
-__all__ = ["admit", "claim", "import_one", "repair", "settle", "write"]
+__all__ = ["admit", "claim", "import_one", "repair", "settle_many", "trim_ended", "write"]
 
 _STATE_OF = {"K": State.COMPLETED, "F": State.FAILED, "P": State.PENDING, "C": State.CLAIMED}
 _RETRIES = 8
@@ -286,26 +286,91 @@ def _claim_one(
     )
 
 
-def settle(
-    runner: Runner, claim: Claim, target: str, ms: int, result: bytes, *, max_retained: int
-) -> Settlement:
-    for _ in range(_RETRIES):
-        now, raw = runner.now_and_raw(claim.request_id)
+def settle_many(
+    runner: Runner, batch: list[tuple[Claim, str, int, bytes]], *, max_retained: int
+) -> list[Settlement]:
+    """Settle a transport batch as ``settle.lua`` does: every item judged at the batch's
+    one instant (the records it ends end together, so both modes agree on which ended
+    records are the oldest), each answered before the batch purges the oldest ended
+    records past ``max_retained``, a few more than it ended."""
+    at = runner.server_time_ms()
+    answers: list[Settlement] = []
+    ended = 0
+    for claim, target, ms, result in batch:
+        answer, written = _settle(runner, claim, target, ms, result, at)
+        answers.append(answer)
+        if written and answer.record is not None and answer.record.state.terminal:
+            ended += 1
+    if ended:
+        trim_ended(runner, max_retained, ended + 16)
+    return answers
+
+
+def trim_ended(runner: Runner, max_retained: int, budget: int) -> int:
+    """Purge the oldest ended records while more than ``max_retained`` are kept, looking
+    at most at ``budget`` index entries; answer how many records went (``store.lua``'s
+    ``trim_ended``: ties go to the first index, then to the lowest id).
+
+    A record goes by a compare-and-set on the bytes read, and only if it is still ended
+    as its index says; any other entry alone is dropped (repair sorts the record out).
+    """
+    states, keys = zip(*runner.terminal_keys.items(), strict=True)
+    purged = 0
+    for _ in range(budget):
+        with runner.translate_errors():
+            pipe = runner.redis.pipeline(transaction=False)
+            for key in keys:
+                pipe.zcard(key)
+            for key in keys:
+                pipe.zrange(key, 0, 0, withscores=True)
+            replies = pipe.execute()
+        heads = [
+            (int(head[0][1]), i, head[0][0].decode("utf-8"))
+            for i, head in enumerate(replies[len(keys) :])
+            if head
+        ]
+        if sum(replies[: len(keys)]) <= max_retained or not heads:
+            return purged
+        _, i, request_id = min(heads)
+        state, key = states[i], keys[i]
+        with runner.translate_errors():
+            raw = runner.redis.hget(runner.records_key, request_id)
+        try:
+            record = None if raw is None else decode_record(request_id, raw)
+        except CorruptRecord:
+            record = None
+        if raw is not None and record is not None and record.state is state:
+            # Refused when it changed under us: the entry stays, and the next look decides.
+            if write(runner, request_id, raw, b"", None) == 1:
+                purged += 1
+        else:
+            runner.write("ZREM", key, request_id)
+    return purged
+
+
+def _settle(
+    runner: Runner, claim: Claim, target: str, ms: int, result: bytes, at: int
+) -> tuple[Settlement, bool]:
+    """Settle one item at the batch's instant ``at``; answer it and whether it wrote."""
+    for attempt in range(_RETRIES):
+        clock, raw = runner.now_and_raw(claim.request_id)
+        # A retry (the record or the clock moved under the write) is judged afresh.
+        now = at if attempt == 0 else clock
         if raw is None:
-            return Settlement(SettlementStatus.LOST, None, "missing")
+            return Settlement(SettlementStatus.LOST, None, "missing"), False
         try:
             record = decode_record(claim.request_id, raw)
         except CorruptRecord:
-            return Settlement(SettlementStatus.LOST, None, "corrupt")
+            return Settlement(SettlementStatus.LOST, None, "corrupt"), False
         if record.fence != claim.fence or record.owner != claim.owner:
-            return Settlement(SettlementStatus.LOST, None, "superseded")
+            return Settlement(SettlementStatus.LOST, None, "superseded"), False
         if record.state is not State.CLAIMED:
             if target in ("K", "F") and record.state is _STATE_OF[target]:
-                return Settlement(SettlementStatus.SETTLED, record)
-            return Settlement(SettlementStatus.LOST, None, "not_claimed")
+                return Settlement(SettlementStatus.SETTLED, record), False
+            return Settlement(SettlementStatus.LOST, None, "not_claimed"), False
         lease_until = record.lease_until or 0
         if now >= lease_until:
-            return Settlement(SettlementStatus.LOST, None, "lease_expired")
+            return Settlement(SettlementStatus.LOST, None, "lease_expired"), False
         if target == "C":
             # A plain renewal keeps updated_at: a CLAIMED record's updated_at is when its
             # attempt started (a held claim's start is when it is marked started, below).
@@ -342,7 +407,6 @@ def settle(
             encode_record(new),
             new,
             deadline=lease_until,
-            max_retained=max_retained if new.state.terminal else None,
             result=result,
         )
         if written == 1:
@@ -350,9 +414,9 @@ def settle(
                 runner.run(runner.scripts.flow_release, [claim.request_id])
             renewal = target in ("C", "S")
             status = SettlementStatus.RENEWED if renewal else SettlementStatus.SETTLED
-            return Settlement(status, new)
+            return Settlement(status, new), True
         # The record or the clock moved under us: look again and answer from what is there.
-    return Settlement(SettlementStatus.LOST, None, "contended")  # pragma: no cover
+    return Settlement(SettlementStatus.LOST, None, "contended"), False  # pragma: no cover
 
 
 def repair(

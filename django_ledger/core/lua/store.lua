@@ -45,14 +45,15 @@ local function forget(id)
   redis.call('HDEL', KEYS[12], '@' .. id)  -- its key, in a queue with a KEY (keyed.lua)
 end
 
--- Purge the oldest ended records while more than max_retained are kept, at most `budget`
--- of them; returns how many went. The record goes only if it is still ended as its index
--- says (anything else is repair's to sort out: the stale entry alone is dropped).
+-- Purge the oldest ended records while more than max_retained are kept, looking at most at
+-- `budget` index entries; returns how many records went. The record goes only if it is
+-- still ended as its index says (anything else is repair's to sort out: the stale entry
+-- alone is dropped, and is no purge: a corrupt record stays, for repair to quarantine).
 local function trim_ended(max_retained, budget)
   local ended = redis.call('ZCARD', KEYS[6]) + redis.call('ZCARD', KEYS[7])
     + redis.call('ZCARD', KEYS[8])
-  local purged = 0
-  while ended > max_retained and purged < budget do
+  local purged, looked = 0, 0
+  while ended > max_retained and looked < budget do
     local id, index, score
     for _, k in ipairs({6, 7, 8}) do
       local head = redis.call('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')
@@ -64,8 +65,11 @@ local function trim_ended(max_retained, budget)
     redis.call('ZREM', KEYS[index], id)
     local raw = redis.call('HGET', KEYS[1], id)
     local r = raw and decode(id, raw)
-    if r and INDEX_OF[r.s] == index then forget(id) end
-    ended, purged = ended - 1, purged + 1
+    if r and INDEX_OF[r.s] == index then
+      forget(id)
+      purged = purged + 1
+    end
+    ended, looked = ended - 1, looked + 1
   end
   return purged
 end

@@ -366,8 +366,14 @@ def test_imported_records_of_every_state_satisfy_repair(
     ledger = make_ledger(optimized, retention=timedelta(days=100 * 365))
     now = ledger.server_time_ms()
     if record.state is State.CLAIMED:
-        # A live lease, so that repair has nothing to take back.
-        record = replace(record, lease_until=now + 3_600_000, owner=record.owner or "w")
+        # A live lease, so that repair has nothing to take back, and an attempt made
+        # (import refuses a claim at 0 attempts).
+        record = replace(
+            record,
+            lease_until=now + 3_600_000,
+            owner=record.owner or "w",
+            attempts=max(1, record.attempts),
+        )
     ledger.close_gate()
     record = replace(
         record,

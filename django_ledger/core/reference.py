@@ -307,45 +307,11 @@ def settle_many(
 
 
 def trim_ended(runner: Runner, max_retained: int, budget: int) -> int:
-    """Purge the oldest ended records while more than ``max_retained`` are kept, looking
-    at most at ``budget`` index entries; answer how many records went (``store.lua``'s
-    ``trim_ended``: ties go to the first index, then to the lowest id).
-
-    A record goes by a compare-and-set on the bytes read, and only if it is still ended
-    as its index says; any other entry alone is dropped (repair sorts the record out).
-    """
-    states, keys = zip(*runner.terminal_keys.items(), strict=True)
-    purged = 0
-    for _ in range(budget):
-        with runner.translate_errors():
-            pipe = runner.redis.pipeline(transaction=False)
-            for key in keys:
-                pipe.zcard(key)
-            for key in keys:
-                pipe.zrange(key, 0, 0, withscores=True)
-            replies = pipe.execute()
-        heads = [
-            (int(head[0][1]), i, head[0][0].decode("utf-8"))
-            for i, head in enumerate(replies[len(keys) :])
-            if head
-        ]
-        if sum(replies[: len(keys)]) <= max_retained or not heads:
-            return purged
-        _, i, request_id = min(heads)
-        state, key = states[i], keys[i]
-        with runner.translate_errors():
-            raw = runner.redis.hget(runner.records_key, request_id)
-        try:
-            record = None if raw is None else decode_record(request_id, raw)
-        except CorruptRecord:
-            record = None
-        if raw is not None and record is not None and record.state is state:
-            # Refused when it changed under us: the entry stays, and the next look decides.
-            if write(runner, request_id, raw, b"", None) == 1:
-                purged += 1
-        else:
-            runner.write("ZREM", key, request_id)
-    return purged
+    """Purge the oldest ended records past ``max_retained``, looking at most at ``budget``
+    index entries; answer how many records went. ``write.lua`` called with no id: the
+    same ``trim_ended`` (store.lua) as the fused path's, ties and all."""
+    args = ["", "", "", "", "", "", budget, "", "", "", "", max_retained, ""]
+    return int(runner.run(runner.scripts.write, args))
 
 
 def _settle(

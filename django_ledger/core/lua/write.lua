@@ -10,7 +10,11 @@
 -- ARGV[13] max retained: with a terminal index, purge the oldest ended records past it,
 -- ARGV[14] a result to store with the new bytes ('' for none).
 -- Returns 1 written, 0 refused (bytes changed or time check failed), -1 full, -2 gate.
+-- With no id (ARGV[2] '': ids are never empty) it writes nothing and only trims: the
+-- oldest ended records past ARGV[13], looking at most at ARGV[8] entries (the reference
+-- path's settlement batch, as settle.lua trims); returns how many records went.
 local id = ARGV[2]
+if id == '' then return trim_ended(tonumber(ARGV[13]), tonumber(ARGV[8])) end
 -- The gate comes first: an import while it is open writes nothing and says so.
 local gate = redis.call('EXISTS', KEYS[4])
 if ARGV[12] == 'open' and gate == 1 then return -2 end

@@ -28,7 +28,7 @@ from . import courier
 from .delivery import CHUNK, Row, admit_rows, delete_ids, existing_ids
 from .models import OutboxEntry
 
-__all__ = ["defer", "in_block", "in_transaction", "stage", "staged_result"]
+__all__ = ["defer", "in_transaction", "stage", "staged_result"]
 
 logger = logging.getLogger("django_ledger.outbox")
 
@@ -40,11 +40,7 @@ def in_transaction(database: str) -> bool:
     count, as for Django's ``atomic(durable=True)``: an enqueue under them alone admits at
     once, as the same code does in production, in autocommit.
     """
-    return in_block(transaction.get_connection(database))
-
-
-def in_block(connection: Any) -> bool:
-    """``in_transaction`` on a connection already at hand (``connections[alias]``)."""
+    connection = transaction.get_connection(database)
     if not connection.in_atomic_block:
         return False
     return any(not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks)

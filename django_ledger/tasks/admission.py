@@ -173,27 +173,21 @@ def admitted(
     result: TaskResult[_P, _R],
     created_at: int,
     due_at: int,
-    made: dict[object, Any] | None,
+    made: dict[object, Any],
 ) -> None:
     """Give an admitted result its ``enqueued_at`` (and ``run_after``); send the signal.
 
-    ``made``: the datetimes and deferred tasks already made for this batch, reused
-    (``None``: one call, nothing to share).
+    ``made``: the datetimes and deferred tasks already made for this batch, reused.
     """
-    if made is None:
-        object.__setattr__(result, "enqueued_at", instant(created_at))
-        if due_at > created_at:
-            object.__setattr__(result, "task", replace(task, run_after=instant(due_at)))
-    else:
-        enqueued_at = made.get(created_at)
-        if enqueued_at is None:
-            enqueued_at = made[created_at] = instant(created_at)
-        object.__setattr__(result, "enqueued_at", enqueued_at)
-        if due_at > created_at:
-            later = made.get(("task", due_at))
-            if later is None:
-                later = made[("task", due_at)] = replace(task, run_after=instant(due_at))
-            object.__setattr__(result, "task", later)
+    enqueued_at = made.get(created_at)
+    if enqueued_at is None:
+        enqueued_at = made[created_at] = instant(created_at)
+    object.__setattr__(result, "enqueued_at", enqueued_at)
+    if due_at > created_at:
+        later = made.get(("task", due_at))
+        if later is None:
+            later = made[("task", due_at)] = replace(task, run_after=instant(due_at))
+        object.__setattr__(result, "task", later)
     if enqueued_heard():
         task_enqueued.send(sender, task_result=result)
 

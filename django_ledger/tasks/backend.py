@@ -22,7 +22,6 @@ from typing import Any, ParamSpec, TypeVar, cast
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections
 from django.utils import timezone
 
 from ..core.errors import LedgerUnavailable
@@ -34,7 +33,7 @@ from ..outbox.options import (
     TransactionOptions,
     transaction_options,
 )
-from ..outbox.staging import defer, in_block, stage, staged_result
+from ..outbox.staging import defer, in_transaction, stage, staged_result
 from ..outbox.tables import outbox_ready
 from .admission import admitted, answered, retried
 from .compat import (
@@ -119,7 +118,7 @@ class LedgerBackend(BaseTaskBackend):
         one warning per process (``outbox/tables.py``).
         """
         options = self.transactions
-        if options.mode == "immediate" or not in_block(connections[options.database]):
+        if options.mode == "immediate" or not in_transaction(options.database):
             return False
         return options.mode == "on_commit" or outbox_ready(options.database)
 
@@ -210,8 +209,7 @@ class LedgerBackend(BaseTaskBackend):
         entry = plan.entry
         ledger = entry.ledger
         try:
-            wait = 0 if task.run_after is None else delay(task, entry)
-            answer = ledger.admit(result.id, payload, wait, priority=task.priority)
+            answer = ledger.admit(result.id, payload, delay(task, entry), priority=task.priority)
         except LedgerUnavailable as exc:  # applied or not: try again under the same id
             answer = retried(
                 exc,
@@ -224,9 +222,8 @@ class LedgerBackend(BaseTaskBackend):
             )
             own = not given and not plan.unique
             return answered(type(self), self.alias, task, entry, [result], [answer], own=own)[0]
-        times = answer.times
-        if times is not None:  # admitted just now: the common answer, without lists
-            admitted(type(self), task, result, times[0], times[1], None)
+        if answer.times is not None:  # admitted just now: the common answer, without lists
+            admitted(type(self), task, result, *answer.times, made={})
             return result
         return answered(type(self), self.alias, task, entry, [result], [answer])[0]
 

@@ -34,22 +34,6 @@ class QueueEntry:
     options: dict[str, Any]
 
 
-class _Forks:
-    """How many forks made this process (0 in the first): a child builds its own entries.
-
-    Counted at the fork, so ``get`` needs no ``getpid`` system call on every enqueue.
-    """
-
-    count = 0
-
-
-def _forked() -> None:
-    _Forks.count += 1
-
-
-os.register_at_fork(after_in_child=_forked)
-
-
 class Queues:
     """The queues of the ``LEDGER`` setting, each built once per setting and process."""
 
@@ -61,7 +45,7 @@ class Queues:
         """Return queue ``name``; raise ``ImproperlyConfigured`` if LEDGER lacks it."""
         raw = ledger_settings.raw
         found = self._entries.get(name)
-        if found is not None and found[0] is raw and found[1] == _Forks.count:
+        if found is not None and found[0] is raw and found[1] == os.getpid():
             return found[2]
         with self._lock:
             config = ledger_settings.queue(name)
@@ -76,7 +60,7 @@ class Queues:
                     if overrides.get(key) is not None
                 },
             )
-            self._entries[name] = (raw, _Forks.count, entry)
+            self._entries[name] = (raw, os.getpid(), entry)
         return entry
 
     def names(self) -> list[str]:

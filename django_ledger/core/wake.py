@@ -12,9 +12,9 @@ claim's ``Claims.due_in_ms``) ends the wait too, without waiting for the block.
 
 A worker with nothing in hand has no outcome to wait for: when one call covers all its
 wake keys (one client; on a cluster, one slot), its main loop blocks on them itself
-(``Waker.wait`` with ``empty``) and claims as soon as the call returns, a thread hand-off sooner. The
-call also takes the worker's own stop key, which a stop pushes (``nudge``), so a stop
-ends that block at once too.
+(``Waker.wait`` with ``empty``) and claims as soon as the call returns, a thread hand-off
+sooner. The call also takes the worker's own stop key, which a stop pushes (``nudge``),
+so a stop ends that block at once too.
 
 ``BZPOPMIN`` takes keys of one slot only on a cluster, so there is one thread per slot
 (per client on a single server: one for every queue of it), each blocking on its keys

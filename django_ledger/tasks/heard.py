@@ -23,6 +23,9 @@ import logging
 import sys
 from typing import Any
 
+from django.conf import settings
+from django.utils.log import RequireDebugFalse, RequireDebugTrue
+
 __all__ = ["emits", "heard"]
 
 #: What Django's own receiver of each signal is called, in django.tasks or the backport.
@@ -81,9 +84,6 @@ def _refuses(handler: logging.Handler) -> bool:
     """Whether one of ``handler``'s filters refuses every record under these settings."""
     if not handler.filters:
         return False
-    from django.conf import settings
-    from django.utils.log import RequireDebugFalse, RequireDebugTrue
-
     debug = bool(settings.DEBUG)
     for refusing in handler.filters:
         if type(refusing) is RequireDebugTrue and not debug:

@@ -216,7 +216,8 @@ class Worker:
                     return
                 state.wake.wait(0.05)
                 continue
-            idle_now = not state.in_hand_count() and not self._pending_settlements()
+            pending = self._pending_settlements()
+            idle_now = not state.in_hand_count() and not pending
             if self.config.burst and drained and idle_now:
                 # Expired leases are not due until repair gives them back: a burst run
                 # (perhaps the only process a cron deployment runs) sweeps them first.
@@ -226,8 +227,7 @@ class Worker:
             # Fewer were due than wanted: wait for work or to be woken (armed); no room and
             # nothing done: wait for a run to finish.
             if room > claimed or not (claimed or worked):
-                pending = self._pending_settlements()
-                self._idle.wait(room > claimed, pending, empty=idle_now and not pending)
+                self._idle.wait(room > claimed, pending, empty=idle_now)
 
     def _linger(self) -> None:
         """While claims wait ahead of the threads, gather a few more outcomes per round trip.

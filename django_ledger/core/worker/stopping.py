@@ -106,7 +106,7 @@ class Stop:
         The loop cannot give back prefetched claims, or give up on its job once the grace
         is over (at once on a second signal), while it is inside that job: this does.
         ``running_here`` says whether the loop is inside a job now; ``nudge`` ends the
-        loop's own block on the wake keys (``Waker.block_here``), at each signal.
+        loop's own block on the wake keys (``Waker.nudge``), at each signal.
         """
         state = self._state
         nudged = (False, False)  # for the stop, and for the second signal

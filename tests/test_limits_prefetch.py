@@ -114,8 +114,8 @@ def test_held_claims_keep_their_tokens_out_of_the_bucket_until_they_start(
     assert len(first) == 5 and len(held) == 3
     ledger.clock_skew_ms += 5000  # long enough to refill a whole burst
     assert ledger.limits().tokens_left == 7
+    spent = time.monotonic()  # the bucket empties in the next call, refilling at 10 a second
     burst = ledger.claim_many("w2", 30, hold_after=30)
-    spent = time.monotonic()  # the bucket is empty from here, refilling at 10 a second
     assert len(burst) == 7  # 7 + the 3 held starting now: the burst, no more
     settled, more = ledger.settle_and_claim([(c, State.CLAIMED, 30) for c in held], "w", 0)
     assert all(s.status is not SettlementStatus.LOST for s in settled) and len(more) == 0
@@ -123,7 +123,7 @@ def test_held_claims_keep_their_tokens_out_of_the_bucket_until_they_start(
     # Their starts do not refill the bucket at once: it refills at the rate (what the
     # calls' own time refilled, on a slow machine, and no more).
     claimed = len(ledger.claim_many("w2", 30, hold_after=30))
-    assert claimed <= int(10 * (time.monotonic() - spent))  # measured after the claim
+    assert claimed <= int(10 * (time.monotonic() - spent))  # from before the burst to after
     ledger.clock_skew_ms += 1000
     assert len(ledger.claim_many("w2", 30, hold_after=30)) == 10
 

@@ -8,7 +8,8 @@
 # through tox in the virtualenv .venv-ci. Needs Python 3.11+ and a redis-server
 # (installed if missing). The tests start their own redis-servers on free ports;
 # nothing here touches the Redis on port 6379. The environments run as two streams side
-# by side (py311-django52, lint, type; py313-django61, cluster); an env list given as
+# by side (py311-django52, lint, type, cluster-a; py313-django61, cluster-b: the cluster
+# suite's two halves); an env list given as
 # arguments runs as one stream.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -85,8 +86,9 @@ else
     [ -e "$PYTHONS/python3.11" ] && first+=(py311-django52)
     first+=(lint type)
     [ -e "$PYTHONS/python3.13" ] && second+=(py313-django61)
-    # The suite again on a local Redis Cluster (tox.ini's cluster env, Python 3.11).
-    [ -e "$PYTHONS/python3.11" ] && second+=(cluster)
+    # The suite again on a local Redis Cluster (tox.ini's cluster env, Python 3.11), as
+    # two halves, one at the end of each stream, so the two end about together.
+    [ -e "$PYTHONS/python3.11" ] && first+=(cluster-a) && second+=(cluster-b)
     if [ ! -e "$PYTHONS/python3.13" ]; then
         warn_loudly "python3.13 NOT FOUND: Django 6.1 on Python 3.13 IS NOT TESTED." \
             "Install Python 3.13 (pyenv install 3.13, or apt-get install python3.13)."

@@ -13,11 +13,16 @@ also starts a local Redis Cluster of three masters per process and sets
 ``{"CLUSTER": [...]}`` and the ``redis_client`` fixture a ``RedisCluster``, while
 ``REDIS_URL`` (the cache, and tests that name a URL) stays on the standalone server.
 Tests marked ``standalone_only`` are skipped there, each with its one-line reason.
+
+``LEDGER_TEST_SHARD=K/N`` runs the K-th of N shares of the collected tests (by a hash of
+each test's id, so every xdist worker picks the same share): CI runs the cluster suite
+as two halves, one beside each of the other suites.
 """
 
 from __future__ import annotations
 
 import os
+import zlib
 
 import pytest
 
@@ -28,6 +33,8 @@ SERVER_KEY = pytest.StashKey[RedisServer]()
 CLUSTER_KEY = pytest.StashKey[LocalCluster]()
 #: The environment variable that turns cluster mode on (as ``--redis-cluster`` does).
 CLUSTER_ENV = "LEDGER_TEST_CLUSTER"
+#: ``K/N``: run only the K-th of N shares of the tests.
+SHARD_ENV = "LEDGER_TEST_SHARD"
 #: Masters of the cluster each test process starts in cluster mode.
 CLUSTER_MASTERS = 3
 
@@ -84,7 +91,30 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return f"redis: cluster mode, the ledger on {cluster!r}"
 
 
+def _shard() -> tuple[int, int] | None:
+    value = os.environ.get(SHARD_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        share, shares = (int(part) for part in value.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"{SHARD_ENV}={value!r}: expected K/N, as in 1/2") from None
+    if not 1 <= share <= shares:
+        raise pytest.UsageError(f"{SHARD_ENV}={value!r}: K must be 1 to N")
+    return share, shares
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    shard = _shard()
+    if shard is not None:
+        share, shares = shard
+        kept, left = [], []
+        for item in items:
+            mine = zlib.crc32(item.nodeid.encode()) % shares == share - 1
+            (kept if mine else left).append(item)
+        if left:
+            config.hook.pytest_deselected(items=left)
+            items[:] = kept
     if session_cluster(config) is None:
         return
     for item in items:

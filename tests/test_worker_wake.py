@@ -113,13 +113,17 @@ def runs(client: Any, namespace: str) -> dict[str, int]:
     return {k.decode(): int(v) for k, v in client.hgetall(f"{namespace}:runs").items()}
 
 
-def idle_stretch(client: Any, blocking_calls: int) -> tuple[Counter[str], float]:
+def idle_stretch(client: Any, blocking_calls: int, blockers: int = 1) -> tuple[Counter[str], float]:
     """Reset the counts, wait for ``blocking_calls`` BZPOPMINs; the counts and seconds.
 
-    From the first blocking call on: the round that settled the last task is over.
+    First the rounds that settled the last tasks must be over. A blocking call sent
+    while a task ran can time out while its worker's round is still under way (a loaded
+    machine), but a blocking call is sent again only once the round is over: so wait for
+    two blocking calls per thread that blocks (``blockers``: one per worker, one per
+    shard), which each of them then has made.
     """
     reset(client)
-    wait_until(lambda: calls(client)["bzpopmin"] >= 1, 20, "a first blocking call")
+    wait_until(lambda: calls(client)["bzpopmin"] >= 2 * blockers, 30, "the last rounds to end")
     began = reset(client)
     wait_until(lambda: calls(client)["bzpopmin"] >= blocking_calls, 20, "blocking calls")
     counts = calls(client)
@@ -182,13 +186,13 @@ def test_two_idle_workers_run_every_admission_and_neither_spins(
     start("raw")
     raw = Ledger(redis_client, namespace, "raw")
     wait_until(lambda: redis_client.zcard(f"{namespace}:workers") == 2, 60, "two workers")
-    idle_stretch(redis_client, 3)
+    idle_stretch(redis_client, 3, blockers=2)
     ids = [f"t{n}" for n in range(30)]
     for request_id in ids:
         raw.admit(request_id, "x")
     wait_until(lambda: raw.stats().completed == len(ids), 60, "every task")
     assert runs(redis_client, namespace) == dict.fromkeys(ids, 1)
-    counts, seconds = idle_stretch(redis_client, 4)
+    counts, seconds = idle_stretch(redis_client, 4, blockers=2)
     assert scripts(counts) == 0, counts
     assert counts["bzpopmin"] <= 2 * (seconds / 1.0 + 2), (counts, seconds)
 
@@ -204,10 +208,10 @@ def test_sharded_and_reference_queues_wake_too(
         else Ledger(redis_client, namespace, queue, optimized=False)
     )
     up(redis_client, ledger, namespace, "first")
-    counts, seconds = idle_stretch(redis_client, 2)
+    shards = 3 if queue == "sharded" else 1
+    counts, seconds = idle_stretch(redis_client, 2, blockers=shards)
     assert scripts(counts) == 0, counts
     assert counts["zrangebyscore"] == 0, counts  # nor a reference claim's reads
-    shards = 3 if queue == "sharded" else 1
     assert counts["bzpopmin"] <= shards * (seconds / 1.0 + 2), (counts, seconds)
     for n in range(6):  # on every shard
         up(redis_client, ledger, namespace, f"task-{n}")

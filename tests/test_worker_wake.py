@@ -272,6 +272,8 @@ class Watched:
         self.ledger = Ledger(self.client, namespace, "idle")
         self.ran: list[str] = []
         self.threads: list[str] = []
+        #: When set up, each job waits for it (at most 30 s) before it returns.
+        self.gate: threading.Event | None = None
         original = self.client.bzpopmin
 
         def bzpopmin(*args: Any, **kwargs: Any) -> Any:
@@ -288,6 +290,8 @@ class Watched:
         self.thread = threading.Thread(target=self.worker.run)
 
     def handle(self, job: Job) -> str:
+        if self.gate is not None:
+            self.gate.wait(30)
         self.ran.append(job.claim.request_id)
         return "done"
 
@@ -333,4 +337,46 @@ def test_an_admission_ends_the_main_loops_own_block(
         assert watched.threads[0] == "ledger-main"
         watched.ledger.admit("b", "x")  # whichever thread blocks now, it runs
         wait_until(lambda: watched.ran == ["a", "b"], 30, "the second task")
+    assert not watched.thread.is_alive()
+
+
+@pytest.mark.standalone_only("CLIENT LIST of one server")
+def test_a_waker_call_left_from_a_run_hands_the_block_back_to_the_main_loop(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    """A waker thread's call sent while a job ran ends when the worker falls idle.
+
+    Redis serves blocked clients in the order they blocked: left in flight (a 30 s block
+    here), that call would take the next wake-up and hand it to the main loop, a thread
+    switch later. The main loop pushes the worker's hand-back key instead, which ends the
+    call, and blocks in its place.
+    """
+    release = threading.Event()
+    with Watched(redis_server, namespace) as watched:
+        watched.gate = release
+        wait_until(lambda: len(blocked_clients(watched.client)) == 1, 20, "the idle block")
+        watched.ledger.admit("a", "x")
+        # While "a" runs, the waker thread blocks for admissions the free threads could take.
+        wait_until(
+            lambda: (
+                watched.threads[-1] == "ledger-waker-0"
+                and len(blocked_clients(watched.client)) == 1
+            ),
+            20,
+            "the waker thread's block during the run",
+        )
+        release.set()
+        wait_until(lambda: completed(watched.ledger, "a"), 30, "a to complete")
+        # Idle again: the main loop's own call is the one blocked, the thread's ended.
+        wait_until(
+            lambda: (
+                watched.threads[-1] == "ledger-main" and len(blocked_clients(watched.client)) == 1
+            ),
+            20,
+            "the main loop's own block",
+        )
+        hand_key = watched.worker._idle.waker.hand_key
+        assert not watched.client.exists(hand_key)  # popped by the thread's call
+        watched.ledger.admit("b", "x")
+        wait_until(lambda: completed(watched.ledger, "b"), 30, "b to complete")
     assert not watched.thread.is_alive()

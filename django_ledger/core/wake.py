@@ -14,7 +14,10 @@ A worker with nothing in hand has no outcome to wait for: when one call covers a
 wake keys (one client; on a cluster, one slot), its main loop blocks on them itself
 (``Waker.wait`` with ``empty``) and claims as soon as the call returns, a thread hand-off
 sooner. The call also takes the worker's own stop key, which a stop pushes (``nudge``),
-so a stop ends that block at once too.
+so a stop ends that block at once too. A waker thread's call still in flight then (sent
+while a job ran) would take the next admission's wake-up first, Redis serving blocked
+clients in the order they blocked: the main loop pushes the worker's own hand-back key,
+which ends that call at once, and blocks in its place (``_hand_back``).
 
 ``BZPOPMIN`` takes keys of one slot only on a cluster, so there is one thread per slot
 (per client on a single server: one for every queue of it), each blocking on its keys
@@ -100,6 +103,9 @@ class Waker:
         self._threads: list[threading.Thread] = []
         #: The key a stop pushes to end the loop's own block (in the first wake key's slot).
         self.stop_key = f"{self._groups[0].keys[0]}:stop:{owner}" if self._groups else ""
+        #: The key the loop pushes to end a waker thread's call and block in its place
+        #: (one group only: the loop blocks itself only then).
+        self.hand_key = f"{self._groups[0].keys[0]}:hand:{owner}" if len(self._groups) == 1 else ""
 
     @property
     def blocks(self) -> bool:
@@ -126,15 +132,16 @@ class Waker:
         The threads are armed only meanwhile: a worker with no room leaves the wake key to
         the others. ``empty``: nothing is in hand, so only an admission, a due time or a
         stop can end the wait: the calling thread blocks on the keys itself
-        (``_block_here``) when one call covers them and no thread's call is in flight;
-        else a thread's call that ends empty hands the wait back, so the next is its own.
+        (``_block_here``) when one call covers them, after ending a thread's call still in
+        flight (``_hand_back``); if that cannot be sent, a thread's call that ends empty
+        hands the wait back, so the next is its own.
         """
         if armed and empty and stopping is not None and len(self._groups) == 1:
             with self._cond:
-                own = not self._calling
-                if own:
+                calling = bool(self._calling)
+            if not calling or self._hand_back():
+                with self._cond:
                     self._here = True
-            if own:
                 self._block_here(timeout, stopping)
                 return
         if armed and self._groups:
@@ -148,6 +155,24 @@ class Waker:
             if armed:
                 with self._cond:
                     self._armed = self._empty = False
+
+    def _hand_back(self) -> bool:
+        """End the waker thread's call in flight by the hand-back key; whether it was sent.
+
+        Once Redis has the key, that call holds no place ahead of the loop's own: it
+        popped the key, or pops it as soon as it arrives. The key lives 60 s when nothing
+        pops it (the thread's call had just ended); a later call that pops it goes on.
+        """
+        client = self._groups[0].client
+        try:
+            with client.pipeline(transaction=False) as pipe:
+                pipe.zadd(self.hand_key, {"hand": 0})
+                pipe.expire(self.hand_key, 60)
+                pipe.execute()
+        except Exception as exc:  # Redis away: wait on the event, as before
+            log.debug("hand-back key not pushed: %s", exc)
+            return False
+        return True
 
     def _block_here(self, timeout: float | None, stopping: threading.Event) -> None:
         """Block on the wake keys on the calling thread, at most ``timeout`` (or the block).
@@ -205,8 +230,9 @@ class Waker:
                 if self._done.is_set():
                     return
                 self._calling += 1
+            keys = [*group.keys, self.hand_key] if self.hand_key else group.keys
             try:
-                popped = group.client.bzpopmin(group.keys, group.block)
+                popped = group.client.bzpopmin(keys, group.block)
             except Exception as exc:  # Redis away: the main loop's own calls say so
                 log.debug("wake-up wait failed: %s", exc)
                 self._done.wait(group.block)
@@ -224,6 +250,8 @@ class Waker:
                 continue
             key, member, score = popped
             name = key.decode() if isinstance(key, bytes) else str(key)
+            if name == self.hand_key:  # the loop blocks in this call's place now
+                continue
             with self._cond:
                 woken = self._armed
                 if woken:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from statistics import linear_regression
 
 import pytest
 import redis
@@ -129,7 +130,12 @@ def test_a_rate_of_50_a_second_holds_its_windows_and_its_average(
     for i, first in enumerate(starts):
         within = sum(1 for t in starts[i:] if t < first + 1000)
         assert within <= 50 + 10, (i, within)
-    # Past the burst, work is plentiful: the claims come at the rate, within 5 %.
+    # Past the burst, work is plentiful: the claims come at the rate. On average never
+    # faster than it (within 5 %); and at its pace, within 5 %: the slope of claim times
+    # against claim numbers, which one claim made late (its worker waiting for a CPU, on
+    # a loaded machine) barely moves, where it would stretch a first-to-last average.
     steady = starts[10:]
     rate = (len(steady) - 1) * 1000 / (steady[-1] - steady[0])
-    assert 50 * 0.95 <= rate <= 50 * 1.05, rate
+    assert rate <= 50 * 1.05, rate
+    pace = 1000 / linear_regression(range(len(steady)), steady).slope
+    assert 50 * 0.95 <= pace <= 50 * 1.05, (pace, steady)

@@ -284,6 +284,17 @@ class Stats:
         return self.pending_due + self.pending_later
 
     @property
+    def at_rest(self) -> bool:
+        """Nothing PENDING or CLAIMED, and every record counted by an index or quarantine.
+
+        A record whose index entry was lost (a script that stopped halfway, a failover),
+        or an entry whose record is gone, makes the counts disagree: such a queue is not
+        at rest, and a worker's repair passes go on until they agree again.
+        """
+        ended = self.completed + self.failed + self.dead + self.quarantined
+        return self.pending == 0 and self.claimed == 0 and self.total == ended
+
+    @property
     def oldest_due_age_ms(self) -> int | None:
         """How long the oldest due record has waited, or ``None`` when none is due."""
         if self.oldest_due_at is None or self.oldest_due_at > self.now:

@@ -195,6 +195,10 @@ class Renewer:
 class Repairer:
     """Run repair pages of every queue, so what dead workers left comes back soon.
 
+    A queue at rest (``Stats.at_rest``) gets its sweep alone, between passes, while this
+    worker claims nothing: an idle worker's upkeep then costs a few commands per queue
+    and interval, not a pass over every record it keeps.
+
     Its thread also beats the rooms of ``WorkerConfig.rooms`` (``Room``), each when due;
     with ``repair`` off (``--no-repair``) it beats the rooms alone.
     """
@@ -206,6 +210,9 @@ class Repairer:
             interval = max(0.5, min(5.0, min(state.leases.values()) / 6))
         self._interval = interval
         self._cursors = dict.fromkeys(state.queues, "0")
+        #: The worker's claims at the last round of pages (-1: none yet, so the first
+        #: round starts a pass wherever one is due).
+        self._claimed = -1
         self.rooms: list[Room] = list(state.config.rooms if rooms is None else rooms)
 
     def run(self) -> None:
@@ -236,8 +243,18 @@ class Repairer:
 
     def _repair(self) -> None:
         state = self._state
+        # Whether this worker claimed nothing since the last round of pages.
+        idle, self._claimed = state.counts.claimed == self._claimed, state.counts.claimed
         for queue in state.queues:
             ledger = state.ledgers[queue]
+            if idle and self._cursors[queue] == "0":
+                # Between passes, idle: a queue at rest (nothing to run, every record where
+                # its indexes say) starts no pass; its sweep still purges past retention.
+                stats = ledger.stats()
+                if stats.at_rest:
+                    state.metrics.depth(queue, stats.pending)
+                    self._noted(queue, ledger.sweep(state.config.repair_count))
+                    continue
             report = ledger.repair_page(self._cursors[queue], state.config.repair_count)
             self._cursors[queue] = report.cursor
             self._noted(queue, report)

@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.worker_bench import ROOT, _django_env, _ledger
+from benchmarks.worker_bench import ROOT, _calls, _django_env, _ledger
 from tests.redis_server import RedisServer
 
 #: The worker's repair interval with the bench queue's 30 s lease (a sixth, at most 5 s).
@@ -44,11 +44,6 @@ def fill(client: Any, records: int) -> None:
         ledger.admit_many([(f"done-{i:07d}", "") for i in batch])
         claims = ledger.claim_many("earlier", len(batch))
         ledger.settle_many([(claim, State.COMPLETED) for claim in claims])
-
-
-def calls(client: Any) -> dict[str, int]:
-    stats = client.info("commandstats")
-    return {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items()}
 
 
 def main(argv: list[str]) -> int:
@@ -75,7 +70,7 @@ def main(argv: list[str]) -> int:
         began = time.monotonic()
         scans, still_since = -1, time.monotonic()
         while time.monotonic() - began < args.warmup:
-            now_scans = calls(client).get("hscan", 0)
+            now_scans = _calls(client)["cmdstat_hscan"]
             if now_scans != scans:
                 scans, still_since = now_scans, time.monotonic()
             elif scans > 0 and time.monotonic() - still_since > 2 * INTERVAL:
@@ -84,7 +79,7 @@ def main(argv: list[str]) -> int:
         waited = time.monotonic() - began
         client.config_resetstat()
         time.sleep(args.seconds)
-        counted = calls(client)
+        counted = {name.removeprefix("cmdstat_"): n for name, n in _calls(client).items()}
         counted.pop("info", None)  # this script's own reads
         counted.pop("config|resetstat", None)
         total = sum(counted.values())

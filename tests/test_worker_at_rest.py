@@ -69,6 +69,17 @@ def running(ledger: Ledger, handle: Callable[[Job], object]) -> Iterator[Worker]
     assert not thread.is_alive()
 
 
+@contextmanager
+def rested(ledger: Ledger) -> Iterator[tuple[dict[str, int], list[str], int]]:
+    """A worker on ``ledger`` past its first pass and at rest: its counted calls, the ids it
+    ran, and its ``repair_page`` calls so far."""
+    calls = counted(ledger)
+    ran: list[str] = []
+    with running(ledger, lambda job: ran.append(job.claim.request_id)):
+        wait_until(lambda: calls["sweep"] >= 5, what="the first pass, then rest")
+        yield calls, ran, calls["repair_page"]
+
+
 def test_a_queue_at_rest_is_swept_and_not_scanned_after_the_first_pass(
     redis_client: redis.Redis, namespace: str, optimized: bool
 ) -> None:
@@ -87,11 +98,7 @@ def test_a_pending_record_whose_index_entry_was_lost_is_found_and_run(
     # Nothing is PENDING by the indexes, but the records hash holds one more record than
     # they count: a pass starts, rebuilds the entry, and the worker runs the task.
     ledger = ended_queue(redis_client, namespace, optimized, 5)
-    calls = counted(ledger)
-    ran: list[str] = []
-    with running(ledger, lambda job: ran.append(job.claim.request_id)):
-        wait_until(lambda: calls["sweep"] >= 5, what="the first pass, then rest")
-        pages = calls["repair_page"]
+    with rested(ledger) as (calls, ran, pages):
         assert ledger.admit("lost-entry", "work", 0.5).accepted  # due in half a second
         assert redis_client.zrem(ledger.ready_key, "lost-entry") == 1
         stats = ledger.stats()
@@ -108,11 +115,7 @@ def test_work_arriving_ends_the_rest_and_a_pass_quarantines_corrupt_bytes(
     redis_client: redis.Redis, namespace: str, optimized: bool
 ) -> None:
     ledger = ended_queue(redis_client, namespace, optimized, 10)
-    calls = counted(ledger)
-    ran: list[str] = []
-    with running(ledger, lambda job: ran.append(job.claim.request_id)):
-        wait_until(lambda: calls["sweep"] >= 5, what="the first pass, then rest")
-        pages = calls["repair_page"]
+    with rested(ledger) as (calls, ran, pages):
         # Corrupt bytes over an ended record leave every count as it was: still at rest.
         redis_client.hset(ledger.records_key, "done-003", b"\x00 not a record")
         assert ledger.stats().at_rest

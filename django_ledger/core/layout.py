@@ -134,6 +134,9 @@ def check_layout(runner: Any, namespace: str, queue: str, shards: int) -> None:
     quarantined entry in any shard of its stored layout: then the new number is written
     (or the key removed, for one shard). Two processes configured differently at the
     same moment on an empty queue can each pass once; the first records then decide.
+    Two configured alike never refuse each other: a process that read no key, then
+    found records, reads the key again before it refuses, because the layout is written
+    before a queue's first record.
     """
     key = layout_key(namespace, queue)
     stored = stored_shards(runner, namespace, queue)
@@ -143,6 +146,8 @@ def check_layout(runner: Any, namespace: str, queue: str, shards: int) -> None:
         for name in shard_queues(namespace, queue, stored):
             tag = _tag(namespace, name)
             if runner.redis.hlen(f"{tag}:records") or runner.redis.hlen(f"{tag}:quarantine"):
+                if stored_shards(runner, namespace, queue) == shards:
+                    return  # laid out so meanwhile, by a process configured alike
                 raise LayoutMismatch(namespace, queue, stored, shards)
     if shards == 1:
         runner.write("DEL", key)

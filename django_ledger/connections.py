@@ -1,7 +1,12 @@
 """Redis clients for the Django layer: one per process, connection spec and time-outs.
 
 A client built here from a URL or cluster nodes gets ``LEDGER['TIMEOUTS']``, so a Redis
-that stalls cannot hold a request for ever; a cache alias keeps django-redis's options.
+that stalls cannot hold a request for ever, and the ledger's own retry policy
+(``client_retry``), so a call on a dead server fails at once whichever redis-py is
+installed: redis-py's defaults change between releases (8.2 spaces a cluster client's
+ten retries out by up to a second each). The ledger's callers own the waiting: the
+worker's and the scheduler's loops, an enqueue's tries, the repair cycles. A cache alias
+keeps django-redis's options.
 A fork (gunicorn, multiprocessing) must not share its parent's sockets, so every
 cache here is forgotten, without closing anything, in a child process.
 """
@@ -24,6 +29,7 @@ __all__ = [
     "URL_SCHEMES",
     "cached",
     "client_for",
+    "client_retry",
     "cluster_nodes",
     "connection_kind",
     "registries",
@@ -33,6 +39,12 @@ __all__ = [
 
 URL_SCHEMES = ("redis", "rediss", "unix")
 DEFAULT_TIMEOUTS = timeouts_of(TIMEOUT_DEFAULTS)
+
+#: How many times a cluster client the ledger builds sends a failed call again: once, at
+#: once, after reading the slots table again (a master that moved, a connection the server
+#: closed). A standalone client sends nothing again (redis-py's own choice for a client
+#: without ``retry``, set here explicitly).
+CLUSTER_RETRIES = 1
 
 _T = TypeVar("_T")
 _lock = threading.Lock()
@@ -121,7 +133,10 @@ def client_for(spec: Any, timeouts: Timeouts = DEFAULT_TIMEOUTS) -> Any:
             _clients,
             ("url", spec, timeouts),
             lambda: redis.Redis.from_url(
-                spec, socket_connect_timeout=timeouts.connect, socket_timeout=timeouts.socket
+                spec,
+                socket_connect_timeout=timeouts.connect,
+                socket_timeout=timeouts.socket,
+                retry=client_retry(0),
             ),
         )
     return _alias_connection(spec)
@@ -156,6 +171,7 @@ def _cluster(nodes: list[tuple[str, int]], timeouts: Timeouts) -> Any:
             startup_nodes=[node(host, port) for host, port in nodes],
             socket_connect_timeout=timeouts.connect,
             socket_timeout=timeouts.socket,
+            retry=client_retry(CLUSTER_RETRIES),
         )
     except (exceptions.RedisError, exceptions.RedisClusterException, OSError) as exc:
         where = ", ".join(f"{host}:{port}" for host, port in nodes)
@@ -163,6 +179,14 @@ def _cluster(nodes: list[tuple[str, int]], timeouts: Timeouts) -> Any:
         if isinstance(exc, unreachable) or isinstance(exc.__cause__, unreachable):
             raise LedgerUnavailable(f"Redis Cluster at {where} is unavailable: {exc}") from exc
         raise LedgerError(f"Redis Cluster at {where} refused the client: {exc}") from exc
+
+
+def client_retry(retries: int) -> Any:
+    """Return the redis-py ``Retry`` the ledger's clients use: ``retries`` sends, no wait."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    return Retry(NoBackoff(), retries)
 
 
 def cached(store: dict[Any, _T], key: Any, build: Callable[[], _T]) -> _T:

@@ -7,8 +7,8 @@ full queue or a refusal raises, after the whole batch was answered.
 The ids are made before the admission, and admission by id is idempotent, so an
 admission that met Redis away (``LedgerUnavailable``: it may or may not have been
 applied) is tried again with the same ids and payloads, ``ADMISSION_TRIES`` in all,
-unless the client retries on its own (redis-py's ``Retry`` of the client: then its
-policy has run out already). A try after one that was applied answers ``DUPLICATE``
+unless the client retries on its own beyond the ledger's one quick retry (a cache
+alias's ``Retry`` with more sends: then its policy has run out already). A try after one that was applied answers ``DUPLICATE``
 for the call's own record: with ids the enqueue made, that answers as admitted.
 """
 
@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, ParamSpec, TypeVar, cast
 
+from ..connections import CLUSTER_RETRIES
 from ..core.errors import LedgerUnavailable, NotReplicated
 from ..core.ledger import Ledger
 from ..core.results import Admission, AdmissionStatus
@@ -37,8 +38,8 @@ logger = logging.getLogger("django_ledger.tasks")
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _T = TypeVar("_T")
-#: Tries of one admission, the first included, when the client retries nothing itself
-#: (a client made from a URL, as ``LEDGER['CONNECTION']`` makes it, does not).
+#: Tries of one admission, the first included, when the client retries at most once
+#: itself (the clients ``LEDGER['CONNECTION']`` makes: ``connections.client_retry``).
 ADMISSION_TRIES = 3
 #: Seconds before the second try (jittered down to half), doubling for each later one.
 ADMISSION_BACKOFF = 0.1
@@ -52,7 +53,7 @@ def retried(
     Raise ``EnqueueOutcomeUnknown`` naming ``ids`` when no try answered, and
     ``NotReplicated`` as it is (the admission is on the master), with the ids noted.
     """
-    tries = 1 if client_retries(ledger.redis) else ADMISSION_TRIES
+    tries = 1 if client_retries(ledger.redis) > CLUSTER_RETRIES else ADMISSION_TRIES
     for attempt in range(1, tries + 1):
         if isinstance(error, NotReplicated):
             error.add_note(f"enqueue of {path}: task id(s) {_shown(ids)}")

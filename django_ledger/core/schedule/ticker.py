@@ -16,6 +16,13 @@ node after the deadline repeats both steps: the claim is already there (its node
 overwritten, status ``recovered``) and the admission, if it had landed, answers
 ``DUPLICATE``. So each fire is admitted once. Everything runs on the Redis server's
 clock; no node's own clock is read.
+
+On a Redis Cluster a schedule's queue, its fire's dispatch record and the state hash may
+live on different masters. A schedule whose queue cannot be reached keeps its fire
+pending and is reported ``unavailable``; the tick goes on with the others. The dispatch
+registry is the record of who fired what, not the lock, so a fire whose record cannot be
+written is admitted all the same (it is missing from the history). Only the state hash
+is needed by every schedule: without it the tick raises ``LedgerUnavailable``.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from datetime import datetime
 from typing import Final
 
 from ..counters import Counters
-from ..dispatch import DispatchRegistry
+from ..dispatch import DispatchRegistry, DispatchUnavailable
 from ..errors import LedgerUnavailable
 from ..results import AdmissionStatus
 from .fires import Timing, datetime_of
@@ -133,6 +140,9 @@ class TickReport:
     paused: list[tuple[str, int, int]] = field(default_factory=list)
     #: (key, message): schedules this tick could not handle (the others went on).
     errors: list[tuple[str, str]] = field(default_factory=list)
+    #: (key, message): schedules whose queue Redis could not reach in this tick (a
+    #: cluster master down); their fires stay pending, and the others went on.
+    unavailable: list[tuple[str, str]] = field(default_factory=list)
     #: The soonest next fire of an active schedule (epoch seconds), for the loop's wait.
     next_due: int | None = None
     #: Some schedule has more due fires than one decision admits: tick again at once.
@@ -196,17 +206,21 @@ class Ticker:
     def tick(self, schedules: Iterable[Schedule]) -> TickReport:
         """Run one tick over ``schedules``.
 
-        Raise ``LedgerUnavailable`` when Redis cannot be reached (what was decided stays
-        pending for the next tick); any other error of one schedule is logged and
-        reported, and the others go on.
+        Raise ``LedgerUnavailable`` when the schedules' state cannot be read (what was
+        decided stays pending for the next tick). A schedule whose own Redis cannot be
+        reached is reported in ``unavailable``, any other error of one schedule in
+        ``errors``; either way the others go on.
         """
         snapshot = self.store.snapshot()
         report = TickReport(snapshot.now_ms, self.node_id)
         for schedule in schedules:
             try:
                 self._tick_one(schedule, snapshot, report)
-            except LedgerUnavailable:
-                raise
+            except LedgerUnavailable as exc:
+                logger.warning(
+                    "schedule %r: Redis unavailable, its fires wait: %s", schedule.key, exc
+                )
+                report.unavailable.append((schedule.key, str(exc)))
             except Exception as exc:
                 logger.exception("schedule %r: the tick failed", schedule.key)
                 report.errors.append((schedule.key, f"{type(exc).__name__}: {exc}"))
@@ -279,7 +293,13 @@ class Ticker:
 
     def _fire(self, fire: Fire, *, taken_over: bool) -> FireEvent:
         """Claim the dispatch, admit the fire, forget it as pending (in this order)."""
-        won = self.registry.claim_dispatch(fire.key, fire.epoch, self.node_id)
+        try:
+            won = self.registry.claim_dispatch(fire.key, fire.epoch, self.node_id)
+        except DispatchUnavailable as exc:
+            logger.warning(
+                "fire %s: admitted without its dispatch record (%s)", fire.request_id, exc
+            )
+            won = True  # nobody else's record either: nothing to say of another node
         if self.after_claim is not None:
             self.after_claim(fire)
         status = self.admit(fire)
@@ -289,14 +309,23 @@ class Ticker:
             return FireEvent(fire, outcome, status)
         if outcome is Outcome.REFUSED:
             logger.error("fire %s: the ledger refused it (%s); giving up", fire.request_id, status)
-            self.registry.log_dispatch(fire.key, fire.epoch, self.node_id, "failed")
+            self._record(fire, "failed")
         elif taken_over:
             logger.warning("fire %s: finished for the node that decided it", fire.request_id)
-            self.registry.log_dispatch(fire.key, fire.epoch, self.node_id, "recovered")
+            self._record(fire, "recovered")
         elif not won:
             logger.info("fire %s: another node holds its dispatch record", fire.request_id)
         self.store.finish(fire.key, fire.epoch)
         return FireEvent(fire, outcome, status, recovered=taken_over)
+
+    def _record(self, fire: Fire, status: str) -> None:
+        """Write the fire's dispatch record with ``status``; a registry away only loses it."""
+        try:
+            self.registry.log_dispatch(fire.key, fire.epoch, self.node_id, status)
+        except DispatchUnavailable as exc:
+            logger.warning(
+                "fire %s: dispatch record %r not written (%s)", fire.request_id, status, exc
+            )
 
 
 #: Most missed fires one misfire counts (a long outage of a frequent schedule).

@@ -3,13 +3,14 @@
 #
 #   bash scripts/test.sh [tox env list]
 #
-# Tests on Python 3.11 + Django 5.2 and Python 3.13 + Django 6.1, then on a local
+# Tests on Python 3.11 + Django 5.2 and Python 3.13 + Django 6.1 (the newest releases of
+# every dependency), on the lowest versions pyproject.toml allows, then on a local
 # Redis Cluster (Python 3.11 + Django 5.2, LEDGER_TEST_CLUSTER=1), ruff and mypy,
 # through tox in the virtualenv .venv-ci. Needs Python 3.11+ and a redis-server
 # (installed if missing). The tests start their own redis-servers on free ports;
 # nothing here touches the Redis on port 6379. The environments run as two streams side
-# by side (py311-django52, lint, type, cluster-a; py313-django61, cluster-b: the cluster
-# suite's two halves); an env list given as
+# by side (py311-django52, lint, type, cluster-a; py313-django61, lowest, cluster-b: the
+# cluster suite's two halves); an env list given as
 # arguments runs as one stream.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -86,6 +87,8 @@ else
     [ -e "$PYTHONS/python3.11" ] && first+=(py311-django52)
     first+=(lint type)
     [ -e "$PYTHONS/python3.13" ] && second+=(py313-django61)
+    # The dependencies' lowest allowed versions (tox.ini's lowest: the files that meet them).
+    [ -e "$PYTHONS/python3.11" ] && second+=(lowest)
     # The suite again on a local Redis Cluster (tox.ini's cluster env, Python 3.11), as
     # two halves, one at the end of each stream, so the two end about together.
     [ -e "$PYTHONS/python3.11" ] && first+=(cluster-a) && second+=(cluster-b)

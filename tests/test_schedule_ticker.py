@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from django_ledger import AdmissionStatus, Ledger, LedgerUnavailable
-from django_ledger.core.dispatch import RedisDispatchRegistry
+from django_ledger.core.dispatch import DispatchUnavailable, RedisDispatchRegistry
 from django_ledger.core.schedule import (
     FIRE_LEASE_MS,
     Cron,
@@ -349,3 +349,51 @@ def test_redis_down_raises_and_a_restart_keeps_what_was_decided(
 
     assert [(e.fire.epoch, e.outcome) for e in report.events] == [(T0 + 60, Outcome.ADMITTED)]
     client.close()
+
+
+def test_a_schedule_whose_queue_is_away_waits_while_the_others_fire(
+    make_node: Callable[..., Node],
+) -> None:
+    # On a cluster with one master down, one schedule's queue is away and the others' not
+    # (tests/test_cluster_master_down.py runs it for real); here its admission says so.
+    node = make_node()
+    away = {"on"}
+    admit = node.admit
+
+    def admit_unless_away(fire: Fire) -> AdmissionStatus:
+        if fire.key == "away" and away:
+            raise LedgerUnavailable("the queue's master is down")
+        return admit(fire)
+
+    node.ticker.admit = admit_unless_away
+    node.store.set_through("away", T0)
+    node.store.set_through("job", T0)
+    schedules = (every_minute("away"), every_minute("job"))
+
+    report = node.at((T0 + 60) * 1000 + 100).tick(*schedules)
+    assert [(e.fire.key, e.outcome) for e in report.events] == [("job", Outcome.ADMITTED)]
+    assert [key for key, _ in report.unavailable] == ["away"]
+    assert node.store.snapshot().pending["away"].keys() == {T0 + 60}
+
+    away.clear()
+    report = node.at((T0 + 120) * 1000 + 100).tick(*schedules)
+    assert sorted((e.fire.key, e.fire.epoch) for e in report.events) == [
+        ("away", T0 + 60), ("away", T0 + 120), ("job", T0 + 120),
+    ]  # fmt: skip
+    assert report.unavailable == []
+
+
+def test_a_fire_whose_dispatch_record_cannot_be_written_is_admitted_all_the_same(
+    make_node: Callable[..., Node],
+) -> None:
+    node = make_node()
+
+    def registry_away(*args: Any) -> bool:
+        raise DispatchUnavailable("the registry's master is down")
+
+    node.registry.claim_dispatch = registry_away  # type: ignore[method-assign]
+    node.store.set_through("job", T0)
+    report = node.at((T0 + 60) * 1000 + 100).tick(every_minute())
+    assert [(e.fire.epoch, e.outcome) for e in report.events] == [(T0 + 60, Outcome.ADMITTED)]
+    assert records(node) == [f"schedule:job:{T0 + 60}"]
+    assert node.store.snapshot().pending == {}

@@ -206,13 +206,16 @@ class Ticker:
     def tick(self, schedules: Iterable[Schedule]) -> TickReport:
         """Run one tick over ``schedules``.
 
-        Raise ``LedgerUnavailable`` when the schedules' state cannot be read (what was
-        decided stays pending for the next tick). A schedule whose own Redis cannot be
-        reached is reported in ``unavailable``, any other error of one schedule in
+        Raise ``LedgerUnavailable`` when the schedules' state cannot be read, or when no
+        schedule could reach Redis (what was decided stays pending for the next tick). A
+        schedule whose own Redis cannot be reached while others' can (a cluster master
+        down) is reported in ``unavailable``, any other error of one schedule in
         ``errors``; either way the others go on.
         """
         snapshot = self.store.snapshot()
         report = TickReport(snapshot.now_ms, self.node_id)
+        away: LedgerUnavailable | None = None
+        reached = 0
         for schedule in schedules:
             try:
                 self._tick_one(schedule, snapshot, report)
@@ -221,9 +224,14 @@ class Ticker:
                     "schedule %r: Redis unavailable, its fires wait: %s", schedule.key, exc
                 )
                 report.unavailable.append((schedule.key, str(exc)))
+                away = away or exc
+                continue
             except Exception as exc:
                 logger.exception("schedule %r: the tick failed", schedule.key)
                 report.errors.append((schedule.key, f"{type(exc).__name__}: {exc}"))
+            reached += 1
+        if away is not None and not reached:
+            raise away
         for event in report.events:
             if event.outcome is Outcome.ADMITTED:
                 report.tally("F", event.fire.key)

@@ -120,6 +120,13 @@ log "building the package once ($VENV/dist)"
     exit 1
 }
 wheel="$(ls "$VENV"/dist/django_ledger-*.whl)"
+# The wheel as a package index would take it: its metadata and README render
+# (twine check --strict), and it holds every data file and the licence.
+if ! "$VENV/bin/python" -c 'import twine' >/dev/null 2>&1; then
+    "$VENV/bin/python" -m pip install -q twine
+fi
+"$VENV/bin/python" -m twine check --strict "$wheel"
+"$VENV/bin/python" scripts/check_wheel.py "$wheel"
 pids=()
 for i in "${!streams[@]}"; do
     log "tox -e ${streams[$i]} (stream $((i + 1)) of ${#streams[@]})"

@@ -1,0 +1,60 @@
+"""Check a built wheel before it is published: every file a user's install needs is in it.
+
+    python scripts/check_wheel.py dist/django_ledger-*.whl
+
+Compares the wheel with the source tree: every template, static file, Lua script,
+migration, message catalog and ``py.typed`` under ``django_ledger/`` must be in the wheel,
+and its metadata must name the licence and carry the LICENSE file. Exits 1, naming what
+is missing, otherwise 0. ``scripts/test.sh`` runs it (with ``twine check --strict``) on
+the wheel every CI run installs.
+"""
+
+from __future__ import annotations
+
+import sys
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "django_ledger"
+#: Data files the package needs at run time, by where they live under the package.
+DATA = ("templates", "static", "core/lua", "migrations", "locale")
+
+
+def expected() -> set[str]:
+    found = {"django_ledger/py.typed"}
+    for folder in DATA:
+        for path in (PACKAGE / folder).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                found.add(path.relative_to(ROOT).as_posix())
+    return found
+
+
+def problems(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        metadata_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = Parser().parsestr(archive.read(metadata_name).decode())
+    found = [f"missing from the wheel: {name}" for name in sorted(expected() - names)]
+    if metadata.get("License-Expression") != "BSD-3-Clause":
+        found.append(f"License-Expression is {metadata.get('License-Expression')!r}")
+    if not any(n.endswith(".dist-info/licenses/LICENSE") for n in names):
+        found.append("the LICENSE file is not in the wheel")
+    return found
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    found = problems(Path(argv[0]))
+    for line in found:
+        print(line, file=sys.stderr)
+    if not found:
+        print(f"{argv[0]}: every data file, the licence and its metadata are there")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

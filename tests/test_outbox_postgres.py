@@ -219,3 +219,18 @@ def test_a_conflicting_id_writes_nothing_and_a_savepoints_rows_are_checked(on_pg
     assert ran == {"pg-order:add", kept.id}
     with pytest.raises(TaskResultDoesNotExist):
         tasks.add.get_result(dropped.id)
+
+
+def test_a_rolled_back_savepoints_once_id_gives_way_to_the_committed_call(on_pg: str) -> None:
+    from django_ledger.tasks import enqueue_once
+
+    with transaction.atomic(using=PG):
+        tasks.add.enqueue(0, 0)  # the transaction's callback, registered outside the savepoint
+        with pytest.raises(RuntimeError), transaction.atomic(using=PG):
+            enqueue_once(tasks.add, "pg-order-1:receipt", 1, 1)
+            raise RuntimeError("roll the savepoint back")
+        committed = enqueue_once(tasks.add, "pg-order-1:receipt", 20, 22)
+    _delivered()
+    assert _pending() == 2 and not OutboxEntry.objects.using(PG).exists()
+    record = queues.get("default").ledger.resolve(committed.id)
+    assert record is not None and "[20,22]" in record.payload

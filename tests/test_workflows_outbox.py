@@ -100,3 +100,18 @@ def test_a_group_then_a_group_gets_lists(task_namespace: str) -> None:
     flow = shape.enqueue(id="groups")
     run_until_settled()
     assert get_workflow(flow.id).results["2"] == [[2, 3]]
+
+
+def test_a_rolled_back_savepoints_workflow_gives_way_to_the_committed_one(
+    task_namespace: str,
+) -> None:
+    with transaction.atomic():
+        tasks.add.enqueue(0, 0)  # the transaction's callback, registered outside the savepoint
+        with pytest.raises(RuntimeError), transaction.atomic():
+            chain(sig(t.plus, 100), sig(t.plus)).enqueue(id="twice")
+            raise RuntimeError("roll the savepoint back")
+        chain(sig(t.plus, 1), sig(t.plus), sig(t.plus)).enqueue(id="twice")
+    assert OutboxEntry.objects.count() == 0
+    assert len(get_workflow("twice").steps) == 3  # the committed workflow, not the rolled-back one
+    run_until_settled()
+    assert get_workflow("twice").results == {"0": 2, "1": 3, "2": 4}

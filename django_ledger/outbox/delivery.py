@@ -22,7 +22,16 @@ from ..core.results import AdmissionStatus
 from ..tasks.store import queues
 from .models import OutboxEntry
 
-__all__ = ["CHUNK", "ROW_COLUMNS", "Row", "admit_rows", "delete_ids", "deliver_ids", "existing_ids"]
+__all__ = [
+    "CHUNK",
+    "ROW_COLUMNS",
+    "Row",
+    "admit_rows",
+    "committed_rows",
+    "delete_ids",
+    "deliver_ids",
+    "read_rows",
+]
 
 logger = logging.getLogger("django_ledger.outbox")
 
@@ -133,13 +142,31 @@ def delete_ids(database: str, ids: Sequence[str]) -> None:
             cursor.execute(f"DELETE FROM {table} WHERE {key} IN ({_in(len(part))})", part)
 
 
-def existing_ids(database: str, ids: Sequence[str]) -> set[str]:
-    """The ids of ``ids`` that have an outbox row (as this connection sees it)."""
-    found: set[str] = set()
+def read_rows(database: str, ids: Sequence[str]) -> list[Row]:
+    """The outbox rows of ``ids`` as this connection sees them (one ``SELECT`` per 500 ids)."""
+    found: list[Row] = []
     manager = OutboxEntry.objects.using(database)
     for start in range(0, len(ids), CHUNK):
-        found.update(manager.filter(pk__in=ids[start : start + CHUNK]).values_list("id", flat=True))
+        found += [
+            Row(*values)
+            for values in manager.filter(pk__in=ids[start : start + CHUNK])
+            .order_by()
+            .values_list(*ROW_COLUMNS)
+        ]
     return found
+
+
+def committed_rows(database: str, rows: Sequence[Row], guarded: Sequence[str]) -> list[Row]:
+    """What a commit admits: ``rows``, its own copies, but for the ids in ``guarded``.
+
+    Those were written inside a savepoint, which may have rolled back, and the same id may
+    have been written again since with another call: they are read back as committed (a
+    rolled-back one is gone), never taken from the copies.
+    """
+    if not guarded:
+        return list(rows)
+    again = set(guarded)
+    return [row for row in rows if row.id not in again] + read_rows(database, sorted(again))
 
 
 def deliver_ids(database: str, ids: Sequence[str]) -> int:
@@ -149,15 +176,8 @@ def deliver_ids(database: str, ids: Sequence[str]) -> int:
     Return how many were delivered.
     """
     delivered = 0
-    manager = OutboxEntry.objects.using(database)
     for start in range(0, len(ids), CHUNK):
-        rows = [
-            Row(*values)
-            for values in manager.filter(pk__in=ids[start : start + CHUNK])
-            .order_by()
-            .values_list(*ROW_COLUMNS)
-        ]
-        done, _ = admit_rows(rows)
+        done, _ = admit_rows(read_rows(database, ids[start : start + CHUNK]))
         delete_ids(database, done)
         delivered += len(done)
     return delivered

@@ -25,7 +25,7 @@ from ..tasks.ledger_task import LedgerTask
 from ..tasks.resolve import resolve_task
 from ..tasks.results import new_result, usable_options
 from . import courier
-from .delivery import CHUNK, Row, admit_rows, delete_ids, existing_ids
+from .delivery import CHUNK, Row, admit_rows, committed_rows, delete_ids
 from .models import OutboxEntry
 
 __all__ = ["defer", "in_transaction", "stage", "staged_result"]
@@ -53,7 +53,8 @@ class _Delivery:
     per queue and one ``DELETE`` (in autocommit, after the commit), by the courier or,
     ``inline``, by the committing thread. Rows written inside a savepoint may have been
     rolled back with it (Django drops the callbacks of a rolled-back savepoint, not the
-    rows a callback holds): those alone are looked up before they are admitted.
+    rows a callback holds), and their id written again since with another call: those
+    alone are read back as committed, and admitted as read, never from the copies.
     """
 
     def __init__(self, database: str, background: bool) -> None:
@@ -72,11 +73,7 @@ class _Delivery:
             courier.send(self.database, self.rows, self.guarded)
             return
         try:
-            rows = self.rows
-            if self.guarded:
-                gone = set(self.guarded) - existing_ids(self.database, self.guarded)
-                rows = [row for row in rows if row.id not in gone]
-            done, _ = admit_rows(rows)
+            done, _ = admit_rows(committed_rows(self.database, self.rows, self.guarded))
             delete_ids(self.database, done)
         except Exception:  # the data committed: the relay delivers what is left
             logger.exception(

@@ -234,3 +234,20 @@ def test_a_rolled_back_savepoints_once_id_gives_way_to_the_committed_call(on_pg:
     assert _pending() == 2 and not OutboxEntry.objects.using(PG).exists()
     record = queues.get("default").ledger.resolve(committed.id)
     assert record is not None and "[20,22]" in record.payload
+
+
+def test_get_result_with_the_database_down_reads_redis_alone(on_pg: str) -> None:
+    result = tasks.add.enqueue(2, 2)  # admitted at once: no transaction
+    with pytest.raises(TaskResultDoesNotExist):  # the outbox is looked at, and seen
+        tasks.add.get_result("never-enqueued-pg")
+    database = connections[PG].settings_dict
+    port = database["PORT"]
+    connections[PG].close()
+    database["PORT"] = str(int(port) + 1)  # no server there: every connection fails
+    try:
+        with pytest.raises(TaskResultDoesNotExist):
+            tasks.add.get_result("never-enqueued-pg")
+        assert tasks.add.get_result(result.id).status == TaskResultStatus.READY
+    finally:
+        connections[PG].close()
+        database["PORT"] = port

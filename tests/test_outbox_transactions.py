@@ -7,6 +7,7 @@ effects are exercised in-process; ``run_claimed`` plays a worker's step.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -227,3 +228,14 @@ def test_the_checks_refuse_a_bad_mode_and_warn_of_old_rows(task_namespace: str) 
         assert isinstance(found[0], checks.Warning)
         assert "1 task(s)" in found[0].msg
         assert check_outbox() == []  # without --database, no database is read
+
+
+def test_get_result_of_an_unknown_id_inside_an_event_loop_does_not_exist(
+    task_namespace: str,
+) -> None:
+    # Django's own task tests call it so: synchronously, with an event loop running.
+    async def look() -> None:
+        with pytest.raises(TaskResultDoesNotExist):
+            tasks.add.get_result("never-enqueued")
+
+    asyncio.run(look())

@@ -251,3 +251,57 @@ def test_get_result_with_the_database_down_reads_redis_alone(on_pg: str) -> None
     finally:
         connections[PG].close()
         database["PORT"] = port
+
+
+def test_a_row_goes_only_to_the_redis_it_was_written_for(
+    on_pg: str, fresh_redis: RedisServer
+) -> None:
+    from tests.tasks_helpers import ledger_settings_for
+
+    theirs = ledger_settings_for(on_pg)
+    theirs["CONNECTION"] = fresh_redis.url  # another deployment, sharing this database
+    with override_settings(LEDGER=theirs):
+        fresh_redis.stop()
+        with transaction.atomic(using=PG):
+            result = tasks.add.enqueue(3, 4)  # committed; their Redis is away: the row waits
+        _delivered()
+    assert Relay([PG]).run_once() == 0  # this deployment's relay leaves it
+    assert OutboxEntry.objects.using(PG).filter(pk=result.id).exists()
+    assert _pending() == 0
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result(result.id)
+    with override_settings(LEDGER=theirs):
+        fresh_redis.restart()
+        assert Relay([PG]).run_once() == 1
+        assert queues.get("default").ledger.stats().pending == 1
+    assert not OutboxEntry.objects.using(PG).exists()
+
+
+def test_rows_the_relay_keeps_do_not_hold_back_newer_ones(on_pg: str) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from django_ledger.core.jobs import encode_task
+
+    at = timezone.now() - timedelta(minutes=5)
+    payload = encode_task("tests.tasks_app.tasks.add", [1, 1], {})
+    rows = [
+        OutboxEntry(
+            id=f"held-{n}", backend="default", queue="not-here", payload=payload, created_at=at
+        )  # one created_at: enqueue_many's rows share theirs
+        for n in range(25)
+    ]
+    rows.append(
+        OutboxEntry(
+            id="newer",
+            backend="default",
+            queue="default",
+            payload=payload,
+            created_at=at + timedelta(seconds=1),
+        )
+    )
+    OutboxEntry.objects.using(PG).bulk_create(rows)
+    assert Relay([PG], batch=10).run_once() == 1
+    assert _pending() == 1
+    assert OutboxEntry.objects.using(PG).count() == 25

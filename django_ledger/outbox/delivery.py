@@ -17,7 +17,7 @@ from typing import NamedTuple, Protocol
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
-from ..core.errors import LedgerError
+from ..core.errors import LedgerError, LedgerUnavailable
 from ..core.results import AdmissionStatus
 from ..tasks.store import queues
 from .models import OutboxEntry
@@ -25,11 +25,13 @@ from .models import OutboxEntry
 __all__ = [
     "CHUNK",
     "ROW_COLUMNS",
+    "Delivered",
     "Row",
     "admit_rows",
     "committed_rows",
     "delete_ids",
     "deliver_ids",
+    "deliver_rows",
     "read_rows",
 ]
 
@@ -69,23 +71,47 @@ class Row(NamedTuple):
     priority: int
 
 
+class Delivered(NamedTuple):
+    """What admitting some rows came to: the ids done with, the ids kept, and why kept."""
+
+    done: list[str]
+    kept: list[str]
+    #: Queues whose rows were kept (full, or refused by this process's settings): the
+    #: relay passes over their other rows until its next walk.
+    stalled: set[str]
+    #: Whether Redis was away: nothing else can be delivered now.
+    away: bool
+
+
 def admit_rows(rows: Iterable[Staged]) -> tuple[list[str], list[str]]:
     """Admit ``rows``; return the ids done with and the ids to keep for a later try.
 
     Done: admitted, duplicate (admitted before), or refused for good (another call under
-    the id, a refused payload: logged as errors). Kept: Redis away, a full queue, a queue
-    not configured here. One ``admit_many`` per (queue, delay, priority) group.
+    the id, a refused payload, a delay or a priority the ledger refuses: logged as
+    errors). Kept: Redis away, a full queue, a queue not configured here. One
+    ``admit_many`` per (queue, delay, priority) group.
     """
+    delivered = deliver_rows(rows)
+    return delivered.done, delivered.kept
+
+
+def deliver_rows(rows: Iterable[Staged]) -> Delivered:
+    """``admit_rows``, saying also which queues kept rows and whether Redis was away."""
     groups: dict[tuple[str, int, int | None, int], list[Staged]] = {}
     # -- workflows (tasks/workflows.py): a row holding a whole workflow is admitted whole
     rows = list(rows)
     flows = [row for row in rows if row.payload.startswith('{"workflow":')]
     done: list[str] = []
     kept: list[str] = []
+    stalled: set[str] = set()
+    away = False
     if flows:
         from ..tasks.workflow_rows import admit_workflow_rows  # the queues' face only
 
         done, kept = admit_workflow_rows(flows)
+        if kept:
+            held = set(kept)
+            stalled.update(row.queue for row in flows if row.id in held)
         rows = [row for row in rows if not row.payload.startswith('{"workflow":')]
     # -- end of workflows
     for row in rows:
@@ -103,6 +129,20 @@ def admit_rows(rows: Iterable[Staged]) -> tuple[list[str], list[str]]:
         except (LedgerError, ImproperlyConfigured) as exc:
             logger.warning("outbox: %d task(s) of queue %r kept: %s", len(group), queue, exc)
             kept += [row.id for row in group]
+            if isinstance(exc, LedgerUnavailable):
+                away = True
+            else:
+                stalled.add(queue)
+            continue
+        except (ValueError, TypeError) as exc:  # a row written by hand: never admissible
+            logger.error(
+                "outbox: %d task(s) of queue %r refused (%s); their rows are dropped: %s",
+                len(group),
+                queue,
+                exc,
+                ", ".join(repr(row.id) for row in group[:5]),
+            )
+            done += [row.id for row in group]
             continue
         for answer in answers:
             status = answer.status
@@ -110,6 +150,7 @@ def admit_rows(rows: Iterable[Staged]) -> tuple[list[str], list[str]]:
                 done.append(answer.request_id)
             elif status is AdmissionStatus.FULL:
                 kept.append(answer.request_id)
+                stalled.add(queue)
             else:
                 logger.error(
                     "outbox: task %r refused by queue %r (%s: %s); its row is dropped",
@@ -119,7 +160,7 @@ def admit_rows(rows: Iterable[Staged]) -> tuple[list[str], list[str]]:
                     answer.reason,
                 )
                 done.append(answer.request_id)
-    return done, kept
+    return Delivered(done, kept, stalled, away)
 
 
 def _in(count: int) -> str:

@@ -64,8 +64,6 @@ __all__ = ["Call", "LedgerBackend"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-#: ``LedgerBackend._staged``'s answer for an id the outbox does not hold (any more).
-_DELIVERED: Any = object()
 #: Plans kept per backend (declared tasks: module-level, so few); past it, all are dropped.
 _MAX_PLANS = 4096
 
@@ -395,39 +393,40 @@ class LedgerBackend(BaseTaskBackend):
             state = self.task_state(result_id)
         except (TaskResultDoesNotExist, LedgerUnavailable):
             # Not in Redis (or Redis away): a row in the outbox is a task not admitted yet.
-            staged = self._staged(result_id)
-            if staged is None:
+            readable, staged = self._staged(result_id)
+            if not readable:
                 raise
-            if staged is not _DELIVERED:
+            if staged is not None:
                 return staged
             # Delivered between the two reads (the courier or a relay admits, then
             # deletes): Redis has it now, unless it never existed.
             state = self.task_state(result_id)
         return task_result(state, task_of(state, self.alias), self.alias)
 
-    def _staged(self, result_id: str) -> Any:
-        """The READY result of ``result_id`` waiting in the outbox; ``_DELIVERED`` if not.
+    def _staged(self, result_id: str) -> tuple[bool, TaskResult[..., Any] | None]:
+        """Whether the outbox could be read, and the READY result waiting there if any.
 
-        ``None`` when there is no outbox to read (another mode, no table) or the database
-        may not or cannot be read now: then Redis's answer stands.
+        Not read: another mode or no table, or a database that may not or cannot be read
+        now (an event loop, a ``SimpleTestCase``, the database down); then Redis's answer
+        stands.
         """
         # Only the outbox mode stages, and only on a database that has the table.
         options = self.transactions
         if options.mode != "outbox" or not isinstance(result_id, str):
-            return None
+            return False, None
         try:
             if not outbox_ready(options.database):
-                return None
-            staged = staged_result(options.database, self.alias, result_id)
+                return False, None
+            return True, staged_result(options.database, self.alias, result_id)
         except (DatabaseError, SynchronousOnlyOperation):
-            return None  # the database is down, or this thread runs an event loop
+            return False, None  # the database is down, or this thread runs an event loop
         except AssertionError as exc:
-            from django.test.testcases import DatabaseOperationForbidden  # tests raise it
+            from django.test import testcases  # only tests forbid the database so
 
-            if isinstance(exc, DatabaseOperationForbidden):  # a SimpleTestCase
-                return None
+            forbidden = getattr(testcases, "DatabaseOperationForbidden", None)
+            if forbidden is not None and isinstance(exc, forbidden):  # a SimpleTestCase
+                return False, None
             raise
-        return _DELIVERED if staged is None else staged
 
     async def aget_result(self, result_id: str) -> TaskResult[..., Any]:
         """``get_result`` on a worker thread: the event loop never waits on Redis."""

@@ -219,3 +219,89 @@ def test_a_conflicting_id_writes_nothing_and_a_savepoints_rows_are_checked(on_pg
     assert ran == {"pg-order:add", kept.id}
     with pytest.raises(TaskResultDoesNotExist):
         tasks.add.get_result(dropped.id)
+
+
+def test_a_rolled_back_savepoints_once_id_gives_way_to_the_committed_call(on_pg: str) -> None:
+    from django_ledger.tasks import enqueue_once
+
+    with transaction.atomic(using=PG):
+        tasks.add.enqueue(0, 0)  # the transaction's callback, registered outside the savepoint
+        with pytest.raises(RuntimeError), transaction.atomic(using=PG):
+            enqueue_once(tasks.add, "pg-order-1:receipt", 1, 1)
+            raise RuntimeError("roll the savepoint back")
+        committed = enqueue_once(tasks.add, "pg-order-1:receipt", 20, 22)
+    _delivered()
+    assert _pending() == 2 and not OutboxEntry.objects.using(PG).exists()
+    record = queues.get("default").ledger.resolve(committed.id)
+    assert record is not None and "[20,22]" in record.payload
+
+
+def test_get_result_with_the_database_down_reads_redis_alone(on_pg: str) -> None:
+    result = tasks.add.enqueue(2, 2)  # admitted at once: no transaction
+    with pytest.raises(TaskResultDoesNotExist):  # the outbox is looked at, and seen
+        tasks.add.get_result("never-enqueued-pg")
+    database = connections[PG].settings_dict
+    port = database["PORT"]
+    connections[PG].close()
+    database["PORT"] = str(int(port) + 1)  # no server there: every connection fails
+    try:
+        with pytest.raises(TaskResultDoesNotExist):
+            tasks.add.get_result("never-enqueued-pg")
+        assert tasks.add.get_result(result.id).status == TaskResultStatus.READY
+    finally:
+        connections[PG].close()
+        database["PORT"] = port
+
+
+def test_a_row_goes_only_to_the_redis_it_was_written_for(
+    on_pg: str, fresh_redis: RedisServer
+) -> None:
+    from tests.tasks_helpers import ledger_settings_for
+
+    theirs = ledger_settings_for(on_pg)
+    theirs["CONNECTION"] = fresh_redis.url  # another deployment, sharing this database
+    with override_settings(LEDGER=theirs):
+        fresh_redis.stop()
+        with transaction.atomic(using=PG):
+            result = tasks.add.enqueue(3, 4)  # committed; their Redis is away: the row waits
+        _delivered()
+    assert Relay([PG]).run_once() == 0  # this deployment's relay leaves it
+    assert OutboxEntry.objects.using(PG).filter(pk=result.id).exists()
+    assert _pending() == 0
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result(result.id)
+    with override_settings(LEDGER=theirs):
+        fresh_redis.restart()
+        assert Relay([PG]).run_once() == 1
+        assert queues.get("default").ledger.stats().pending == 1
+    assert not OutboxEntry.objects.using(PG).exists()
+
+
+def test_rows_the_relay_keeps_do_not_hold_back_newer_ones(on_pg: str) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from django_ledger.core.jobs import encode_task
+
+    at = timezone.now() - timedelta(minutes=5)
+    payload = encode_task("tests.tasks_app.tasks.add", [1, 1], {})
+    rows = [
+        OutboxEntry(
+            id=f"held-{n}", backend="default", queue="not-here", payload=payload, created_at=at
+        )  # one created_at: enqueue_many's rows share theirs
+        for n in range(25)
+    ]
+    rows.append(
+        OutboxEntry(
+            id="newer",
+            backend="default",
+            queue="default",
+            payload=payload,
+            created_at=at + timedelta(seconds=1),
+        )
+    )
+    OutboxEntry.objects.using(PG).bulk_create(rows)
+    assert Relay([PG], batch=10).run_once() == 1
+    assert _pending() == 1
+    assert OutboxEntry.objects.using(PG).count() == 25

@@ -75,3 +75,20 @@ def test_a_released_savepoints_tasks_are_delivered(task_namespace: str) -> None:
     assert _stats().pending == 2 and not OutboxEntry.objects.exists()
     ran = {run_claimed()[0].claim.request_id for _ in range(2)}  # type: ignore[index]
     assert ran == {inner.id, flat.id}
+
+
+def test_a_rolled_back_savepoints_once_id_gives_way_to_the_committed_call(
+    task_namespace: str,
+) -> None:
+    with transaction.atomic():
+        tasks.add.enqueue(0, 0)  # the transaction's callback, registered outside the savepoint
+        with pytest.raises(RuntimeError), transaction.atomic():
+            enqueue_once(tasks.add, "order-1:receipt", 1, 1)
+            raise RuntimeError("roll the savepoint back")
+        committed = enqueue_once(tasks.add, "order-1:receipt", 20, 22)
+    assert _stats().pending == 2 and not OutboxEntry.objects.exists()
+    record = queues.get("default").ledger.resolve("order-1:receipt")
+    assert record is not None and "[20,22]" in record.payload
+    ran = {run_claimed()[0].claim.request_id for _ in range(2)}  # type: ignore[index]
+    assert "order-1:receipt" in ran
+    assert tasks.add.get_result(committed.id).return_value == 42

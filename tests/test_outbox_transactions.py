@@ -7,19 +7,23 @@ effects are exercised in-process; ``run_claimed`` plays a worker's step.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core import checks
 from django.db import transaction
 from django.test import override_settings
+from django.utils import timezone
 
 from django_ledger.checks.tasks import check_outbox, check_tasks
 from django_ledger.models import OutboxEntry
 from django_ledger.services.relay import Relay
 from django_ledger.tasks import enqueue_many, enqueue_once
 from django_ledger.tasks.compat import TaskResultDoesNotExist, TaskResultStatus
+from django_ledger.tasks.exceptions import TaskIdConflict
 from django_ledger.tasks.store import queues
 from tests.redis_server import RedisServer
 from tests.tasks_app import tasks
@@ -227,3 +231,124 @@ def test_the_checks_refuse_a_bad_mode_and_warn_of_old_rows(task_namespace: str) 
         assert isinstance(found[0], checks.Warning)
         assert "1 task(s)" in found[0].msg
         assert check_outbox() == []  # without --database, no database is read
+
+
+def test_get_result_of_an_unknown_id_inside_an_event_loop_does_not_exist(
+    task_namespace: str,
+) -> None:
+    # Django's own task tests call it so: synchronously, with an event loop running.
+    async def look() -> None:
+        with pytest.raises(TaskResultDoesNotExist):
+            tasks.add.get_result("never-enqueued")
+
+    asyncio.run(look())
+
+
+def _rows(queue: str, count: int, prefix: str, age: timedelta, **fields: Any) -> list[OutboxEntry]:
+    """Rows as a committer that died left them, ``age`` ago, oldest first."""
+    at = timezone.now() - age
+    return [
+        OutboxEntry(
+            id=f"{prefix}-{n}",
+            backend="default",
+            queue=queue,
+            payload=_payload(n),
+            created_at=at + timedelta(microseconds=n),
+            **fields,
+        )
+        for n in range(count)
+    ]
+
+
+@pytest.mark.parametrize("why", ["full", "unconfigured"])
+def test_rows_the_relay_keeps_do_not_hold_back_newer_ones(task_namespace: str, why: str) -> None:
+    from tests.tasks_helpers import task_settings
+
+    queue = "emails" if why == "full" else "not-here"
+    with task_settings(task_namespace, emails={"MAX_RECORDS": 1}):
+        if why == "full":
+            queues.get("emails").ledger.admit("filler", _payload(0))
+        OutboxEntry.objects.bulk_create(_rows(queue, 25, "held", timedelta(minutes=5)))
+        OutboxEntry.objects.bulk_create(_rows("default", 1, "newer", timedelta(minutes=4)))
+        relay = Relay(["default"], batch=10)
+        assert relay.run_once() == 1  # behind 25 rows it keeps, in batches of 10
+        assert _stats().pending == 1
+        assert OutboxEntry.objects.filter(queue=queue).count() == 25
+        OutboxEntry.objects.bulk_create(_rows("default", 3, "later", timedelta(minutes=3)))
+        assert relay.beat() == relay.interval  # the walk reached the end
+        assert _stats().pending == 4
+        assert OutboxEntry.objects.count() == 25
+
+
+def test_a_malformed_row_is_dropped_and_the_rest_of_its_batch_delivered(
+    task_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    old = timedelta(minutes=5)
+    OutboxEntry.objects.bulk_create(
+        [
+            *_rows("default", 1, "negative-delay", old, delay_ms=-5),
+            *_rows("default", 1, "priority-500", old, priority=500),
+            *_rows("default", 2, "good", old),
+        ]
+    )
+    out = StringIO()
+    call_command("ledger_relay", stdout=out)  # exits 0
+    assert "delivered 4 task(s)" in out.getvalue()
+    assert not OutboxEntry.objects.exists()
+    assert _stats().pending == 2
+    assert "'negative-delay-0'" in caplog.text and "'priority-500-0'" in caplog.text
+    assert "rows are dropped" in caplog.text
+
+
+def test_a_running_relay_leaves_young_rows_to_their_committer(task_namespace: str) -> None:
+    from django_ledger.services.relay import worker_relay
+
+    OutboxEntry.objects.bulk_create(_rows("default", 2, "left", timedelta(minutes=1)))
+    OutboxEntry.objects.bulk_create(_rows("default", 3, "on-their-way", timedelta(0)))
+    relay = worker_relay(burst=False)  # what ledger_worker beats beside repair
+    assert relay is not None
+    relay.beat()
+    assert _stats().pending == 2
+    assert OutboxEntry.objects.filter(id__startswith="on-their-way").count() == 3
+    assert relay.run_once() == 3  # a drain (ledger_relay, --burst) takes every row
+    assert _stats().pending == 5
+
+
+def test_a_row_goes_only_to_the_redis_and_namespace_it_was_written_for(
+    task_namespace: str, fresh_redis: RedisServer
+) -> None:
+    from tests.tasks_helpers import ledger_settings_for
+
+    theirs = ledger_settings_for(task_namespace)
+    theirs["CONNECTION"] = fresh_redis.url  # another deployment, sharing this database
+    with override_settings(LEDGER=theirs):
+        fresh_redis.stop()
+        with transaction.atomic():
+            result = tasks.add.enqueue(3, 4)  # committed; their Redis is away: the row waits
+    assert Relay(["default"]).run_once() == 0  # this deployment's relay leaves it
+    with override_settings(LEDGER=ledger_settings_for("another-namespace")):
+        assert Relay(["default"]).run_once() == 0  # so does one of another namespace
+    assert OutboxEntry.objects.filter(pk=result.id).exists()
+    assert _stats().pending == 0
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result(result.id)  # not this deployment's task
+    with pytest.raises(TaskIdConflict, match="another Redis or namespace"), transaction.atomic():
+        enqueue_once(tasks.add, result.id, 3, 4)
+    with override_settings(LEDGER=theirs):
+        assert tasks.add.get_result(result.id).status == TaskResultStatus.READY
+        fresh_redis.restart()
+        assert Relay(["default"]).run_once() == 1
+        assert queues.get("default").ledger.stats().pending == 1
+    assert not OutboxEntry.objects.exists()
+
+
+def test_rows_written_before_rows_had_a_target_are_delivered(task_namespace: str) -> None:
+    OutboxEntry.objects.bulk_create(_rows("default", 2, "before", timedelta(minutes=1)))
+    assert set(OutboxEntry.objects.values_list("target", flat=True)) == {""}
+    assert tasks.add.get_result("before-0").status == TaskResultStatus.READY
+    assert Relay(["default"]).run_once() == 2
+    assert _stats().pending == 2

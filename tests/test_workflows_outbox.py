@@ -6,6 +6,7 @@ on-commit delivery left behind. Also the API's checks of bad shapes, which need 
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
@@ -100,3 +101,94 @@ def test_a_group_then_a_group_gets_lists(task_namespace: str) -> None:
     flow = shape.enqueue(id="groups")
     run_until_settled()
     assert get_workflow(flow.id).results["2"] == [[2, 3]]
+
+
+def test_a_rolled_back_savepoints_workflow_gives_way_to_the_committed_one(
+    task_namespace: str,
+) -> None:
+    with transaction.atomic():
+        tasks.add.enqueue(0, 0)  # the transaction's callback, registered outside the savepoint
+        with pytest.raises(RuntimeError), transaction.atomic():
+            chain(sig(t.plus, 100), sig(t.plus)).enqueue(id="twice")
+            raise RuntimeError("roll the savepoint back")
+        chain(sig(t.plus, 1), sig(t.plus), sig(t.plus)).enqueue(id="twice")
+    assert OutboxEntry.objects.count() == 0
+    assert len(get_workflow("twice").steps) == 3  # the committed workflow, not the rolled-back one
+    run_until_settled()
+    assert get_workflow("twice").results == {"0": 2, "1": 3, "2": 4}
+
+
+def _bad_graphs() -> list[tuple[Workflow, str, str]]:
+    """Graphs the ledger refuses, with the words of the refusal; and the id they use."""
+    unknown = Workflow()
+    unknown.add(sig(t.plus, 1), name="a")
+    unknown.add(sig(t.plus), after=["nope"], name="b")
+    twice = Workflow()
+    twice.add(sig(t.plus, 1), name="a")
+    twice.add(sig(t.plus, 2), name="a")
+    itself = Workflow()
+    itself.add(sig(t.plus, 1), name="a", after=["a"])
+    failing = Workflow()
+    failing.add(sig(t.plus, 1), name="a")
+    failing.add(sig(t.plus), name="b", after=["a"], on_failure="ignore")
+    fine = Workflow()
+    fine.add(sig(t.plus, 1), name="a")
+    return [
+        (unknown, "bad-unknown", "not an earlier step"),
+        (twice, "bad-twice", "given twice"),
+        (itself, "bad-itself", "not an earlier step"),
+        (failing, "bad-failing", "on_failure must be one of"),
+        (fine, "", "workflow id is not usable"),
+    ]
+
+
+@pytest.mark.parametrize("inside", [False, True], ids=["outside", "in-atomic"])
+def test_bad_shapes_are_refused_at_enqueue_in_a_transaction_too(
+    task_namespace: str, inside: bool
+) -> None:
+    for graph, flow_id, words in _bad_graphs():
+        with transaction.atomic() if inside else nullcontext():
+            with pytest.raises(ValueError, match=words):
+                graph.enqueue(id=flow_id)
+            assert OutboxEntry.objects.count() == 0
+        if flow_id:
+            with pytest.raises(WorkflowDoesNotExist):
+                get_workflow(flow_id)
+    assert _pending() == 0
+
+
+@pytest.mark.parametrize("inside", [False, True], ids=["outside", "in-atomic"])
+def test_a_sharded_queue_refuses_a_workflow_plainly(task_namespace: str, inside: bool) -> None:
+    from tests.tasks_helpers import task_settings
+
+    with task_settings(task_namespace, default={"SHARDS": 2}):
+        with transaction.atomic() if inside else nullcontext():
+            with pytest.raises(InvalidTask, match="workflows need a queue of one shard"):
+                chain(sig(t.plus, 1), sig(t.plus)).enqueue(id="sharded")
+            assert OutboxEntry.objects.count() == 0
+        assert queues.get("default").ledger.stats().pending == 0
+
+
+def test_a_workflow_row_for_a_sharded_queue_is_dropped_by_the_relay_not_kept(
+    task_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from django_ledger.core.flows import FlowStep
+    from django_ledger.core.jobs import encode_task
+    from django_ledger.tasks.workflow_rows import row_id, row_of
+    from tests.tasks_helpers import task_settings
+
+    # As an earlier version staged it; a task row staged beside it is delivered.
+    payload = encode_task("tests.tasks_app.workflow_tasks.plus", [1], {})
+    OutboxEntry.objects.create(
+        id=row_id("old-sharded"),
+        backend="default",
+        queue="default",
+        payload=row_of("old-sharded", [FlowStep("0", payload)]),
+    )
+    with task_settings(task_namespace, default={"SHARDS": 2}):
+        with transaction.atomic():
+            tasks.add.enqueue(1, 1)
+        assert Relay().run_once() == 1
+        assert OutboxEntry.objects.count() == 0
+        assert queues.get("default").ledger.stats().pending == 1
+    assert "workflows need a queue of one shard" in caplog.text

@@ -43,6 +43,7 @@ __all__ = [
     "WorkflowStatus",
     "admit_workflow",
     "cancel_workflow",
+    "check_workflow",
     "read_workflow",
     "released",
     "reopen_step",
@@ -138,7 +139,12 @@ def step_id(workflow_id: str, name: str) -> str:
     return f"{workflow_id}:{name}"
 
 
-def _check(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) -> None:
+def check_workflow(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) -> None:
+    """Refuse a workflow ``admit_workflow`` would refuse, without a round trip.
+
+    ``ValueError``/``TypeError`` saying what is wrong (the id, a step's name, parents,
+    rules or size); what waits to be admitted later (an outbox row) is checked so first.
+    """
     if not isinstance(workflow_id, str) or id_problem(workflow_id) is not None:
         raise ValueError(f"workflow id is not usable: {workflow_id!r}")
     if not steps:
@@ -232,7 +238,7 @@ def admit_workflow(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) 
     Bad steps raise ``ValueError``/``TypeError`` before anything is written.
     """
     runner = _runner(ledger)
-    _check(ledger, workflow_id, steps)
+    check_workflow(ledger, workflow_id, steps)
     manifest = _manifest(workflow_id, steps)
     entries = _entries(workflow_id, steps)
     if ledger.optimized:

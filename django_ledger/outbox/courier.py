@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 from django.db import connections
 
-from .delivery import Row, admit_rows, delete_ids, existing_ids
+from .delivery import Row, admit_rows, committed_rows, delete_ids
 
 __all__ = ["DELETE_AFTER", "DELETE_BATCH", "EXIT_FLUSH", "IDLE", "MAX_ROWS", "flush", "send"]
 
@@ -206,11 +206,9 @@ def admit(database: str, parcels: Sequence[Parcel]) -> list[str]:
     """
     rows = [row for parcel in parcels for row in parcel.rows]
     try:
+        # Ids written in a savepoint (that may have rolled back) are read back as committed.
         guarded = [row_id for parcel in parcels for row_id in parcel.guarded]
-        if guarded:  # written in a savepoint that may have rolled back
-            gone = set(guarded) - existing_ids(database, guarded)
-            rows = [row for row in rows if row.id not in gone]
-        done, _ = admit_rows(rows)
+        done, _ = admit_rows(committed_rows(database, rows, guarded))
         return done
     except Exception:  # the rows are committed: the relay delivers what is left
         logger.exception(

@@ -17,12 +17,23 @@ from typing import NamedTuple, Protocol
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
-from ..core.errors import LedgerError
+from ..core.errors import LedgerError, LedgerUnavailable
 from ..core.results import AdmissionStatus
 from ..tasks.store import queues
 from .models import OutboxEntry
 
-__all__ = ["CHUNK", "ROW_COLUMNS", "Row", "admit_rows", "delete_ids", "deliver_ids", "existing_ids"]
+__all__ = [
+    "CHUNK",
+    "ROW_COLUMNS",
+    "Delivered",
+    "Row",
+    "admit_rows",
+    "committed_rows",
+    "delete_ids",
+    "deliver_ids",
+    "deliver_rows",
+    "read_rows",
+]
 
 logger = logging.getLogger("django_ledger.outbox")
 
@@ -60,23 +71,47 @@ class Row(NamedTuple):
     priority: int
 
 
+class Delivered(NamedTuple):
+    """What admitting some rows came to: the ids done with, the ids kept, and why kept."""
+
+    done: list[str]
+    kept: list[str]
+    #: Queues whose rows were kept (full, or refused by this process's settings): the
+    #: relay passes over their other rows until its next walk.
+    stalled: set[str]
+    #: Whether Redis was away: nothing else can be delivered now.
+    away: bool
+
+
 def admit_rows(rows: Iterable[Staged]) -> tuple[list[str], list[str]]:
     """Admit ``rows``; return the ids done with and the ids to keep for a later try.
 
     Done: admitted, duplicate (admitted before), or refused for good (another call under
-    the id, a refused payload: logged as errors). Kept: Redis away, a full queue, a queue
-    not configured here. One ``admit_many`` per (queue, delay, priority) group.
+    the id, a refused payload, a delay or a priority the ledger refuses: logged as
+    errors). Kept: Redis away, a full queue, a queue not configured here. One
+    ``admit_many`` per (queue, delay, priority) group.
     """
+    delivered = deliver_rows(rows)
+    return delivered.done, delivered.kept
+
+
+def deliver_rows(rows: Iterable[Staged]) -> Delivered:
+    """``admit_rows``, saying also which queues kept rows and whether Redis was away."""
     groups: dict[tuple[str, int, int | None, int], list[Staged]] = {}
     # -- workflows (tasks/workflows.py): a row holding a whole workflow is admitted whole
     rows = list(rows)
     flows = [row for row in rows if row.payload.startswith('{"workflow":')]
     done: list[str] = []
     kept: list[str] = []
+    stalled: set[str] = set()
+    away = False
     if flows:
         from ..tasks.workflow_rows import admit_workflow_rows  # the queues' face only
 
         done, kept = admit_workflow_rows(flows)
+        if kept:
+            held = set(kept)
+            stalled.update(row.queue for row in flows if row.id in held)
         rows = [row for row in rows if not row.payload.startswith('{"workflow":')]
     # -- end of workflows
     for row in rows:
@@ -94,6 +129,20 @@ def admit_rows(rows: Iterable[Staged]) -> tuple[list[str], list[str]]:
         except (LedgerError, ImproperlyConfigured) as exc:
             logger.warning("outbox: %d task(s) of queue %r kept: %s", len(group), queue, exc)
             kept += [row.id for row in group]
+            if isinstance(exc, LedgerUnavailable):
+                away = True
+            else:
+                stalled.add(queue)
+            continue
+        except (ValueError, TypeError) as exc:  # a row written by hand: never admissible
+            logger.error(
+                "outbox: %d task(s) of queue %r refused (%s); their rows are dropped: %s",
+                len(group),
+                queue,
+                exc,
+                ", ".join(repr(row.id) for row in group[:5]),
+            )
+            done += [row.id for row in group]
             continue
         for answer in answers:
             status = answer.status
@@ -101,6 +150,7 @@ def admit_rows(rows: Iterable[Staged]) -> tuple[list[str], list[str]]:
                 done.append(answer.request_id)
             elif status is AdmissionStatus.FULL:
                 kept.append(answer.request_id)
+                stalled.add(queue)
             else:
                 logger.error(
                     "outbox: task %r refused by queue %r (%s: %s); its row is dropped",
@@ -110,7 +160,7 @@ def admit_rows(rows: Iterable[Staged]) -> tuple[list[str], list[str]]:
                     answer.reason,
                 )
                 done.append(answer.request_id)
-    return done, kept
+    return Delivered(done, kept, stalled, away)
 
 
 def _in(count: int) -> str:
@@ -133,13 +183,31 @@ def delete_ids(database: str, ids: Sequence[str]) -> None:
             cursor.execute(f"DELETE FROM {table} WHERE {key} IN ({_in(len(part))})", part)
 
 
-def existing_ids(database: str, ids: Sequence[str]) -> set[str]:
-    """The ids of ``ids`` that have an outbox row (as this connection sees it)."""
-    found: set[str] = set()
+def read_rows(database: str, ids: Sequence[str]) -> list[Row]:
+    """The outbox rows of ``ids`` as this connection sees them (one ``SELECT`` per 500 ids)."""
+    found: list[Row] = []
     manager = OutboxEntry.objects.using(database)
     for start in range(0, len(ids), CHUNK):
-        found.update(manager.filter(pk__in=ids[start : start + CHUNK]).values_list("id", flat=True))
+        found += [
+            Row(*values)
+            for values in manager.filter(pk__in=ids[start : start + CHUNK])
+            .order_by()
+            .values_list(*ROW_COLUMNS)
+        ]
     return found
+
+
+def committed_rows(database: str, rows: Sequence[Row], guarded: Sequence[str]) -> list[Row]:
+    """What a commit admits: ``rows``, its own copies, but for the ids in ``guarded``.
+
+    Those were written inside a savepoint, which may have rolled back, and the same id may
+    have been written again since with another call: they are read back as committed (a
+    rolled-back one is gone), never taken from the copies.
+    """
+    if not guarded:
+        return list(rows)
+    again = set(guarded)
+    return [row for row in rows if row.id not in again] + read_rows(database, sorted(again))
 
 
 def deliver_ids(database: str, ids: Sequence[str]) -> int:
@@ -149,15 +217,8 @@ def deliver_ids(database: str, ids: Sequence[str]) -> int:
     Return how many were delivered.
     """
     delivered = 0
-    manager = OutboxEntry.objects.using(database)
     for start in range(0, len(ids), CHUNK):
-        rows = [
-            Row(*values)
-            for values in manager.filter(pk__in=ids[start : start + CHUNK])
-            .order_by()
-            .values_list(*ROW_COLUMNS)
-        ]
-        done, _ = admit_rows(rows)
+        done, _ = admit_rows(read_rows(database, ids[start : start + CHUNK]))
         delete_ids(database, done)
         delivered += len(done)
     return delivered

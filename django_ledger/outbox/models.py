@@ -26,11 +26,19 @@ class OutboxEntry(models.Model):
     run_after_ms = models.BigIntegerField("run after (epoch ms)", null=True, blank=True)
     priority = models.SmallIntegerField("priority", default=0)
     created_at = models.DateTimeField("created at", default=timezone.now, db_index=True)
+    #: Where it is meant to go: the namespace and Redis of the settings that wrote it
+    #: (``outbox/target.py``); "" for rows written before rows had one: any relay's.
+    #: A default in the database too, so a process of the version before still writes.
+    target = models.CharField("target", max_length=255, blank=True, default="", db_default="")
 
     class Meta:
         db_table = "django_ledger_outbox"
         default_permissions = ()  # internal tables: no admin page, no permission
         ordering = ["created_at"]
+        #: The relay's walk: one target's rows, oldest first, from where it stopped.
+        indexes = [
+            models.Index(fields=["target", "created_at", "id"], name="django_ledger_outbox_relay")
+        ]
         verbose_name = "outbox entry"
         verbose_name_plural = "outbox entries"
 

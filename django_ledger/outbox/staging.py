@@ -25,8 +25,9 @@ from ..tasks.ledger_task import LedgerTask
 from ..tasks.resolve import resolve_task
 from ..tasks.results import new_result, usable_options
 from . import courier
-from .delivery import CHUNK, Row, admit_rows, delete_ids, existing_ids
+from .delivery import CHUNK, Row, admit_rows, committed_rows, delete_ids
 from .models import OutboxEntry
+from .target import LEGACY, outbox_target
 
 __all__ = ["defer", "in_transaction", "stage", "staged_result"]
 
@@ -53,7 +54,8 @@ class _Delivery:
     per queue and one ``DELETE`` (in autocommit, after the commit), by the courier or,
     ``inline``, by the committing thread. Rows written inside a savepoint may have been
     rolled back with it (Django drops the callbacks of a rolled-back savepoint, not the
-    rows a callback holds): those alone are looked up before they are admitted.
+    rows a callback holds), and their id written again since with another call: those
+    alone are read back as committed, and admitted as read, never from the copies.
     """
 
     def __init__(self, database: str, background: bool) -> None:
@@ -72,11 +74,7 @@ class _Delivery:
             courier.send(self.database, self.rows, self.guarded)
             return
         try:
-            rows = self.rows
-            if self.guarded:
-                gone = set(self.guarded) - existing_ids(self.database, self.guarded)
-                rows = [row for row in rows if row.id not in gone]
-            done, _ = admit_rows(rows)
+            done, _ = admit_rows(committed_rows(self.database, self.rows, self.guarded))
             delete_ids(self.database, done)
         except Exception:  # the data committed: the relay delivers what is left
             logger.exception(
@@ -118,6 +116,7 @@ _COLUMNS = (
     "run_after_ms",
     "priority",
     "created_at",
+    "target",
 )
 
 
@@ -138,7 +137,7 @@ def _insert_sql(connection: Any, count: int) -> str:
     if sql is None:
         quote = connection.ops.quote_name
         columns = ", ".join(quote(name) for name in _COLUMNS)
-        values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * count)
+        values = ", ".join(["(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"] * count)
         sql = (
             f"INSERT INTO {quote(OutboxEntry._meta.db_table)} ({columns}) VALUES {values} "
             f"ON CONFLICT ({quote('id')}) DO NOTHING RETURNING {quote('id')}"
@@ -148,7 +147,7 @@ def _insert_sql(connection: Any, count: int) -> str:
     return sql
 
 
-def _insert_new(connection: Any, rows: Sequence[Row], backend: str) -> set[str]:
+def _insert_new(connection: Any, rows: Sequence[Row], backend: str, target: str) -> set[str]:
     """Insert ``rows`` whose id has no row yet; return the ids inserted. One statement."""
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     inserted: set[str] = set()
@@ -166,6 +165,7 @@ def _insert_new(connection: Any, rows: Sequence[Row], backend: str) -> set[str]:
                     row.run_after_ms,
                     row.priority,
                     now,
+                    target,
                 ]
             cursor.execute(_insert_sql(connection, len(part)), params)
             inserted.update(found for (found,) in cursor.fetchall())
@@ -200,22 +200,25 @@ def stage(
         seen[request_id] = payload
         rows.append(Row(request_id, queue, payload, delay_ms, run_after_ms, priority))
     connection = transaction.get_connection(database)
+    target = outbox_target()
     if _upserts(connection):
-        inserted = _insert_new(connection, rows, backend)
+        inserted = _insert_new(connection, rows, backend, target)
         if len(inserted) < len(rows):
             before_rows = [row.id for row in rows if row.id not in inserted]
-            staged = dict(
-                OutboxEntry.objects.using(database)
+            staged = {
+                found: (payload, where)
+                for found, payload, where in OutboxEntry.objects.using(database)
                 .filter(pk__in=before_rows)
-                .values_list("id", "payload")
-            )
+                .values_list("id", "payload", "target")
+            }
             for row in rows:
-                if row.id in staged and staged[row.id] != row.payload:
+                if row.id in staged and staged[row.id] != (row.payload, target):
                     delete_ids(database, sorted(inserted))  # this call's rows: none is kept
-                    raise TaskIdConflict(row.id, queue)
+                    elsewhere = staged[row.id][1] != target
+                    raise TaskIdConflict(row.id, queue, "elsewhere" if elsewhere else None)
             rows = [row for row in rows if row.id in inserted]
     else:
-        rows = _insert_checked(database, rows, backend, queue)
+        rows = _insert_checked(database, rows, backend, queue, target)
     if not rows:
         return
     delivery = _delivery(database, _background(backend, connection))
@@ -224,21 +227,26 @@ def stage(
         delivery.guarded += [row.id for row in rows]
 
 
-def _insert_checked(database: str, rows: list[Row], backend: str, queue: str) -> list[Row]:
+def _insert_checked(
+    database: str, rows: list[Row], backend: str, queue: str, target: str
+) -> list[Row]:
     """``stage`` where no upsert returns rows (MySQL): read the ids first, then insert."""
     manager = OutboxEntry.objects.using(database)
     ids = [row.id for row in rows]
-    staged: dict[str, str] = {}
+    staged: dict[str, tuple[str, str]] = {}
     for start in range(0, len(ids), CHUNK):
-        staged.update(
-            manager.filter(pk__in=ids[start : start + CHUNK]).values_list("id", "payload")
-        )
+        for found, payload, where in manager.filter(pk__in=ids[start : start + CHUNK]).values_list(
+            "id", "payload", "target"
+        ):
+            staged[found] = (payload, where)
     for row in rows:
-        if row.id in staged and staged[row.id] != row.payload:
-            raise TaskIdConflict(row.id, queue)
+        if row.id in staged and staged[row.id] != (row.payload, target):
+            elsewhere = staged[row.id][1] != target
+            raise TaskIdConflict(row.id, queue, "elsewhere" if elsewhere else None)
     rows = [row for row in rows if row.id not in staged]
     manager.bulk_create(
-        [OutboxEntry(backend=backend, **row._asdict()) for row in rows], batch_size=CHUNK
+        [OutboxEntry(backend=backend, target=target, **row._asdict()) for row in rows],
+        batch_size=CHUNK,
     )
     return rows
 
@@ -278,7 +286,12 @@ def defer(
 
 def staged_result(database: str, alias: str, result_id: str) -> TaskResult[..., Any] | None:
     """The READY result of task ``result_id`` if it waits in the outbox, else ``None``."""
-    row = OutboxEntry.objects.using(database).filter(pk=result_id).first()
+    # Another deployment's row (another Redis or namespace) is not this one's task.
+    row = (
+        OutboxEntry.objects.using(database)
+        .filter(pk=result_id, target__in=(outbox_target(), LEGACY))
+        .first()
+    )
     if row is None:
         return None
     try:

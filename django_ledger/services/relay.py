@@ -8,6 +8,12 @@ batches go one at a time. Admission is idempotent by id, so a row admitted twice
 the committer and a relay, or by a relay that died before deleting it) answers
 ``DUPLICATE`` and is deleted: its task is admitted once.
 
+It walks the rows of its own target (``outbox/target.py``: the namespace and Redis its
+settings name) and those written before rows had one, each walk going on from the last
+row it took (``Walk``), so rows it keeps never hold back newer ones; a row the ledger
+refuses for good is dropped with an error; a relay that keeps running (``beat``) leaves
+rows younger than ``YOUNG`` seconds to their committer.
+
 ``manage.py ledger_relay`` runs it; ``ledger_worker`` beats it beside repair, in the
 repairer's thread (a room of ``core/worker/upkeep.py``), unless ``--no-relay``.
 """
@@ -17,23 +23,32 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connections, transaction
+from django.db.models import Q
+from django.utils import timezone
 
-from ..outbox.delivery import ROW_COLUMNS, Row, admit_rows, delete_ids
+from ..outbox.delivery import ROW_COLUMNS, Row, delete_ids, deliver_rows
 from ..outbox.effects import prune_effects
 from ..outbox.models import OutboxEntry
 from ..outbox.options import transaction_options
 from ..outbox.tables import outbox_ready
+from ..outbox.target import LEGACY, outbox_target
+from ..tasks.store import queues
 from .worker import _backend_paths
 
 __all__ = [
     "DEFAULT_BATCH",
+    "YOUNG",
     "Relay",
+    "Walk",
     "outbox_databases",
     "relay_batch",
     "tables_ready",
+    "walk_batch",
     "worker_relay",
 ]
 
@@ -45,6 +60,10 @@ DEFAULT_BATCH = 500
 DEFAULT_INTERVAL = 1.0
 #: Seconds a beat beside repair delivers for at most, before repair gets its turn.
 BEAT_BUDGET = 0.25
+#: Seconds a committed row is left to its committer (the courier, or the committing
+#: thread) before a beat takes it: a relay that keeps running delivers what a crash or
+#: an outage left, not rows on their way (each would answer DUPLICATE).
+YOUNG = 5.0
 #: Seconds between prunes of old effects rows, when pruning.
 PRUNE_EVERY = 3600.0
 
@@ -65,29 +84,72 @@ def outbox_databases() -> list[str]:
     return found
 
 
-def relay_batch(database: str, batch: int = DEFAULT_BATCH) -> tuple[int, int]:
-    """Deliver one batch of the oldest rows; return (delivered, kept for a later try).
+class Walk:
+    """A relay's pass over one outbox (a database, a target), oldest first.
+
+    It goes on from the last row it took, so rows it keeps (a full queue, a queue this
+    process refuses) never hold back the rows behind them; the queues that kept rows are
+    passed over for the rest of the pass. A pass ends at the last row (or when Redis is
+    away); the next starts again from the oldest.
+    """
+
+    def __init__(self, database: str, target: str) -> None:
+        self.database = database
+        self.target = target
+        self.restart()
+
+    def restart(self) -> None:
+        #: (created_at, id) of the last row taken, or ``None`` at the start of a pass.
+        self.after: tuple[Any, str] | None = None
+        self.stalled: set[str] = set()
+
+
+def walk_batch(walk: Walk, batch: int = DEFAULT_BATCH, before: Any = None) -> tuple[int, int, bool]:
+    """Deliver the next batch of ``walk``; return (delivered, kept, whether the pass goes on).
 
     Three statements and one ``admit_many`` per queue: the ``SELECT`` of the batch (rows
     as tuples, no model instances), the admission, the ``DELETE`` of what was delivered.
+    ``before``: take only rows written before that instant (younger ones are left to
+    their committer, which delivers them at once).
     """
-    manager = OutboxEntry.objects.using(database)
+    database = walk.database
+    configured = queues.names()
+    rows = OutboxEntry.objects.using(database).filter(target=walk.target, queue__in=configured)
+    if before is not None:
+        rows = rows.filter(created_at__lt=before)
+    if walk.after is not None:
+        # Behind the last row taken, in (created_at, id) order: the index's range starts
+        # at created_at, the id breaks ties (enqueue_many's rows share their created_at).
+        at, key = walk.after
+        rows = rows.filter(created_at__gte=at).filter(Q(created_at__gt=at) | Q(id__gt=key))
+    if walk.stalled:
+        rows = rows.exclude(queue__in=sorted(walk.stalled))
+    rows = rows.order_by("created_at", "id")
     with transaction.atomic(using=database):
-        # Oldest first by the created_at index alone: an index scan that stops at the
-        # batch (a tie-break on id would sort the whole backlog for every batch).
-        rows = manager.order_by("created_at")
         if connections[database].features.has_select_for_update_skip_locked:
             rows = rows.select_for_update(skip_locked=True)
         else:
             # SQLite: write first, so this transaction holds the database's write lock
             # and two relays' batches go one after the other.
             delete_ids(database, [""])
-        taken = [Row(*values) for values in rows.values_list(*ROW_COLUMNS)[:batch]]
+        taken = list(rows.values_list(*ROW_COLUMNS, "created_at")[:batch])
         if not taken:
-            return 0, 0
-        done, kept = admit_rows(taken)
-        delete_ids(database, done)
-    return len(done), len(kept)
+            walk.restart()
+            return 0, 0, False
+        walk.after = (taken[-1][-1], taken[-1][0])
+        delivered = deliver_rows(Row(*values[:-1]) for values in taken)
+        delete_ids(database, delivered.done)
+    walk.stalled |= delivered.stalled
+    going = len(taken) >= batch and not delivered.away
+    if not going:
+        walk.restart()
+    return len(delivered.done), len(delivered.kept), going
+
+
+def relay_batch(database: str, batch: int = DEFAULT_BATCH) -> tuple[int, int]:
+    """Deliver one batch of this process's oldest rows; return (delivered, kept)."""
+    done, kept, _ = walk_batch(Walk(database, outbox_target()), batch)
+    return done, kept
 
 
 class Relay:
@@ -95,7 +157,9 @@ class Relay:
 
     ``ledger_worker`` beats it beside repair, in the repairer's thread (a ``Room`` of
     ``core/worker/upkeep.py``); ``ledger_relay --loop`` beats it in a loop of its own
-    (``run``), until ``stop`` is set.
+    (``run``), until ``stop`` is set. It delivers the rows of this process's target
+    (``outbox/target.py``) and those written before rows had one. A beat leaves rows
+    younger than ``young`` seconds to their committer; ``run_once`` takes every row.
     """
 
     name = "relay"
@@ -107,26 +171,48 @@ class Relay:
         batch: int = DEFAULT_BATCH,
         interval: float = DEFAULT_INTERVAL,
         prune_days: float | None = None,
+        young: float = YOUNG,
     ) -> None:
         if batch < 1:
             raise ValueError(f"batch must be at least 1, got {batch}")
+        if not young >= 0:
+            raise ValueError(f"young must be 0 or more seconds, got {young}")
         self.databases = outbox_databases() if databases is None else databases
         self.batch = batch
         self.interval = interval
         self.prune_days = prune_days
+        self.young = young
         self.stop = threading.Event()
         self._pruned_at: float | None = None
         self._failing = False
+        #: The beats' walks, kept from one beat to the next; and whose turn is first.
+        self._walks: dict[tuple[str, str], Walk] = {}
+        self._turn = 0
+
+    def walks(self) -> list[Walk]:
+        """The beats' walks now: per database, this process's target's, then the old rows'."""
+        target = outbox_target()
+        found = []
+        for database in self.databases:
+            for where in (target, LEGACY):
+                walk = self._walks.get((database, where))
+                if walk is None:
+                    walk = self._walks[(database, where)] = Walk(database, where)
+                found.append(walk)
+        return found
 
     def run_once(self) -> int:
         """Deliver every row there is now (batch after batch); return how many."""
         delivered = 0
+        target = outbox_target()
         for database in self.databases:
-            while not self.stop.is_set():
-                done, kept = relay_batch(database, self.batch)
-                delivered += done
-                if done + kept < self.batch or done == 0:
-                    break  # drained, or what is left waits for Redis or room
+            for where in (target, LEGACY):
+                walk = Walk(database, where)
+                while not self.stop.is_set():
+                    done, _, going = walk_batch(walk, self.batch)
+                    delivered += done
+                    if not going:
+                        break  # drained, or what is left waits for Redis
         return delivered
 
     def prune(self) -> int:
@@ -138,21 +224,30 @@ class Relay:
     def beat(self) -> float:
         """Deliver batches for up to ``BEAT_BUDGET`` seconds; return the seconds to the next beat.
 
-        ``0`` when a batch came back full (more waits), else ``interval``. A database
-        failure is logged once per outage and tried again a beat later.
+        ``0`` when a walk was cut short by the budget (more waits), else ``interval``. A
+        walk goes on at the next beat where it stopped; the walks take turns going first.
+        A database failure is logged once per outage and tried again a beat later.
         """
         started = time.monotonic()
         delivered, more = 0, False
+        before = timezone.now() - timedelta(seconds=self.young)
         try:
-            for database in self.databases:
-                connections[database].close_if_unusable_or_obsolete()
+            walks = self.walks()
+            first = self._turn % len(walks) if walks else 0
+            for position in range(len(walks)):
+                walk = walks[(first + position) % len(walks)]
+                connections[walk.database].close_if_unusable_or_obsolete()
                 while True:
-                    done, kept = relay_batch(database, self.batch)
+                    done, _, going = walk_batch(walk, self.batch, before)
                     delivered += done
-                    full = done > 0 and done + kept >= self.batch
-                    if not full or time.monotonic() - started > BEAT_BUDGET:
-                        more = more or full
+                    if not going:
                         break
+                    if time.monotonic() - started > BEAT_BUDGET:
+                        more = True
+                        break
+                if more:  # the next beat starts with the walk after this one
+                    self._turn = first + position + 1
+                    break
             if self.prune_days is not None and (
                 self._pruned_at is None or time.monotonic() - self._pruned_at > PRUNE_EVERY
             ):
@@ -165,6 +260,7 @@ class Relay:
             if not self._failing:  # once per outage, not once per beat
                 logger.warning("relay: the database failed (%s); trying again", exc)
             self._failing = True
+            self._walks.clear()
             for database in self.databases:
                 connections[database].close_if_unusable_or_obsolete()
         if delivered:

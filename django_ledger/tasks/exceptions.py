@@ -28,6 +28,9 @@ class TaskIdConflict(TaskException):
         why = (
             "it is quarantined (corrupt bytes an operator has not discarded)"
             if reason == "quarantined"
+            else "it waits in the outbox for another Redis or namespace (another deployment "
+            "shares this database); enqueue it again once that one is delivered"
+            if reason == "elsewhere"
             else "it was enqueued with another task, other arguments or other options"
         )
         super().__init__(

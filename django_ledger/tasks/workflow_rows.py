@@ -54,7 +54,18 @@ def admit_workflow_rows(rows: Iterable[Any]) -> tuple[list[str], list[str]]:
                 FlowStep(name, payload, tuple(parents), on_failure, inputs, head, tail)
                 for name, payload, parents, on_failure, inputs, head, tail in spec["steps"]
             ]
-            answer = admit_workflow(queues.get(row.queue).ledger, spec["id"], steps)
+            ledger = queues.get(row.queue).ledger
+            if len(ledger.shards) != 1:  # staged by an earlier version: never deliverable
+                logger.error(
+                    "outbox: workflow row %r is for queue %r, which has %d shards: workflows "
+                    "need a queue of one shard; its row is dropped",
+                    row.id,
+                    row.queue,
+                    len(ledger.shards),
+                )
+                done.append(row.id)
+                continue
+            answer = admit_workflow(ledger, spec["id"], steps)
         except (LedgerError, ImproperlyConfigured, ValueError, TypeError, KeyError) as exc:
             if isinstance(exc, LedgerError | ImproperlyConfigured):  # kept, as for tasks
                 logger.warning("outbox: workflow row %r kept: %s", row.id, exc)

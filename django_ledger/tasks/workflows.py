@@ -39,6 +39,7 @@ from typing import Any
 from ..core.flows import (
     FlowStep,
     admit_workflow,
+    check_workflow,
     read_workflow,
     step_id,
 )
@@ -354,8 +355,15 @@ def _enqueue(planned: list[_Planned], workflow_id: str | None, queue: str | None
         raise TypeError(f"a workflow id is a str, not {type(flow_id).__name__}")
     backend, queue, steps = _steps(planned, flow_id, queue)
     ledger = backend._queue(queue).ledger
+    if len(ledger.shards) != 1:
+        raise InvalidTask(
+            f"queue {queue!r} has {len(ledger.shards)} shards (SHARDS): workflows need a "
+            "queue of one shard; enqueue this one into another queue (enqueue(queue=...))"
+        )
     task_ids = {step.name: step_id(flow_id, step.name) for step in steps}
     if backend.staging():
+        # Refused now, as outside a transaction, not when the relay meets its row.
+        check_workflow(ledger, flow_id, steps)
         _stage(backend, queue, flow_id, steps)
         return WorkflowResult(flow_id, queue, backend.alias, task_ids, True, staged=True)
     answer = admit_workflow(ledger, flow_id, steps)

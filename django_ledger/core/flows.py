@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import reference
 from .errors import CorruptRecord
-from .records import Record, decode_record, id_problem
+from .records import Record, State, decode_record, encode_record, id_problem
 from .results import AdmissionStatus
 
 if TYPE_CHECKING:
@@ -36,16 +36,20 @@ if TYPE_CHECKING:
     from .runner import Runner
 
 __all__ = [
+    "MAX_FLOW_EDGES",
     "MAX_FLOW_STEPS",
+    "MAX_STEP_INPUT_BYTES",
     "FlowAdmission",
     "FlowStep",
     "StepStatus",
     "WorkflowStatus",
     "admit_workflow",
     "cancel_workflow",
+    "check_workflow",
     "read_workflow",
     "released",
     "reopen_step",
+    "retry_step",
     "step_id",
     "workflow_of_step",
 ]
@@ -53,6 +57,15 @@ __all__ = [
 #: The most steps one workflow may have: all of them live in one hash slot and are
 #: admitted by one script call (docs/workflows.md, "Size").
 MAX_FLOW_STEPS = 50_000
+#: The most parent links (edges) one workflow may have, all steps together: each is kept
+#: twice in the flows hash (a step's parents, a parent's dependants) and walked by the
+#: settlements that end parents. A chord of 50,000 steps has 50,000.
+MAX_FLOW_EDGES = 100_000
+#: The most bytes a released step's payload may come to: its own arguments and its
+#: parents' results, which its release reads and joins inside the settling script call
+#: (flow.lua's FLOW_MAX_INPUT_BYTES, the same). Past it the step ends FAILED with a
+#: ``StepReleaseFailed`` error instead (docs/workflows.md, "Size").
+MAX_STEP_INPUT_BYTES = 4 * 1024 * 1024
 ON_FAILURE = ("cancel", "continue")
 #: How a step's parents' results go into its payload: not at all, as its first arguments
 #: in parent order (a chain), or as one list in parent order (a chord's callback).
@@ -138,6 +151,15 @@ def step_id(workflow_id: str, name: str) -> str:
     return f"{workflow_id}:{name}"
 
 
+def check_workflow(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) -> None:
+    """Raise ``ValueError``/``TypeError`` for a workflow ``admit_workflow`` would refuse.
+
+    Nothing is read or written: what a caller that stages a workflow (the outbox) checks
+    before its transaction commits, so a bad one fails at enqueue, not at delivery.
+    """
+    _check(ledger, workflow_id, steps)
+
+
 def _check(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) -> None:
     if not isinstance(workflow_id, str) or id_problem(workflow_id) is not None:
         raise ValueError(f"workflow id is not usable: {workflow_id!r}")
@@ -146,9 +168,18 @@ def _check(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) -> None:
     if len(steps) > MAX_FLOW_STEPS:
         raise ValueError(f"a workflow holds at most {MAX_FLOW_STEPS:,} steps, got {len(steps):,}")
     seen: set[str] = set()
+    edges = 0
     for step in steps:
         if not isinstance(step, FlowStep):
             raise TypeError(f"steps must be FlowStep, got {type(step).__name__}")
+        if not isinstance(step.parents, tuple):
+            raise TypeError(f"step {step.name!r}: parents must be a tuple of step names")
+        edges += len(step.parents)
+        if edges > MAX_FLOW_EDGES:
+            raise ValueError(
+                f"a workflow holds at most {MAX_FLOW_EDGES:,} parent links (edges), all its "
+                f"steps together; step {step.name!r} passes it"
+            )
         problem = id_problem(step_id(workflow_id, step.name)) if isinstance(step.name, str) else ""
         if not step.name or problem is not None:
             raise ValueError(f"step name is not usable: {step.name!r}")
@@ -336,12 +367,28 @@ def released(runner: Runner, request_id: str) -> None:
 
 
 def reopen_step(ledger: Ledger, request_id: str) -> int:
-    """After an operator retried a failed step: its cancelled dependants wait again.
+    """The steps a failed step's ending cancelled wait again (``retry_step`` without the retry).
 
     Return how many steps wait again (0 for a record that is no workflow's step).
     """
     runner = _runner(ledger)
     return int(runner.run(runner.scripts.flow_reopen, [request_id]))
+
+
+def retry_step(ledger: Ledger, request_id: str, shown: bytes, retried: Record) -> int | None:
+    """An operator's retry of an ended record, in one script call (``flow_reopen.lua``).
+
+    Its bytes ``shown`` become ``retried`` (PENDING) by compare-and-set, and, for a
+    workflow step, the steps its ending cancelled wait again in the same call, so nothing
+    settles in between. Return how many wait again, or ``None`` (nothing written) when the
+    record is no longer ``shown``.
+    """
+    if retried.state is not State.PENDING:
+        raise ValueError("a retry puts the record back PENDING")
+    runner = _runner(ledger)
+    args = [request_id, shown, encode_record(retried), str(retried.index_score())]
+    reopened = int(runner.run(runner.scripts.flow_reopen, args))
+    return None if reopened < 0 else reopened
 
 
 def cancel_workflow(ledger: Ledger, workflow_id: str) -> int | None:

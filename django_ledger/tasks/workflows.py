@@ -39,6 +39,7 @@ from typing import Any
 from ..core.flows import (
     FlowStep,
     admit_workflow,
+    check_workflow,
     read_workflow,
     step_id,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "Group",
     "Signature",
     "StepCancelled",
+    "StepReleaseFailed",
     "Workflow",
     "WorkflowConflict",
     "WorkflowDoesNotExist",
@@ -82,6 +84,11 @@ _ARGS = '{"args":['
 
 class StepCancelled(Exception):
     """Recorded for a step a failed parent (or ``cancel_workflow``) cancelled: never raised."""
+
+
+class StepReleaseFailed(Exception):
+    """Recorded for a step that could not be released: a parent's result was purged, or its
+    parents' results pass ``MAX_STEP_INPUT_BYTES`` (docs/workflows.md). Never raised."""
 
 
 class WorkflowConflict(TaskException):
@@ -356,6 +363,7 @@ def _enqueue(planned: list[_Planned], workflow_id: str | None, queue: str | None
     ledger = backend._queue(queue).ledger
     task_ids = {step.name: step_id(flow_id, step.name) for step in steps}
     if backend.staging():
+        check_workflow(ledger, flow_id, steps)  # refused now, not when the row is delivered
         _stage(backend, queue, flow_id, steps)
         return WorkflowResult(flow_id, queue, backend.alias, task_ids, True, staged=True)
     answer = admit_workflow(ledger, flow_id, steps)

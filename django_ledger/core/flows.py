@@ -125,19 +125,30 @@ class StepStatus:
     waiting_for: int | None = None
 
 
+#: States of a step that has not ended.
+LIVE_STATES = ("WAITING", "PENDING", "CLAIMED")
+
+
 @dataclass(frozen=True)
 class WorkflowStatus:
-    """A workflow's steps, in the order they were given."""
+    """A workflow's steps, in the order they were given: all, or the page read.
+
+    ``steps`` are the steps from ``offset`` on that were read; ``total`` and ``counts``
+    (state -> how many steps are in it) cover every step of the workflow.
+    """
 
     workflow_id: str
     queue: str
     steps: list[StepStatus] = field(default_factory=list)
     cancelled: bool = False
+    total: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    offset: int = 0
 
     @property
     def finished(self) -> bool:
         """Whether every step has ended (no step waits, is due or runs)."""
-        return all(step.state not in ("WAITING", "PENDING", "CLAIMED") for step in self.steps)
+        return not any(self.counts.get(state) for state in LIVE_STATES)
 
     def step(self, name: str) -> StepStatus:
         for step in self.steps:
@@ -398,34 +409,47 @@ def cancel_workflow(ledger: Ledger, workflow_id: str) -> int | None:
     return None if int(cancelled) < 0 else int(cancelled)
 
 
-def read_workflow(ledger: Ledger, workflow_id: str) -> WorkflowStatus | None:
-    """Read a workflow's steps, states, results and errors; ``None`` if the queue has none."""
+def read_workflow(
+    ledger: Ledger, workflow_id: str, *, offset: int = 0, limit: int | None = None
+) -> WorkflowStatus | None:
+    """Read a workflow's steps, states, results and errors; ``None`` if the queue has none.
+
+    Every step's state is read (for ``counts`` and ``finished``); the records, results
+    and errors of ``limit`` steps from ``offset`` on (all by default) are returned, so a
+    page of a large workflow reads one page of results.
+    """
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be an int of at least 0, got {offset!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be None or an int of at least 0, got {limit!r}")
     runner = _runner(ledger)
     key, redis = runner.flows_key, runner.redis
     with runner.translate_errors():
         manifest, cancelled = redis.hmget(key, ["m:" + workflow_id, "x:" + workflow_id])
         if manifest is None:
             return None
-        document = json.loads(manifest)
-        steps = document["steps"]
+        steps = json.loads(manifest)["steps"]
         ids = [step_id(workflow_id, step[0]) for step in steps]
+        end = len(ids) if limit is None else min(len(ids), offset + limit)
         records: list[bytes | None] = []
-        results: list[bytes | None] = []
         waiting: list[bytes | None] = []
         causes: list[bytes | None] = []
         for start in range(0, len(ids), 1000):
             part = ids[start : start + 1000]
             pipe = redis.pipeline(transaction=False)
             pipe.hmget(runner.records_key, part)
-            pipe.hmget(runner.results_key, part)
             pipe.hmget(key, ["n:" + sid for sid in part])
             pipe.hmget(key, ["c:" + sid for sid in part])
             got = pipe.execute()
             records += got[0]
-            results += got[1]
-            waiting += got[2]
-            causes += got[3]
-    out = WorkflowStatus(workflow_id, ledger.queue, cancelled=cancelled is not None)
+            waiting += got[1]
+            causes += got[2]
+        results: list[bytes | None] = []
+        for start in range(offset, end, 1000):
+            results += redis.hmget(runner.results_key, ids[start : min(start + 1000, end)])
+    out = WorkflowStatus(
+        workflow_id, ledger.queue, cancelled=cancelled is not None, total=len(ids), offset=offset
+    )
     for i, (name, parents, on_failure, _) in enumerate(steps):
         sid = ids[i]
         record: Record | None = None
@@ -443,19 +467,21 @@ def read_workflow(ledger: Ledger, workflow_id: str) -> WorkflowStatus | None:
                 state = "CANCELLED"
         else:
             state = "WAITING" if waits is not None else "GONE"
-        out.steps.append(
-            StepStatus(
-                name,
-                sid,
-                tuple(parents),
-                on_failure,
-                state,
-                record,
-                results[i],
-                cause if state == "CANCELLED" else None,
-                waits if state == "WAITING" else None,
+        out.counts[state] = out.counts.get(state, 0) + 1
+        if offset <= i < end:
+            out.steps.append(
+                StepStatus(
+                    name,
+                    sid,
+                    tuple(parents),
+                    on_failure,
+                    state,
+                    record,
+                    results[i - offset],
+                    cause if state == "CANCELLED" else None,
+                    waits if state == "WAITING" else None,
+                )
             )
-        )
     return out
 
 

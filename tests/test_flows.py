@@ -375,7 +375,12 @@ def test_a_parent_purged_by_retention_repair_still_passes_its_result(
     assert expire_and_repair(ledger, 5_000).purged == 1  # a, past its retention
     ledger.renew(first["b"], lease=60)
     ledger.settle(first["b"], State.COMPLETED, result=result_doc("B"))
-    assert json.loads(claim_all(ledger)["c"].payload)["args"] == [["A", "B"]]
+    c = claim_all(ledger)["c"]
+    assert json.loads(c.payload)["args"] == [["A", "B"]]
+    ledger.settle(c, State.COMPLETED, result=result_doc("C"))
+    expire_and_repair(ledger, 10_000)
+    assert read_workflow(ledger, "late") is None
+    assert ledger.redis.hlen(ledger.runner.flows_key) == 0  # what was kept went too
 
 
 def test_a_step_whose_purged_parent_left_no_result_fails_naming_it(ledger: Ledger) -> None:

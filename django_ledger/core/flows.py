@@ -183,8 +183,6 @@ def _check(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) -> None:
     for step in steps:
         if not isinstance(step, FlowStep):
             raise TypeError(f"steps must be FlowStep, got {type(step).__name__}")
-        if not isinstance(step.parents, tuple):
-            raise TypeError(f"step {step.name!r}: parents must be a tuple of step names")
         edges += len(step.parents)
         if edges > MAX_FLOW_EDGES:
             raise ValueError(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .core.errors import CorruptRecord, LedgerError
-from .core.flows import released, reopen_step
+from .core.flows import released, retry_step
 from .core.ledger import Ledger
 from .core.records import Record, State, decode_record, encode_record
 from .core.reference import write
@@ -128,9 +128,14 @@ def retry_now(ledger: Ledger, request_id: str, version: str) -> Record:
         attempts=0,
         updated_at=now,
     )
-    _commit(ledger, current, new)
-    if record.state.terminal:  # a workflow step: the steps its ending cancelled wait again
-        reopen_step(ledger.shard_for(request_id), request_id)
+    if not record.state.terminal:
+        _commit(ledger, current, new)
+        return new
+    # An ended record may be a workflow step: the retry and the reopening of the steps its
+    # ending cancelled are one script call, so no settlement of the retried step (nor the
+    # operator's process dying) can come between them.
+    if retry_step(ledger.shard_for(request_id), request_id, current.raw, new) is None:
+        raise RecordChanged(f"record {request_id!r} changed while acting; nothing was done")
     return new
 
 

@@ -4,7 +4,7 @@ Python's ``json`` recurses once per level, so a payload nested about a thousand 
 deep raised ``RecursionError`` in every reader, and a cyclic argument in the encoder.
 Now the encoder says ``ValueError`` (or ``TypeError``) naming the argument's place, and
 ``decode_task`` says ``BadPayload`` for anything nested deeper than
-``MAX_PAYLOAD_DEPTH``.
+``MAX_READ_DEPTH`` (``MAX_PAYLOAD_DEPTH`` and the levels a workflow step's inputs add).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 
 from django_ledger.core.jobs import (
     MAX_PAYLOAD_DEPTH,
+    MAX_READ_DEPTH,
     BadPayload,
     PayloadTemplate,
     decode_result,
@@ -88,10 +89,17 @@ def test_what_json_cannot_hold_is_named_by_its_place(
         encode_task("a.b", args, kwargs)
 
 
-@pytest.mark.parametrize("levels", [MAX_PAYLOAD_DEPTH + 1, 900, 100_000])
+@pytest.mark.parametrize("levels", [MAX_READ_DEPTH + 1, 900, 100_000])
 def test_decode_refuses_a_payload_nested_too_deep(levels: int) -> None:
-    with pytest.raises(BadPayload, match=f"deeper than {MAX_PAYLOAD_DEPTH}"):
+    with pytest.raises(BadPayload, match=f"deeper than {MAX_READ_DEPTH}"):
         decode_task(deep_payload(levels))
+
+
+def test_decode_reads_what_a_workflow_release_builds_from_stored_results() -> None:
+    # A chord's callback: its object, args, the list of results, then a result that nests
+    # MAX_PAYLOAD_DEPTH levels (the most a task's return value may).
+    payload = deep_payload(MAX_READ_DEPTH)
+    assert decode_task(payload).args
 
 
 def test_decode_counts_no_bracket_inside_a_string() -> None:

@@ -160,3 +160,20 @@ def test_cancel_ends_the_steps_not_started(live_worker: WorkerProcess) -> None:
     assert state.cancelled and traces(trace) == []
     with pytest.raises(WorkflowDoesNotExist):
         get_workflow("no-such-workflow")
+
+
+def test_a_chord_passes_on_results_nested_as_deep_as_a_task_may_return(
+    live_worker: WorkerProcess,
+) -> None:
+    trace = key()
+    deepest = 64  # MAX_PAYLOAD_DEPTH: the callback's own object, args and list add three
+    header = group(sig(t.nested, deepest) for _ in range(2))
+    flow = chord(header, sig(t.collect, key=trace).set(name="callback")).enqueue(id=key())
+    state = finished(flow.id)
+    assert state.successful, [(s.name, s.state, s.errors) for s in state.steps]
+    assert state.step("callback").return_value == 2
+    got = traces(trace)[0]
+    levels, value = 1, got[0]
+    while value:
+        levels, value = levels + 1, value[0]
+    assert levels == deepest

@@ -18,7 +18,9 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from django_ledger.admin.workflows import step_workflow_url, workflow_url
-from django_ledger.tasks.workflows import Workflow, chain, si, sig
+from django_ledger.tasks import enqueue_many, enqueue_once
+from django_ledger.tasks.exceptions import TaskIdConflict
+from django_ledger.tasks.workflows import Workflow, chain, chord, get_workflow, group, si, sig
 from tests.tasks_app import workflow_tasks as t
 from tests.tasks_helpers import run_until_settled
 
@@ -109,3 +111,74 @@ def test_the_api_schema_documents_the_workflow_read_with_no_warnings(tmp_path: A
     ]["get"]
     assert operation["security"] == [{"tokenAuth": []}, {"cookieAuth": []}]
     assert {"200", "400", "401", "403", "404", "429", "503"} <= set(operation["responses"])
+
+
+def test_no_face_takes_a_waiting_steps_id(api_client_for: Callable[..., APIClient]) -> None:
+    flow = chain(sig(t.plus, 1), sig(t.plus)).enqueue(id="order-42")
+    waiting = flow.task_ids["1"]
+    with pytest.raises(TaskIdConflict, match="waits for its parents") as caught:
+        enqueue_once(t.plus, waiting, 1_000_000)
+    assert caught.value.reason == "workflow_step"
+    with pytest.raises(TaskIdConflict, match="waits for its parents"):
+        enqueue_many(t.plus, [((1_000_000,), {})], ids=[waiting])
+    client = api_client_for("admit")
+    forged = {"request_id": waiting, "payload": '{"args":[1000000],"task":"x","v":1}'}
+    answer = client.post("/api/queues/default/admit/", forged, format="json")
+    assert answer.status_code == 409
+    assert answer.json()["error"]["code"] == "workflow_step"
+    batch = client.post("/api/queues/default/admit/batch/", {"items": [forged]}, format="json")
+    assert [(r["status"], r["reason"]) for r in batch.json()["results"]] == [
+        ("CONFLICT", "workflow_step")
+    ]
+    run_until_settled()
+    state = get_workflow("order-42")
+    assert state.successful and state.results == {"0": 2, "1": 3}  # its own arguments
+
+
+def big_chord(size: int) -> str:
+    return chord(group(sig(t.square, n) for n in range(size)), sig(t.plus)).enqueue(id="wide").id
+
+
+def test_the_api_answers_a_large_workflow_a_page_at_a_time(
+    api_client_for: Callable[..., APIClient],
+) -> None:
+    big_chord(250)
+    client = api_client_for("view")
+    url = "/api/queues/default/workflows/wide/"
+    first = client.get(url).json()
+    assert len(first["steps"]) == 20 and first["offset"] == 0 and first["next_offset"] == 20
+    assert first["total_steps"] == 251
+    assert first["counts"] == {"PENDING": 250, "WAITING": 1} and not first["finished"]
+    names: list[str] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = client.get(url, {"offset": offset, "limit": 100}).json()
+        assert len(page["steps"]) <= 100
+        names += [s["name"] for s in page["steps"]]
+        offset = page["next_offset"]
+    assert names == [str(n) for n in range(251)]
+    last = client.get(url, {"offset": 250, "limit": 1000}).json()
+    assert [s["state"] for s in last["steps"]] == ["WAITING"] and last["next_offset"] is None
+    assert client.get(url, {"offset": 900}).json()["steps"] == []
+    for bad in ({"limit": "0"}, {"offset": "-1"}, {"limit": "x"}, {"offset": "9" * 40}):
+        response = client.get(url, bad)
+        assert response.status_code == 400 and response.json()["error"]["code"] == "invalid"
+
+
+def test_the_page_shows_a_large_workflow_a_page_at_a_time(
+    api_make_user: Callable[..., User],
+) -> None:
+    big_chord(250)
+    client = staff(api_make_user, "view")
+    url = workflow_url("default", "wide")
+    text = html.unescape(client.get(url).content.decode())
+    rows = re.findall(r'<tr data-step="([^"]+)" data-state="([^"]+)">', text)
+    assert rows == [(str(n), "PENDING") for n in range(100)]
+    assert "251 \u00b7 250 PENDING \u00b7 1 WAITING" in text  # every step counted
+    assert "page 1 of 3" in text and 'href="?page=2"' in text
+    last = html.unescape(client.get(url, {"page": 3}).content.decode())
+    rows = re.findall(r'<tr data-step="([^"]+)" data-state="([^"]+)">', last)
+    assert rows[-1] == ("250", "WAITING") and len(rows) == 51
+    assert "0, 1, 2, 3, 4, 5, 6, 7, 8, 9 and 240 more" in last
+    assert client.get(url, {"page": 4}).status_code == 404
+    assert client.get(url, {"page": "0"}).status_code == 404

@@ -30,6 +30,10 @@ __all__ = ["StepRow", "step_workflow_url", "workflow_url", "workflow_urls", "wor
 
 #: Characters of a return value the page shows before it cuts.
 VALUE_PREVIEW = 2000
+#: Steps one page shows (``?page=2`` the next); the totals cover every step.
+STEPS_PER_PAGE = 100
+#: Parents a step's row names before it says how many more.
+PARENTS_SHOWN = 10
 
 
 @dataclass(frozen=True)
@@ -67,18 +71,24 @@ def workflow_view(request: HttpRequest, queue: str, workflow_id: str) -> HttpRes
     workflow_id = unquote(workflow_id)
     if queue not in ledger_settings.queue_names or not permissions.can(request.user, "view", queue):
         raise Http404("No such workflow")
+    raw_page = request.GET.get("page", "1")
+    page = int(raw_page) if raw_page.isascii() and raw_page.isdigit() and len(raw_page) < 9 else 0
+    if page < 1:
+        raise Http404("No such page")
     ledger = get_ledger(queue)
     try:
-        status = read_workflow(ledger, workflow_id)
+        status = read_workflow(
+            ledger, workflow_id, offset=(page - 1) * STEPS_PER_PAGE, limit=STEPS_PER_PAGE
+        )
     except (LedgerError, TypeError) as exc:  # Redis away, or a sharded queue
         raise Http404(f"The workflow cannot be read: {exc}") from exc
     if status is None:
         raise Http404("No such workflow")
+    if page > 1 and not status.steps:
+        raise Http404("No such page")
     state = state_of(status)
     rows = [_row(queue, step) for step in state.steps]
-    counts: dict[str, int] = {}
-    for step in state.steps:
-        counts[step.state] = counts.get(step.state, 0) + 1
+    pages = max(1, -(-state.total // STEPS_PER_PAGE))
     context: dict[str, Any] = {
         "title": f"Workflow {workflow_id}",
         "subtitle": None,
@@ -86,7 +96,13 @@ def workflow_view(request: HttpRequest, queue: str, workflow_id: str) -> HttpRes
         "queue": queue,
         "workflow": state,
         "rows": rows,
-        "counts": sorted(counts.items()),
+        "counts": sorted(state.counts.items()),
+        "page": page,
+        "pages": pages,
+        "first_row": state.offset + 1,
+        "last_row": state.offset + len(rows),
+        "previous_page": page - 1 if page > 1 else None,
+        "next_page": page + 1 if page < pages else None,
     }
     return TemplateResponse(request, "admin/django_ledger/workflow_detail.html", context)
 
@@ -102,7 +118,10 @@ def _row(queue: str, step: WorkflowStep) -> StepRow:
         record_url = reverse(
             "admin:django_ledger_record_change", args=(quote(join_key(queue, step.task_id)),)
         )
-    return StepRow(step, record_url, ", ".join(step.parents), value, cut)
+    parents = ", ".join(step.parents[:PARENTS_SHOWN])
+    if len(step.parents) > PARENTS_SHOWN:
+        parents += f" and {len(step.parents) - PARENTS_SHOWN:,} more"
+    return StepRow(step, record_url, parents, value, cut)
 
 
 def workflow_urls(site: AdminSite) -> list[URLPattern]:

@@ -20,6 +20,7 @@ ADMIT_CODES = {
     5: (AdmissionStatus.CONFLICT, "quarantined"),
     6: (AdmissionStatus.CONFLICT, "corrupt"),
     7: (AdmissionStatus.REJECTED, "id_control_character"),
+    8: (AdmissionStatus.CONFLICT, "workflow_step"),
 }
 REPAIR_FIELDS = {
     0: "stale",
@@ -56,6 +57,8 @@ def imported(record: Record, given: frozenset[str], code: int, stored: bytes) ->
         return Admission(request_id, AdmissionStatus.FULL, "max_records")
     if code == 6:
         return Admission(request_id, AdmissionStatus.REJECTED, "invalid_record")
+    if code == 7:
+        return Admission(request_id, AdmissionStatus.CONFLICT, "workflow_step")
     try:
         existing = decode_record(request_id, stored)
     except CorruptRecord:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import reference
 from .errors import CorruptRecord
-from .records import Record, decode_record, id_problem
+from .records import Record, State, decode_record, encode_record, id_problem
 from .results import AdmissionStatus
 
 if TYPE_CHECKING:
@@ -36,7 +36,9 @@ if TYPE_CHECKING:
     from .runner import Runner
 
 __all__ = [
+    "MAX_FLOW_EDGES",
     "MAX_FLOW_STEPS",
+    "MAX_STEP_INPUT_BYTES",
     "FlowAdmission",
     "FlowStep",
     "StepStatus",
@@ -47,6 +49,7 @@ __all__ = [
     "read_workflow",
     "released",
     "reopen_step",
+    "retry_step",
     "step_id",
     "workflow_of_step",
 ]
@@ -54,6 +57,15 @@ __all__ = [
 #: The most steps one workflow may have: all of them live in one hash slot and are
 #: admitted by one script call (docs/workflows.md, "Size").
 MAX_FLOW_STEPS = 50_000
+#: The most parent links (edges) one workflow may have, all steps together: each is kept
+#: twice in the flows hash (a step's parents, a parent's dependants) and walked by the
+#: settlements that end parents. A chord of 50,000 steps has 50,000.
+MAX_FLOW_EDGES = 100_000
+#: The most bytes a released step's payload may come to: its own arguments and its
+#: parents' results, which its release reads and joins inside the settling script call
+#: (flow.lua's FLOW_MAX_INPUT_BYTES, the same). Past it the step ends FAILED with a
+#: ``StepReleaseFailed`` error instead (docs/workflows.md, "Size").
+MAX_STEP_INPUT_BYTES = 4 * 1024 * 1024
 ON_FAILURE = ("cancel", "continue")
 #: How a step's parents' results go into its payload: not at all, as its first arguments
 #: in parent order (a chain), or as one list in parent order (a chord's callback).
@@ -113,19 +125,30 @@ class StepStatus:
     waiting_for: int | None = None
 
 
+#: States of a step that has not ended.
+LIVE_STATES = ("WAITING", "PENDING", "CLAIMED")
+
+
 @dataclass(frozen=True)
 class WorkflowStatus:
-    """A workflow's steps, in the order they were given."""
+    """A workflow's steps, in the order they were given: all, or the page read.
+
+    ``steps`` are the steps from ``offset`` on that were read; ``total`` and ``counts``
+    (state -> how many steps are in it) cover every step of the workflow.
+    """
 
     workflow_id: str
     queue: str
     steps: list[StepStatus] = field(default_factory=list)
     cancelled: bool = False
+    total: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    offset: int = 0
 
     @property
     def finished(self) -> bool:
         """Whether every step has ended (no step waits, is due or runs)."""
-        return all(step.state not in ("WAITING", "PENDING", "CLAIMED") for step in self.steps)
+        return not any(self.counts.get(state) for state in LIVE_STATES)
 
     def step(self, name: str) -> StepStatus:
         for step in self.steps:
@@ -140,10 +163,10 @@ def step_id(workflow_id: str, name: str) -> str:
 
 
 def check_workflow(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) -> None:
-    """Refuse a workflow ``admit_workflow`` would refuse, without a round trip.
+    """Raise ``ValueError``/``TypeError`` for a workflow ``admit_workflow`` would refuse.
 
-    ``ValueError``/``TypeError`` saying what is wrong (the id, a step's name, parents,
-    rules or size); what waits to be admitted later (an outbox row) is checked so first.
+    Nothing is read or written: what a caller that stages a workflow (the outbox) checks
+    before its transaction commits, so a bad one fails at enqueue, not at delivery.
     """
     if not isinstance(workflow_id, str) or id_problem(workflow_id) is not None:
         raise ValueError(f"workflow id is not usable: {workflow_id!r}")
@@ -152,9 +175,16 @@ def check_workflow(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) 
     if len(steps) > MAX_FLOW_STEPS:
         raise ValueError(f"a workflow holds at most {MAX_FLOW_STEPS:,} steps, got {len(steps):,}")
     seen: set[str] = set()
+    edges = 0
     for step in steps:
         if not isinstance(step, FlowStep):
             raise TypeError(f"steps must be FlowStep, got {type(step).__name__}")
+        edges += len(step.parents)
+        if edges > MAX_FLOW_EDGES:
+            raise ValueError(
+                f"a workflow holds at most {MAX_FLOW_EDGES:,} parent links (edges), all its "
+                f"steps together; step {step.name!r} passes it"
+            )
         problem = id_problem(step_id(workflow_id, step.name)) if isinstance(step.name, str) else ""
         if not step.name or problem is not None:
             raise ValueError(f"step name is not usable: {step.name!r}")
@@ -342,12 +372,28 @@ def released(runner: Runner, request_id: str) -> None:
 
 
 def reopen_step(ledger: Ledger, request_id: str) -> int:
-    """After an operator retried a failed step: its cancelled dependants wait again.
+    """The steps a failed step's ending cancelled wait again (``retry_step`` without the retry).
 
     Return how many steps wait again (0 for a record that is no workflow's step).
     """
     runner = _runner(ledger)
     return int(runner.run(runner.scripts.flow_reopen, [request_id]))
+
+
+def retry_step(ledger: Ledger, request_id: str, shown: bytes, retried: Record) -> int | None:
+    """An operator's retry of an ended record, in one script call (``flow_reopen.lua``).
+
+    Its bytes ``shown`` become ``retried`` (PENDING) by compare-and-set, and, for a
+    workflow step, the steps its ending cancelled wait again in the same call, so nothing
+    settles in between. Return how many wait again, or ``None`` (nothing written) when the
+    record is no longer ``shown``.
+    """
+    if retried.state is not State.PENDING:
+        raise ValueError("a retry puts the record back PENDING")
+    runner = _runner(ledger)
+    args = [request_id, shown, encode_record(retried), str(retried.index_score())]
+    reopened = int(runner.run(runner.scripts.flow_reopen, args))
+    return None if reopened < 0 else reopened
 
 
 def cancel_workflow(ledger: Ledger, workflow_id: str) -> int | None:
@@ -357,34 +403,47 @@ def cancel_workflow(ledger: Ledger, workflow_id: str) -> int | None:
     return None if int(cancelled) < 0 else int(cancelled)
 
 
-def read_workflow(ledger: Ledger, workflow_id: str) -> WorkflowStatus | None:
-    """Read a workflow's steps, states, results and errors; ``None`` if the queue has none."""
+def read_workflow(
+    ledger: Ledger, workflow_id: str, *, offset: int = 0, limit: int | None = None
+) -> WorkflowStatus | None:
+    """Read a workflow's steps, states, results and errors; ``None`` if the queue has none.
+
+    Every step's state is read (for ``counts`` and ``finished``); the records, results
+    and errors of ``limit`` steps from ``offset`` on (all by default) are returned, so a
+    page of a large workflow reads one page of results.
+    """
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be an int of at least 0, got {offset!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be None or an int of at least 0, got {limit!r}")
     runner = _runner(ledger)
     key, redis = runner.flows_key, runner.redis
     with runner.translate_errors():
         manifest, cancelled = redis.hmget(key, ["m:" + workflow_id, "x:" + workflow_id])
         if manifest is None:
             return None
-        document = json.loads(manifest)
-        steps = document["steps"]
+        steps = json.loads(manifest)["steps"]
         ids = [step_id(workflow_id, step[0]) for step in steps]
+        end = len(ids) if limit is None else min(len(ids), offset + limit)
         records: list[bytes | None] = []
-        results: list[bytes | None] = []
         waiting: list[bytes | None] = []
         causes: list[bytes | None] = []
         for start in range(0, len(ids), 1000):
             part = ids[start : start + 1000]
             pipe = redis.pipeline(transaction=False)
             pipe.hmget(runner.records_key, part)
-            pipe.hmget(runner.results_key, part)
             pipe.hmget(key, ["n:" + sid for sid in part])
             pipe.hmget(key, ["c:" + sid for sid in part])
             got = pipe.execute()
             records += got[0]
-            results += got[1]
-            waiting += got[2]
-            causes += got[3]
-    out = WorkflowStatus(workflow_id, ledger.queue, cancelled=cancelled is not None)
+            waiting += got[1]
+            causes += got[2]
+        results: list[bytes | None] = []
+        for start in range(offset, end, 1000):
+            results += redis.hmget(runner.results_key, ids[start : min(start + 1000, end)])
+    out = WorkflowStatus(
+        workflow_id, ledger.queue, cancelled=cancelled is not None, total=len(ids), offset=offset
+    )
     for i, (name, parents, on_failure, _) in enumerate(steps):
         sid = ids[i]
         record: Record | None = None
@@ -402,19 +461,21 @@ def read_workflow(ledger: Ledger, workflow_id: str) -> WorkflowStatus | None:
                 state = "CANCELLED"
         else:
             state = "WAITING" if waits is not None else "GONE"
-        out.steps.append(
-            StepStatus(
-                name,
-                sid,
-                tuple(parents),
-                on_failure,
-                state,
-                record,
-                results[i],
-                cause if state == "CANCELLED" else None,
-                waits if state == "WAITING" else None,
+        out.counts[state] = out.counts.get(state, 0) + 1
+        if offset <= i < end:
+            out.steps.append(
+                StepStatus(
+                    name,
+                    sid,
+                    tuple(parents),
+                    on_failure,
+                    state,
+                    record,
+                    results[i - offset],
+                    cause if state == "CANCELLED" else None,
+                    waits if state == "WAITING" else None,
+                )
             )
-        )
     return out
 
 

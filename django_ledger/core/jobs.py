@@ -18,7 +18,10 @@ document imports Django: the task backend builds Django's ``TaskResult`` from th
 
 A payload nests at most ``MAX_PAYLOAD_DEPTH`` arrays and objects deep (its own object
 and its ``args`` array count two): the encoder refuses a deeper call, naming the
-argument, and ``decode_task`` refuses a deeper payload, so no reader recurses past it.
+argument. A workflow step's released payload holds its parents' results (each held to
+``MAX_PAYLOAD_DEPTH`` when it was stored) inside its ``args``, up to three levels deeper:
+``decode_task`` reads up to ``MAX_READ_DEPTH`` and refuses a deeper payload, so no reader
+recurses past it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 
 __all__ = [
     "MAX_PAYLOAD_DEPTH",
+    "MAX_READ_DEPTH",
     "PAYLOAD_VERSION",
     "RESULT_VERSION",
     "Attempt",
@@ -58,6 +62,10 @@ OPTION_NAMES = frozenset(
 #: The deepest nesting of arrays and objects a payload may have (its own object is 1,
 #: its ``args`` array 2): about what any JSON reader takes without recursing too deep.
 MAX_PAYLOAD_DEPTH = 64
+#: The deepest nesting a payload is read with: ``MAX_PAYLOAD_DEPTH`` and the three levels
+#: a released workflow step adds around a parent's result (its own object, ``args``, and
+#: the list of a chord's callback), so every result a task could store can be passed on.
+MAX_READ_DEPTH = MAX_PAYLOAD_DEPTH + 3
 
 
 class BadPayload(ValueError):
@@ -157,8 +165,11 @@ def encode_task(
 
 def decode_task(payload: str) -> TaskPayload:
     """Decode a task payload, or raise ``BadPayload`` saying what is wrong with it."""
-    if too_deep(payload):
-        raise BadPayload(f"the payload {_TOO_DEEP}")
+    if too_deep(payload, MAX_READ_DEPTH):
+        raise BadPayload(
+            f"the payload nests deeper than {MAX_READ_DEPTH} levels of arrays and objects "
+            f"(enqueue holds it to {MAX_PAYLOAD_DEPTH}; a workflow step's inputs add up to 3)"
+        )
     try:
         document = json.loads(payload)
     except (ValueError, RecursionError) as exc:

@@ -104,6 +104,8 @@ def admit(
             return Admission(request_id, AdmissionStatus.ADMITTED, None, record)
         if code == -1:
             return Admission(request_id, AdmissionStatus.FULL, "max_records")
+        if code == -3:  # a workflow's waiting step holds the id
+            return Admission(request_id, AdmissionStatus.CONFLICT, "workflow_step")
         # Someone wrote this id between our read and our write: classify what is there.
     raise RuntimeError(f"admission of {request_id!r} kept racing")  # pragma: no cover
 
@@ -451,6 +453,8 @@ def import_one(
     )
     if code == -2:
         return Admission(record.request_id, AdmissionStatus.REJECTED, "gate_open")
+    if code == -3:
+        return imported(record, given, 7, b"")
     if code == 0:
         with runner.translate_errors():
             stored = runner.redis.hget(runner.records_key, record.request_id)

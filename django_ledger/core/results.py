@@ -45,8 +45,8 @@ class Admission:
     """The answer to one admission.
 
     ``reason`` is a stable code for every status but ``ADMITTED`` and ``DUPLICATE``
-    (``payload_differs``, ``quarantined``, ``corrupt``, ``max_records``, ``gate_open``,
-    ``payload_too_large``, ``id_too_long``, ...). ``record`` is the stored record when
+    (``payload_differs``, ``quarantined``, ``corrupt``, ``workflow_step``, ``max_records``,
+    ``gate_open``, ``payload_too_large``, ``id_too_long``, ...). ``record`` is the stored record when
     there is one that decodes; for a batch it is built on first access, so admitting
     many costs nothing for records nobody reads.
     """

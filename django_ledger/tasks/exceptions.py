@@ -25,14 +25,17 @@ class TaskIdConflict(TaskException):
         self.request_id = request_id
         self.queue = queue
         self.reason = reason
-        why = (
-            "it is quarantined (corrupt bytes an operator has not discarded)"
-            if reason == "quarantined"
-            else "it waits in the outbox for another Redis or namespace (another deployment "
-            "shares this database); enqueue it again once that one is delivered"
-            if reason == "elsewhere"
-            else "it was enqueued with another task, other arguments or other options"
-        )
+        if reason == "quarantined":
+            why = "it is quarantined (corrupt bytes an operator has not discarded)"
+        elif reason == "elsewhere":
+            why = (
+                "it waits in the outbox for another Redis or namespace (another deployment "
+                "shares this database); enqueue it again once that one is delivered"
+            )
+        elif reason == "workflow_step":
+            why = "a workflow's step holds it while it waits for its parents (only its release runs it)"
+        else:
+            why = "it was enqueued with another task, other arguments or other options"
         super().__init__(
             f"task id {request_id!r} is taken on queue {queue!r}: {why}; a repeat of an "
             "idempotent enqueue must pass the same task and arguments"

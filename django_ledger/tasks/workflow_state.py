@@ -7,7 +7,7 @@ the admin and the API import it on a project without one.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.flows import StepStatus, WorkflowStatus
@@ -50,21 +50,29 @@ class WorkflowStep:
 
 @dataclass(frozen=True)
 class WorkflowState:
-    """A workflow's steps in the order they were given (``get_workflow``)."""
+    """A workflow's steps in the order they were given (``get_workflow``).
+
+    ``steps`` holds every step, or the page read (from ``offset``); ``total`` and
+    ``counts`` (state -> how many steps) always cover the whole workflow.
+    """
 
     id: str
     queue: str
     steps: list[WorkflowStep]
     cancelled: bool
+    total: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    offset: int = 0
 
     @property
     def finished(self) -> bool:
         """Whether every step has ended."""
-        return all(step.state not in ("WAITING", "PENDING", "CLAIMED") for step in self.steps)
+        return not any(self.counts.get(state) for state in ("WAITING", "PENDING", "CLAIMED"))
 
     @property
     def successful(self) -> bool:
-        return all(step.state == "COMPLETED" for step in self.steps)
+        """Whether every step COMPLETED."""
+        return self.counts.get("COMPLETED", 0) == self.total
 
     def step(self, name: str) -> WorkflowStep:
         for step in self.steps:
@@ -116,5 +124,11 @@ def _step(status: StepStatus) -> WorkflowStep:
 def state_of(status: WorkflowStatus) -> WorkflowState:
     """The Django face of the core's ``WorkflowStatus``."""
     return WorkflowState(
-        status.workflow_id, status.queue, [_step(s) for s in status.steps], status.cancelled
+        status.workflow_id,
+        status.queue,
+        [_step(s) for s in status.steps],
+        status.cancelled,
+        status.total,
+        dict(status.counts),
+        status.offset,
     )

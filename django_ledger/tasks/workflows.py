@@ -63,6 +63,7 @@ __all__ = [
     "Group",
     "Signature",
     "StepCancelled",
+    "StepReleaseFailed",
     "Workflow",
     "WorkflowConflict",
     "WorkflowDoesNotExist",
@@ -83,6 +84,11 @@ _ARGS = '{"args":['
 
 class StepCancelled(Exception):
     """Recorded for a step a failed parent (or ``cancel_workflow``) cancelled: never raised."""
+
+
+class StepReleaseFailed(Exception):
+    """Recorded for a step that could not be released: a parent's result was purged, or its
+    parents' results pass ``MAX_STEP_INPUT_BYTES`` (docs/workflows.md). Never raised."""
 
 
 class WorkflowConflict(TaskException):

@@ -56,3 +56,12 @@ def opens(key: str) -> str:
 def hold(key: str) -> None:
     """Block until something is pushed to ``key`` (at most 30 s)."""
     get_ledger("default").redis.blpop([key], timeout=30)
+
+
+@task
+def nested(levels: int) -> list[Any]:
+    """Return a list nested ``levels`` deep (``[]`` is 1)."""
+    value: list[Any] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value

@@ -171,6 +171,9 @@ _CONFLICTS = {
     "payload_differs": "The id was admitted with another payload.",
     "quarantined": "The id is quarantined: an operator must discard or restore it.",
     "corrupt": "The id's stored record is corrupt.",
+    "workflow_step": (
+        "The id is a workflow's step waiting for its parents: only its workflow releases it."
+    ),
 }
 
 

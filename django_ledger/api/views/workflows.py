@@ -1,6 +1,8 @@
 """Read a workflow's status: its steps in order, with states, return values and errors.
 
-The same permission as reading a record (``view`` on the queue). Mounted with
+A page of steps at a time (``offset``, ``limit``: ``PAGE_SIZE`` by default, at most
+``MAX_PAGE_SIZE``); the workflow's totals cover every step. The same permission as
+reading a record (``view`` on the queue). Mounted with
 ``path(Q + "workflows/<ledger_request_id:workflow_id>/", WorkflowViewSet.as_view({"get":
 "retrieve"}), name="workflow")`` in ``api/urls.py`` (docs/workflows.md).
 """
@@ -18,6 +20,7 @@ from rest_framework.response import Response
 from ...core.flows import read_workflow
 from ...core.records import id_problem
 from ...tasks.workflow_state import STEP_STATES, WorkflowState, state_of
+from ..conf import api_settings
 from ..errors import ApiError
 from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
 from .base import LedgerViewSet
@@ -30,6 +33,18 @@ WORKFLOW_ID = OpenApiParameter(
     OpenApiParameter.PATH,
     description="The workflow id given to enqueue (or the one it made), percent-encoded.",
     pattern=r"^[^\x00-\x1f\x7f/.][^\x00-\x1f\x7f/]{0,255}$",
+)
+OFFSET = OpenApiParameter(
+    "offset",
+    OpenApiTypes.INT,
+    OpenApiParameter.QUERY,
+    description="The position of the first step to answer (0, the default: the first).",
+)
+LIMIT = OpenApiParameter(
+    "limit",
+    OpenApiTypes.INT,
+    OpenApiParameter.QUERY,
+    description="How many steps to answer (the API's PAGE_SIZE by default, at most MAX_PAGE_SIZE).",
 )
 
 
@@ -64,17 +79,30 @@ class WorkflowSerializer(serializers.Serializer[Any]):
     finished = serializers.BooleanField(help_text="Every step has ended.")
     successful = serializers.BooleanField(help_text="Every step COMPLETED.")
     cancelled = serializers.BooleanField()
-    steps = WorkflowStepSerializer(many=True)
+    total_steps = serializers.IntegerField(help_text="How many steps the workflow has.")
+    counts = serializers.DictField(
+        child=serializers.IntegerField(), help_text="State -> how many steps are in it (all)."
+    )
+    offset = serializers.IntegerField(help_text="The position of the first step answered.")
+    next_offset = serializers.IntegerField(
+        allow_null=True, help_text="The offset of the next page of steps; null after the last."
+    )
+    steps = WorkflowStepSerializer(many=True, help_text="One page of steps, in the order given.")
 
 
 def workflow_data(state: WorkflowState) -> dict[str, Any]:
-    """Return ``state`` as ``WorkflowSerializer`` documents it."""
+    """Return ``state`` (one page of its steps) as ``WorkflowSerializer`` documents it."""
+    after = state.offset + len(state.steps)
     return {
         "workflow_id": state.id,
         "queue": state.queue,
         "finished": state.finished,
         "successful": state.successful,
         "cancelled": state.cancelled,
+        "total_steps": state.total,
+        "counts": dict(sorted(state.counts.items())),
+        "offset": state.offset,
+        "next_offset": after if after < state.total else None,
         "steps": [
             {
                 "name": step.name,
@@ -104,9 +132,10 @@ class WorkflowViewSet(LedgerViewSet):
         description=(
             "Its steps in the order given, each with its state (WAITING, PENDING, CLAIMED, "
             "COMPLETED, FAILED, DEAD, CANCELLED, GONE), return value and errors "
-            "(docs/workflows.md). 404 `workflow_not_found` for an id the queue does not hold."
+            "(docs/workflows.md), a page at a time (`offset`, `limit`; `next_offset` leads "
+            "on). 404 `workflow_not_found` for an id the queue does not hold."
         ),
-        parameters=[QUEUE, WORKFLOW_ID, RETRY_AFTER],
+        parameters=[QUEUE, WORKFLOW_ID, OFFSET, LIMIT, RETRY_AFTER],
         responses={200: WorkflowSerializer, **errors(400, 404)},
     )
     def retrieve(self, request: Request, queue: str, workflow_id: str) -> Response:
@@ -114,10 +143,19 @@ class WorkflowViewSet(LedgerViewSet):
         problem = id_problem(workflow_id)
         if problem is not None:
             raise ApiError(400, problem, f"The workflow id is not usable ({problem}).")
+        offset = _number(request, "offset", 0)
+        limit = min(_number(request, "limit", api_settings.page_size), api_settings.max_page_size)
+        if limit < 1:
+            raise ApiError(
+                400,
+                "invalid",
+                "The request is not valid: see details.",
+                {"limit": ["A positive integer is required."]},
+            )
         if len(self.ledger.shards) != 1:
             status = None  # a sharded queue holds no workflows
         else:
-            status = read_workflow(self.ledger, workflow_id)
+            status = read_workflow(self.ledger, workflow_id, offset=offset, limit=limit)
         if status is None:
             raise ApiError(
                 404,
@@ -126,3 +164,17 @@ class WorkflowViewSet(LedgerViewSet):
                 {"workflow_id": workflow_id},
             )
         return Response(workflow_data(state_of(status)))
+
+
+def _number(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
+        raise ApiError(
+            400,
+            "invalid",
+            "The request is not valid: see details.",
+            {name: ["An integer of at least 0 (and at most 999,999,999) is required."]},
+        )
+    return int(raw)

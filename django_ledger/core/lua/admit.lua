@@ -6,7 +6,8 @@
 -- Returns {now, code, detail, code, detail, ...} in input order, code:
 --   1 admitted, 2 duplicate (detail: stored bytes), 3 conflict (detail: stored bytes),
 --   4 full (live records at max_records), 5 quarantined, 6 corrupt,
---   7 the id holds a control character (checked here too, for callers other than ours).
+--   7 the id holds a control character (checked here too, for callers other than ours),
+--   8 a workflow's waiting step holds the id (flow.lua): only its release writes it.
 local now = server_now()
 local max = tonumber(ARGV[2])
 local due = now + tonumber(ARGV[3])
@@ -19,6 +20,22 @@ if ARGV[6] == '' then first, step = 7, 3 end  -- '' is no request id: ids are ne
 for i = first, #ARGV, step do ids[#ids + 1] = ARGV[i] end
 -- One read for the whole batch; ids admitted earlier in this batch are in `fresh`.
 local stored = redis.call('HMGET', KEYS[1], unpack(ids))
+-- Ids that a workflow's waiting step holds have no record yet, and are not free: one
+-- HMGET of the flows hash for the batch's new ids, only in a queue that has workflows.
+local held = {}
+if redis.call('EXISTS', KEYS[13]) == 1 then
+  local fields, at = {}, {}
+  for k, id in ipairs(ids) do
+    if not stored[k] then
+      fields[#fields + 1] = 'n:' .. id
+      at[#at + 1] = k
+    end
+  end
+  if #fields > 0 then
+    local found = redis.call('HMGET', KEYS[13], unpack(fields))
+    for j, k in ipairs(at) do held[k] = found[j] ~= false end
+  end
+end
 local fresh, records, index, keyed = {}, {}, {}, {}
 local out = {now}
 for k, id in ipairs(ids) do
@@ -39,6 +56,8 @@ for k, id in ipairs(ids) do
     else
       code, detail = 3, raw
     end
+  elseif held[k] then
+    code = 8
   else
     size = size or live_count()
     if size >= max then

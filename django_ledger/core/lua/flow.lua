@@ -14,8 +14,18 @@
 --   n:S  only while S waits: how many of its parents have not ended. A waiting step has
 --        no record, so no claim, index or repair can see it.
 --   c:S  S was cancelled: the id of the parent that ended it ('' the operator)
+--   o:S  S's record was purged while steps still waited for it: its output, for them
+--   w:S  how many of those still wait (store.lua's forget writes both; flow_unwait counts
+--        down and deletes them with the last, and only then does S stop counting in k:F)
 
 local FLOW_CHUNK = 1000  -- fields per HMGET/HSET: under Lua's unpack limit
+-- The most bytes a released step's parents' outputs and its own payload may come to
+-- (MAX_STEP_INPUT_BYTES in core/flows.py, the same): the release builds the payload inside
+-- the settling call, which holds Redis while it runs, and a worker then reads it whole.
+local FLOW_MAX_INPUT_BYTES = 4194304
+-- Parents' results read per HMGET while a release adds them up: a release over the bound
+-- stops after reading at most this many more than it needed.
+local FLOW_READ_CHUNK = 64
 
 -- HMGET of any number of fields, in order (false for a missing one).
 local function flow_hmget(key, fields)
@@ -25,16 +35,6 @@ local function flow_hmget(key, fields)
     for j = 1, #part do out[#out + 1] = part[j] end
   end
   return out
-end
-
--- A step's output for its dependants: the return value of its result document as
--- core/jobs.py encodes it ("return_value" its last member), else JSON null. A comma,
--- then '"return_value"' cannot occur inside a JSON string (its quotes would be escaped).
-local function flow_output(doc)
-  if not doc then return 'null' end
-  local _, at = string.find(doc, ',%s*"return_value"%s*:')
-  if not at then return 'null' end
-  return string.sub(doc, at + 1, -2)
 end
 
 local FLOW_ESCAPES = {['"'] = '\\"', ['\\'] = '\\\\', ['\n'] = '\\n', ['\r'] = '\\r',
@@ -75,12 +75,13 @@ local function flow_cause(pid, pstate)
   return 'parent step ' .. pid .. ' ended FAILED: ' .. what
 end
 
--- Append an error attempt to id's result document (a new one if none; one with a return
--- value is replaced: a step that is cancelled never returned).
-local function flow_add_error(now, id, text)
+-- Append an error attempt of `class` (a dotted path) to id's result document (a new one if
+-- none; one with a return value is replaced: a step that is cancelled never returned).
+local function flow_add_error(now, id, text, class)
   local attempt = '{"worker_id":"","started_at":' .. exact(now) .. ',"finished_at":' ..
-    exact(now) .. ',"error":{"exception_class_path":' ..
-    '"django_ledger.tasks.workflows.StepCancelled","traceback":' .. flow_json(text) .. '}}'
+    exact(now) .. ',"error":{"exception_class_path":"' ..
+    (class or 'django_ledger.tasks.workflows.StepCancelled') .. '","traceback":' ..
+    flow_json(text) .. '}}'
   local doc = redis.call('HGET', KEYS[10], id)
   if doc and string.sub(doc, 1, 19) == '{"v":1,"attempts":[' and string.sub(doc, -2) == ']}' then
     local sep = ','
@@ -101,24 +102,86 @@ local function flow_record(now, id, state, payload)
   redis.call('ZADD', KEYS[INDEX_OF[state]], score_of(r), id)
 end
 
+-- Waiting step `spec` stops waiting (released or ended): the outputs kept for it of its
+-- purged parents (o:, w:; store.lua's forget) have one reader fewer, and go with the last.
+local function flow_unwait(spec)
+  if not spec.p then return end
+  local fields = {}
+  for i, parent in ipairs(spec.p) do fields[i] = 'w:' .. parent end
+  local readers = flow_hmget(KEYS[13], fields)
+  for i, parent in ipairs(spec.p) do
+    if readers[i] and redis.call('HINCRBY', KEYS[13], fields[i], -1) <= 0 then
+      redis.call('HDEL', KEYS[13], fields[i], 'o:' .. parent)
+      flow_gone(spec.f)
+    end
+  end
+end
+
+-- The inputs of waiting step `spec` from its parents' outputs, in parent order; or nil and
+-- why not (the cause's parent id and its text): a parent purged with no output kept for
+-- it, or outputs past FLOW_MAX_INPUT_BYTES (counted before they are joined, read a few at
+-- a time, so an oversized release stops early and holds little memory).
+local function flow_inputs(spec)
+  local parts = {}
+  local size = #spec.h + #spec.t + 2
+  local n = #spec.p
+  for first = 1, n, FLOW_READ_CHUNK do
+    local last = math.min(first + FLOW_READ_CHUNK - 1, n)
+    local docs = redis.call('HMGET', KEYS[10], unpack(spec.p, first, last))
+    for k = first, last do
+      local parent, doc = spec.p[k], docs[k - first + 1]
+      local out
+      if doc then
+        out = flow_output(doc)
+      else
+        out = redis.call('HGET', KEYS[13], 'o:' .. parent)
+        if not out then
+          if redis.call('HEXISTS', KEYS[1], parent) == 0 then
+            return nil, parent, 'parent step ' .. parent .. ' was purged (RETENTION or ' ..
+              'MAX_RETAINED) before this step was released, and its result with it'
+          end
+          out = 'null'  -- ended without a result document (a raw handler, an operator)
+        end
+      end
+      size = size + #out + 1
+      if size > FLOW_MAX_INPUT_BYTES then
+        return nil, parent, 'the results of its ' .. n .. ' parents and its own arguments ' ..
+          'come to more than ' .. FLOW_MAX_INPUT_BYTES .. ' bytes (MAX_STEP_INPUT_BYTES) at ' ..
+          'parent step ' .. parent .. ': pass references to large data, not the data'
+      end
+      parts[k] = out
+    end
+  end
+  return table.concat(parts, ',')
+end
+
 -- Release waiting step `id`: its payload with its parents' outputs, PENDING, due now.
+-- Returns nil, or the cause's parent id and its text when it could not be released (it is
+-- then FAILED with a StepReleaseFailed error, and its dependants move on from there).
 local function flow_release(now, id, spec)
   local payload = spec.x
   if spec.m == 'spread' or spec.m == 'list' then
-    local docs = flow_hmget(KEYS[10], spec.p)
-    local parts = {}
-    for i = 1, #spec.p do parts[i] = flow_output(docs[i]) end
-    local inputs = table.concat(parts, ',')
+    local inputs, cause, text = flow_inputs(spec)
+    if not inputs then
+      flow_unwait(spec)
+      flow_record(now, id, 'F', spec.x or '')
+      flow_add_error(now, id, 'StepReleaseFailed: ' .. text .. '\n',
+        'django_ledger.tasks.workflows.StepReleaseFailed')
+      return cause, text
+    end
     if spec.m == 'list' then inputs = '[' .. inputs .. ']' end
     payload = spec.h .. inputs .. spec.t
   end
+  flow_unwait(spec)
   flow_record(now, id, 'P', payload)
   wake(now)
+  return nil
 end
 
 -- End step `id` (waiting, or a PENDING record) as cancelled: a FAILED record whose error
 -- says why; `cause_id` is the parent that ended it ('' the operator).
 local function flow_cancel_step(now, id, spec, cause_id, text)
+  if redis.call('HEXISTS', KEYS[1], id) == 0 then flow_unwait(spec) end  -- it was waiting
   flow_record(now, id, 'F', spec.x or '')
   flow_add_error(now, id, 'StepCancelled: ' .. text .. '\n')
   redis.call('HSET', KEYS[13], 'c:' .. id, cause_id)
@@ -126,8 +189,9 @@ end
 
 -- Step `id` ended as `state` ('K', 'F', 'D'); `deps` its dependants (JSON). Each waiting
 -- dependant is cancelled (the parent failed, its rule is 'cancel'), or counts one parent
--- fewer and is released with the last; a cancelled one ends its own dependants in turn.
--- A dependant that no longer waits (released, or cancelled by another parent) is skipped.
+-- fewer and is released with the last; a cancelled one, or one whose release failed, ends
+-- its own dependants in turn. A dependant that no longer waits (released, or cancelled by
+-- another parent) is skipped.
 local function flow_ended(now, id, state, deps)
   local work = {{id, state, deps}}
   while #work > 0 do
@@ -141,16 +205,21 @@ local function flow_ended(now, id, state, deps)
       if redis.call('HEXISTS', KEYS[13], waiting) == 1 then
         -- A child's spec (its parents' ids: large for a chord's callback) is read only
         -- when it is released or cancelled, never per parent.
+        local ended = false
         if pstate ~= 'K' and rule ~= 'continue' then
           redis.call('HDEL', KEYS[13], waiting)
           cause = cause or flow_cause(pid, pstate)
           local spec = cjson.decode(redis.call('HGET', KEYS[13], 's:' .. child))
           flow_cancel_step(now, child, spec, pid, cause)
-          local more = redis.call('HGET', KEYS[13], 'd:' .. child)
-          if more then work[#work + 1] = {child, 'F', more} end
+          ended = true
         elseif redis.call('HINCRBY', KEYS[13], waiting, -1) <= 0 then
           redis.call('HDEL', KEYS[13], waiting)
-          flow_release(now, child, cjson.decode(redis.call('HGET', KEYS[13], 's:' .. child)))
+          local spec = cjson.decode(redis.call('HGET', KEYS[13], 's:' .. child))
+          ended = flow_release(now, child, spec) ~= nil
+        end
+        if ended then
+          local more = redis.call('HGET', KEYS[13], 'd:' .. child)
+          if more then work[#work + 1] = {child, 'F', more} end
         end
       end
     end

@@ -1,19 +1,40 @@
--- flow_reopen.lua: an operator retried step ARGV[2] (a FAILED or DEAD step, now PENDING):
--- the steps its ending cancelled wait again, transitively, so the workflow goes on.
--- A cancelled step waits again only if no other parent of it has failed under its
--- 'cancel' rule; it waits for its parents that have not ended (a waiting or live one).
--- KEYS: the standard list (codec.lua). ARGV[1] skew, ARGV[2] request id.
--- Returns the number of steps that wait again.
+-- flow_reopen.lua: an operator retries step ARGV[2] (a FAILED or DEAD step): its record is
+-- put back PENDING and the steps its ending cancelled wait again, transitively, in this one
+-- call, so no settlement can come between the two (a retried step that completes at once
+-- then releases them as any parent does).
+-- A step waits again only if its ending parent cancelled it (its c: names that parent: a
+-- step cancelled by cancel_workflow, or by another failed parent, stays cancelled), no
+-- other parent of it has failed under its 'cancel' rule, and the workflow has not been
+-- cancelled (in a cancelled workflow, a retried step runs alone). It waits for its parents
+-- that have not ended (a waiting or live one).
+-- KEYS: the standard list (codec.lua). ARGV[1] skew, ARGV[2] request id, then, for the
+-- retry itself (absent: only reopen): ARGV[3] the bytes the operator was shown, ARGV[4] the
+-- new PENDING bytes, ARGV[5] their ready score.
+-- Returns the number of steps that wait again, or -1 when the record is no longer the
+-- bytes shown (nothing written).
+local id = ARGV[2]
+if ARGV[4] then
+  -- The compare-and-set of write.lua's retry, with the same writes: record, then index.
+  if redis.call('HGET', KEYS[1], id) ~= ARGV[3] then return -1 end
+  redis.call('HSET', KEYS[1], id, ARGV[4])
+  redis.call('HDEL', KEYS[5], id)
+  unindex(id)
+  redis.call('ZADD', KEYS[2], ARGV[5], id)
+  wake(server_now())
+end
+local spec = redis.call('HGET', KEYS[13], 's:' .. id)
+if not spec then return 0 end  -- no workflow's step
+redis.call('HDEL', KEYS[13], 'c:' .. id)
+if redis.call('HEXISTS', KEYS[13], 'x:' .. cjson.decode(spec).f) == 1 then return 0 end
 local reopened = 0
-local work = {ARGV[2]}
-redis.call('HDEL', KEYS[13], 'c:' .. ARGV[2])
+local work = {id}
 while #work > 0 do
   local pid = table.remove(work)
   local deps = redis.call('HGET', KEYS[13], 'd:' .. pid)
   if deps then
     for _, pair in ipairs(cjson.decode(deps)) do
       local child = pair[1]
-      if redis.call('HEXISTS', KEYS[13], 'c:' .. child) == 1 then
+      if redis.call('HGET', KEYS[13], 'c:' .. child) == pid then
         local spec = cjson.decode(redis.call('HGET', KEYS[13], 's:' .. child))
         local raws = flow_hmget(KEYS[1], spec.p)
         local waits, blocked = 0, false
@@ -34,6 +55,12 @@ while #work > 0 do
           unindex(child)
           redis.call('HDEL', KEYS[13], 'c:' .. child)
           redis.call('HSET', KEYS[13], 'n:' .. child, waits)
+          -- It reads the outputs kept for its purged parents again (flow_unwait).
+          for _, parent in ipairs(spec.p) do
+            if redis.call('HEXISTS', KEYS[13], 'w:' .. parent) == 1 then
+              redis.call('HINCRBY', KEYS[13], 'w:' .. parent, 1)
+            end
+          end
           reopened = reopened + 1
           work[#work + 1] = child
         end

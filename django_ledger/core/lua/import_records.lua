@@ -3,7 +3,8 @@
 -- ARGV[1] skew, ARGV[2] max records, ARGV[3..] pairs of id, encoded bytes.
 -- Returns {-2} while the gate is open (nothing written), else one code and detail per
 -- pair: 1 written, 2 the id exists (detail: stored bytes, the caller compares),
--- 4 full, 6 the given bytes do not decode (nothing written).
+-- 4 full, 6 the given bytes do not decode (nothing written), 7 a workflow's waiting step
+-- holds the id (flow.lua).
 -- The gate is checked here, atomically with the writes: imports only run offline.
 if redis.call('EXISTS', KEYS[4]) == 0 then return {-2} end
 local max = tonumber(ARGV[2])
@@ -15,6 +16,8 @@ for i = 3, #ARGV, 2 do
   local code, detail = 1, ''
   if old then
     code, detail = 2, old
+  elseif redis.call('HEXISTS', KEYS[13], 'n:' .. id) == 1 then
+    code = 7
   else
     local r = decode(id, raw)
     local live = r and INDEX_OF[r.s] <= 3

@@ -28,20 +28,49 @@ local function next_fence(floor)
   return f
 end
 
+-- A step's output for its dependants: the return value of its result document as
+-- core/jobs.py encodes it ("return_value" its last member), else JSON null. A comma,
+-- then '"return_value"' cannot occur inside a JSON string (its quotes would be escaped).
+local function flow_output(doc)
+  if not doc then return 'null' end
+  local _, at = string.find(doc, ',%s*"return_value"%s*:')
+  if not at then return 'null' end
+  return string.sub(doc, at + 1, -2)
+end
+
+-- One of workflow `flow`'s steps has no entries left: the workflow's own go with its last.
+local function flow_gone(flow)
+  if redis.call('HINCRBY', KEYS[13], 'k:' .. flow, -1) <= 0 then
+    redis.call('HDEL', KEYS[13], 'm:' .. flow, 'k:' .. flow, 'x:' .. flow)
+  end
+end
+
 -- Delete a record and the result stored with it.
 local function forget(id)
   redis.call('HDEL', KEYS[1], id)
-  redis.call('HDEL', KEYS[10], id)
   -- A workflow step's entries go with its record; the workflow's own with its last step
   -- (flow.lua). One HGET for a record that is no step.
   local spec = redis.call('HGET', KEYS[13], 's:' .. id)
   if spec then
-    local flow = cjson.decode(spec).f
+    -- Steps that still wait for it will need its output: keep that (o:), and how many
+    -- will read it (w:, counted down as each stops waiting, flow.lua's flow_unwait),
+    -- whatever purged the record (retention, max retained, an operator).
+    local readers = 0
+    local deps = redis.call('HGET', KEYS[13], 'd:' .. id)
+    if deps then
+      for _, pair in ipairs(cjson.decode(deps)) do
+        readers = readers + redis.call('HEXISTS', KEYS[13], 'n:' .. pair[1])
+      end
+    end
     redis.call('HDEL', KEYS[13], 's:' .. id, 'd:' .. id, 'n:' .. id, 'c:' .. id)
-    if redis.call('HINCRBY', KEYS[13], 'k:' .. flow, -1) <= 0 then
-      redis.call('HDEL', KEYS[13], 'm:' .. flow, 'k:' .. flow, 'x:' .. flow)
+    if readers > 0 then
+      redis.call('HSET', KEYS[13], 'o:' .. id, flow_output(redis.call('HGET', KEYS[10], id)),
+        'w:' .. id, readers)
+    else
+      flow_gone(cjson.decode(spec).f)
     end
   end
+  redis.call('HDEL', KEYS[10], id)
   redis.call('HDEL', KEYS[12], '@' .. id)  -- its key, in a queue with a KEY (keyed.lua)
 end
 

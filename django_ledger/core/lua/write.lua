@@ -9,7 +9,8 @@
 -- ARGV[12] gate rule: '' none, 'open' (refuse while closed), 'closed' (refuse while open),
 -- ARGV[13] max retained: with a terminal index, purge the oldest ended records past it,
 -- ARGV[14] a result to store with the new bytes ('' for none).
--- Returns 1 written, 0 refused (bytes changed or time check failed), -1 full, -2 gate.
+-- Returns 1 written, 0 refused (bytes changed or time check failed), -1 full, -2 gate,
+-- -3 a workflow's waiting step holds the id (flow.lua: only its release writes it).
 -- With no id (ARGV[2] '': ids are never empty) it writes nothing and only trims: the
 -- oldest ended records past ARGV[13], looking at most at ARGV[8] entries (the reference
 -- path's settlement batch, as settle.lua trims); returns how many records went.
@@ -22,6 +23,7 @@ if ARGV[12] == 'closed' and gate == 0 then return -2 end
 local old = redis.call('HGET', KEYS[1], id)
 if ARGV[3] == '' then
   if old then return 0 end
+  if redis.call('HEXISTS', KEYS[13], 'n:' .. id) == 1 then return -3 end
   if ARGV[11] ~= '' and live_count() >= tonumber(ARGV[11]) then return -1 end
 elseif old ~= ARGV[3] then
   return 0

@@ -225,7 +225,6 @@ def test_other_scopes_rates_leave_the_token_default_alone(
     assert sign_in(api_anonymous).status_code == 429
 
 
-
 def guess_from(client: APIClient, forwarded_for: str, password: str = "guess") -> int:
     """Sign in through a client that says it forwards for ``forwarded_for``."""
     body = {"username": "worker-7", "password": password}

@@ -271,3 +271,18 @@ def test_queue_health_hides_what_the_user_may_not_see(
         .content.decode()
     )
     assert "due now</a>" in text and ">Records</a>" in text and ">Quarantine</a>" in text
+
+
+def test_the_admin_docs_list_every_model_and_permission() -> None:
+    from pathlib import Path
+
+    from django.apps import apps
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "admin.md").read_text()
+    for model in apps.get_app_config("django_ledger").get_models():
+        assert f"`{model.__name__}`" in text, model.__name__
+        meta = model._meta
+        codenames = [f"{action}_{meta.model_name}" for action in meta.default_permissions]
+        codenames += [codename for codename, _ in meta.permissions]
+        for codename in codenames:
+            assert f"`{codename}`" in text, codename

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.contrib.admin.utils import quote
 from django.contrib.messages import get_messages
 from django.test import Client
+from django.urls import reverse
 
 from django_ledger import AdmissionStatus, State
 from django_ledger.admin.display import duration_text
@@ -181,3 +183,29 @@ def test_unknown_queue_or_gate_action(admin_client: Client, admin_ledger: Ledger
     assert admin_client.post("/admin/django_ledger/queue/nope/gate/close/").status_code == 404
     assert admin_client.post("/admin/django_ledger/queue/default/gate/explode/").status_code == 404
     assert not admin_ledger.gate_closed
+
+
+def crumbs_markup(text: str) -> str:
+    """The breadcrumbs' container tag: ``ol`` (Django 6.1's admin) or ``div`` (before)."""
+    found = re.findall(r'<(ol|div) class="breadcrumbs">', text)
+    assert len(found) == 1, found
+    return str(found[0])
+
+
+def test_every_ledger_page_writes_breadcrumbs_as_this_djangos_admin_does(
+    admin_client: Client, admin_ledger: Ledger
+) -> None:
+    admin_ledger.admit("r1", "x")
+    stock = crumbs_markup(admin_client.get("/admin/auth/user/").content.decode())
+    pages = [
+        QUEUES,
+        "/admin/django_ledger/queue/default/change/",
+        "/admin/django_ledger/queue/tasks/",
+        "/admin/django_ledger/worker/",
+        "/admin/django_ledger/schedule/",
+        reverse("admin:django_ledger_record_change", args=(quote("default r1"),)),
+    ]
+    for page in pages:
+        response = admin_client.get(page)
+        assert response.status_code == 200, page
+        assert crumbs_markup(response.content.decode()) == stock, page

@@ -127,6 +127,27 @@ def test_no_request_id_at_all_is_invalid(api_root: APIClient) -> None:
     assert "request_id" in response.json()["error"]["details"]
 
 
+def test_an_empty_request_id_is_id_empty_wherever_it_is_sent(
+    api_root: APIClient, api_ledger: Ledger
+) -> None:
+    in_body = admit(api_root, {"request_id": "", "payload": "p"})
+    in_header = admit(api_root, {"payload": "p"}, **{"Idempotency-Key": ""})
+    for response in (in_body, in_header):
+        assert response.status_code == 400
+        assert error_code(response) == "id_empty"
+        assert response.json()["error"]["details"] == {"request_id": "", "reason": "id_empty"}
+    batch = api_root.post(
+        BATCH,
+        {"items": [{"request_id": "", "payload": "p"}, {"request_id": "r1", "payload": "p"}]},
+        format="json",
+    )
+    assert batch.status_code == 200
+    first, second = batch.json()["results"]
+    assert (first["status"], first["reason"]) == ("REJECTED", "id_empty")
+    assert second["status"] == "ADMITTED"
+    assert api_ledger.stats().total == 1
+
+
 def test_a_payload_over_the_queue_limit_is_413(
     api_root: APIClient, api_ledger: Ledger, settings: Any
 ) -> None:
@@ -204,7 +225,7 @@ def test_an_empty_payload_is_a_payload(api_root: APIClient) -> None:
         ({"request_id": "r1", "payload": "p", "delay": "soon"}, "invalid"),
         ({"request_id": "r1", "payload": "p", "delay": 1e12}, "invalid"),
         ({"request_id": "r1", "payload": "p", "traceparent": "nope"}, "traceparent_invalid"),
-        ({"request_id": "", "payload": "p"}, "invalid"),
+        ({"request_id": "", "payload": "p"}, "id_empty"),
         ({"request_id": "a\nb", "payload": "p"}, "id_control_character"),
         ({"request_id": "a\x00b", "payload": "p"}, "id_control_character"),
         ({"request_id": "x" * 257, "payload": "p"}, "id_too_long"),

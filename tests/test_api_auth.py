@@ -263,3 +263,18 @@ def test_the_schema_and_docs_need_a_signed_in_user(
     docs = api_root.get("/api/docs/")
     assert docs.status_code == 200
     assert b"swagger" in docs.content.lower()
+
+
+@by_name([route for route in QUEUE_ROUTES if route.action is not None])
+def test_options_needs_the_actions_permission_and_names_no_queue(
+    api_client_for: Callable[..., APIClient], route: Route
+) -> None:
+    outsider = api_client_for(*[action for action in ALL_ACTIONS if action != route.action])
+    for queue in ("default", "unknown"):
+        response = outsider.options(route.path.format(queue=queue))
+        assert response.status_code == 403, (queue, response.content)
+        assert error_code(response) == "permission_denied"
+    permitted = api_client_for(route.action)
+    assert permitted.options(route.path.format(queue="default")).status_code == 200
+    unknown = permitted.options(route.path.format(queue="unknown"))
+    assert (unknown.status_code, error_code(unknown)) == (404, "queue_not_found")

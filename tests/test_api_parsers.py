@@ -184,3 +184,25 @@ def _reference_depth(value: Any) -> int:
     if isinstance(value, dict):
         return 1 + max((_reference_depth(item) for item in value.values()), default=0)
     return 0
+
+
+def test_too_many_query_parameters_or_form_fields_answer_the_json_error(
+    api_root: APIClient, api_anonymous: APIClient, settings: Any
+) -> None:
+    many = "&".join(f"f{i}=x" for i in range(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS + 1))
+    for response in (
+        api_root.get(url("default", "records/") + "?" + many),
+        api_root.get("/api/queues/?" + many),
+        api_root.generic(
+            "POST",
+            url("default", "admit/") + "?" + many,
+            '{"request_id": "r", "payload": "p"}',
+            content_type="application/json",
+        ),
+        api_anonymous.generic(
+            "POST", "/api/token/", many, content_type="application/x-www-form-urlencoded"
+        ),
+    ):
+        assert response.status_code == 400, response.content[:200]
+        assert response["Content-Type"] == "application/json"
+        assert error_code(response) == "too_many_fields"

@@ -30,6 +30,8 @@ from django_ledger.api.serializers import (
 )
 from django_ledger.api.urls import urlpatterns
 
+pytest_plugins = ["tests.api_fixtures"]
+
 
 @pytest.fixture(scope="module")
 def schema(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
@@ -92,8 +94,8 @@ def test_the_token_endpoint_needs_no_credentials_and_documents_its_refusals(
 ) -> None:
     operation = schema["paths"]["/api/token/"]["post"]
     assert operation["security"] == [{}]
-    assert set(operation["responses"]) == {"200", "400", "413", "429"}
-    for status in ("400", "413", "429"):
+    assert set(operation["responses"]) == {"200", "400", "406", "413", "415", "429"}
+    for status in ("400", "406", "413", "415", "429"):
         ref = operation["responses"][status]["content"]["application/json"]["schema"]["$ref"]
         assert ref == "#/components/schemas/Error"
     content = operation["requestBody"]["content"]
@@ -104,6 +106,68 @@ def test_the_token_endpoint_needs_no_credentials_and_documents_its_refusals(
         "username",
         "password",
     }
+
+
+def test_every_operation_documents_406_and_every_body_413_and_415(
+    schema: dict[str, Any],
+) -> None:
+    bodies = 0
+    for path, method, operation in operations(schema):
+        statuses = {"406"} | ({"413", "415"} if "requestBody" in operation else set())
+        bodies += "requestBody" in operation
+        for status in statuses:
+            response = operation["responses"].get(status)
+            assert response is not None, (path, method, status)
+            ref = response["content"]["application/json"]["schema"]["$ref"]
+            assert ref == "#/components/schemas/Error", (path, method, status)
+    assert bodies == 13  # every POST, the token's and limits' included
+
+
+def request_schema(schema: dict[str, Any], path: str) -> dict[str, Any]:
+    """The JSON request body's component of the POST at ``path``."""
+    body = schema["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+    found: dict[str, Any] = schema["components"]["schemas"][body["schema"]["$ref"].rsplit("/")[-1]]
+    return found
+
+
+def component(schema: dict[str, Any], ref: str) -> dict[str, Any]:
+    found: dict[str, Any] = schema["components"]["schemas"][ref.rsplit("/")[-1]]
+    return found
+
+
+def test_what_the_server_refuses_blank_or_empty_is_documented_so(schema: dict[str, Any]) -> None:
+    q = "/api/queues/{queue}/"
+    admit = request_schema(schema, q + "admit/")["properties"]
+    assert admit["request_id"]["minLength"] == 1
+    assert "minLength" not in admit["payload"]  # an empty payload is a payload
+    batch = request_schema(schema, q + "admit/batch/")["properties"]["items"]
+    assert batch["minItems"] == 1
+    assert component(schema, batch["items"]["$ref"])["properties"]["request_id"]["minLength"] == 1
+    assert request_schema(schema, q + "claims/")["properties"]["owner"]["minLength"] == 1
+    assert request_schema(schema, q + "claims/renew/")["properties"]["token"]["minLength"] == 1
+    for batch_path in ("claims/renew/batch/", "claims/settle/batch/"):
+        assert request_schema(schema, q + batch_path)["properties"]["items"]["minItems"] == 1
+    token = request_schema(schema, "/api/token/")["properties"]
+    assert token["username"]["minLength"] == token["password"]["minLength"] == 1
+    assert request_schema(schema, "/api/dispatch/log/")["properties"]["key"]["minLength"] == 1
+    ids = next(
+        p for p in schema["paths"][q + "resolve/"]["get"]["parameters"] if p["name"] == "ids"
+    )
+    assert ids["schema"]["minItems"] == 1
+    assert ids["schema"]["items"]["minLength"] == 1
+
+
+def test_the_served_schema_names_the_api_and_its_version(api_root: Any, settings: Any) -> None:
+    from importlib.metadata import version
+
+    settings.SPECTACULAR_SETTINGS = {}  # a project that configures nothing
+    info = api_root.get("/api/schema/", {"format": "json"}).json()["info"]
+    assert info["title"] == "django-ledger API"
+    assert info["version"] == version("django-ledger") != "0.0.0"
+
+
+def test_the_task_result_path_ends_in_a_slash(schema: dict[str, Any]) -> None:
+    assert "/api/queues/{queue}/results/{request_id}/" in schema["paths"]
 
 
 def test_the_error_shape_is_one_object_with_a_stable_code(schema: dict[str, Any]) -> None:

@@ -223,3 +223,42 @@ def test_other_scopes_rates_leave_the_token_default_alone(
     for _ in range(10):
         assert sign_in(api_anonymous).status_code == 200
     assert sign_in(api_anonymous).status_code == 429
+
+
+def guess_from(client: APIClient, forwarded_for: str, password: str = "guess") -> int:
+    """Sign in through a client that says it forwards for ``forwarded_for``."""
+    body = {"username": "worker-7", "password": password}
+    answer = post_json(client, TOKEN, body, **{"X-Forwarded-For": forwarded_for})
+    status: int = answer.status_code
+    return status
+
+
+def test_a_forwarded_for_header_does_not_reset_the_count(
+    api_anonymous: APIClient, worker: User, settings: Any
+) -> None:
+    # NUM_PROXIES unset (the default): the peer's address counts, whatever the header says.
+    assert "NUM_PROXIES" not in settings.REST_FRAMEWORK
+    answers = [guess_from(api_anonymous, f"203.0.113.{i}", f"guess-{i}") for i in range(30)]
+    assert answers == [400] * 10 + [429] * 20
+    assert guess_from(api_anonymous, "198.51.100.7", PASSWORD) == 429
+    assert not Token.objects.exists()
+
+
+@pytest.mark.parametrize("proxies", [0, 1])
+def test_behind_configured_proxies_the_forwarded_client_counts(
+    api_anonymous: APIClient, worker: User, settings: Any, proxies: int
+) -> None:
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "NUM_PROXIES": proxies,
+        "DEFAULT_THROTTLE_RATES": {"ledger.token": "2/min"},
+    }
+    # One proxy: the address it appended (the header's last) is the client's.
+    assert [guess_from(api_anonymous, "203.0.113.1, 10.0.0.1") for _ in range(3)] == [
+        400,
+        400,
+        429,
+    ]
+    assert guess_from(api_anonymous, "203.0.113.2, 10.0.0.1") == 429
+    # Another client behind the proxy has its own count; with no proxy, the peer is one.
+    assert guess_from(api_anonymous, "10.0.0.2") == (400 if proxies == 1 else 429)

@@ -125,7 +125,7 @@ def test_every_write_raises_ledger_error_and_changes_nothing(
 # -- the API ---------------------------------------------------------------------------
 
 
-def test_the_api_answers_500_ledger_error(
+def test_the_api_answers_507_without_redis_internals(
     fresh_redis: RedisServer, api_root: APIClient, settings: Any
 ) -> None:
     settings.LEDGER = {**settings.LEDGER, "CONNECTION": fresh_redis.url}
@@ -133,14 +133,35 @@ def test_the_api_answers_500_ledger_error(
         response = api_root.post(
             url("default", "admit/"), {"request_id": "r1", "payload": "p"}, format="json"
         )
-    assert response.status_code == 500
-    assert error_code(response) == "ledger_error"
-    assert "maxmemory" in response.json()["error"]["message"]
+    assert response.status_code == 507
+    assert error_code(response) == "ledger_out_of_memory"
+    assert response["Retry-After"] == "5"
+    text = response.content.decode()
+    for internal in ("maxmemory", "script", "sha", "@user_script", "OOM"):
+        assert internal not in text, text
     assert get_ledger().resolve("r1") is None
     again = api_root.post(
         url("default", "admit/"), {"request_id": "r1", "payload": "p"}, format="json"
     )
     assert again.status_code == 201
+
+
+@pytest.mark.django_db
+def test_the_token_endpoint_answers_json_when_its_cache_is_full(
+    fresh_redis: RedisServer, settings: Any, django_user_model: Any
+) -> None:
+    # The throttle counts in the default cache: here a django-redis cache on that Redis.
+    settings.CACHES = {
+        "default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": fresh_redis.url}
+    }
+    django_user_model.objects.create_user("worker-7", None, "pw")
+    with full(fresh_redis):
+        response = APIClient().post(
+            "/api/token/", {"username": "worker-7", "password": "pw"}, format="json"
+        )
+    assert response.status_code == 507, response.content[:300]
+    assert error_code(response) == "ledger_out_of_memory"
+    assert "maxmemory" not in response.content.decode()
 
 
 # -- the admin -------------------------------------------------------------------------

@@ -31,6 +31,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"^```python\n(.*?)^```$", README.read_text(), re.M | re.S)
 FIVE_LINES = next(block for block in BLOCKS if "ledger.claim(" in block)
 INSTALL = next(block for block in BLOCKS if "INSTALLED_APPS" in block)
+TASKS_BLOCK = next(block for block in BLOCKS if "TASKS = " in block)
 
 
 class Recorder:
@@ -86,7 +87,7 @@ def readme_settings(namespace: str) -> Iterator[dict[str, Any]]:
 def recorder(readme_settings: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Recorder:
     from django_ledger.conf import get_ledger
 
-    recorder = Recorder(get_ledger("emails"))
+    recorder = Recorder(get_ledger("webhooks"))
     monkeypatch.setattr(django_ledger, "get_ledger", lambda queue="default": recorder)
     return recorder
 
@@ -106,6 +107,24 @@ def test_the_install_block_configures_working_queues(readme_settings: dict[str, 
     assert ledger.admit("a", "1").status is AdmissionStatus.ADMITTED
     record = ledger.resolve("a")
     assert record is not None and record.state is State.PENDING
+
+
+def test_the_five_lines_use_a_raw_queue_no_task_of_the_readme_serves(
+    readme_settings: dict[str, Any],
+) -> None:
+    from django_ledger.services.worker import task_queues
+
+    raw_queue = re.search(r'get_ledger\("([^"]+)"\)', FIVE_LINES)
+    assert raw_queue is not None
+    declared = re.findall(r'queue_name="([^"]+)"', TASKS_BLOCK)
+    task_setting = TASKS_BLOCK.split("\n", 1)[0]
+    scope: dict[str, Any] = {}
+    exec(task_setting, scope)
+    with override_settings(TASKS=scope["TASKS"]):
+        served = task_queues()
+    assert raw_queue.group(1) in readme_settings["QUEUES"]
+    assert raw_queue.group(1) not in served
+    assert declared and set(declared) <= set(served) <= set(readme_settings["QUEUES"])
 
 
 def test_the_five_lines_on_a_fresh_queue_and_again(recorder: Recorder) -> None:

@@ -147,6 +147,20 @@ def test_pause_then_resume_are_kept_in_redis(admin_client: Client, schedules: st
     assert "nightly" not in scheduler.state().paused
 
 
+def next_fire_cells(page: str, key: str) -> list[str]:
+    row = re.search(rf'<tr data-schedule="{key}">(.*?)</tr>', page, re.S)
+    assert row is not None, key
+    return re.findall(r'<td class="ledger-when">([^<]*)</td>', row.group(1))
+
+
+def test_a_paused_schedule_shows_no_next_fire(admin_client: Client, schedules: str) -> None:
+    assert next_fire_cells(admin_client.get(LIST).content.decode(), "nightly")[0] != "-"
+    admin_client.post(action("nightly", "pause"))
+    assert set(next_fire_cells(admin_client.get(LIST).content.decode(), "nightly")) == {"-"}
+    admin_client.post(action("nightly", "resume"))
+    assert next_fire_cells(admin_client.get(LIST).content.decode(), "nightly")[0] != "-"
+
+
 def test_fire_now_admits_one_manual_fire_and_records_it(
     admin_client: Client, schedules: str
 ) -> None:

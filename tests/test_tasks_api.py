@@ -67,3 +67,17 @@ def test_reading_a_result_takes_the_permission_to_read_records(
     assert api_client_for().get(path).status_code == 403
     reader: Any = api_client_for("view")
     assert reader.get(path).status_code == 200
+
+
+def test_a_trailing_slash_is_not_part_of_the_id(api_root: APIClient) -> None:
+    result = tasks.add.enqueue(1, 2)
+    with_slash = api_root.get(url("default", f"results/{result.id}/"))
+    assert with_slash.status_code == 200, with_slash.content
+    assert with_slash.json()["request_id"] == result.id
+    assert api_root.get(url("default", f"results/{result.id}")).json() == with_slash.json()
+    # An id that ends in a slash is read with one more after it.
+    payload = encode_task("tests.tasks_app.tasks.add", [1, 1], {}, {})
+    get_ledger("default").admit("ends-in/", payload)
+    assert api_root.get(url("default", "results/ends-in%2F/")).json()["request_id"] == "ends-in/"
+    missing = api_root.get(url("default", "results/ends-in/"))
+    assert (missing.status_code, error_code(missing)) == (404, "record_not_found")

@@ -29,10 +29,34 @@ def test_the_test_project_passes() -> None:
     assert check_tasks() == []
 
 
-def test_the_check_is_registered_under_the_ledgers_tag() -> None:
+def test_the_check_is_registered() -> None:
+    # Under the ledger's tag, or the task framework's check of each backend (tasks).
     with override_settings(TASKS=tasks_with(QUEUES=["default", "nowhere"])):
-        found = checks.run_checks(tags=["django_ledger"])
+        found = checks.run_checks()
     assert "django_ledger.E060" in ids(found)
+
+
+def test_the_backends_own_check_names_a_queue_missing_from_ledger() -> None:
+    from django_ledger.tasks.compat import task_backends
+
+    with override_settings(TASKS=tasks_with(QUEUES=["default", "nowhere"])):
+        [message] = task_backends["default"].check()
+        # manage.py check runs both the backend's check and the ledger's: said once.
+        found = [m for m in checks.run_checks() if m.id == "django_ledger.E060"]
+    assert message.id == "django_ledger.E060"
+    assert message.obj == "TASKS['default']['QUEUES']" and "'nowhere'" in message.msg
+    assert found == [message]
+
+
+def test_rangefilter_is_needed_only_where_the_admin_is_installed(settings: Any) -> None:
+    from django_ledger.checks import check_rangefilter
+
+    without = [app for app in settings.INSTALLED_APPS if app != "rangefilter"]
+    with override_settings(INSTALLED_APPS=without):
+        assert ids(check_rangefilter()) == ["django_ledger.E040"]
+    no_admin = [app for app in without if app != "django.contrib.admin"]
+    with override_settings(INSTALLED_APPS=no_admin):
+        assert check_rangefilter() == []
 
 
 def test_a_task_queue_missing_from_ledger_is_e060() -> None:

@@ -236,6 +236,20 @@ def test_run_after_becomes_the_due_time_on_the_server_clock(task_namespace: str)
     assert ledger.stats().pending_later == 1
 
 
+@pytest.mark.parametrize("past", [timedelta(hours=-1), "datetime"])
+def test_a_run_after_in_the_past_reads_back_as_enqueued(task_namespace: str, past: Any) -> None:
+    ledger = get_ledger("default")
+    if past == "datetime":
+        past = ms_to_datetime(ledger.server_time_ms() - 3_600_000)
+    result = tasks.add.using(run_after=past).enqueue(1, 2)
+    record = ledger.resolve(result.id)
+    assert record is not None and record.due_at == record.created_at  # due at once
+    read = tasks.add.get_result(result.id)
+    assert result.task.run_after is None
+    assert read.task == result.task
+    assert (read.id, read.enqueued_at, read.args) == (result.id, result.enqueued_at, [1, 2])
+
+
 def test_the_server_clock_decides_not_the_clients(task_namespace: str) -> None:
     ledger = queues.get("default").ledger
     ledger.clock_skew_ms = 2 * 3_600_000  # the server's clock two hours ahead of ours

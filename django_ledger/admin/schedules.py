@@ -127,7 +127,9 @@ class ScheduleAdmin(PagesAdmin):
         for key, config in configs.items():
             if not self.can_see(request, config):
                 continue
-            following = config.timing.next_after(state.now_ms // 1000)
+            # A paused or disabled schedule fires nothing: no next fire to show.
+            firing = config.enabled and key not in state.paused
+            following = config.timing.next_after(state.now_ms // 1000) if firing else None
             rows.append(
                 {
                     "key": key,
@@ -312,8 +314,10 @@ def _running_row(key: str, entries: list[Running], state: Snapshot) -> dict[str,
         "task": entry.task,
         "words": words,
         "state": _state_text(key, entry.enabled, state),
-        "next_utc": _utc(following if entry.enabled else None),
-        "next_local": _local(following if entry.enabled else None, zone),
+        "next_utc": _utc(following if entry.enabled and key not in state.paused else None),
+        "next_local": _local(
+            following if entry.enabled and key not in state.paused else None, zone
+        ),
         "nodes": sorted({e.node for e in entries}),
         "known": False,
     }

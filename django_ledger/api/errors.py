@@ -7,10 +7,18 @@ people, ``details`` is an object, a list or null.
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
+import redis
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import (
+    RequestDataTooBig,
+    SuspiciousOperation,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -20,6 +28,8 @@ from ..core.errors import CorruptRecord, LedgerError, LedgerUnavailable
 from .conf import api_settings
 
 __all__ = ["ApiError", "error_body", "exception_handler"]
+
+logger = logging.getLogger("django_ledger.api")
 
 
 class ApiError(exceptions.APIException):
@@ -60,7 +70,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
 
 def _translate(exc: Exception) -> Exception:
-    if isinstance(exc, LedgerUnavailable):
+    if isinstance(exc, LedgerUnavailable | redis.ConnectionError | redis.TimeoutError):
         return ApiError(
             503,
             "ledger_unavailable",
@@ -74,8 +84,32 @@ def _translate(exc: Exception) -> Exception:
             f"The stored record of {exc.request_id!r} is corrupt; repair will quarantine it.",
             {"request_id": exc.request_id, "reason": exc.reason},
         )
-    if isinstance(exc, LedgerError):
-        return ApiError(500, "ledger_error", str(exc))
+    if isinstance(exc, LedgerError | redis.RedisError):
+        # What Redis said names scripts, lines and settings: for the log, not the client.
+        if isinstance(exc, redis.exceptions.OutOfMemoryError) or isinstance(
+            exc.__cause__, redis.exceptions.OutOfMemoryError
+        ):
+            logger.warning("Redis is out of memory: %s", exc)
+            return ApiError(
+                507,
+                "ledger_out_of_memory",
+                "Redis is out of memory and refuses writes; nothing was written. Retry later.",
+                wait=api_settings.full_retry_after,
+            )
+        logger.error("Redis refused a call of the API", exc_info=exc)
+        return ApiError(
+            500, "ledger_error", "Redis refused the call; nothing is known to be written."
+        )
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        return ApiError(
+            400,
+            "too_many_fields",
+            "The request has more query parameters or form fields than the server reads.",
+        )
+    if isinstance(exc, RequestDataTooBig):
+        return ApiError(413, "body_too_large", "The request body is larger than the server reads.")
+    if isinstance(exc, SuspiciousOperation):
+        return ApiError(400, "bad_request", "The request cannot be read.")
     if isinstance(exc, Http404):
         return ApiError(404, "not_found", "Not found.")
     if isinstance(exc, DjangoPermissionDenied):

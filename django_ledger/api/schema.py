@@ -14,10 +14,12 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
+from drf_spectacular.plumbing import is_list_serializer
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from drf_spectacular.utils import extend_schema as spectacular_extend_schema
+from rest_framework import serializers
 
 from .serializers import ErrorSerializer
 
@@ -33,6 +35,46 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class AutoSchema(SpectacularAutoSchema):
+    """drf-spectacular's ``AutoSchema``, with what every ledger operation answers.
+
+    Every operation negotiates its answer (406 when ``Accept`` excludes JSON); one that
+    takes a body refuses another media type (415) and a body larger than it accepts
+    (413). What the server refuses blank or empty is documented so (``minLength``,
+    ``minItems``), whatever ``SPECTACULAR_SETTINGS`` says.
+    """
+
+    def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        operation: dict[str, Any] | None = super().get_operation(*args, **kwargs)
+        if operation is None:
+            return None
+        responses: dict[str, Any] = operation.setdefault("responses", {})
+        statuses = [406]
+        if "requestBody" in operation:
+            statuses += [413, 415]
+        for status, response in refusals(*statuses).items():
+            if str(status) not in responses:
+                responses[str(status)] = self._get_response_for_code(response, str(status))  # type: ignore[no-untyped-call]
+        operation["responses"] = dict(sorted(responses.items()))
+        return operation
+
+    def _map_serializer_field(
+        self, field: Any, direction: str, bypass_extensions: bool = False
+    ) -> dict[str, Any]:
+        schema: dict[str, Any] = super()._map_serializer_field(  # type: ignore[no-untyped-call]
+            field, direction, bypass_extensions
+        )
+        if direction != "request" or not isinstance(schema, dict):
+            return schema
+        blank = getattr(field, "allow_blank", True)
+        if isinstance(field, serializers.CharField) and not blank and "enum" not in schema:
+            schema["minLength"] = max(schema.get("minLength", 0), 1)
+        listed = is_list_serializer(field) or isinstance(field, serializers.ListField)
+        if listed and not field.allow_empty and schema.get("type") == "array":
+            schema["minItems"] = max(schema.get("minItems", 0), 1)
+        return schema
 
 
 def extend_schema(**kwargs: Any) -> Callable[[F], F]:
@@ -113,6 +155,7 @@ _MEANINGS = {
     401: "Not authenticated.",
     403: "No permission for this action.",
     404: "Unknown queue, or not found.",
+    406: "The Accept header excludes JSON.",
     409: "Conflict (error.code says why).",
     413: "Too large.",
     415: "The body is not application/json.",

@@ -94,6 +94,19 @@ class TextField(serializers.CharField):
         return data
 
 
+class RequestIdField(TextField):
+    """A request id: the ledger judges it, an empty one included (``id_empty``).
+
+    An empty id thus answers the same code wherever it is sent (the body, the
+    ``Idempotency-Key`` header, a batch item); the schema still says ``minLength: 1``.
+    """
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        if data == "":
+            return ""  # not DRF's "blank": the ledger refuses it as id_empty
+        return super().run_validation(data)
+
+
 def seconds(*, positive: bool = False, **kwargs: Any) -> serializers.FloatField:
     """A duration in seconds, as the ledger takes it (at most about 100 years)."""
     return serializers.FloatField(
@@ -278,7 +291,7 @@ class ErrorSerializer(serializers.Serializer[Any]):
 
 
 class AdmitSerializer(serializers.Serializer[Any]):
-    request_id = TextField(
+    request_id = RequestIdField(
         required=False,
         help_text="The request's stable id; or send it as the Idempotency-Key header.",
     )
@@ -295,7 +308,7 @@ class AdmitSerializer(serializers.Serializer[Any]):
 
 
 class AdmitItemSerializer(AdmitSerializer):
-    request_id = TextField()
+    request_id = RequestIdField()
 
 
 class AdmitBatchSerializer(serializers.Serializer[Any]):

@@ -6,7 +6,9 @@ from ``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]``, read on every call (so
 ``override_settings`` works), else from ``THROTTLE_DEFAULTS`` (``ledger.token``:
 10 a minute); a scope without a rate, or whose rate is ``None``, is not throttled.
 Counts are kept per user (per client address when no user is signed in) in Django's
-default cache, as DRF's ``ScopedRateThrottle`` keeps them.
+default cache, as DRF's ``ScopedRateThrottle`` keeps them. The client address is the
+peer's (``REMOTE_ADDR``) unless ``REST_FRAMEWORK["NUM_PROXIES"]`` says how many proxies
+stand in front: a client cannot pick its own address with ``X-Forwarded-For``.
 """
 
 from __future__ import annotations
@@ -36,3 +38,14 @@ class LedgerScopedThrottle(ScopedRateThrottle):
             return True
         self.num_requests, self.duration = self.parse_rate(self.rate)
         return SimpleRateThrottle.allow_request(self, request, view)
+
+    def get_ident(self, request: Request) -> str:
+        """Return the client's address: the peer's, unless proxies are configured.
+
+        DRF trusts the whole ``X-Forwarded-For`` header when ``NUM_PROXIES`` is unset,
+        so a client sending a new header with every call would never be counted twice.
+        """
+        if drf_settings.NUM_PROXIES is None:
+            return str(request.META.get("REMOTE_ADDR") or "")
+        ident: str = super().get_ident(request)
+        return ident

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.urls import URLPattern, path, register_converter
+from django.urls import URLPattern, path, re_path, register_converter
 
 from .views import (
     AdmissionViewSet,
@@ -65,8 +65,10 @@ urlpatterns: list[URLPattern] = [
         name="record",
     ),
     path(Q + "resolve/", RecordViewSet.as_view({"get": "resolve"}), name="resolve"),
-    path(
-        Q + "results/<ledger_request_id:request_id>",
+    # results/{id}/ as every other path; the slash is optional, never part of the id
+    # (an id that ends in "/" is read with the slash after it: results/a%2F/).
+    re_path(
+        r"^queues/(?P<queue>[^/]+)/results/(?P<request_id>[\s\S]+?)/?$",
         TaskResultViewSet.as_view({"get": "retrieve"}),
         name="task-result",
     ),

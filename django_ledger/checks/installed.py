@@ -30,14 +30,19 @@ DOCS_ASSETS_APP = "drf_spectacular_sidecar"
 def check_rangefilter(
     app_configs: Sequence[Any] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """The admin's date-range filters need ``rangefilter`` in ``INSTALLED_APPS``."""
-    if apps.is_installed("rangefilter"):
+    """The admin's date-range filters need ``rangefilter`` in ``INSTALLED_APPS``.
+
+    Only where the admin is installed: a project without it (a worker's settings, an
+    API-only service) shows no ledger admin page, so needs no filter of one.
+    """
+    if apps.is_installed("rangefilter") or not apps.is_installed("django.contrib.admin"):
         return []
     return [
         _error(
             40,
             "'rangefilter' is not in INSTALLED_APPS; the ledger admin's date-range filters need it.",
-            "Add 'rangefilter' (from django-admin-rangefilter) to INSTALLED_APPS.",
+            "Add 'rangefilter' (from django-admin-rangefilter) to INSTALLED_APPS, or leave "
+            "'django.contrib.admin' out of a project that shows no admin.",
             "INSTALLED_APPS",
         )
     ]

@@ -27,7 +27,7 @@ from ..tasks.options import (
 from .base import error as _error
 from .base import imported
 
-__all__ = ["check_outbox", "check_tasks"]
+__all__ = ["check_backend", "check_outbox", "check_tasks", "check_tasks_once"]
 
 _KNOWN_OPTIONS = {**BACKEND_OPTION_DEFAULTS, **TRANSACTION_OPTION_DEFAULTS}
 
@@ -37,10 +37,38 @@ BACKEND_PATHS = frozenset(
 )
 
 
-def check_tasks(
+def check_backend(alias: str, params: dict[str, Any]) -> list[checks.CheckMessage]:
+    """Check one ``LedgerBackend`` of ``TASKS``: what its own ``check()`` answers."""
+    return list(_check_backend(f"TASKS[{alias!r}]", params, _ledger_queues()))
+
+
+def check_tasks_once(
     app_configs: Sequence[Any] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """Check every ``LedgerBackend`` of ``TASKS`` and the task options of every queue."""
+    """``check_tasks``, leaving each backend to its own ``check()`` where Django runs it.
+
+    The task framework's check runs every backend's ``check()``, which answers the same
+    messages: so ``manage.py check`` says each once.
+    """
+    return check_tasks(app_configs, backends=not _framework_checks_backends(), **kwargs)
+
+
+def _framework_checks_backends() -> bool:
+    """Whether the task framework's own check (each backend's ``check()``) is registered."""
+    registered = checks.registry.registry.get_checks(include_deployment_checks=True)
+    return any(
+        getattr(check, "__module__", "") in ("django.tasks.checks", "django_tasks.checks")
+        for check in registered
+    )
+
+
+def check_tasks(
+    app_configs: Sequence[Any] | None = None, *, backends: bool = True, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Check every ``LedgerBackend`` of ``TASKS`` and the task options of every queue.
+
+    ``backends=False`` leaves out what each backend's own ``check()`` answers.
+    """
     queues = _ledger_queues()
     errors: list[checks.CheckMessage] = list(_check_queue_options(queues))
     tasks = getattr(settings, "TASKS", None)
@@ -54,7 +82,8 @@ def check_tasks(
         if missing is not None:
             errors.append(_error(64, missing, "pip install 'django-ledger[tasks]'.", where))
             continue
-        errors += _check_backend(where, params, queues)
+        if backends:
+            errors += _check_backend(where, params, queues)
     if (
         errors
         or django.VERSION >= (6, 0)

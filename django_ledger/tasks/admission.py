@@ -189,6 +189,12 @@ def admitted(
         if later is None:
             later = made[("task", due_at)] = replace(task, run_after=instant(due_at))
         object.__setattr__(result, "task", later)
+    elif task.run_after is not None:
+        # Due at once (a run_after already past): read back as get_result reads it.
+        now = made.get(("now", id(task)))
+        if now is None:
+            now = made[("now", id(task))] = replace(task, run_after=None)
+        object.__setattr__(result, "task", now)
     if enqueued_heard():
         task_enqueued.send(sender, task_result=result)
 

@@ -124,8 +124,10 @@ class LedgerBackend(BaseTaskBackend):
         return options.mode == "on_commit" or outbox_ready(options.database)
 
     def check(self, **kwargs: Any) -> list[Any]:
-        """Nothing here: ``django_ledger``'s own checks (``checks/tasks.py``) cover it."""
-        return []
+        """This backend's system checks: its queues and options (``checks/tasks.py``)."""
+        from ..checks.tasks import check_backend
+
+        return check_backend(self.alias, {"QUEUES": self.queue_order, "OPTIONS": self.options})
 
     # -- validation -------------------------------------------------------------------
 

@@ -102,11 +102,21 @@ class LedgerViewSet(LedgerAPIView, viewsets.ViewSet):
 
     @property
     def ledger_action(self) -> str | None:
-        return self.action_rules.get(self.action or "", (None, "read"))[0]
+        return self._rule[0]
 
     @property
     def throttle_scope(self) -> str:
-        return THROTTLE_SCOPES[self.action_rules.get(self.action or "", (None, "read"))[1]]
+        return THROTTLE_SCOPES[self._rule[1]]
+
+    @property
+    def _rule(self) -> tuple[str | None, str]:
+        # OPTIONS (DRF's action "metadata") describes the route's own actions, so it
+        # needs what they need: else it would tell anyone which queues exist.
+        actions = [self.action or ""]
+        if self.action == "metadata":
+            actions = list(getattr(self, "action_map", {}).values())
+        rules = [self.action_rules[a] for a in actions if a in self.action_rules]
+        return rules[0] if rules else (None, "read")
 
     @cached_property
     def ledger(self) -> Ledger:

@@ -113,7 +113,12 @@ class RecordViewSet(LedgerViewSet):
             QUEUE,
             OpenApiParameter(
                 "ids",
-                {"type": "array", "items": {"type": "string"}, "maxItems": MAX_BATCH},
+                {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1},
+                    "minItems": 1,
+                    "maxItems": MAX_BATCH,
+                },
                 required=True,
                 explode=True,
                 style="form",

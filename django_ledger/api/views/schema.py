@@ -8,6 +8,7 @@ document, 401 with ``WWW-Authenticate: Token``). The page's Swagger UI comes fro
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from django.http import HttpResponse
@@ -31,8 +32,26 @@ __all__ = ["SIDECAR", "DocsView", "SchemaView"]
 SIDECAR = "drf_spectacular_sidecar/swagger-ui-dist/"
 
 
+def package_version() -> str:
+    """Return the installed django-ledger's version (the schema's ``info.version``)."""
+    try:
+        return version("django-ledger")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
 class SchemaView(LedgerAPIView, SpectacularAPIView):
     """The OpenAPI schema, for signed-in users, left out of itself whatever the settings."""
+
+    # The API's own title and version, whatever SPECTACULAR_SETTINGS says.
+    custom_settings = {
+        "TITLE": "django-ledger API",
+        "DESCRIPTION": (
+            "Admit, claim, renew and settle requests on the django-ledger delivery ledger "
+            "(docs/api.md)."
+        ),
+        "VERSION": package_version(),
+    }
 
     renderer_classes = [
         OpenApiYamlRenderer,

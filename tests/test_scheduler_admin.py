@@ -150,7 +150,7 @@ def test_pause_then_resume_are_kept_in_redis(admin_client: Client, schedules: st
 def next_fire_cells(page: str, key: str) -> list[str]:
     row = re.search(rf'<tr data-schedule="{key}">(.*?)</tr>', page, re.S)
     assert row is not None, key
-    return re.findall(r'<td class="ledger-when">([^<]*)</td>', row.group(1))
+    return re.findall(r'<span class="ledger-when">([^<]*)</span>', row.group(1))
 
 
 def test_a_paused_schedule_shows_no_next_fire(admin_client: Client, schedules: str) -> None:

@@ -104,3 +104,33 @@ def test_pause_and_fire_now_from_the_schedules_page(
 
     page.click("#dispatches a")  # the record the manual fire admitted
     assert "schedule:nightly-report:manual:" in page.inner_text("#content")
+
+
+def test_the_schedules_page_fits_a_1280_px_screen(
+    live_server: Any, django_user_model: Any, schedules: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    scheduler.Scheduler("node-a").tick()
+    django_user_model.objects.create_superuser("operator", "operator@example.com", PASSWORD)
+    executable = CHROMIUM if os.access(CHROMIUM, os.X_OK) else shutil.which("chromium")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=executable,
+            headless=True,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+            page.goto(f"{live_server.url}/admin/login/?next=/admin/django_ledger/schedule/")
+            page.fill("#id_username", "operator")
+            page.fill("#id_password", PASSWORD)
+            page.click("input[type=submit]")
+            page.wait_for_selector("#schedules")
+            # Nothing wider than the screen: no sideways scrolling to read a schedule.
+            width = page.evaluate("document.documentElement.scrollWidth")
+            table = page.evaluate(
+                "document.querySelector('#schedules').getBoundingClientRect().right"
+            )
+        finally:
+            browser.close()
+    assert width <= 1280 and table <= 1280, (width, table)

@@ -209,3 +209,22 @@ def test_every_ledger_page_writes_breadcrumbs_as_this_djangos_admin_does(
         response = admin_client.get(page)
         assert response.status_code == 200, page
         assert crumbs_markup(response.content.decode()) == stock, page
+
+
+def test_each_chart_has_a_legend_of_its_own_series(
+    admin_client: Client, admin_ledger: Ledger
+) -> None:
+    text = admin_client.get(HEALTH).content.decode()
+
+    def legend(chart: str) -> list[str]:
+        found = re.search(rf'id="{chart}".*?<p class="ledger-legend">(.*?)</p>', text, re.S)
+        assert found is not None, chart
+        return [
+            html.unescape(name) for name in re.findall(r"&#9632; ([^<]+)</span>", found.group(1))
+        ]
+
+    assert legend("chart-throughput") == ["completed", "failed"]
+    assert legend("chart-run") == legend("chart-wait") == ["p50", "p95"]
+    # No legend outside a chart speaks for several of them at once.
+    over_time = text.split('id="over-time"', 1)[1].split('class="ledger-chart"', 1)[0]
+    assert "ledger-legend" not in over_time

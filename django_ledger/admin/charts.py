@@ -144,7 +144,8 @@ def throughput_chart(series: Series) -> SafeString:
     rows = [
         [label, str(d), str(f)] for label, d, f in zip(labels, done, failed, strict=True) if d or f
     ]
-    return _figure("chart-throughput", title, svg, ["Time", "Completed", "Failed"], rows)
+    legend = _legend((("done", "completed"), ("failed", "failed")))
+    return _figure("chart-throughput", title, svg, ["Time", "Completed", "Failed"], rows, legend)
 
 
 #: The depth chart's lines: CSS class, what the legend and the table call it.
@@ -228,7 +229,16 @@ def line_chart(series: Series, kind: str) -> SafeString:
         for label, a, b in zip(labels, p50, p95, strict=True)
         if a is not None
     ]
-    return _figure(f"chart-{kind}", title, svg, ["Time", "p50", "p95"], rows)
+    legend = _legend((("p50", "p50"), ("p95", "p95")))
+    return _figure(f"chart-{kind}", title, svg, ["Time", "p50", "p95"], rows, legend)
+
+
+def _legend(series: Sequence[tuple[str, str]]) -> SafeString:
+    """A chart's own legend: a coloured square and a name for each of its series."""
+    return format_html(
+        '<p class="ledger-legend">{}</p>',
+        format_html_join(" · ", '<span class="{}">&#9632; {}</span>', series),
+    )
 
 
 def sparkline(series: Series) -> SafeString:

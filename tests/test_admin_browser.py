@@ -355,6 +355,16 @@ def test_the_records_list_and_the_workers_page_fit_1280_px(
     for heading in ("Lease until", "Updated at"):
         cell = page.locator("#result_list thead th", has_text=heading).bounding_box()
         assert cell is not None and cell["x"] + cell["width"] <= 1280, heading
+    # The claimed records alone: each row's owner and lease are filled in.
+    page.goto(f"{live_server.url}/admin/django_ledger/record/?state=CLAIMED")
+    page.wait_for_selector("#result_list")
+    assert page.locator("#result_list tbody tr").count() >= 1
+    assert_fits(page, "claimed records")
+    for heading in ("Lease until", "Updated at"):
+        cell = page.locator("#result_list thead th", has_text=heading).bounding_box()
+        assert cell is not None and cell["x"] + cell["width"] <= 1280, heading
+    last = page.locator("#result_list tbody tr td:last-child").first.bounding_box()
+    assert last is not None and last["x"] + last["width"] <= 1280
 
     page.goto(f"{live_server.url}/admin/django_ledger/worker/")
     page.wait_for_selector("#workers")

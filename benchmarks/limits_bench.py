@@ -35,6 +35,15 @@ by kind of limit (none binds): what each part of the limits costs the server.
 ``--pairs N`` runs only the worker drains of ``plain`` and ``limited``, back to back N
 times (the order alternating), for a ratio of each pair under the same load.
 
+``--after-old-keys N`` runs only the drain of new keys after old ones: a ``ledger_worker``
+on ``keyed`` (its limits per key, none binding) runs N tasks of N distinct keys, then
+``--new-keys`` tasks (default 2,000) of keys it has never seen, timed from their admission
+to the last one done; against the same drain on a fresh queue (same worker start, one
+warm-up task each), the order alternating each round. It prints the ratio (after old keys
+/ fresh, 1.0: as fast), and the bytes of limits state (the limits hash and the keyed pool,
+``MEMORY USAGE``) per old key after the drain: with the old tasks' records still kept (each
+keeps its request's key until it is purged), and after they are purged.
+
 The machine may be shared: prefer the ratios, printed against ``plain`` of the same
 rounds.
 """
@@ -248,6 +257,123 @@ def worker_pairs(url: str, client: Any, pairs: int, tasks: int, logs: Path) -> i
     return 0
 
 
+def _admit_keys(ledger: Any, prefix: str, n: int) -> None:
+    """Admit ``n`` tasks, each of a key of its own."""
+    ledger.admit_many(
+        (f"{prefix}{i:07d}", json.dumps({"args": [], "kwargs": {"tenant_id": f"{prefix}{i}"}}))
+        for i in range(n)
+    )
+
+
+def _wait_completed(client: Any, key: str, n: int, what: str) -> None:
+    deadline = time.monotonic() + 600
+    while client.zcard(key) < n:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the worker did not complete {what}")
+        time.sleep(0.002)
+
+
+def drain_after_old_keys(
+    url: str, client: Any, old: int, new: int, logs: Path
+) -> tuple[float, int, int, int]:
+    """One worker drain of ``new`` tasks of new keys after ``old`` tasks of other keys (0:
+    a fresh queue): answer tasks a second from their admission to the last done, the
+    bytes of limits state after it, with the old records kept and after their purge, and
+    how many old keys still hold some of it."""
+    from datetime import timedelta
+
+    from django_ledger import Ledger
+
+    client.flushall()
+    ledger = _ledger(client, "bench", "keyed")
+    completed = "{bench:keyed}:completed"
+    env = {
+        **os.environ,
+        "REDIS_URL": url,
+        "LEDGER_NAMESPACE": "bench",
+        "DJANGO_SETTINGS_MODULE": "benchmarks.limits_bench_settings",
+        "PYTHONPATH": str(ROOT),
+    }
+    with (logs / "keyed-old-keys.log").open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "ledger_worker", "keyed", "-v", "0", "--no-repair"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            _admit_keys(ledger, "warm", 1)  # the worker is up and claiming
+            _wait_completed(client, completed, 1, "the warm-up task")
+            if old:
+                _admit_keys(ledger, "old", old)
+                _wait_completed(client, completed, 1 + old, f"{old} old tasks")
+            began = time.perf_counter()
+            _admit_keys(ledger, "new", new)
+            _wait_completed(client, completed, 1 + old + new, f"{new} new tasks")
+            rate = new / (time.perf_counter() - began)
+        finally:
+            process.terminate()
+            process.wait(30)
+    keys = (ledger.runner.keys[11], ledger.runner.keys[13])
+
+    def state() -> int:
+        return sum(client.memory_usage(k, samples=0) or 0 for k in keys)
+
+    kept = state()
+    purger = Ledger(client, "bench", "keyed", retention=timedelta(0), max_records=10_000_000)
+    cursor = purger.repair("0", 1000)
+    while cursor != "0":
+        cursor = purger.repair(cursor, 1000)
+    # The old keys that still hold anything: a limits field or a pool entry naming them.
+    named = [f for f in client.hkeys(keys[0]) if b"old" in f]
+    named += [m for m in client.zrange(keys[1], 0, -1) if b"old" in m]
+    return rate, kept, state(), len({bytes(c for c in n if 48 <= c <= 57) for n in named})
+
+
+def old_keys_rounds(url: str, client: Any, rounds: int, old: int, new: int, logs: Path) -> int:
+    """``--after-old-keys``: rounds of a fresh drain and one after ``old`` keys, alternating."""
+    ratios: list[float] = []
+    rates: dict[str, list[float]] = {"fresh": [], "old": []}
+    kept: list[float] = []
+    purged: list[float] = []
+    holding: list[int] = []
+    for number in range(rounds):
+        order = ("fresh", "old") if number % 2 == 0 else ("old", "fresh")
+        got: dict[str, float] = {}
+        states: dict[str, tuple[int, int]] = {}
+        for kind in order:
+            rate, state_kept, state_purged, left = drain_after_old_keys(
+                url, client, old if kind == "old" else 0, new, logs
+            )
+            got[kind] = rate
+            rates[kind].append(rate)
+            states[kind] = (state_kept, state_purged)
+            if kind == "old":
+                holding.append(left)
+        # The state the old keys left: beyond the fresh queue's, which saw the same new keys.
+        kept.append((states["old"][0] - states["fresh"][0]) / old)
+        purged.append((states["old"][1] - states["fresh"][1]) / old)
+        ratios.append(got["old"] / got["fresh"])
+        print(
+            f"  round {number + 1:2} fresh {got['fresh']:6.0f}  after {old:,} keys "
+            f"{got['old']:6.0f} tasks/s  x{ratios[-1]:.3f}   limits state per old key: "
+            f"{kept[-1]:.1f} B (records kept), {purged[-1]:.1f} B (purged); old keys "
+            f"holding any: {holding[-1]}",
+            flush=True,
+        )
+    print(
+        f"\nnew keys' drain after {old:,} old keys / fresh: median x{statistics.median(ratios):.3f}"
+        f" (min {min(ratios):.3f}); fresh {statistics.median(rates['fresh']):.0f}, after old "
+        f"{statistics.median(rates['old']):.0f} tasks/s (medians)\n"
+        f"limits state per old key after the drain: {statistics.median(kept):.1f} B with "
+        f"the old records kept, {statistics.median(purged):.1f} B once they are purged "
+        f"(beyond a fresh queue's after the same new keys); old keys still holding any: "
+        f"{max(holding)} of {old:,} at most"
+    )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -264,6 +390,14 @@ def main() -> int:
         help="only worker drains: N rounds of plain and limited back to back (the order "
         "alternating), and the median of the per-round ratios",
     )
+    parser.add_argument(
+        "--after-old-keys",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only the drain of new keys after N old keys against a fresh queue's",
+    )
+    parser.add_argument("--new-keys", type=int, default=2000)
     args = parser.parse_args()
 
     from tests.redis_server import RedisServer
@@ -284,6 +418,10 @@ def main() -> int:
         )
         if args.pairs:
             return worker_pairs(server.url, client, args.pairs, args.tasks, logs)
+        if args.after_old_keys:
+            return old_keys_rounds(
+                server.url, client, args.rounds, args.after_old_keys, args.new_keys, logs
+            )
         rates: dict[tuple[str, str], list[float]] = {}
         for round_number in range(0 if args.server_time_only else args.rounds):
             turn = round_number % len(QUEUES)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from django.contrib.admin.models import LogEntry
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Group, Permission
 from django.test import Client
 
 from django_ledger.conf import get_ledger
@@ -36,7 +36,7 @@ def limited(namespace: str, settings: Any) -> Ledger:
 def login_as(django_user_model: Any) -> Callable[..., Client]:
     made = 0
 
-    def build(*codenames: str) -> Client:
+    def build(*codenames: str, groups: tuple[str, ...] = ()) -> Client:
         nonlocal made
         made += 1
         user = django_user_model(username=f"user{made}", is_staff=True)
@@ -47,6 +47,8 @@ def login_as(django_user_model: Any) -> Callable[..., Client]:
                 content_type__app_label="django_ledger", codename__in=codenames
             )
         )
+        for name in groups:
+            user.groups.add(Group.objects.get_or_create(name=name)[0])
         client = Client()
         client.force_login(user)
         return client
@@ -108,3 +110,40 @@ def test_the_page_lists_the_keys_with_limits_of_their_own(
     row = '<td>export</td><td>the queue\'s</td><td class="num">1</td><td>operator</td>'
     assert row in text
     assert f"<td>mail</td><td>{Rate(5, 1000, 5)}</td>" in text
+
+
+@pytest.mark.parametrize("rate", [f"{2**63}/1", f"1/1/{2**63}", f"{2**53 + 1}/1", "1/31622401"])
+def test_a_limit_out_of_bounds_says_why_and_the_page_still_reads(
+    limited: Ledger, login_as: Callable[..., Client], rate: str
+) -> None:
+    operator = login_as("view_queue", "limit_queue")
+    response = operator.post(CHANGE, {"rate": rate}, follow=True)
+    assert response.status_code == 200
+    assert "The limits did not change" in response.content.decode()
+    assert limited.limits().limits == Limits(None, 2, "kwargs.tenant_id")
+    assert not LogEntry.objects.exists()
+    assert operator.get(PAGE).status_code == 200
+
+
+def test_another_teams_queue_answers_as_a_missing_one(
+    namespace: str, settings: Any, login_as: Callable[..., Client]
+) -> None:
+    settings.LEDGER = {
+        **settings.LEDGER,
+        "NAMESPACE": namespace,
+        "QUEUES": {"default": {}, "reports": {"GROUPS": ["ops"]}},
+    }
+    outsider = login_as("view_queue", "limit_queue")
+    theirs = outsider.post("/admin/django_ledger/queue/reports/limits/", {"concurrency": "5"})
+    missing = outsider.post("/admin/django_ledger/queue/nope/limits/", {"concurrency": "5"})
+    assert theirs.status_code == missing.status_code == 404
+    assert get_ledger("reports").limits().limits == Limits()
+    # A member of the team may change them.
+    with_group = login_as("view_queue", "limit_queue", groups=("ops",))
+    assert (
+        with_group.post(
+            "/admin/django_ledger/queue/reports/limits/", {"concurrency": "5"}
+        ).status_code
+        == 302
+    )
+    assert get_ledger("reports").limits().limits == Limits(None, 5)

@@ -92,3 +92,53 @@ def test_reading_lists_the_keys_with_limits_of_their_own(
     assert body["key_limits"] == [
         {"key": "shop.tasks.export", "rate": None, "concurrency": 1, "set_by": "settings"}
     ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"rate": f"{2**63}/1"},
+        {"rate": f"1/1/{2**63}"},
+        {"rate": f"{2**53 + 1}/1"},
+        {"rate": "1000000001/1"},
+        {"rate": "1/31622401"},
+        {"rate": "1/0.0004"},
+        {"rate": "5/1", "concurrency": 2**63},
+        {"rate": "9" * 39 + "/1"},
+    ],
+)
+def test_a_limit_out_of_bounds_is_400_and_every_reader_still_reads(
+    limited: Ledger, api_client_for: Callable[..., APIClient], body: dict[str, Any]
+) -> None:
+    client = api_client_for("view_queue", "limit")
+    response = post_json(client, CHANGE, body)
+    assert response.status_code == 400 and error_code(response) == "invalid", response.content
+    assert limited.limits().limits == Limits(Rate(5, 1000, 5), 2)
+    assert limited.limits().source == "settings"
+    read = client.get(LIMITS)
+    assert read.status_code == 200 and read.json()["rate"]["limit"] == 5
+
+
+def test_the_largest_limits_are_stored_exactly(
+    limited: Ledger, api_client_for: Callable[..., APIClient]
+) -> None:
+    body = {"rate": "1000000000/31622400/1000000000", "concurrency": 1_000_000_000}
+    client = api_client_for("view_queue", "limit")
+    assert post_json(client, CHANGE, body).status_code == 200
+    read = client.get(LIMITS).json()
+    assert read["rate"] == {"limit": 10**9, "period_ms": 31_622_400_000, "burst": 10**9}
+    assert read["concurrency"] == 10**9
+
+
+def test_a_change_answers_the_use_only_to_who_may_read_it(
+    limited: Ledger, api_client_for: Callable[..., APIClient]
+) -> None:
+    response = post_json(api_client_for("limit"), CHANGE, {"concurrency": 3})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["concurrency"] == 3 and body["rate"]["limit"] == 5
+    assert body["set_by"] == "operator"
+    for figure in ("tokens_left", "slots_taken", "due_now", "held", "keys_waiting", "keys"):
+        assert figure not in body
+    seen = post_json(api_client_for("view_queue", "limit"), CHANGE, {"concurrency": 3}).json()
+    assert seen["slots_taken"] == 2 and seen["due_now"] == 4

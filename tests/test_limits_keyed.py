@@ -11,7 +11,7 @@ import json
 import pytest
 import redis
 
-from django_ledger import Ledger, State
+from django_ledger import Claim, Ledger, State
 from django_ledger.core.limits import Limits, Rate, key_of
 
 pytest_plugins = ["tests.ledger_fixtures"]
@@ -171,3 +171,102 @@ def test_a_turn_of_held_keys_does_not_spin_and_moves_on(
         if got:
             break
     assert calls[-1] == ["fresh-00000"] and len(calls) <= 3
+
+
+KEY = "kwargs.tenant_id"
+
+
+def drain(ledger: Ledger) -> int:
+    """Claim and complete until a claim answers nothing; answer how many ran."""
+    done = 0
+    while claims := ledger.claim_many("w", 8):
+        done += len(claims)
+        ledger.settle_many([(c, State.COMPLETED, 0) for c in claims])
+    return done
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        pytest.param(Limits(concurrency=2, key=KEY), id="concurrency"),
+        pytest.param(Limits(Rate(1000, 1000, 1000), None, KEY), id="rate"),
+        pytest.param(Limits(key=KEY), id="fair-share"),
+    ],
+)
+def test_new_keys_are_claimed_at_once_after_many_old_keys(ledger: Ledger, limits: Limits) -> None:
+    ledger.set_limits(limits)
+    for k in range(400):
+        admit(ledger, f"old{k}", 1)
+    assert drain(ledger) == 400
+    for k in range(24):
+        admit(ledger, f"new{k}", 1)
+    # As from a fresh queue: every call claims a full batch, none answers "nothing due".
+    calls = [ledger.claim_many("w", 8) for _ in range(3)]
+    assert [len(c) for c in calls] == [8, 8, 8]
+    assert not ledger.claim_many("w", 8)
+
+
+def test_a_call_that_only_drops_stale_turns_asks_to_be_called_again(
+    ledger: Ledger, redis_client: redis.Redis
+) -> None:
+    # Turns left by an older version (keys with nothing due): a call that spends its
+    # budget dropping them says "look again now", so a worker does not sleep on due work.
+    ledger.set_limits(Limits(concurrency=2, key=KEY))
+    pool, limits_key = ledger.runner.keys[13], ledger.runner.keys[11]
+    stale = {f"r{n:016d}gone{n}": 0 for n in range(1, 301)}
+    redis_client.zadd(pool, stale)
+    redis_client.hset(limits_key, mapping={f"Rgone{n}": f"{n:016d}" for n in range(1, 301)})
+    redis_client.hset(limits_key, "turn", 300)
+    admit(ledger, "fresh", 1)  # its turn is behind the 300 stale ones
+    answers = []
+    for _ in range(6):
+        got = ledger.claim_many("w", 8)
+        answers.append((len(got), got.due_in_ms))
+        if got:
+            break
+    assert answers[-1][0] == 1
+    assert all(due == 0 for n, due in answers[:-1]), answers
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        pytest.param(Limits(Rate(5, 1000, 5), 2, KEY), id="both"),
+        pytest.param(Limits(None, 1, KEY), id="concurrency"),
+    ],
+)
+def test_old_keys_leave_no_limits_state_behind(
+    ledger: Ledger, redis_client: redis.Redis, limits: Limits
+) -> None:
+    ledger.set_limits(limits)
+    pool, limits_key = ledger.runner.keys[13], ledger.runner.keys[11]
+    for k in range(300):
+        admit(ledger, f"old{k}", 1)
+    assert drain(ledger) == 300
+    ledger.clock_skew_ms += 2000  # every bucket full again
+    # Each claim call looks at a bounded batch of the keys that left the turns.
+    for _ in range(20):
+        assert not ledger.claim_many("w", 8)
+    fields = [f.decode() if isinstance(f, bytes) else f for f in redis_client.hkeys(limits_key)]
+    per_key = [f for f in fields if f[0] in "TARz" and "old" in f]
+    assert per_key == [], per_key[:5]
+    assert redis_client.zcard(pool) == 0, redis_client.zrange(pool, 0, 4)
+    # What is left per old key is its record's key, which goes with the record.
+    assert len([f for f in fields if f.startswith("@")]) == 300
+
+
+def test_a_key_still_claimed_keeps_its_slot_after_it_leaves_the_turns(
+    ledger: Ledger,
+) -> None:
+    ledger.set_limits(Limits(concurrency=1, key=KEY))
+    for k in range(100):
+        admit(ledger, f"old{k}", 1)
+    running: list[Claim] = []
+    while claims := ledger.claim_many("w", 8, lease=600):
+        running += claims
+    assert len(running) == 100
+    ledger.clock_skew_ms += 5000  # state sweeps come due; the leases run on
+    admit(ledger, "old7", 1, prefix="again")
+    assert not ledger.claim_many("w", 8)  # old7's one slot is still taken
+    ledger.settle_many([(c, State.COMPLETED, 0) for c in running if "old7-" in c.request_id])
+    assert [c.request_id for c in ledger.claim_many("w", 8)] == ["again-00000"]

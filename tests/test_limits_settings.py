@@ -124,3 +124,46 @@ def test_get_ledger_admits_with_each_requests_key(
             assert get_ledger("api").limits().limits == Limits(None, 2, "kwargs.tenant_id")
         finally:
             reset_connections()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--rate", f"{2**63}/1"],
+        ["--rate", f"1/1/{2**53 + 1}"],
+        ["--rate", "1/" + "9" * 400],
+        ["--rate", "1/31622401"],
+        ["--concurrency", str(2**63)],
+        ["--reset", "--rate", f"{2**63}/1"],
+    ],
+)
+def test_the_command_refuses_a_limit_out_of_bounds_and_writes_nothing(
+    redis_server: RedisServer, namespace: str, args: list[str]
+) -> None:
+    with override_settings(LEDGER=config(redis_server.url, namespace, CONCURRENCY=2)):
+        reset_connections()
+        try:
+            get_ledger("api").set_limits(Limits(Rate(4, 1000, 4), 3), source="operator")
+            with pytest.raises(CommandError, match=r"from 1 to|PERIOD"):
+                call_command("ledger_limits", "api", *args, stdout=io.StringIO())
+            use = get_ledger("api").limits()
+            assert use.limits == Limits(Rate(4, 1000, 4), 3) and use.source == "operator"
+            out = io.StringIO()
+            call_command("ledger_limits", "api", stdout=out)
+            assert "rate 4/1s burst 4, concurrency 3" in out.getvalue()
+        finally:
+            reset_connections()
+
+
+@pytest.mark.parametrize(
+    ("make", "part"),
+    [
+        (lambda: Rate(2**63, 1000, 1), "limit"),
+        (lambda: Rate(1, 1000, 2**53 + 1), "burst"),
+        (lambda: Rate(1, 366 * 24 * 3600 * 1000 + 1, 1), "period_ms"),
+        (lambda: Limits(concurrency=10**9 + 1), "concurrency"),
+    ],
+)
+def test_the_core_refuses_a_limit_out_of_bounds(make: Any, part: str) -> None:
+    with pytest.raises(ValueError, match=part):
+        make()

@@ -99,7 +99,8 @@ def _rows(use: LimitUse) -> list[tuple[str, str]]:
 
 def change_view(model_admin: Any, request: HttpRequest, queue: str) -> HttpResponse:
     """POST: change the queue's limits (permission ``limit_queue``); back to its page."""
-    if queue not in ledger_settings.queues:
+    # A queue the user may not see answers as one that does not exist (as the API does).
+    if queue not in ledger_settings.queues or not permissions.can_reach_queue(request.user, queue):
         raise Http404("no such queue")
     if not model_admin.can_view_queue(request, queue) or not permissions.can(
         request.user, "limit", queue

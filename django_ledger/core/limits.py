@@ -16,6 +16,8 @@ from typing import Any
 from .runner import Runner
 
 __all__ = [
+    "MAX_LIMIT",
+    "MAX_PERIOD_MS",
     "KeyLimits",
     "KeyUse",
     "LimitUse",
@@ -38,6 +40,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 #: Who wrote a queue's limits: the settings (every process writes them once) or an
 #: operator (kept over the settings until reset).
 SOURCES = ("settings", "operator")
+#: The largest ``LIMIT``, ``BURST`` and ``CONCURRENCY``: every number the claim scripts
+#: count with stays exact in Lua (whose numbers are doubles).
+MAX_LIMIT = 1_000_000_000
+#: The longest ``PERIOD`` of a rate, in ms (366 days, as the settings allow).
+MAX_PERIOD_MS = 366 * 24 * 3600 * 1000
 
 
 @dataclass(frozen=True)
@@ -49,10 +56,14 @@ class Rate:
     burst: int
 
     def __post_init__(self) -> None:
-        for name in ("limit", "period_ms", "burst"):
+        for name, most in (
+            ("limit", MAX_LIMIT),
+            ("period_ms", MAX_PERIOD_MS),
+            ("burst", MAX_LIMIT),
+        ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"rate {name} must be an int of 1 or more, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+                raise ValueError(f"rate {name} must be an int from 1 to {most:,}, got {value!r}")
 
     def __str__(self) -> str:
         return f"{self.limit}/{self.period_ms / 1000:g}s burst {self.burst}"
@@ -106,9 +117,11 @@ class Limits:
             raise TypeError(f"rate must be a Rate or None, got {self.rate!r}")
         value = self.concurrency
         if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
+            isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT
         ):
-            raise ValueError(f"concurrency must be an int of 1 or more or None, got {value!r}")
+            raise ValueError(
+                f"concurrency must be None or an int from 1 to {MAX_LIMIT:,}, got {value!r}"
+            )
         if self.key is not None:
             check_key_path(self.key)
 

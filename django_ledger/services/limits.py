@@ -12,13 +12,13 @@ import re
 from dataclasses import dataclass, replace
 
 from ..conf import get_ledger, ledger_settings
-from ..core.limits import Limits, LimitUse, Rate
+from ..core.limits import MAX_PERIOD_MS, Limits, LimitUse, Rate
 
 __all__ = ["LimitChange", "change_limits", "describe", "parse_rate"]
 
 logger = logging.getLogger("django_ledger.limits")
 
-_RATE = re.compile(r"(\d+)/(\d+(?:\.\d+)?)(?:/(\d+))?")
+_RATE = re.compile(r"(\d+)/(\d+(?:\.\d+)?)(?:/(\d+))?", re.ASCII)
 #: ``LimitChange`` fields left at this keep what is stored.
 KEEP = "keep"
 
@@ -38,14 +38,24 @@ class LimitChange:
 
 
 def parse_rate(text: str) -> Rate:
-    """Parse ``LIMIT/PERIOD[/BURST]`` (``PERIOD`` in seconds): ``10/1``, ``100/60/20``."""
-    match = _RATE.fullmatch(text.strip())
+    """Parse ``LIMIT/PERIOD[/BURST]`` (``PERIOD`` in seconds): ``10/1``, ``100/60/20``.
+
+    Every part is checked against its bounds (``ValueError``), before anything is stored.
+    """
+    text = text.strip()
+    match = _RATE.fullmatch(text) if len(text) <= 60 else None
     if match is None:
-        raise ValueError(f"a rate is LIMIT/PERIOD[/BURST], e.g. 10/1 or 100/60/20, got {text!r}")
+        raise ValueError(
+            f"a rate is LIMIT/PERIOD[/BURST], e.g. 10/1 or 100/60/20, got {text[:60]!r}"
+        )
+    seconds = float(match[2])
+    if not 0.001 <= seconds <= MAX_PERIOD_MS / 1000:
+        raise ValueError(
+            f"a rate's PERIOD is from 0.001 to {MAX_PERIOD_MS // 1000:,} seconds, got {match[2]}"
+        )
     limit = int(match[1])
-    period_ms = round(float(match[2]) * 1000)
     burst = int(match[3]) if match[3] else limit
-    return Rate(limit, period_ms, burst)
+    return Rate(limit, round(seconds * 1000), burst)
 
 
 def change_limits(queue: str, change: LimitChange, actor: str = "") -> LimitUse:
@@ -58,17 +68,17 @@ def change_limits(queue: str, change: LimitChange, actor: str = "") -> LimitUse:
     ledger = get_ledger(queue)
     if not change.changes:
         return ledger.limits()
-    if change.reset:
-        ledger.set_limits(config.limits, source="settings", force=True)
-        limits, source = config.limits, "settings"
-    else:
-        limits, source = ledger.limits().limits, "operator"
+    # The new limits are built (and checked) in full before anything is written.
+    limits = config.limits if change.reset else ledger.limits().limits
+    source = "settings" if change.reset else "operator"
     if change.rate != KEEP:
         limits = replace(limits, rate=change.rate)  # type: ignore[arg-type]
         source = "operator"
     if change.concurrency != KEEP:
         limits = replace(limits, concurrency=change.concurrency)  # type: ignore[arg-type]
         source = "operator"
+    if change.reset:
+        ledger.set_limits(config.limits, source="settings", force=True)
     if source == "operator":
         ledger.set_limits(limits, source="operator", force=True)
     logger.info(

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ...core.limits import LimitUse
+from ...permissions import can
 from ...services.limits import KEEP, LimitChange, change_limits, parse_rate
 from ..errors import ApiError
 from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
@@ -61,6 +62,29 @@ class LimitUseSerializer(serializers.Serializer[Any]):
     key_limits = KeyLimitsSerializer(
         many=True, help_text="keys with limits of their own (KEY_LIMITS, set_key_limits)"
     )
+
+
+#: The figures of a queue's use (``view_queue``): a change answers them only to a caller
+#: who may read them.
+USE_FIELDS = ("tokens_left", "slots_taken", "due_now", "held", "keys_waiting", "keys")
+
+
+class LimitChangedSerializer(LimitUseSerializer):
+    """The limits after a change; their use only for a caller with ``view_queue``."""
+
+    tokens_left = serializers.FloatField(allow_null=True, required=False)
+    slots_taken = serializers.IntegerField(required=False)
+    due_now = serializers.IntegerField(required=False)
+    held = serializers.IntegerField(required=False, help_text="due records the limits hold now")
+    keys_waiting = serializers.IntegerField(required=False)
+    keys = KeyUseSerializer(many=True, required=False, help_text="the first keys in turn")
+
+    def to_representation(self, instance: Any) -> Any:
+        data = super().to_representation(instance)
+        for name in USE_FIELDS:
+            if name not in instance:
+                data.pop(name, None)
+        return data
 
 
 class LimitChangeSerializer(serializers.Serializer[Any]):
@@ -135,10 +159,12 @@ class LimitsViewSet(LedgerViewSet):
         summary="Change a queue's flow limits for every worker, with no restart",
         request=LimitChangeSerializer,
         parameters=[QUEUE, RETRY_AFTER],
-        responses={200: LimitUseSerializer, **errors(400, 404)},
+        responses={200: LimitChangedSerializer, **errors(400, 404)},
     )
     def change(self, request: Request, queue: str) -> Response:
-        """Change the stored limits (kept over the settings until ``reset``)."""
+        """Change the stored limits (kept over the settings until ``reset``); the answer
+        carries their use (tokens, slots, due records, keys) only for a caller who may
+        read it (``view_queue``)."""
         self.check_body_size(1024)
         data = self.validated(LimitChangeSerializer, request.data)
         change = LimitChange(
@@ -150,4 +176,8 @@ class LimitsViewSet(LedgerViewSet):
             raise ApiError(
                 400, "invalid", "The request is not valid: see details.", {"limits": [str(exc)]}
             ) from exc
-        return Response(LimitUseSerializer(_body(queue, use)).data)
+        body = _body(queue, use)
+        if not can(request.user, "view_queue", queue):
+            for name in USE_FIELDS:
+                del body[name]
+        return Response(LimitChangedSerializer(body).data)

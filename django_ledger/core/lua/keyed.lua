@@ -11,6 +11,13 @@
 --   'r' .. TURN .. key                  a key with records in the pool, by turn (16 digits)
 --   'c' .. key .. '\0' .. id            a claim of key, kept under a CONCURRENCY and
 --                                       checked against the record each time it is counted
+--   'z' .. AT .. STEP .. key            a key that left the turns with state of its own (its
+--                                       claims, its bucket): looked at from AT (16 digits,
+--                                       server ms) by keyed_sweep, which drops what no longer
+--                                       matters; STEP (one digit) doubles the wait for a key
+--                                       whose claims still run. A key is in the turns only
+--                                       while it has due records in the pool, so neither the
+--                                       turns nor the state grow with the keys ever seen.
 -- More KEYS[12] fields: 'R' .. key (the key's turn now), 'T' .. key and 'A' .. key (its
 -- bucket: tokens as of server ms), 'turn' (the last turn given), 'wm' (how far, in due
 -- ms, the ready index has been brought into the pool),
@@ -111,6 +118,77 @@ local function keyed_use(L, key, now, cache)
   return u
 end
 
+-- When a key's bucket is full again (bucket `T` tokens as of `A`), under limits E.
+local function keyed_full_at(E, T, A)
+  return A + math.ceil((E.burst - T) * E.period / E.limit)
+end
+
+-- A 'z' entry: look at `key` from `at`, after waiting `step` times.
+local function keyed_look(at, step, key)
+  return 'z' .. keyed_digits(at) .. string.char(48 + step) .. key
+end
+
+-- Look at up to `n` keys whose 'z' entries are due: a key out of the turns keeps its claims
+-- while their records are CLAIMED (looked at again after 500 ms, then twice as long each
+-- time up to about two minutes, never after the last lease ends: a settlement is seen
+-- soon, and a long task costs a few looks) and its bucket until it is full (a missing bucket is a full one); the rest
+-- of its state goes. A key back in the turns is left to its visits, and gets an entry
+-- when it leaves again.
+local function keyed_sweep(L, now, n)
+  local due = redis.call('ZRANGEBYLEX', KEYS[14], '[z', '(z' .. keyed_digits(now + 1),
+    'LIMIT', 0, n)
+  if #due == 0 then return end
+  redis.call('ZREM', KEYS[14], unpack(due))
+  local again, seen = {}, {}
+  for _, entry in ipairs(due) do
+    local key, step = string.sub(entry, 19), string.byte(entry, 18) - 48
+    if not seen[key] then
+      seen[key] = true
+      local f = redis.call('HMGET', KEYS[12], 'R' .. key, 'T' .. key, 'A' .. key, 'L' .. key)
+      if not f[1] then
+        local at, running = 0, 0
+        local claims = redis.call('ZRANGEBYLEX', KEYS[14], '[c' .. key .. '\0', '(c' .. key .. '\1')
+        if #claims > 0 then
+          local ids = {}
+          for k, m in ipairs(claims) do ids[k] = string.sub(m, #key + 3) end
+          local raws = redis.call('HMGET', KEYS[1], unpack(ids))
+          local stale = {}
+          for k = 1, #claims do
+            if raws[k] and string.sub(raws[k], 10, 10) == 'C' then
+              -- A slot until its record leaves CLAIMED (a settlement, or repair after its
+              -- lease): looked at again soon, then less often, never after the lease ends.
+              local lease = tonumber(redis.call('ZSCORE', KEYS[3], ids[k]) or '0')
+              running = math.max(running, lease > now and lease + 1 or 0)
+            else
+              stale[#stale + 1] = claims[k]
+            end
+          end
+          if #stale > 0 then redis.call('ZREM', KEYS[14], unpack(stale)) end
+          if #stale < #claims then
+            local wait = now + 250 * 2 ^ (step + 1)
+            at = running > now and math.min(running, wait) or wait
+            step = math.min(step + 1, 9)
+          end
+        end
+        if f[3] then
+          local E = keyed_limits(L, L.kl and f[4] or nil)
+          local full = E.limit and keyed_full_at(E, tonumber(f[2]), tonumber(f[3]))
+          if full and full > now then
+            at = math.max(at, full)
+          else
+            redis.call('HDEL', KEYS[12], 'T' .. key, 'A' .. key)
+          end
+        end
+        if at > 0 then
+          again[#again + 1] = 0
+          again[#again + 1] = keyed_look(at, step, key)
+        end
+      end
+    end
+  end
+  if #again > 0 then redis.call('ZADD', KEYS[14], unpack(again)) end
+end
+
 -- How many claims of the key its limits allow now.
 local function keyed_room(L, u)
   local room = math.huge
@@ -140,6 +218,7 @@ local function keyed_take(L, now, take, claim, starts)
   starts = starts or take
   local refused = 0
   keyed_promote(now)
+  keyed_sweep(L, now, take * 2 + 16)
   local size = redis.call('ZLEXCOUNT', KEYS[14], '[r', '(s')
   local budget = take * 4 + 64
   -- The turns, read in pages as the call goes: `ring` holds the keys in turn order, read
@@ -172,12 +251,16 @@ local function keyed_take(L, now, take, claim, starts)
     budget = budget - 1
     local turn, key = entry[1], entry[2]
     local mine = items[key]
-    if not mine or (not mine.list[mine.n] and #mine.list == per) then
+    if not mine or (not mine.list[mine.n] and mine.more) then
       -- The key's first due records (or, when this call took all it read, the next ones:
-      -- what it picked leaves the pool below).
+      -- what it picked leaves the pool below). One more is read than used, so the call
+      -- knows whether its picks empty the key.
       local base = mine and mine.base + #mine.list or 0
-      mine = {n = 1, base = base, list = redis.call('ZRANGEBYLEX', KEYS[14],
-        '[i' .. key .. '\0', '(i' .. key .. '\1', 'LIMIT', base, per)}
+      local list = redis.call('ZRANGEBYLEX', KEYS[14], '[i' .. key .. '\0', '(i' .. key .. '\1',
+        'LIMIT', base, per + 1)
+      local more = #list > per
+      if more then list[#list] = nil end
+      mine = {n = 1, base = base, list = list, more = more, turn = turn}
       items[key] = mine
     end
     local item = mine.list[mine.n]
@@ -254,6 +337,34 @@ local function keyed_take(L, now, take, claim, starts)
     end
     if #tokens > 0 then redis.call('HSET', KEYS[12], unpack(tokens)) end
   end
+  -- A key this call's picks emptied leaves the turns now, as one found empty does: it
+  -- comes back last when a record of it next enters the pool (keyed_add), so the turns
+  -- hold only keys with due records, however many keys came and went.
+  for key in pairs(picked) do
+    local mine = items[key]
+    if not gone[key] and not mine.list[mine.n] and not mine.more then
+      gone[#gone + 1] = mine.turn
+      gone[#gone + 1] = key
+      gone[key] = true
+      size = size - 1
+    end
+  end
+  -- Keys that left the turns with state of their own (claims, a bucket) are looked at
+  -- again by keyed_sweep: when the bucket is full, and not before a claim just made may
+  -- have ended (250 ms).
+  if #gone > 0 and (L.conc or L.limit or L.kl) then
+    local looks = {}
+    for k = 2, #gone, 2 do
+      local key, at = gone[k], now + 250
+      local u = cache[key]
+      if u and u.L.limit and u.left then
+        at = math.max(at, now + math.ceil((u.L.burst - u.left) * u.L.period / u.L.limit))
+      end
+      looks[#looks + 1] = 0
+      looks[#looks + 1] = keyed_look(at, 0, key)
+    end
+    redis.call('ZADD', KEYS[14], unpack(looks))
+  end
   -- The turns: keys with nothing due out, keys visited to the back (the last visit of a
   -- key visited twice gives its place).
   if #gone > 0 or (#moved > 0 and size > 1) then
@@ -295,11 +406,21 @@ local function keyed_take(L, now, take, claim, starts)
     wake(now)  -- more may be claimable: another idle worker looks
     return got, now
   end
+  -- A call that claims nothing has time to spare: it looks at more keys that left the
+  -- turns.
+  if got == 0 then keyed_sweep(L, now, 256) end
   if refused > 0 then
     -- Only the headroom rule stopped this call's held claims: a worker with a thread free
     -- may start what is left (the wake key stays); this caller waits for its own.
     wake(now)
     return got, -1
+  end
+  if got < take and size > 0 and (got < #picks / 2 or budget <= 0 and #gone > 0) then
+    -- The call spent its picks on records that had moved on, or its budget on turns with
+    -- nothing due (dropped now): what is due further on is still to be looked at, so the
+    -- caller (or another idle worker) looks again at once rather than sleeping on it.
+    wake(now)
+    return got, now
   end
   if budget <= 0 and held < size then
     -- A whole budget of keys held by their limits, none claimed: no worker asks again at

@@ -90,21 +90,25 @@ class Renewer:
                 claim = entry.job.claim
                 # A held claim whose job has started is marked started by this renewal.
                 items.append((claim, lease, claim.held and entry.started is not None))
+            sent = time.monotonic()
             try:
                 answers = state.ledgers[queue].renew_many(items)
             except LedgerError as exc:  # Redis away: the leases may still hold; try next beat
                 log.warning("worker %s: renewals of %s failed: %s", state.worker_id, queue, exc)
                 continue
-            for entry, answer in zip(group, answers, strict=True):
+            for entry, (_, lease, _), answer in zip(group, items, answers, strict=True):
                 if answer.status is SettlementStatus.LOST:
-                    self._lose(entry, answer.reason)
+                    self.lose(entry, answer.reason)
+                else:
+                    entry.confirmed(sent, lease)
         self._watch_timeouts(entries)
         try:
             self.beat()
         except redis_errors.RedisError as exc:  # a missed beat only delays the Workers page
             log.warning("worker %s: heartbeat not written: %s", state.worker_id, exc)
 
-    def _lose(self, entry: Entry, reason: str | None) -> None:
+    def lose(self, entry: Entry, reason: str | None) -> None:
+        """A renewal (or a start mark) of ``entry`` answered LOST: its outcome is not written."""
         state = self._state
         if entry.job.lost.is_set():
             return

@@ -104,13 +104,14 @@ class Runs:
     def _execute(self, entry: Entry) -> None:
         """Run one job on this thread (its outcome goes to the main loop's outbox)."""
         state = self._state
-        with state.lock:
-            if entry.finished:  # given back or lost before it started
-                return
-        if entry.may_lapse(time.monotonic()) and not self._renewed_before_start(entry):
+        if (
+            not entry.finished
+            and entry.may_lapse(time.monotonic())
+            and not self._renewed_before_start(entry)
+        ):
             return
         with state.lock:
-            if entry.finished:
+            if entry.finished:  # given back or lost before it started
                 return
             entry.thread_id = threading.get_ident()
             entry.started = time.monotonic()

@@ -192,8 +192,24 @@ class Renewer:
             lost=state.counts.lost,
             running=running,
             state="stopping" if state.stopping.is_set() else "running",
+            data_losses=heartbeats.watch.losses,
+            data_lost_at=None
+            if heartbeats.watch.last is None
+            else heartbeats.watch.last.noticed_at,
         )
-        heartbeats.beat(info, ttl_s=max(3.0, min(state.leases.values())))
+        loss = heartbeats.beat(info, ttl_s=max(3.0, min(state.leases.values())))
+        if loss is not None:
+            state.metrics.data_lost()
+            log.error(
+                "worker %s: Redis lost the ledger's data (namespace %s; noticed by %s): "
+                "records, results and heartbeats written before are gone, and the tasks this "
+                "worker holds will be refused; re-send what must run (enqueue_once, the outbox "
+                "relay). Fences go on above every earlier one. Check Redis persistence "
+                "(manage.py check --deploy).",
+                state.worker_id,
+                heartbeats.namespace,
+                loss.noticed_by,
+            )
 
 
 class Repairer:

@@ -20,7 +20,7 @@ from django.test import override_settings
 from django_ledger import Ledger, State
 from django_ledger.checks import check_redis
 from django_ledger.conf import reset_connections
-from django_ledger.core.worker.epoch import Epochs
+from django_ledger.core.worker.epoch import DataLoss, Epochs, EpochWatch
 from django_ledger.core.worker.heartbeat import Heartbeats
 from tests.redis_server import RedisServer, free_port
 from tests.test_worker_metrics import scrape
@@ -48,8 +48,12 @@ def _completed(ledger: Ledger, request_id: str) -> bool:
 
 @pytest.mark.django_db
 def test_a_restart_without_persistence_is_noticed_and_fences_keep_growing(
-    forgetful_redis: RedisServer, tmp_path: Path, admin_client: Any
+    forgetful_redis: RedisServer,
+    tmp_path: Path,
+    admin_client: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.delenv("REDIS_CLUSTER", raising=False)  # the worker serves this server alone
     namespace = f"t{uuid.uuid4().hex[:16]}"
     client = forgetful_redis.client()
     ledger = Ledger(client, namespace, "filewait")  # 1 s leases: a beat every third of it
@@ -111,3 +115,31 @@ def test_a_restart_without_persistence_is_noticed_and_fences_keep_growing(
         worker.signal(15)
         assert worker.wait() == 0, worker.output()
         client.close()
+
+
+def test_two_workers_that_notice_one_loss_begin_one_epoch(
+    redis_client: Any, namespace: str
+) -> None:
+    epochs = Epochs(redis_client, namespace)
+    first, second = EpochWatch(epochs), EpochWatch(epochs)
+    assert first.seen(redis_client.get(epochs.key), 1_000, "w-1") is None  # begins one
+    assert second.seen(redis_client.get(epochs.key), 1_001, "w-2") is None  # reads it
+    began = epochs.read()
+    assert began is not None and began.after_loss is None
+
+    redis_client.delete(epochs.key)  # what a restart without persistence leaves
+    seen = [first.seen(None, 2_000, "w-1"), second.seen(None, 2_001, "w-2")]
+    after = epochs.read()
+    assert after is not None and after.id != began.id
+    assert after.after_loss == DataLoss(began.id, 2_000, "w-1")
+    assert seen == [after.after_loss, after.after_loss]
+    assert (first.losses, second.losses) == (1, 1)
+    # Later beats find the new epoch: nothing more to tell.
+    assert first.seen(redis_client.get(epochs.key), 3_000, "w-1") is None
+    assert second.seen(redis_client.get(epochs.key), 3_001, "w-2") is None
+
+    # A document that is not an epoch (written by hand) is no loss, beat after beat.
+    redis_client.set(epochs.key, b"\xff not json")
+    assert first.seen(redis_client.get(epochs.key), 4_000, "w-1") is None
+    assert first.seen(redis_client.get(epochs.key), 5_000, "w-1") is None
+    assert first.losses == 1

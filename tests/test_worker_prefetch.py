@@ -73,7 +73,11 @@ def test_sigkill_with_prefetched_claims_spends_only_the_started_attempts(
 
 
 def test_a_held_claim_whose_lease_lapsed_while_paused_never_starts_on_it(
-    redis_server: RedisServer, namespace: str, tmp_path: Path, workers: list[WorkerProcess]
+    redis_server: RedisServer,
+    redis_client: redis.Redis,
+    namespace: str,
+    tmp_path: Path,
+    workers: list[WorkerProcess],
 ) -> None:
     """SIGSTOP past the lease: on SIGCONT, a prefetched claim is renewed before it starts.
 
@@ -82,7 +86,7 @@ def test_a_held_claim_whose_lease_lapsed_while_paused_never_starts_on_it(
     and take the held claim at once: started on its old lease, it would run under the
     same attempt number as the claim that runs it next.
     """
-    client = redis_server.client()
+    client = redis_client
     ledger = Ledger(client, namespace, "filewait")  # 1 s leases
     release = tmp_path / "release"
     ids = ["a", "b", "c"]

@@ -116,6 +116,8 @@ class EpochWatch:
     def seen(self, raw: bytes | str | None, now_ms: int, worker_id: str) -> DataLoss | None:
         """Take in the epoch document a beat read (``raw``); return a loss it shows."""
         current = None if raw is None else self.epochs.read(raw)
+        if raw is not None and current is None:
+            return None  # not a document of ours (written by hand?): no loss to tell of
         known = self.known
         loss: DataLoss | None = None
         if current is None:

@@ -77,6 +77,8 @@ def run_claimed(
     if not isinstance(outcome, Outcome):
         outcome = asyncio.run(_awaited(outcome))
     settlement = ledger.settle(claim, outcome.state, outcome.delay, outcome.result)
+    if outcome.settled is not None:  # as the worker does: task_finished once written
+        outcome.settled(settlement.ok)
     return job, outcome, settlement
 
 

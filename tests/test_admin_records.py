@@ -126,7 +126,7 @@ def test_list_shows_every_column(admin_client: Client, admin_ledger: Ledger) -> 
     assert values["queue"] == "default"
     assert values["record_state"] == "CLAIMED"
     assert values["owner"] == "worker-7"
-    assert values["attempts"] == "1" and values["fence"] == "1"
+    assert values["attempts"] == "1" and values["fence"] == str(claim.fence)
     assert values["lease"] != "-"
 
 

@@ -41,7 +41,8 @@ def test_claim_hands_over_the_record(ledger: Ledger) -> None:
     assert claim.payload == "payload a"
     assert claim.owner == "worker-1"
     assert claim.attempt == 1
-    assert claim.fence == 1
+    # A new queue's fence counter starts at the server clock in microseconds.
+    assert before * 1000 <= claim.fence <= after * 1000
     assert claim.traceparent == TRACEPARENT
     assert before + 45_000 <= claim.lease_until <= after + 45_000
     assert claim.lease_until_datetime.timestamp() * 1000 == pytest.approx(claim.lease_until)
@@ -51,7 +52,7 @@ def test_claim_hands_over_the_record(ledger: Ledger) -> None:
     assert record.state is State.CLAIMED
     assert record.owner == "worker-1"
     assert record.attempts == 1
-    assert record.fence == 1
+    assert record.fence == claim.fence
     assert record.lease_until == claim.lease_until
     assert record.updated_at == claim.lease_until - 45_000
     assert indexes_of(ledger, "a") == {"leases": claim.lease_until}

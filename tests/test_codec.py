@@ -211,6 +211,9 @@ def test_garbage_is_corrupt_not_a_crash(raw: bytes) -> None:
 #: The largest attempts and fence an import may give: far below 2**53, so that claims
 #: can add to them exactly in Lua (whose numbers are doubles) for ever after.
 MAX_IMPORTED_COUNT = 2**32
+#: The largest fence an import may give: past every fence a counter seeded from the
+#: server clock (microseconds) gives for a century, still far below 2**53.
+MAX_IMPORTED_FENCE = 2**52
 
 _QUEUES = itertools.count()
 #: Records as the ledger takes them: usable ids and owners.
@@ -293,7 +296,7 @@ def test_bytes_written_by_the_fused_scripts_decode_in_python(
         state=State.CLAIMED,
         owner=owner,
         attempts=1,
-        fence=1,
+        fence=claim.fence,
         lease_until=claim.lease_until,
         updated_at=claimed.updated_at,
     )
@@ -318,7 +321,7 @@ def test_bytes_encoded_in_python_are_accepted_by_the_scripts(
     pending = replace(
         pending,
         attempts=min(pending.attempts, MAX_IMPORTED_COUNT),
-        fence=min(pending.fence, MAX_IMPORTED_COUNT),
+        fence=min(pending.fence, MAX_IMPORTED_FENCE),
     )
     admission = ledger.import_record(
         pending.request_id,
@@ -345,14 +348,15 @@ def test_bytes_encoded_in_python_are_accepted_by_the_scripts(
         pending.payload,
         pending.traceparent,
     )
-    assert (claim.attempt, claim.fence) == (pending.attempts + 1, pending.fence + 1)
+    # The fence: past the record's own, and past the queue's counter (seeded from the clock).
+    assert claim.attempt == pending.attempts + 1 and claim.fence > pending.fence
     claimed = ledger.resolve(pending.request_id)
     assert claimed == replace(
         pending,
         state=State.CLAIMED,
         owner=owner,
         attempts=pending.attempts + 1,
-        fence=pending.fence + 1,
+        fence=claim.fence,
         lease_until=claim.lease_until,
         updated_at=claimed.updated_at,
     )
@@ -378,7 +382,7 @@ def test_imported_records_of_every_state_satisfy_repair(
     record = replace(
         record,
         attempts=min(record.attempts, MAX_IMPORTED_COUNT),
-        fence=min(record.fence, MAX_IMPORTED_COUNT),
+        fence=min(record.fence, MAX_IMPORTED_FENCE),
     )
     extra = {"attempts": record.attempts, "fence": record.fence, "traceparent": record.traceparent}
     if record.lease_until is not None:
@@ -531,14 +535,16 @@ def test_the_largest_importable_fence_still_grows_on_claim(
     ledger = make_ledger(optimized)
     ledger.close_gate()
     with pytest.raises(ValueError, match="fence"):
-        ledger.import_record("big", "p", State.PENDING, 0, fence=MAX_IMPORTED_COUNT + 1)
+        ledger.import_record("big", "p", State.PENDING, 0, fence=MAX_IMPORTED_FENCE + 1)
     top = MAX_IMPORTED_COUNT
-    admission = ledger.import_record("big", "p", State.PENDING, 0, attempts=top, fence=top)
+    admission = ledger.import_record(
+        "big", "p", State.PENDING, 0, attempts=top, fence=MAX_IMPORTED_FENCE
+    )
     assert admission.status is AdmissionStatus.ADMITTED
     ledger.open_gate()
     claim = ledger.claim("w")
     assert claim is not None
-    assert (claim.attempt, claim.fence) == (top + 1, top + 1)
+    assert (claim.attempt, claim.fence) == (top + 1, MAX_IMPORTED_FENCE + 1)
     record = ledger.resolve("big")
     assert record is not None and record.fence == claim.fence
 

@@ -69,16 +69,20 @@ def test_fences_grow_across_records_and_attempts(ledger: Ledger) -> None:
 
 
 def test_an_imported_fence_is_a_floor(ledger: Ledger) -> None:
+    ledger.admit("first", "p")
+    first = ledger.claim("w")
+    assert first is not None
+    floor = first.fence + 40  # above the queue's counter
     ledger.close_gate()
     now = ledger.server_time_ms()
-    ledger.import_record("moved", "p", State.PENDING, now - 1_000, attempts=3, fence=40)
+    ledger.import_record("moved", "p", State.PENDING, now - 1_000, attempts=3, fence=floor)
     ledger.open_gate()
     ledger.admit("fresh", "p")
     advance(ledger, 1)
     moved = ledger.claim("w")
-    assert moved is not None and moved.request_id == "moved" and moved.fence == 41
+    assert moved is not None and moved.request_id == "moved" and moved.fence == floor + 1
     fresh = ledger.claim("w")
-    assert fresh is not None and fresh.fence == 42  # the counter moved past the floor
+    assert fresh is not None and fresh.fence == floor + 2  # the counter moved past the floor
 
 
 def _by_operator(ledger: Ledger) -> None:

@@ -565,7 +565,7 @@ def test_settle_with_a_bytes_request_id(queue: Queue, optimized: bool) -> None:
 
 
 #: The largest fence an import takes, and what it refuses beyond it (importing.py).
-LARGEST_IMPORTED_FENCE = 2**32
+LARGEST_IMPORTED_FENCE = 2**52
 
 
 @pytest.mark.parametrize("optimized", [True, False])
@@ -602,7 +602,7 @@ def test_a_fence_too_large_to_grow_is_not_imported(
     ledger.close_gate()
     try:
         before = digest(queue)
-        with pytest.raises(ValueError, match=r"fence must be a whole number from 0 to 2\*\*32"):
+        with pytest.raises(ValueError, match=r"fence must be a whole number from 0 to 2\*\*52"):
             ledger.import_record("top", "payload", State.PENDING, 0, fence=fence)
         assert digest(queue) == before, "a refused import wrote to Redis"
     finally:

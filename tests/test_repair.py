@@ -202,7 +202,7 @@ def test_expired_leases_return_to_pending_then_dead_after_max_attempts(
     assert (record.state, record.attempts, record.fence, record.lease_until) == (
         State.PENDING,
         1,
-        1,
+        first.fence,
         None,
     )
     assert now - 5_000 <= record.due_at <= now  # due at once, by the server clock
@@ -211,14 +211,14 @@ def test_expired_leases_return_to_pending_then_dead_after_max_attempts(
     assert ledger.renew(first).status is SettlementStatus.LOST
 
     second = ledger.claim("w2", lease=30)
-    assert second is not None and (second.attempt, second.fence) == (2, 2)
+    assert second is not None and (second.attempt, second.fence) == (2, first.fence + 1)
     advance(ledger, 31_000)
     done(cycle(ledger), dead=1)
     record = ledger.resolve("job")
     assert record is not None and (record.state, record.attempts, record.fence) == (
         State.DEAD,
         2,
-        2,
+        second.fence,
     )
     assert index_entries(ledger)["DEAD"] == {"job": record.updated_at}
     assert ledger.claim("w3") is None
@@ -430,18 +430,19 @@ def test_a_stale_repair_cannot_take_back_a_newer_claim_of_an_expired_record(
 ) -> None:
     ledger = make_ledger()
     ledger.admit("job", "p")
-    assert ledger.claim("w1", lease=10) is not None
+    first = ledger.claim("w1", lease=10)
+    assert first is not None
     advance(ledger, 11_000)
     expired = stored(ledger, "job")  # what a slow repair pass read
     done(cycle(ledger), expired=1)  # a faster pass returned it
     newer = ledger.claim("w2", lease=60)
-    assert newer is not None and newer.fence == 2
+    assert newer is not None and newer.fence == first.fence + 1
     done(ledger.repair_records([("job", expired)]), stale=1)
     record = ledger.resolve("job")
     assert record is not None and (record.state, record.owner, record.fence) == (
         State.CLAIMED,
         "w2",
-        2,
+        newer.fence,
     )
     assert ledger.renew(newer).status is SettlementStatus.RENEWED
 

@@ -50,9 +50,11 @@ def test_a_task_page_shows_its_call_attempts_errors_and_result(admin_client_: Cl
     # Errors fold: the summary names the class and the last line, the traceback opens.
     summaries = re.findall(r"<summary><code>([^<]*)</code>: ([^<]*)</summary>", section)
     assert summaries == [
-        ("builtins.ConnectionError", "ConnectionError: attempt 1 failed"),
-        ("builtins.ConnectionError", "ConnectionError: attempt 2 failed"),
+        ("builtins.ConnectionError", "attempt 1 failed"),
+        ("builtins.ConnectionError", "attempt 2 failed"),
     ]
+    # The task's own max_attempts (4), not the queue's.
+    assert re.search(r'data-field="attempts">3</td><td class="ledger-note">of at most 4<', text)
     assert section.count("<details") == 2 and "Traceback (most recent call last)" in section
     assert re.search(r'id="task-result">3</pre>', section)
 

@@ -287,6 +287,54 @@ def test_the_final_failure_is_logged_as_django_logs_it(
     assert errors[0].exc_info is not None and "a message to find" in str(errors[0].exc_info[1])
 
 
+def test_a_run_whose_outcome_is_refused_is_not_logged_as_successful(
+    task_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator fails the record while it runs: the worker's settlement is refused.
+
+    Django's line for the finished task goes out once the settlement is written: the
+    refused run is not logged ``state=SUCCESSFUL``, the worker's ``outcome=lost`` is.
+    """
+    import threading
+    import uuid
+
+    from django_ledger import operations
+    from django_ledger.services.worker import WorkerOptions, build_worker
+    from tests.tasks_helpers import wait_until
+
+    key = f"release-{uuid.uuid4().hex}"
+    ledger = get_ledger("default")
+    caplog.set_level(logging.INFO, logger=FRAMEWORK)
+    caplog.set_level(logging.INFO, logger="django_ledger")
+    worker = build_worker(WorkerOptions(queues=["default"], concurrency=2, relay=False))
+    runner = threading.Thread(target=worker.run, daemon=True)
+    runner.start()
+    try:
+        done = tasks.add.enqueue(1, 2)
+        wait_until(lambda: tasks.add.get_result(done.id).status == "SUCCESSFUL")
+        refused = tasks.wait_for_key.enqueue(key)
+        wait_until(lambda: tasks.wait_for_key.get_result(refused.id).status == "RUNNING")
+        snap = operations.snapshot(ledger, refused.id)
+        assert snap is not None
+        operations.mark_failed(ledger, refused.id, snap.version)
+        ledger.redis.rpush(key, b"too late")
+        wait_until(lambda: worker.counts.lost == 1)
+    finally:
+        worker.request_stop()
+        runner.join(30)
+    assert not runner.is_alive()
+    lines = [r.getMessage() for r in caplog.records if r.name == FRAMEWORK]
+    assert any(done.id in line and "state=SUCCESSFUL" in line for line in lines), lines
+    assert not any(
+        refused.id in line and "state=" in line and "RUNNING" not in line for line in lines
+    ), lines
+    assert any(
+        "outcome=lost" in r.getMessage() and refused.id in r.getMessage() for r in caplog.records
+    )
+    record = ledger.resolve(refused.id)
+    assert record is not None and record.state is State.FAILED
+
+
 # -- options from the queue and from the payload ----------------------------------------
 
 

@@ -20,7 +20,7 @@ from django.test import override_settings
 from django.utils.log import AdminEmailHandler, RequireDebugFalse, RequireDebugTrue
 
 from django_ledger.conf import get_ledger
-from django_ledger.core.worker.handler import Job
+from django_ledger.core.worker.handler import Job, Outcome
 from django_ledger.tasks.attempt import TaskAttempt
 from django_ledger.tasks.compat import task_finished, task_started
 from django_ledger.tasks.handler import TaskHandler
@@ -175,6 +175,13 @@ def own_logger(monkeypatch: pytest.MonkeyPatch) -> Iterator[logging.Logger]:
     logging.Logger.manager._clear_cache()
 
 
+def written(outcome: Outcome) -> Outcome:
+    """Tell ``outcome`` its settlement was written, as the worker does after settling it."""
+    if outcome.settled is not None:
+        outcome.settled(True)
+    return outcome
+
+
 def attempt_of(task: Any, *args: Any) -> TaskAttempt:
     result = task.enqueue(*args)
     claim = get_ledger("default").claim("w")
@@ -206,7 +213,7 @@ def test_a_handler_that_writes_gets_both_lines(
     kept = Kept(logging.INFO)
     own_logger.addHandler(kept)
     attempt = attempt_of(tasks.add, 1, 2)
-    attempt.run_sync()
+    written(attempt.run_sync())
     lines = [record.getMessage() for record in kept.records]
     assert len(lines) == 2, lines
     assert "state=RUNNING" in lines[0] and "state=SUCCESSFUL" in lines[1]
@@ -222,10 +229,10 @@ def test_a_failure_reaches_the_admins_mail_while_successes_cost_nothing(
     with task_settings(namespace, default={"MAX_ATTEMPTS": 1}):
         quiet = attempt_of(tasks.add, 1, 2)
         assert quiet.result is None
-        quiet.run_sync()
+        written(quiet.run_sync())
         failing = attempt_of(tasks.fail, "a message to find")
         assert failing.result is None
-        outcome = failing.run_sync()
+        outcome = written(failing.run_sync())
     assert outcome.state.name == "FAILED"
     assert len(mail.records) == 1
     record = mail.records[0]
@@ -246,7 +253,7 @@ def test_any_other_receiver_hears_every_attempt(
     task_finished.connect(receiver, weak=False)
     try:
         attempt = attempt_of(tasks.add, 1, 2)
-        attempt.run_sync()
+        written(attempt.run_sync())
     finally:
         task_started.disconnect(receiver)
         task_finished.disconnect(receiver)

@@ -224,6 +224,11 @@ def test_metrics_listen_on_the_loopback_address_unless_told_otherwise(
             "cannot serve metrics on nowhere.invalid:0",
         ),
         (["--metrics-address", "0.0.0.0"], "--metrics-address needs --metrics-port"),
+        (["--metrics-port", "70000"], "--metrics-port must be a port from 0 to 65535, got 70000"),
+        (
+            ["--metrics-port", "65535", "--processes", "2"],
+            "--metrics-port 65535 with --processes 2 needs ports 65535 to 65536",
+        ),
     ],
 )
 def test_a_metrics_address_that_cannot_serve_is_a_clear_error(

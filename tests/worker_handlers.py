@@ -83,3 +83,17 @@ async def coroutine(job: Job) -> str:
     _note(job)
     await asyncio.sleep(0.01)
     return "async done"
+
+
+def wait_for_file(job: Job) -> str:
+    """Block until the file named by the payload exists: released without a round trip."""
+    from pathlib import Path
+
+    _note(job)
+    path = Path(job.claim.payload)
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} never appeared")
+        time.sleep(0.005)
+    return "found"

@@ -21,7 +21,7 @@ from ..models import LedgerEntry, Record
 from .actions import OPERATIONS, ActionsAdmin, bulk_action
 from .display import escape_bytes, instant_text, pretty_payload, relative_text
 from .filters import QueueFilter, ScoreRangeFilter, StateFilter
-from .tasks import TaskFilter, read_task, task_section
+from .tasks import TaskFilter, attempt_limit, read_task, task_section
 from .workflows import step_workflow_url, workflow_urls
 
 __all__ = ["RecordAdmin"]
@@ -163,7 +163,7 @@ class RecordAdmin(ActionsAdmin):
                     ("State", record.state.value, _state_note(record.state)),
                     ("Due at", instant_text(record.due_at), _due_note(record, now)),
                     ("Owner", record.owner or "-", ""),
-                    ("Attempts", record.attempts, f"of at most {ledger.max_attempts}"),
+                    ("Attempts", record.attempts, f"of at most {attempt_limit(ledger, record)}"),
                     ("Fence", record.fence, ""),
                     (
                         "Lease until",

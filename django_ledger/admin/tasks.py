@@ -94,7 +94,7 @@ def _attempts(state: TaskState) -> list[dict[str, Any]]:
                 "started_at": instant_text(attempt.started_at or None),
                 "finished_at": instant_text(attempt.finished_at),
                 "error_class": str(error.get("exception_class_path", "")),
-                "error_line": traceback.rstrip("\n").rpartition("\n")[2],
+                "error_line": _message(traceback, str(error.get("exception_class_path", ""))),
                 "traceback": traceback,
             }
         )
@@ -111,6 +111,35 @@ def _attempts(state: TaskState) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def attempt_limit(ledger: Ledger, record: Record) -> int:
+    """The most attempts a worker gives this record: its task's ``max_attempts``.
+
+    A record that is no task, or whose task this process cannot find, has its queue's.
+    """
+    if read_task(record.payload)[0] is None:
+        return ledger.max_attempts
+    from ..tasks.handler import task_options
+
+    try:
+        return task_options(ledger.queue, record.payload).max_attempts
+    except Exception:  # unknown here, refused by a worker: the queue's bound holds
+        return ledger.max_attempts
+
+
+def _message(traceback: str, error_class: str) -> str:
+    """The error's message: the traceback's last line without the class it starts with.
+
+    Python ends a traceback with ``ValueError: message`` (or the class alone); the page
+    names the class beside it already.
+    """
+    line = traceback.rstrip("\n").rpartition("\n")[2]
+    short = error_class.rpartition(".")[2]
+    head, colon, rest = line.partition(":")
+    if short and head.strip().rpartition(".")[2] == short and (colon or not rest):
+        return rest.strip()
+    return line
 
 
 def _pretty(value: Any) -> str:

@@ -101,6 +101,7 @@ class WorkerAdmin(PagesAdmin):
             "opts": self.opts,
             "rows": rows,
             "now": instant_text(now),
+            "data_loss": _data_loss(),
         }
         return TemplateResponse(request, "admin/django_ledger/worker_list.html", context)
 
@@ -184,10 +185,30 @@ class WorkerAdmin(PagesAdmin):
                 ("failed", count_text(info.failed)),
                 ("retried", count_text(info.retried)),
                 ("lost", count_text(info.lost)),
+                *(
+                    [("Redis data losses", count_text(info.data_losses))]
+                    if info.data_losses
+                    else []
+                ),
             ],
             running=running,
             hidden=hidden,
         )
+
+
+def _data_loss() -> str:
+    """What the namespace's epoch says of a data loss the workers noticed, or ``""``."""
+    beats: Heartbeats = worker_service.heartbeats()
+    with Translate("the worker heartbeats"):
+        epoch = beats.epochs.read()
+    loss = None if epoch is None else epoch.after_loss
+    if loss is None:
+        return ""
+    return (
+        f"Redis lost the ledger's data: worker {loss.noticed_by} noticed it at "
+        f"{instant_text(loss.noticed_at)}. What it held before (records, results, "
+        "heartbeats) is gone; fences went on above every earlier one."
+    )
 
 
 def _read() -> tuple[int, list[WorkerInfo]]:

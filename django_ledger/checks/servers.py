@@ -44,7 +44,42 @@ def check_redis(
         targets["LEDGER['DISPATCH']['CONNECTION']"] = dispatch.connection
     for where, spec in targets.items():
         messages += _inspect(spec, where)
-    return messages
+    return messages + _check_data_loss()
+
+
+#: How long ``check --deploy`` tells of a data loss the workers noticed.
+DATA_LOSS_SHOWN_MS = 7 * 24 * 3600 * 1000
+
+
+def _check_data_loss() -> list[checks.CheckMessage]:
+    """W005: the workers found that Redis lost the ledger's data (in the last 7 days)."""
+    import time
+
+    import redis
+
+    from ..core.worker.epoch import Epochs
+
+    namespace = conf.ledger_settings.namespace
+    try:
+        epoch = Epochs(conf.connection(), namespace).read()
+    except (redis.RedisError, OSError, ImproperlyConfigured, LedgerError):
+        return []  # E050 says Redis is unreachable
+    loss = None if epoch is None else epoch.after_loss
+    if loss is None or time.time() * 1000 - loss.noticed_at > DATA_LOSS_SHOWN_MS:
+        return []
+    noticed = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(loss.noticed_at / 1000))
+    return [
+        checks.Warning(
+            f"Redis lost the ledger's data (namespace {namespace!r}): worker "
+            f"{loss.noticed_by} noticed it at {noticed}. Records, results and heartbeats "
+            "written before were gone; fences went on above every earlier one.",
+            hint="Make Redis persist (appendonly yes; see W002), and re-send the tasks that "
+            "must still run (enqueue_once with their ids, the outbox relay). This warning "
+            "shows for 7 days after the loss was noticed.",
+            obj="LEDGER['CONNECTION']",
+            id="django_ledger.W005",
+        )
+    ]
 
 
 def _inspect(spec: Any, where: str) -> list[checks.CheckMessage]:

@@ -47,13 +47,21 @@ def record_to_fields(record: Record) -> dict[str, Any]:
     }
 
 
-def _count(fields: Mapping[str, Any], name: str, default: int) -> int:
+#: The largest fence an import takes: above what a fence counter seeded from the server
+#: clock in microseconds gives for a century, and far below the format's 2**53, so a
+#: fence can grow by a claim for ever after.
+MAX_IMPORTED_FENCE = 2**52
+
+
+def _count(
+    fields: Mapping[str, Any], name: str, default: int, top: int = 2**32, shown: str = "2**32"
+) -> int:
     value = fields.get(name)
     if value is None:
         return default
-    # Far below the format's 2**53, so a fence can grow by a claim for ever after.
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 2**32:
-        raise ValueError(f"{name} must be a whole number from 0 to 2**32, got {value!r}")
+    # Far below the format's 2**53, so a count can grow by a claim for ever after.
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= top:
+        raise ValueError(f"{name} must be a whole number from 0 to {shown}, got {value!r}")
     return value
 
 
@@ -113,7 +121,7 @@ def prepare_import(
     if state is State.CLAIMED and attempts < 1:
         # A claim is an attempt (claiming counts it): given back, it would count below 0.
         raise ValueError(f"a CLAIMED record has made at least 1 attempt, not {attempts}")
-    fence = _count(fields, "fence", attempts)
+    fence = _count(fields, "fence", attempts, MAX_IMPORTED_FENCE, "2**52")
     lease_until: int | None = None
     if state is State.CLAIMED:
         # Without a lease of its own, an imported claim is expired: repair gives it back.

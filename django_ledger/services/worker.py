@@ -23,6 +23,10 @@ from ..core.worker.upkeep import Room
 
 __all__ = ["WorkerOptions", "build_worker", "heartbeats", "task_queues", "worker_queues"]
 
+#: The highest TCP port: ``--metrics-port`` (and, with ``--processes``, each child's) is
+#: at most this.
+MAX_PORT = 65535
+
 #: The task backend class this app provides (``TASKS[alias]['BACKEND']``).
 BACKEND_PATH = "django_ledger.tasks.LedgerBackend"
 
@@ -176,6 +180,8 @@ def _metrics(options: WorkerOptions) -> Metrics | None:
         if address is not None:
             raise ValueError("--metrics-address needs --metrics-port: give the port too")
         return None
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= MAX_PORT:
+        raise ValueError(f"--metrics-port must be a port from 0 to {MAX_PORT}, got {port!r}")
     from ..core.worker import metrics
 
     address = metrics.DEFAULT_ADDRESS if address is None else address

@@ -15,6 +15,7 @@ import json
 import logging
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -312,14 +313,43 @@ class TaskAttempt:
             put(result, "_return_value", value)
             put(result, "finished_at", instant(finished))
             put(result, "status", TaskResultStatus.SUCCESSFUL)
-            self._send(task_finished, self.heard_finished)
+            if self.heard_finished and not self.job.cancelled.is_set():
+                outcome = replace(outcome, settled=self._finished(result))
         return outcome
 
-    def raised(self, exc: BaseException, *, timed_out: bool = False) -> Outcome:
-        """Record ``exc`` as this attempt's error; call it inside the ``except`` block.
+    def _finished(
+        self, result: TaskResult[..., Any], exc: BaseException | None = None
+    ) -> Callable[[bool], None]:
+        """What sends ``task_finished`` once the attempt's settlement is answered.
 
-        ``task_finished`` goes out from there, so its receivers (Django's log line)
-        see the exception. A retry shows ``READY``: the task will run again.
+        Only a settlement that was written: one refused (an operator failed the record
+        meanwhile, the lease ended while the worker was paused) did not end the task as
+        ``result`` says, and the worker's ``outcome=lost`` line tells of it instead. With
+        ``exc``, sent as if from its ``except`` block: receivers see the exception.
+        """
+        sender = self.runner.sender
+
+        def settled(written: bool) -> None:
+            if not written:
+                return
+            if exc is None:
+                task_finished.send(sender=sender, task_result=result)
+                return
+            traceback = exc.__traceback__
+            try:
+                raise exc
+            except BaseException:
+                exc.__traceback__ = traceback  # the attempt's own, not this frame's
+                task_finished.send(sender=sender, task_result=result)
+
+        return settled
+
+    def raised(self, exc: BaseException, *, timed_out: bool = False) -> Outcome:
+        """Record ``exc`` as this attempt's error.
+
+        ``task_finished`` goes out once the settlement is written (``Outcome.settled``),
+        as from an ``except`` block of ``exc``, so its receivers (Django's log line) see
+        the exception. A retry shows ``READY``: the task will run again.
         """
         error = error_of(exc)
         path = error["exception_class_path"]
@@ -354,5 +384,5 @@ class TaskAttempt:
                 object.__setattr__(result, "finished_at", instant(finished))
             # A run the worker gave up on (timed_out() spoke for it) finishes unheard.
             if loud and (timed_out or not self.job.cancelled.is_set()):
-                task_finished.send(sender=self.runner.sender, task_result=result)
+                outcome = replace(outcome, settled=self._finished(result, exc))
         return outcome

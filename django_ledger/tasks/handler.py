@@ -102,11 +102,7 @@ class TaskHandler:
         if known is not None and known[0] is task and known[1] is entry:
             limits, is_async = known[2], known[3]
         else:
-            check_queue(task, self.queue)
-            declared = task.ledger_options if isinstance(task, LedgerTask) else {}
-            limits = resolve_options(
-                declared, entry.options, max_attempts=entry.max_attempts, lease=entry.lease
-            )
+            limits = _limits(task, self.queue, entry)
             is_async = iscoroutinefunction(task.func)
             self._limits[path] = (task, entry, limits, is_async)
         options = tighten(limits, payload.options) if payload.options else limits
@@ -179,3 +175,23 @@ def _checked(plan: Plan) -> TaskPlan:
     if not isinstance(plan, TaskPlan) or plan.task is None or plan.payload is None:
         raise TypeError("TaskHandler.run takes the plan TaskHandler.plan made")
     return plan
+
+
+def _limits(task: Task[..., Any], queue: str, entry: QueueEntry) -> TaskOptions:
+    """The options ``task`` runs with on ``queue``, before a call's own tighten them."""
+    check_queue(task, queue)
+    declared = task.ledger_options if isinstance(task, LedgerTask) else {}
+    return resolve_options(
+        declared, entry.options, max_attempts=entry.max_attempts, lease=entry.lease
+    )
+
+
+def task_options(queue: str, payload: str) -> TaskOptions:
+    """The options a worker of ``queue`` would run this task payload with.
+
+    Raise (``BadPayload``, ``UnknownTask``, ``TaskRefused``...) where a worker would
+    refuse it. For pages that say what a record's task allows, as its ``max_attempts``.
+    """
+    document = decode_task(payload)
+    limits = _limits(resolve_task(document.task), queue, queues.get(queue))
+    return tighten(limits, document.options) if document.options else limits

@@ -19,12 +19,16 @@ end
 -- The next fence of a claim whose record holds `floor`: the queue-wide counter moves on,
 -- and never below the record's own fence (an imported record may hold a larger one), so
 -- a fence is greater than every earlier fence of its id, also across a purge.
+-- A missing counter (a new queue, or a Redis that lost its data) starts at the server
+-- clock in microseconds: no queue claims a million a second, so the new counter starts
+-- above every fence an earlier one gave, and fenced effects stored downstream with an
+-- old fence still yield to the next attempt (docs/guarantees.md).
 local function next_fence(floor)
-  local f = redis.call('INCR', KEYS[9])
-  if f <= floor then
-    f = floor + 1
-    redis.call('SET', KEYS[9], f)
-  end
+  local counted = redis.call('INCR', KEYS[9])
+  local f = counted
+  if f == 1 then f = server_now() * 1000 end
+  if f <= floor then f = floor + 1 end
+  if f ~= counted then redis.call('SET', KEYS[9], string.format('%d', f)) end
   return f
 end
 

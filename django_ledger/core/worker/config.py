@@ -26,6 +26,7 @@ class Metrics(Protocol):
     def lost(self, queue: str) -> None: ...
     def in_flight(self, count: int) -> None: ...
     def depth(self, queue: str, pending: int) -> None: ...
+    def data_lost(self) -> None: ...
 
 
 class NoMetrics:
@@ -41,6 +42,9 @@ class NoMetrics:
         pass
 
     def depth(self, queue: str, pending: int) -> None:
+        pass
+
+    def data_lost(self) -> None:
         pass
 
 

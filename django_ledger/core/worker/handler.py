@@ -115,6 +115,10 @@ class Outcome:
     result: str | None = None
     #: Why, for the outcome's log line (an exception class path, "timeout", ...).
     reason: str = ""
+    #: Called once the settlement is answered, with whether it was written (``False``:
+    #: refused, the lease lost): what a run announces of its end waits for the truth.
+    #: Not called for an outcome never settled (lost before, or left at a forced stop).
+    settled: Callable[[bool], None] | None = field(default=None, compare=False)
 
 
 #: A completion with no result (outcomes are frozen: one serves every such run).

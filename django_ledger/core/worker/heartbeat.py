@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..counters import Counters, Tally
+from .epoch import DataLoss, Epochs, EpochWatch
 
 __all__ = ["Heartbeats", "WorkerInfo"]
 
@@ -40,6 +41,9 @@ class WorkerInfo:
     #: What runs now: one dict per job (id, queue, name, attempt, since in epoch ms).
     running: list[dict[str, Any]] = field(default_factory=list)
     state: str = "running"
+    #: Times this worker found Redis had lost the ledger's data, and the last (epoch ms).
+    data_losses: int = 0
+    data_lost_at: int | None = None
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, separators=(",", ":"), ensure_ascii=False)
@@ -63,18 +67,28 @@ class Heartbeats:
         self.counters = Counters(redis, namespace)
         #: The queues of the last beat: each flush samples their depth (``Counters``).
         self._queues: list[str] = []
+        #: The namespace's epoch, read with each beat (``epoch.py``): a data loss shows.
+        self.epochs = Epochs(redis, namespace)
+        self.watch = EpochWatch(self.epochs)
 
     def key(self, worker_id: str) -> str:
         return f"{self.namespace}:worker:{worker_id}"
 
-    def beat(self, info: WorkerInfo, ttl_s: float) -> None:
-        """Write ``info``; it expires after ``ttl_s`` unless the next beat comes first."""
+    def beat(self, info: WorkerInfo, ttl_s: float) -> DataLoss | None:
+        """Write ``info``; it expires after ``ttl_s`` unless the next beat comes first.
+
+        The same round trip reads the namespace's epoch: returns the data loss it shows
+        (Redis lost what it held since this worker's last beat), if any.
+        """
         pipe = self.redis.pipeline(transaction=False)
+        pipe.get(self.epochs.key)
         pipe.set(self.key(info.worker_id), info.to_json(), px=max(1, int(ttl_s * 1000)))
         pipe.zadd(self.index_key, {info.worker_id: info.beat_at})
-        pipe.execute()
+        raw = pipe.execute()[0]
+        loss = self.watch.seen(raw, info.beat_at, info.worker_id)
         self._queues = list(info.queues)
         self.counters.flush(self.tally, queues=self._queues)
+        return loss
 
     def forget(self, worker_id: str) -> None:
         """Remove a worker that stopped cleanly, flushing its last counts first."""

@@ -78,6 +78,11 @@ class PrometheusMetrics:
             "ledger_queue_depth", "PENDING records of a queue.", ["queue"], registry=registry
         )
 
+        self._data_losses = _prometheus.Counter(
+            "ledger_redis_data_losses",
+            "Times this worker found that Redis had lost the ledger's data (epoch.py).",
+            registry=registry,
+        )
         self._records = _prometheus.Gauge(
             "ledger_queue_records",
             "Records of a queue by state (pending_due, claimed, dead), as last sampled.",
@@ -98,6 +103,9 @@ class PrometheusMetrics:
 
     def depth(self, queue: str, pending: int) -> None:
         self._depth.labels(queue).set(pending)
+
+    def data_lost(self) -> None:
+        self._data_losses.inc()
 
     def records(self, queue: str, depth: Depth) -> None:
         """Set the queue's gauges from a depth sample (what the depth chart draws)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..counters import Tally
@@ -39,6 +40,8 @@ def settled(
     info, warning = log.isEnabledFor(logging.INFO), log.isEnabledFor(logging.WARNING)
     for (entry, outcome), answer in zip(items, answers, strict=True):
         outcome_state = outcome.state
+        if outcome.settled is not None:
+            announce(state, entry, outcome.settled, answer.status is not SettlementStatus.LOST)
         if answer.status is SettlementStatus.LOST:
             counts.lost += 1
             word, shown = "lost", warning
@@ -66,6 +69,20 @@ def settled(
             state.metrics.outcome(entry.queue, name, word, seconds)
         if shown:
             log_outcome(entry, outcome, word, seconds, name, answer.reason)
+
+
+def announce(
+    state: WorkerState, entry: Entry, settled: Callable[[bool], None], written: bool
+) -> None:
+    """Tell a run's outcome whether its settlement was written (``Outcome.settled``)."""
+    try:
+        settled(written)
+    except Exception:  # a signal receiver's bug must not stop the main loop
+        log.exception(
+            "worker %s: after settling %s, its handler raised",
+            state.worker_id,
+            entry.job.claim.request_id,
+        )
 
 
 def tallied(

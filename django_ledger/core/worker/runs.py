@@ -15,7 +15,9 @@ from collections import deque
 from collections.abc import Awaitable
 from concurrent.futures import CancelledError
 
+from ..errors import LedgerError
 from ..records import State
+from ..results import SettlementStatus
 from . import tracing
 from .handler import Outcome, Plan
 from .interrupt import TimedOut
@@ -102,6 +104,12 @@ class Runs:
     def _execute(self, entry: Entry) -> None:
         """Run one job on this thread (its outcome goes to the main loop's outbox)."""
         state = self._state
+        if (
+            not entry.finished
+            and entry.may_lapse(time.monotonic())
+            and not self._renewed_before_start(entry)
+        ):
+            return
         with state.lock:
             if entry.finished:  # given back or lost before it started
                 return
@@ -118,6 +126,49 @@ class Runs:
         finally:
             with state.lock:
                 entry.thread_id = None
+
+    def _renewed_before_start(self, entry: Entry) -> bool:
+        """Renew a claim whose lease may have ended before its job starts; say if it holds.
+
+        This worker was paused, or cut off from Redis, for most of a lease: meanwhile the
+        lease may have ended and repair given the claim back (a held claim without
+        spending its attempt), so another worker may run it under the same attempt
+        number. A claim the renewal does not confirm is dropped unstarted: its lease
+        ends, and repair hands it out again.
+        """
+        state = self._state
+        claim = entry.job.claim
+        sent = time.monotonic()
+        try:
+            answer = state.ledgers[entry.queue].renew_many([(claim, entry.lease_for)])[0]
+        except LedgerError as exc:
+            why = f"could not be renewed: {exc}"
+        else:
+            if answer.status is SettlementStatus.RENEWED:
+                entry.confirmed(sent, entry.lease_for)
+                return True
+            why = f"renewal answered LOST ({answer.reason})"
+        entry.job.lost.set()
+        with state.lock:
+            dropped = not entry.finished
+            if dropped:
+                entry.finished = True
+                state.drop(entry)
+        if dropped:
+            state.counts.lost += 1
+            state.metrics.lost(entry.queue)
+            state.tally_lost(entry)
+            log.warning(
+                "worker %s: %s (queue %s, fence %d) not started: its lease may have ended "
+                "before it could start, and its %s",
+                state.worker_id,
+                claim.request_id,
+                entry.queue,
+                claim.fence,
+                why,
+            )
+        state.wake.set()  # room for another claim
+        return False
 
     def _plan(self, entry: Entry) -> Plan | None:
         """Ask the handler how to run the job; one it cannot run is finished here."""

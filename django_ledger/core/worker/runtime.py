@@ -40,7 +40,7 @@ from ..errors import LedgerError
 from ..lane import borrowed
 from ..ledger import Ledger
 from ..records import State
-from ..results import Claim, Claims, earliest
+from ..results import Claim, Claims, Settlement, SettlementStatus, earliest
 from ..transport import MAX_BATCH
 from .config import Metrics, WorkerConfig, default_worker_id
 from .handler import Handler, Job, Outcome
@@ -305,13 +305,15 @@ class Worker:
                 if quiet > 0:  # nothing due there until then, and no wake-up since
                     waits.append(None if quiet == float("inf") else int(quiet * 1000) + 1)
                     continue
+            lease = self.leases[queue]
             settle: list[SettleItem] = [
-                (claim, State.CLAIMED, self.leases[queue]) for claim in started
+                (entry.job.claim, State.CLAIMED, lease) for entry in started
             ]
             settle += [
                 (entry.job.claim, outcome.state, outcome.delay, outcome.result)
                 for entry, outcome in items
             ]
+            sent = time.monotonic()
             try:
                 settlements, claims = self.ledgers[queue].settle_and_claim(
                     settle,
@@ -327,6 +329,8 @@ class Worker:
                 state.wake.wait(0.5)
                 continue
             self._unsettled[queue] = []
+            if started:
+                self._marked(started, settlements[: len(started)], sent, lease)
             if items:
                 worked = True
                 settled(state, items, settlements[len(started) :])
@@ -336,7 +340,7 @@ class Worker:
                 idle.note(queue, claims.due_in_ms, len(claims) < want, now)
             elif want > 0:
                 waits.append(None)
-            self._start(queue, claims)
+            self._start(queue, claims, sent)
         idle.due_in_ms = earliest(*waits)
         idle.failed = failed
         drained = room > 0 and claimed < room and not failed
@@ -348,12 +352,12 @@ class Worker:
             busy = sum(1 for entry in self._state.in_hand.values() if not entry.finished)
         return max(0, self.config.concurrency - busy)
 
-    def _start_marks(self) -> dict[str, list[Claim]]:
+    def _start_marks(self) -> dict[str, list[Entry]]:
         """Held claims to mark started: their jobs started, or (concurrency 1) start next.
 
         A job the main loop runs itself starts right after this call: it is marked in it.
         """
-        marks: dict[str, list[Claim]] = defaultdict(list)
+        marks: dict[str, list[Entry]] = defaultdict(list)
         backlog = self._runs.backlog
         upcoming = backlog[0] if backlog else None
         with self._state.lock:
@@ -361,11 +365,25 @@ class Worker:
                 claim = entry.job.claim
                 begun = entry.started is not None or entry is upcoming
                 if claim.held and begun and not entry.finished:
-                    marks[entry.queue].append(claim)
+                    marks[entry.queue].append(entry)
         return marks
 
-    def _start(self, queue: str, claims: list[Claim]) -> None:
-        """Take new claims in hand and queue their jobs to run."""
+    def _marked(
+        self, entries: list[Entry], answers: list[Settlement], sent: float, lease: float
+    ) -> None:
+        """Take in the answers to start marks: each renewed the lease, or found it lost.
+
+        A mark answered LOST (the lease ended while this worker was paused, and repair
+        gave the claim back) loses the job: one that has not started never does.
+        """
+        for entry, answer in zip(entries, answers, strict=True):
+            if answer.status is SettlementStatus.LOST:
+                self._renewer.lose(entry, answer.reason)
+            else:
+                entry.confirmed(sent, lease)
+
+    def _start(self, queue: str, claims: list[Claim], sent: float) -> None:
+        """Take new claims in hand (claimed by a call sent at ``sent``); queue their jobs."""
         if not claims:
             return
         ledger, handler, lease = self.ledgers[queue], self.handlers[queue], self.leases[queue]
@@ -391,6 +409,8 @@ class Worker:
                 ),
                 handler,
                 lease,
+                confirmed_at=sent,
+                lease_for=lease,
             )
             for claim in claims
         ]

@@ -44,6 +44,25 @@ class Entry:
     #: Set once an outcome is decided (by the run, its time-out or its loss), or once the
     #: claim is given back or lost before it started.
     finished: bool = False
+    #: When (``time.monotonic``) the last call that set its lease was sent, and the lease
+    #: it asked for: the lease holds at least until ``confirmed_at + lease_for`` (the
+    #: server's clock starts it later), whatever paused this process meanwhile.
+    confirmed_at: float = 0.0
+    lease_for: float = 0.0
+
+    def confirmed(self, sent: float, lease: float) -> None:
+        """Note a claim or renewal of this claim's lease, sent at ``sent`` for ``lease`` s."""
+        if sent >= self.confirmed_at:
+            self.confirmed_at, self.lease_for = sent, lease
+
+    def may_lapse(self, now: float) -> bool:
+        """Whether its lease may have ended, or may end before its start is marked.
+
+        Past two thirds of the lease since the last confirmation: renewals come every
+        third of it, so only a process paused (SIGSTOP, a VM frozen) or cut off from
+        Redis gets there, and then the server may have given the claim to another.
+        """
+        return now >= self.confirmed_at + self.lease_for * 2 / 3
 
 
 @dataclass

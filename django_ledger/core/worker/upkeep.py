@@ -90,21 +90,25 @@ class Renewer:
                 claim = entry.job.claim
                 # A held claim whose job has started is marked started by this renewal.
                 items.append((claim, lease, claim.held and entry.started is not None))
+            sent = time.monotonic()
             try:
                 answers = state.ledgers[queue].renew_many(items)
             except LedgerError as exc:  # Redis away: the leases may still hold; try next beat
                 log.warning("worker %s: renewals of %s failed: %s", state.worker_id, queue, exc)
                 continue
-            for entry, answer in zip(group, answers, strict=True):
+            for entry, (_, lease, _), answer in zip(group, items, answers, strict=True):
                 if answer.status is SettlementStatus.LOST:
-                    self._lose(entry, answer.reason)
+                    self.lose(entry, answer.reason)
+                else:
+                    entry.confirmed(sent, lease)
         self._watch_timeouts(entries)
         try:
             self.beat()
         except redis_errors.RedisError as exc:  # a missed beat only delays the Workers page
             log.warning("worker %s: heartbeat not written: %s", state.worker_id, exc)
 
-    def _lose(self, entry: Entry, reason: str | None) -> None:
+    def lose(self, entry: Entry, reason: str | None) -> None:
+        """A renewal (or a start mark) of ``entry`` answered LOST: its outcome is not written."""
         state = self._state
         if entry.job.lost.is_set():
             return
@@ -188,8 +192,24 @@ class Renewer:
             lost=state.counts.lost,
             running=running,
             state="stopping" if state.stopping.is_set() else "running",
+            data_losses=heartbeats.watch.losses,
+            data_lost_at=None
+            if heartbeats.watch.last is None
+            else heartbeats.watch.last.noticed_at,
         )
-        heartbeats.beat(info, ttl_s=max(3.0, min(state.leases.values())))
+        loss = heartbeats.beat(info, ttl_s=max(3.0, min(state.leases.values())))
+        if loss is not None:
+            state.metrics.data_lost()
+            log.error(
+                "worker %s: Redis lost the ledger's data (namespace %s; noticed by %s): "
+                "records, results and heartbeats written before are gone, and the tasks this "
+                "worker holds will be refused; re-send what must run (enqueue_once, the outbox "
+                "relay). Fences go on above every earlier one. Check Redis persistence "
+                "(manage.py check --deploy).",
+                state.worker_id,
+                heartbeats.namespace,
+                loss.noticed_by,
+            )
 
 
 class Repairer:

@@ -21,7 +21,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...core.worker.upkeep import Room
-from ...services.worker import WorkerOptions, build_worker, worker_queues
+from ...services.worker import MAX_PORT, WorkerOptions, build_worker, worker_queues
 
 #: Set in the environment of the children ``--processes`` starts.
 CHILD_ENV = "DJANGO_LEDGER_WORKER_CHILD"
@@ -176,6 +176,12 @@ class Command(BaseCommand):
         if count < 1:
             raise CommandError("--processes must be at least 1")
         worker_queues(options["queues"])  # refuse unknown queues before starting anything
+        port = options["metrics_port"]
+        if port and port + count - 1 > MAX_PORT:  # child k serves on port + k
+            raise CommandError(
+                f"--metrics-port {port} with --processes {count} needs ports {port} to "
+                f"{port + count - 1}, past {MAX_PORT}: give a lower port"
+            )
         env = {**os.environ, CHILD_ENV: "1"}
         stopping = threading.Event()
         forced = threading.Event()

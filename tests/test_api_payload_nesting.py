@@ -13,7 +13,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from django_ledger import Ledger, get_ledger
-from django_ledger.core.jobs import MAX_PAYLOAD_DEPTH, encode_task
+from django_ledger.core.jobs import MAX_PAYLOAD_DEPTH, MAX_READ_DEPTH, encode_task
 from tests.api_helpers import error_code, post_json, url
 
 pytest_plugins = ["tests.api_fixtures"]
@@ -76,7 +76,8 @@ def test_a_raw_queue_takes_any_payload(settings: Any, api_root: APIClient) -> No
     assert (response.status_code, error_code(response)) == (404, "not_a_task")
 
 
-@pytest.mark.parametrize("levels", [MAX_PAYLOAD_DEPTH + 1, 900, 100_000])
+# Readers take up to MAX_READ_DEPTH (a workflow step's inputs add levels to a payload).
+@pytest.mark.parametrize("levels", [MAX_READ_DEPTH + 1, 900, 100_000])
 def test_the_result_of_a_record_nested_too_deep_is_a_json_error(
     api_root: APIClient, api_ledger: Ledger, levels: int
 ) -> None:

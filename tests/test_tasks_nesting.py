@@ -97,7 +97,7 @@ def test_the_deepest_arguments_allowed_are_enqueued_and_read_back(task_namespace
 def test_get_result_of_a_payload_nested_too_deep_says_why(task_namespace: str) -> None:
     inner = "[" * 5_000 + "]" * 5_000
     get_ledger("default").admit("deep-1", '{"args":[' + inner + f'],"task":"{ECHO}","v":1}}')
-    with pytest.raises(TaskResultDoesNotExist, match="deeper than 64") as caught:
+    with pytest.raises(TaskResultDoesNotExist, match="deeper than 67") as caught:
         tasks.echo.get_result("deep-1")
     assert "deep-1" in str(caught.value)
 

@@ -125,9 +125,11 @@ def _is_ledger_backend(path: Any) -> bool:
     kind, why = imported(path)
     if why is not None:
         return False  # Django's own check of TASKS says so
-    from ..tasks.backend import LedgerBackend
-
-    return isinstance(kind, type) and issubclass(kind, LedgerBackend)
+    # A subclass of the backend, known by its bases' paths (the backend's module imports
+    # this one for its check(): importing it back would make a cycle).
+    return isinstance(kind, type) and any(
+        f"{base.__module__}.{base.__qualname__}" in BACKEND_PATHS for base in kind.__mro__
+    )
 
 
 def _missing_framework() -> str | None:

@@ -21,8 +21,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured, SynchronousOnlyOperation
-from django.db import DatabaseError
+from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from ..core.errors import LedgerUnavailable
@@ -34,7 +33,7 @@ from ..outbox.options import (
     TransactionOptions,
     transaction_options,
 )
-from ..outbox.staging import defer, in_transaction, stage, staged_result
+from ..outbox.staging import defer, in_transaction, readable_staged_result, stage
 from ..outbox.tables import outbox_ready
 from .admission import admitted, answered, retried
 from .compat import (
@@ -406,29 +405,12 @@ class LedgerBackend(BaseTaskBackend):
         return task_result(state, task_of(state, self.alias), self.alias)
 
     def _staged(self, result_id: str) -> tuple[bool, TaskResult[..., Any] | None]:
-        """Whether the outbox could be read, and the READY result waiting there if any.
-
-        Not read: another mode or no table, or a database that may not or cannot be read
-        now (an event loop, a ``SimpleTestCase``, the database down); then Redis's answer
-        stands.
-        """
+        """Whether the outbox could be read, and the READY result waiting there if any."""
         # Only the outbox mode stages, and only on a database that has the table.
         options = self.transactions
         if options.mode != "outbox" or not isinstance(result_id, str):
             return False, None
-        try:
-            if not outbox_ready(options.database):
-                return False, None
-            return True, staged_result(options.database, self.alias, result_id)
-        except (DatabaseError, SynchronousOnlyOperation):
-            return False, None  # the database is down, or this thread runs an event loop
-        except AssertionError as exc:
-            from django.test import testcases  # only tests forbid the database so
-
-            forbidden = getattr(testcases, "DatabaseOperationForbidden", None)
-            if forbidden is not None and isinstance(exc, forbidden):  # a SimpleTestCase
-                return False, None
-            raise
+        return readable_staged_result(options.database, self.alias, result_id)
 
     async def aget_result(self, result_id: str) -> TaskResult[..., Any]:
         """``get_result`` on a worker thread: the event loop never waits on Redis."""

@@ -217,7 +217,7 @@ class LedgerSettings:
         if limits and shards > 1:
             raise ImproperlyConfigured(
                 f"LEDGER['QUEUES'][{name!r}] has RATE, CONCURRENCY or KEY and {shards} SHARDS: "
-                "a queue with limits has one shard (docs/limits.md)"
+                "a queue with limits has one shard (see 'Flow limits' in the django-ledger docs)"
             )
         return limits
 

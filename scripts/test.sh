@@ -5,13 +5,13 @@
 #
 # Tests on Python 3.11 + Django 5.2 and Python 3.13 + Django 6.1 (the newest releases of
 # every dependency), on the lowest versions pyproject.toml allows, then on a local
-# Redis Cluster (Python 3.11 + Django 5.2, LEDGER_TEST_CLUSTER=1), ruff and mypy,
-# through tox in the virtualenv .venv-ci. Needs Python 3.11+ and a redis-server
-# (installed if missing). The tests start their own redis-servers on free ports;
-# nothing here touches the Redis on port 6379. The environments run as two streams side
-# by side (py311-django52, lint, type, cluster-a; py313-django61, lowest, cluster-b: the
-# cluster suite's two halves); an env list given as
-# arguments runs as one stream.
+# Redis Cluster (Python 3.11 + Django 5.2, LEDGER_TEST_CLUSTER=1), ruff, mypy and the
+# documentation site's strict build (mkdocs), through tox in the virtualenv .venv-ci.
+# Needs Python 3.11+ and a redis-server (installed if missing). The tests start their
+# own redis-servers on free ports; nothing here touches the Redis on port 6379. The
+# environments run as two streams side by side (py311-django52, lint, type, docs,
+# cluster-a; py313-django61, lowest, cluster-b: the cluster suite's two halves); an env
+# list given as arguments runs as one stream.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/_redis.sh
@@ -85,7 +85,7 @@ if [ "$#" -gt 0 ]; then
 else
     first=() second=()
     [ -e "$PYTHONS/python3.11" ] && first+=(py311-django52)
-    first+=(lint type)
+    first+=(lint type docs)
     [ -e "$PYTHONS/python3.13" ] && second+=(py313-django61)
     # The dependencies' lowest allowed versions (tox.ini's lowest: the files that meet them).
     [ -e "$PYTHONS/python3.11" ] && second+=(lowest)

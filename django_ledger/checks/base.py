@@ -10,7 +10,7 @@ from django.utils.module_loading import import_string
 __all__ = ["DOCS", "TAG", "error", "imported", "safe"]
 
 TAG = "django_ledger"
-DOCS = "see docs/checks.md"
+DOCS = "see 'System checks' in the django-ledger docs"
 
 
 def error(id_: int, msg: str, hint: str, obj: str) -> checks.Error:

@@ -61,7 +61,8 @@ def _missing_apps() -> list[checks.CheckMessage]:
             41,
             f"{app!r} is not in INSTALLED_APPS; the ledger API, which the URLs mount, "
             f"needs it for {purpose}.",
-            f"Add {app!r} to INSTALLED_APPS (see docs/api.md, 'Mounting it'), and migrate.",
+            f"Add {app!r} to INSTALLED_APPS (see 'Mounting it' in 'The REST API' of the "
+            "django-ledger docs), and migrate.",
             "INSTALLED_APPS",
         )
         for app, purpose in API_APPS.items()
@@ -77,7 +78,8 @@ def _docs_assets() -> list[checks.CheckMessage]:
             f"{DOCS_ASSETS_APP!r} is not in INSTALLED_APPS; the ledger API works, but its "
             "/api/docs/ page has no Swagger UI files to load (a blank page).",
             hint=f"pip install drf-spectacular-sidecar, add {DOCS_ASSETS_APP!r} to "
-            "INSTALLED_APPS, and run collectstatic (see docs/api.md, 'Mounting it').",
+            "INSTALLED_APPS, and run collectstatic (see 'Mounting it' in 'The REST API' of the "
+            "django-ledger docs).",
             obj="INSTALLED_APPS",
             id="django_ledger.W041",
         )

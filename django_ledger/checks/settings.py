@@ -28,7 +28,8 @@ def check_settings(
             _error(
                 1,
                 f"LEDGER must be a dict, not {type(raw).__name__}.",
-                "Write LEDGER = {...} as docs/django.md shows, or remove it to use the defaults.",
+                "Write LEDGER = {...} (see 'Settings' in the django-ledger docs), or remove "
+                "it to use the defaults.",
                 "LEDGER",
             )
         ]
@@ -173,7 +174,7 @@ def _check_flow_limits(
             "For example 'RATE': {'LIMIT': 50, 'PERIOD': 1, 'BURST': 50} (at most 50 "
             "claims a second), 'CONCURRENCY': 3 and 'KEY': 'kwargs.tenant_id' (per "
             "tenant), 'KEY_LIMITS': {'shop.tasks.export': {'CONCURRENCY': 2}} with "
-            "'KEY': 'task' (per task); see docs/limits.md.",
+            "'KEY': 'task' (per task); see 'Flow limits' in the django-ledger docs.",
             where,
         )
         return
@@ -183,7 +184,8 @@ def _check_flow_limits(
             101,
             f"RATE, CONCURRENCY or KEY on a queue of {shards} SHARDS: a limit is held by one "
             "server, so a queue with limits has one shard.",
-            "Remove SHARDS (or set it to 1), or remove the limits; see docs/limits.md.",
+            "Remove SHARDS (or set it to 1), or remove the limits; see 'Flow limits' in the "
+            "django-ledger docs.",
             where,
         )
 
@@ -281,7 +283,7 @@ def _check_durability(durability: dict[str, Any]) -> list[checks.CheckMessage]:
                     f"{key} {problem}.",
                     f"Give {'an int' if limit.kind == 'int' else 'a timedelta or seconds'}, "
                     f"{limit.describe()} (default {setting.DURABILITY_DEFAULTS[key]}), or leave "
-                    "it out; see docs/cluster.md.",
+                    "it out; see 'Redis Cluster' in the django-ledger docs.",
                     f"{where}[{key!r}]",
                 )
             )

@@ -173,7 +173,7 @@ def _check_backend(
                     65,
                     f"{problem}.",
                     "TRANSACTIONS: 'outbox' (the default), 'on_commit' or 'immediate'; "
-                    "DATABASE: an alias of DATABASES; see docs/transactions.md.",
+                    "DATABASE: an alias of DATABASES; see 'Transactions' in the django-ledger docs.",
                     f"{where}['OPTIONS'][{key!r}]",
                 )
             elif key == "DATABASE" and value not in settings.DATABASES:
@@ -191,7 +191,8 @@ def _check_backend(
             yield _error(
                 61,
                 f"{problem[0].upper()}{problem[1:]}.",
-                f"Known options: {', '.join(sorted(_KNOWN_OPTIONS))}; see docs/tasks.md.",
+                f"Known options: {', '.join(sorted(_KNOWN_OPTIONS))}; see 'Settings' "
+                "in the django-ledger docs.",
                 f"{where}['OPTIONS'][{key!r}]",
             )
     if broken:
@@ -302,7 +303,8 @@ def check_outbox(
                     f"Database {options.database!r} has no outbox table "
                     f"({OutboxEntry._meta.db_table}): enqueues inside transaction.atomic() "
                     "admit at once (as TRANSACTIONS 'immediate'), not with the transaction.",
-                    hint=f"{MISSING_HINT[0].upper()}{MISSING_HINT[1:]} (docs/transactions.md).",
+                    hint=f"{MISSING_HINT[0].upper()}{MISSING_HINT[1:]} (see 'Transactions' in the "
+                    "django-ledger docs).",
                     obj=f"TASKS[{alias!r}]",
                     id="django_ledger.W066",
                 )

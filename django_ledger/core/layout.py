@@ -47,7 +47,8 @@ class LayoutMismatch(LedgerError):
             "changing SHARDS would move request ids to other shards, where a duplicate "
             "is no longer recognised. Set SHARDS back to "
             f"{stored}, or migrate: close the gate, ledger_export, purge the queue, change "
-            "SHARDS, ledger_import (docs/cluster.md, 'Changing the number of shards')"
+            "SHARDS, ledger_import (see 'Changing the number of shards' in 'Redis Cluster' "
+            "of the django-ledger docs)"
         )
         self.stored = stored
         self.wanted = wanted

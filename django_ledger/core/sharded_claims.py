@@ -52,7 +52,7 @@ class ShardedClaiming(LedgerBase):
         if limits:
             raise ValueError(
                 f"{self.namespace}:{self.queue} has {self.shard_count} shards: "
-                "a queue with limits has one shard (docs/limits.md)"
+                "a queue with limits has one shard (see 'Flow limits' in the django-ledger docs)"
             )
         return False
 

@@ -102,5 +102,5 @@ def crowding_hint(node: str, placed: list[Placement]) -> str:
         f"hint: {len(placed)} {what} share the master {node}: {names}. They compete for "
         "its one CPU; move a slot to another master (redis-cli --cluster reshard, or "
         "CLUSTER SETSLOT), or give a new queue a name whose hash tag lands elsewhere "
-        "(docs/cluster.md#placement)."
+        "(see 'Placement' in 'Redis Cluster' of the django-ledger docs)."
     )

@@ -104,9 +104,9 @@ class TaskResultViewSet(LedgerViewSet):
         summary="Read a task's result by its id",
         description=(
             "A task's status, times, attempts, errors and return value, as Django's "
-            "TaskResult holds them (docs/tasks.md). 404 `record_not_found` for an "
-            "unknown id, 404 `not_a_task` for a record whose payload is not a task "
-            "document this version reads (`details.reason` says why)."
+            "TaskResult holds them ('Tasks' in the django-ledger docs). 404 "
+            "`record_not_found` for an unknown id, 404 `not_a_task` for a record whose "
+            "payload is not a task document this version reads (`details.reason` says why)."
         ),
         parameters=[QUEUE, REQUEST_ID, RETRY_AFTER],
         responses={200: TaskResultSerializer, **errors(400, 404, 409)},
@@ -126,7 +126,8 @@ class TaskResultViewSet(LedgerViewSet):
             raise ApiError(
                 404,
                 "not_a_task",
-                f"The record's payload is not a task document (docs/encoding.md): {reason}.",
+                "The record's payload is not a task document (see 'Keys and record encoding' "
+                f"in the django-ledger docs): {reason}.",
                 {"request_id": request_id, "reason": reason},
             )
         return Response(result_data(state))

@@ -48,7 +48,7 @@ class SchemaView(LedgerAPIView, SpectacularAPIView):
         "TITLE": "django-ledger API",
         "DESCRIPTION": (
             "Admit, claim, renew and settle requests on the django-ledger delivery ledger "
-            "(docs/api.md)."
+            "(see 'The REST API' in the django-ledger docs)."
         ),
         "VERSION": package_version(),
     }

@@ -132,8 +132,9 @@ class WorkflowViewSet(LedgerViewSet):
         description=(
             "Its steps in the order given, each with its state (WAITING, PENDING, CLAIMED, "
             "COMPLETED, FAILED, DEAD, CANCELLED, GONE), return value and errors "
-            "(docs/workflows.md), a page at a time (`offset`, `limit`; `next_offset` leads "
-            "on). 404 `workflow_not_found` for an id the queue does not hold."
+            "(see 'Workflows' in the django-ledger docs), a page at a time (`offset`, "
+            "`limit`; `next_offset` leads on). 404 `workflow_not_found` for an id the queue "
+            "does not hold."
         ),
         parameters=[QUEUE, WORKFLOW_ID, OFFSET, LIMIT, RETRY_AFTER],
         responses={200: WorkflowSerializer, **errors(400, 404)},

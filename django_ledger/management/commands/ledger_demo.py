@@ -105,5 +105,5 @@ class Command(BaseCommand):
             return
         self.stdout.write(
             f'api: curl -H "Authorization: Token {key}" http://127.0.0.1:{port}/api/queues/'
-            "  (more: manage.py ledger_token admin; docs/api.md)"
+            "  (more: manage.py ledger_token admin; 'The REST API' in the django-ledger docs)"
         )

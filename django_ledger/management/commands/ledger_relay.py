@@ -16,7 +16,10 @@ from ...services.relay import DEFAULT_BATCH, DEFAULT_INTERVAL, Relay, outbox_dat
 
 
 class Command(BaseCommand):
-    help = "Deliver the tasks waiting in the transactional outbox (docs/transactions.md)."
+    help = (
+        "Deliver the tasks waiting in the transactional outbox (see 'Transactions' in the "
+        "django-ledger docs)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         mode = parser.add_mutually_exclusive_group()

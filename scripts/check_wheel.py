@@ -1,6 +1,6 @@
 """Check a built wheel before it is published: every file a user's install needs is in it.
 
-    python scripts/check_wheel.py dist/django_ledger-*.whl
+    python scripts/check_wheel.py dist/django_task_ledger-*.whl
 
 Compares the wheel with the source tree: every template, static file, Lua script,
 migration, message catalog and ``py.typed`` under ``django_ledger/`` must be in the wheel,

@@ -119,7 +119,7 @@ log "building the package once ($VENV/dist)"
     cat "$VENV/build.log"
     exit 1
 }
-wheel="$(ls "$VENV"/dist/django_ledger-*.whl)"
+wheel="$(ls "$VENV"/dist/django_task_ledger-*.whl)"
 # The wheel as a package index would take it: its metadata and README render
 # (twine check --strict), and it holds every data file and the licence.
 if ! "$VENV/bin/python" -c 'import twine' >/dev/null 2>&1; then

@@ -6,8 +6,8 @@ Compares the wheel with the source tree: every template, static file, Lua script
 migration, message catalog and ``py.typed`` under ``django_ledger/`` must be in the wheel,
 and its metadata must name the distribution and the licence and carry the LICENSE file;
 nothing of the test project's (the demo's command and seeding, the tests) may be in it.
-Exits 1, naming what is wrong, otherwise 0. ``scripts/test.sh`` runs it (with ``twine check --strict``) on
-the wheel every CI run installs.
+Exits 1, naming what is wrong, otherwise 0. ``scripts/test.sh`` runs it (with
+``twine check --strict``) on the wheel every CI run installs.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ The core (``django_ledger.core``, everything imported here) needs no Django;
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from .core.errors import CorruptRecord, LedgerError, LedgerUnavailable
@@ -44,7 +45,14 @@ __all__ = [
     "get_ledger",
 ]
 
-__version__ = "0.1.0"
+#: The distribution that installs this package: PyPI's "django-ledger" is another project.
+DISTRIBUTION = "django-task-ledger"
+
+try:
+    # pyproject.toml states the version once; the installed metadata carries it here.
+    __version__ = version(DISTRIBUTION)
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 
 def get_ledger(queue: str = "default") -> Ledger:

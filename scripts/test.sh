@@ -52,9 +52,14 @@ warn_loudly() {
 }
 
 make_venv "$VENV"
-if ! "$VENV/bin/python" -c 'import tox' >/dev/null 2>&1; then
+# tox 4.22 or newer: tox.ini installs the test tools as a dependency group.
+HAS_TOX='
+import sys
+from importlib.metadata import version
+sys.exit(tuple(int(part) for part in version("tox").split(".")[:2]) < (4, 22))'
+if ! "$VENV/bin/python" -c "$HAS_TOX" >/dev/null 2>&1; then
     log "installing tox into $VENV"
-    "$VENV/bin/python" -m pip install -q 'tox>=4.11'
+    "$VENV/bin/python" -m pip install -q 'tox>=4.22'
 fi
 ensure_redis_server "$VENV"
 
@@ -119,7 +124,7 @@ log "building the package once ($VENV/dist)"
     cat "$VENV/build.log"
     exit 1
 }
-wheel="$(ls "$VENV"/dist/django_ledger-*.whl)"
+wheel="$(ls "$VENV"/dist/django_task_ledger-*.whl)"
 # The wheel as a package index would take it: its metadata and README render
 # (twine check --strict), and it holds every data file and the licence.
 if ! "$VENV/bin/python" -c 'import twine' >/dev/null 2>&1; then

@@ -48,6 +48,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_ledger",
+    # The project's own app: the demo's command (manage.py ledger_demo) and tasks.
+    "testproject",
 ]
 
 MIDDLEWARE = [
@@ -113,7 +115,6 @@ LEDGER = {
 # The demo (scripts/demo.sh sets LEDGER_DEMO=1): a task queue its worker serves, the demo's
 # tasks (testproject/tasks.py), and schedules that keep work flowing through the admin.
 if _env.get("LEDGER_DEMO") == "1":
-    INSTALLED_APPS.append("testproject")
     LEDGER["QUEUES"]["tasks"] = {"MAX_ATTEMPTS": 3, "BACKOFF_BASE": 2, "BACKOFF_CAP": 10}
     LEDGER["SCHEDULES"] = LEDGER["SCHEDULES"] or {
         "receipts": {"TASK": "testproject.tasks.send_receipt", "EVERY": 3},

@@ -30,7 +30,7 @@ from django.urls import reverse
 from django_ledger.admin.lookups import join_key
 from django_ledger.conf import get_ledger
 from django_ledger.core.ledger import Ledger
-from django_ledger.services.demo import seed_demo
+from testproject.demo import seed_demo
 from tests.redis_server import free_port
 
 CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")

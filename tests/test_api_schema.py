@@ -163,7 +163,7 @@ def test_the_served_schema_names_the_api_and_its_version(api_root: Any, settings
     settings.SPECTACULAR_SETTINGS = {}  # a project that configures nothing
     info = api_root.get("/api/schema/", {"format": "json"}).json()["info"]
     assert info["title"] == "django-ledger API"
-    assert info["version"] == version("django-ledger") != "0.0.0"
+    assert info["version"] == version("django-task-ledger") != "0+unknown"
 
 
 def test_the_task_result_path_ends_in_a_slash(schema: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ from django_ledger.conf import get_ledger, reset_connections
 from django_ledger.core.errors import CorruptRecord
 from django_ledger.core.ledger import Ledger
 from django_ledger.core.records import decode_record
-from django_ledger.services.demo import demo_ids
+from testproject.demo import demo_ids
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.django_db

@@ -77,5 +77,5 @@ def test_the_demo_schedules_fire_as_their_names_say() -> None:
 def test_the_readme_says_what_django_52_users_add() -> None:
     readme = (ROOT / "README.md").read_text()
     install = readme.split("## Install in your project", 1)[1].split("\n## ", 1)[0]
-    assert "pip install 'django-ledger[tasks]'" in install and "Django 5.2" in install
+    assert "pip install 'django-task-ledger[tasks]'" in install and "Django 5.2" in install
     assert '"django_tasks"' in install

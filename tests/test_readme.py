@@ -25,7 +25,7 @@ from django_ledger.conf import reset_connections
 from django_ledger.core.ledger import Ledger
 from django_ledger.core.records import State
 from django_ledger.core.results import AdmissionStatus, SettlementStatus
-from django_ledger.services.demo import seed_demo
+from testproject.demo import seed_demo
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"^```python\n(.*?)^```$", README.read_text(), re.M | re.S)

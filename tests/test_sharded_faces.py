@@ -32,9 +32,9 @@ from django_ledger import State
 from django_ledger.conf import get_ledger
 from django_ledger.core.ledger import Ledger
 from django_ledger.core.sharded import ShardedLedger
-from django_ledger.services.demo import STEPS, read_demo, seed_demo
 from django_ledger.tasks import enqueue_once
 from django_ledger.tasks.compat import TaskResultStatus
+from testproject.demo import STEPS, read_demo, seed_demo
 from tests.api_helpers import token_client, url
 from tests.ledger_helpers import GARBAGE
 from tests.tasks_helpers import run_until_settled

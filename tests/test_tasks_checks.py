@@ -163,4 +163,4 @@ print([m.hint for m in check_tasks()])
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "['django_ledger.E064']"
-    assert "django-ledger[tasks]" in done.stdout
+    assert "django-task-ledger[tasks]" in done.stdout

@@ -186,7 +186,7 @@ def test_without_prometheus_client_the_worker_runs_and_metrics_are_a_clear_error
     assert asked.wait() != 0
     out = asked.output()
     assert "--metrics-port needs prometheus-client" in out
-    assert "pip install 'django-ledger[metrics]'" in out
+    assert "pip install 'django-task-ledger[metrics]'" in out
     assert "Traceback" not in out
 
 

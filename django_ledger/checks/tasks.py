@@ -80,7 +80,7 @@ def check_tasks(
         where = f"TASKS[{alias!r}]"
         missing = _missing_framework()
         if missing is not None:
-            errors.append(_error(64, missing, "pip install 'django-ledger[tasks]'.", where))
+            errors.append(_error(64, missing, "pip install 'django-task-ledger[tasks]'.", where))
             continue
         if backends:
             errors += _check_backend(where, params, queues)

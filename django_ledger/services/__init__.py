@@ -4,7 +4,6 @@ The commands only parse options, call these, and print; these know nothing of
 ``argparse`` or terminals.
 """
 
-from .demo import ensure_admin, seed_demo
 from .formats import Row, read_csv, read_jsonl
 from .repair import QueueRepair, configured_queues, repair_queue, repair_queues
 from .transfer import (
@@ -24,12 +23,10 @@ __all__ = [
     "QueueRepair",
     "Row",
     "configured_queues",
-    "ensure_admin",
     "export_queue",
     "import_lines",
     "read_csv",
     "read_jsonl",
     "repair_queue",
     "repair_queues",
-    "seed_demo",
 ]

@@ -188,7 +188,7 @@ def _metrics(options: WorkerOptions) -> Metrics | None:
 
     if not metrics.available():
         raise ValueError(
-            "--metrics-port needs prometheus-client: pip install 'django-ledger[metrics]'"
+            "--metrics-port needs prometheus-client: pip install 'django-task-ledger[metrics]'"
         )
     exporter: Any = metrics.PrometheusMetrics()
     try:

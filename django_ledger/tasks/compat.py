@@ -1,7 +1,7 @@
 """Django's task framework, wherever it lives: ``django.tasks`` (6.0+) or the backport.
 
 On Django 5.2 the framework is the ``django-tasks`` backport (``pip install
-'django-ledger[tasks]'``), whose names differ a little (``InvalidTaskError``); every
+'django-task-ledger[tasks]'``), whose names differ a little (``InvalidTaskError``); every
 other module of this package imports the framework from here, under Django's names.
 The type checker always reads ``django.tasks`` (django-stubs describes it).
 """
@@ -71,7 +71,7 @@ else:  # pragma: no cover - exercised by the Django 5.2 test environment
         raise ImproperlyConfigured(
             "django_ledger.tasks needs Django's task framework: Django 6.0 or later, or on "
             f"Django {django.get_version()} the django-tasks backport "
-            "(pip install 'django-ledger[tasks]')"
+            "(pip install 'django-task-ledger[tasks]')"
         ) from exc
     from django_tasks import task, task_backends
     from django_tasks.backends.base import BaseTaskBackend

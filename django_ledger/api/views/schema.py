@@ -8,7 +8,6 @@ document, 401 with ``WWW-Authenticate: Token``). The page's Swagger UI comes fro
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from django.http import HttpResponse
@@ -23,6 +22,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.renderers import TemplateHTMLRenderer
 from rest_framework.request import Request
 
+from ... import __version__
 from ..schema import extend_schema
 from .base import LedgerAPIView
 
@@ -34,10 +34,7 @@ SIDECAR = "drf_spectacular_sidecar/swagger-ui-dist/"
 
 def package_version() -> str:
     """Return the installed django-ledger's version (the schema's ``info.version``)."""
-    try:
-        return version("django-ledger")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "0+unknown"
+    return __version__
 
 
 class SchemaView(LedgerAPIView, SpectacularAPIView):

@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover
     _prometheus = None
 
 #: What to install when ``prometheus_client`` does not import.
-INSTALL = "install prometheus-client (pip install 'django-ledger[metrics]')"
+INSTALL = "install prometheus-client (pip install 'django-task-ledger[metrics]')"
 
 
 def available() -> bool:

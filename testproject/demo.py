@@ -19,11 +19,11 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.errors import CorruptRecord
-from ..core.ledger import Ledger
-from ..core.records import Record, State, decode_record, encode_record
-from ..core.reference import write
-from ..core.results import AdmissionStatus, Claim
+from django_ledger.core.errors import CorruptRecord
+from django_ledger.core.ledger import Ledger
+from django_ledger.core.records import Record, State, decode_record, encode_record
+from django_ledger.core.reference import write
+from django_ledger.core.results import AdmissionStatus, Claim
 
 __all__ = [
     "STEPS",

@@ -1,4 +1,7 @@
-"""``manage.py ledger_demo``: migrate, an admin user, seeded queues, and a dev server."""
+"""``manage.py ledger_demo``: migrate, an admin user, seeded queues, and a dev server.
+
+The test project's (``scripts/demo.sh`` runs it), not the installed app's.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_ledger.conf import get_ledger, ledger_settings
 from django_ledger.core.errors import LedgerError
-from django_ledger.services import ensure_admin, seed_demo
-from django_ledger.services.demo import kept_password
+from testproject.demo import ensure_admin, kept_password, seed_demo
 
 STATS = ("pending_due", "pending_later", "claimed", "completed", "failed", "dead", "quarantined")
 
@@ -98,7 +100,7 @@ class Command(BaseCommand):
     def _print_api_line(self, port: int) -> None:
         """Print a working ``curl`` line with the admin's API token (when the API is on)."""
         try:
-            from ...api.user_tokens import token_for_username
+            from django_ledger.api.user_tokens import token_for_username
 
             _, key, _ = token_for_username("admin")
         except (ImportError, ImproperlyConfigured, LookupError):

@@ -1,0 +1,1 @@
+"""The test project's management commands: ``ledger_demo``."""

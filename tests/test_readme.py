@@ -77,7 +77,13 @@ def readme_settings(namespace: str) -> Iterator[dict[str, Any]]:
     exec(INSTALL, scope)
     assert {"rangefilter", "django_ledger"} <= set(scope["INSTALLED_APPS"]) - {...}
     assert {"rangefilter", "django_ledger"} <= set(settings.INSTALLED_APPS)
-    config = {**scope["LEDGER"], "NAMESPACE": namespace}
+    # The README shows a Redis URL; the test runs it on the suite's own Redis.
+    assert scope["LEDGER"]["CONNECTION"].startswith("redis://")
+    config = {
+        **scope["LEDGER"],
+        "NAMESPACE": namespace,
+        "CONNECTION": settings.LEDGER["CONNECTION"],
+    }
     with override_settings(LEDGER=config):
         yield config
     reset_connections()

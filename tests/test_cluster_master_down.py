@@ -22,12 +22,9 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from redis.cluster import ClusterNode, RedisCluster
@@ -40,22 +37,12 @@ from django_ledger.core.records import State
 from django_ledger.core.schedule import state_key
 from tests.cluster_server import redis_cluster, slot_owner
 from tests.redis_server import RedisServer
+from tests.tasks_helpers import wait_until
 
 pytestmark = pytest.mark.standalone_only("starts a cluster of its own")
 
 ROOT = Path(__file__).resolve().parent.parent
 ADMITTED = re.compile(r"admitted (schedule:(\S+):(\d+)) at ")
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        pause.wait(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def test_a_plain_cluster_client_reads_a_live_master_while_another_is_dead() -> None:
@@ -195,17 +182,15 @@ def test_a_worker_and_its_scheduler_serve_the_live_masters_and_catch_up_after_on
         live = Ledger(client, namespace, "default")
         away = Ledger(client, namespace, "emails")
         try:
-            wait_for(lambda: len(completed_epochs(live, "live")) >= 2, 60, "the live queue's runs")
-            wait_for(lambda: len(completed_epochs(away, "away")) >= 2, 60, "the other queue's runs")
+            wait_until(lambda: len(completed_epochs(live, "live")) >= 2, 60)
+            wait_until(lambda: len(completed_epochs(away, "away")) >= 2, 60)
 
             dead.kill()
             killed_at = live.stats().now // 1000
             before = completed_epochs(live, "live")
             # While the master is down, the live queue's fires go on being admitted and run.
-            wait_for(
-                lambda: len({e for e in completed_epochs(live, "live") if e > killed_at}) >= 4,
-                60,
-                "the live queue's runs while a master is down",
+            wait_until(
+                lambda: len({e for e in completed_epochs(live, "live") if e > killed_at}) >= 4, 60
             )
             assert worker.poll() is None, log.read_text(errors="replace")[-3000:]
 
@@ -214,11 +199,7 @@ def test_a_worker_and_its_scheduler_serve_the_live_masters_and_catch_up_after_on
             # Back (empty: it kept nothing), its queue is served again, and every fire owed
             # since the kill (MISFIRE "all") is admitted and run.
             owed = set(range(killed_at + 1, back_at + 1))
-            wait_for(
-                lambda: owed <= completed_epochs(away, "away"),
-                90,
-                "the fires owed to the returned master's queue",
-            )
+            wait_until(lambda: owed <= completed_epochs(away, "away"), 90)
             after = completed_epochs(live, "live")
         finally:
             worker.terminate()

@@ -32,6 +32,7 @@ if not (os.access(CHROMIUM, os.X_OK) or shutil.which("chromium")):
     pytest.skip(f"no chromium at {CHROMIUM}", allow_module_level=True)
 
 pytestmark = pytest.mark.django_db(transaction=True)
+pytest_plugins = ["tests.browser_fixtures"]
 
 
 @pytest.fixture
@@ -107,30 +108,17 @@ def test_pause_and_fire_now_from_the_schedules_page(
 
 
 def test_the_schedules_page_fits_a_1280_px_screen(
-    live_server: Any, django_user_model: Any, schedules: str, monkeypatch: pytest.MonkeyPatch
+    live_server: Any, django_user_model: Any, schedules: str, browser: Any
 ) -> None:
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     scheduler.Scheduler("node-a").tick()
     django_user_model.objects.create_superuser("operator", "operator@example.com", PASSWORD)
-    executable = CHROMIUM if os.access(CHROMIUM, os.X_OK) else shutil.which("chromium")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=executable,
-            headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        try:
-            page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-            page.goto(f"{live_server.url}/admin/login/?next=/admin/django_ledger/schedule/")
-            page.fill("#id_username", "operator")
-            page.fill("#id_password", PASSWORD)
-            page.click("input[type=submit]")
-            page.wait_for_selector("#schedules")
-            # Nothing wider than the screen: no sideways scrolling to read a schedule.
-            width = page.evaluate("document.documentElement.scrollWidth")
-            table = page.evaluate(
-                "document.querySelector('#schedules').getBoundingClientRect().right"
-            )
-        finally:
-            browser.close()
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/django_ledger/schedule/")
+    page.fill("#id_username", "operator")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_selector("#schedules")
+    # Nothing wider than the screen: no sideways scrolling to read a schedule.
+    width = page.evaluate("document.documentElement.scrollWidth")
+    table = page.evaluate("document.querySelector('#schedules').getBoundingClientRect().right")
     assert width <= 1280 and table <= 1280, (width, table)

@@ -113,13 +113,13 @@ LEDGER = {
 }
 
 # The demo (scripts/demo.sh sets LEDGER_DEMO=1): a task queue its worker serves, the demo's
-# tasks (testproject/tasks.py), and schedules that keep work flowing through the admin.
+# tasks (testproject/demo_tasks.py), and schedules that keep work flowing through the admin.
 if _env.get("LEDGER_DEMO") == "1":
     LEDGER["QUEUES"]["tasks"] = {"MAX_ATTEMPTS": 3, "BACKOFF_BASE": 2, "BACKOFF_CAP": 10}
     LEDGER["SCHEDULES"] = LEDGER["SCHEDULES"] or {
-        "receipts": {"TASK": "testproject.tasks.send_receipt", "EVERY": 3},
+        "receipts": {"TASK": "testproject.demo_tasks.send_receipt", "EVERY": 3},
         # A cron schedule as well, each minute so that the demo shows its fires at once.
-        "report-every-minute": {"TASK": "testproject.tasks.build_report", "CRON": "* * * * *"},
+        "report-every-minute": {"TASK": "testproject.demo_tasks.build_report", "CRON": "* * * * *"},
     }
 
 # Django's task framework on the ledger (docs/tasks.md): django.tasks on Django 6.0+,

@@ -22,6 +22,7 @@ import pytest
 from redis.crc import key_slot
 
 from django_ledger import Ledger, LedgerUnavailable
+from django_ledger.connections import CLUSTER_RETRIES, client_retry
 from django_ledger.core.records import State
 from django_ledger.core.results import AdmissionStatus, Claim, SettlementStatus
 from tests.cluster_server import LocalCluster
@@ -60,7 +61,12 @@ def replicated() -> Iterator[LocalCluster]:
 
 
 def ledger_on(cluster: LocalCluster, queue: str, optimized: bool) -> Ledger:
-    client = cluster.client(socket_timeout=2, socket_connect_timeout=1)
+    # The ledger's own retry policy (one immediate resend), as LEDGER['CONNECTION'] builds
+    # it: redis-py's default (since 8.2, ten resends with waits of up to a second) can
+    # ride out the whole failover and hide it.
+    client = cluster.client(
+        socket_timeout=2, socket_connect_timeout=1, retry=client_retry(CLUSTER_RETRIES)
+    )
     return Ledger(
         client,
         NAMESPACE,

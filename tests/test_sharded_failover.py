@@ -21,6 +21,7 @@ import pytest
 from redis.crc import key_slot
 
 from django_ledger import LedgerUnavailable, SettlementStatus, State
+from django_ledger.connections import CLUSTER_RETRIES, client_retry
 from django_ledger.core.layout import shard_index
 from django_ledger.core.sharded import ShardedLedger
 from tests.cluster_server import LocalCluster
@@ -46,7 +47,10 @@ def replicated() -> Iterator[LocalCluster]:
 
 
 def sharded_on(cluster: LocalCluster) -> ShardedLedger:
-    client = cluster.client(socket_timeout=2, socket_connect_timeout=1)
+    # The ledger's own retry policy, as LEDGER['CONNECTION'] builds it (test_cluster_failover).
+    client = cluster.client(
+        socket_timeout=2, socket_connect_timeout=1, retry=client_retry(CLUSTER_RETRIES)
+    )
     return ShardedLedger(
         client, NAMESPACE, "q", 3, durability_replicas=1, durability_timeout_ms=WAIT_MS
     )

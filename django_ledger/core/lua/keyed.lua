@@ -76,6 +76,27 @@ end
 -- HMGET that reads its bucket (no command more). Claims of the key whose records left
 -- CLAIMED (settled, given back, reclaimed by repair after a lease ran out) are dropped
 -- here: their slot is free by construction.
+-- The ids of `key`'s claims that still hold a slot; the other claims' entries leave the
+-- pool. The state letter (offset 9) is enough: a claim is a slot while its record is
+-- CLAIMED, and a record keeps its key.
+local function keyed_held(key)
+  local claims = redis.call('ZRANGEBYLEX', KEYS[14], '[c' .. key .. '\0', '(c' .. key .. '\1')
+  local held, gone = {}, {}
+  if #claims == 0 then return held end
+  local ids = {}
+  for k, m in ipairs(claims) do ids[k] = string.sub(m, #key + 3) end
+  local raws = redis.call('HMGET', KEYS[1], unpack(ids))
+  for k = 1, #claims do
+    if raws[k] and string.sub(raws[k], 10, 10) == 'C' then
+      held[#held + 1] = ids[k]
+    else
+      gone[#gone + 1] = claims[k]
+    end
+  end
+  if #gone > 0 then redis.call('ZREM', KEYS[14], unpack(gone)) end
+  return held
+end
+
 local function keyed_use(L, key, now, cache)
   local u = cache[key]
   if u then return u end
@@ -88,25 +109,7 @@ local function keyed_use(L, key, now, cache)
     b = redis.call('HMGET', KEYS[12], 'T' .. key, 'A' .. key)
   end
   local E = u.L
-  if E.conc then
-    local claims = redis.call('ZRANGEBYLEX', KEYS[14], '[c' .. key .. '\0', '(c' .. key .. '\1')
-    if #claims > 0 then
-      local ids = {}
-      for k, m in ipairs(claims) do ids[k] = string.sub(m, #key + 3) end
-      local raws = redis.call('HMGET', KEYS[1], unpack(ids))
-      local gone = {}
-      for k = 1, #claims do
-        -- The state letter (offset 9) is enough: a claim is a slot while its record is
-        -- CLAIMED, and a record keeps its key.
-        if raws[k] and string.sub(raws[k], 10, 10) == 'C' then
-          u.taken = u.taken + 1
-        else
-          gone[#gone + 1] = claims[k]
-        end
-      end
-      if #gone > 0 then redis.call('ZREM', KEYS[14], unpack(gone)) end
-    end
-  end
+  if E.conc then u.taken = #keyed_held(key) end
   if E.limit then
     if not b then b = redis.call('HMGET', KEYS[12], 'T' .. key, 'A' .. key) end
     u.left = E.burst
@@ -147,28 +150,17 @@ local function keyed_sweep(L, now, n)
       local f = redis.call('HMGET', KEYS[12], 'R' .. key, 'T' .. key, 'A' .. key, 'L' .. key)
       if not f[1] then
         local at, running = 0, 0
-        local claims = redis.call('ZRANGEBYLEX', KEYS[14], '[c' .. key .. '\0', '(c' .. key .. '\1')
-        if #claims > 0 then
-          local ids = {}
-          for k, m in ipairs(claims) do ids[k] = string.sub(m, #key + 3) end
-          local raws = redis.call('HMGET', KEYS[1], unpack(ids))
-          local stale = {}
-          for k = 1, #claims do
-            if raws[k] and string.sub(raws[k], 10, 10) == 'C' then
-              -- A slot until its record leaves CLAIMED (a settlement, or repair after its
-              -- lease): looked at again soon, then less often, never after the lease ends.
-              local lease = tonumber(redis.call('ZSCORE', KEYS[3], ids[k]) or '0')
-              running = math.max(running, lease > now and lease + 1 or 0)
-            else
-              stale[#stale + 1] = claims[k]
-            end
+        local held = keyed_held(key)
+        if #held > 0 then
+          -- A slot until its record leaves CLAIMED (a settlement, or repair after its
+          -- lease): looked at again soon, then less often, never after the lease ends.
+          for _, id in ipairs(held) do
+            local lease = tonumber(redis.call('ZSCORE', KEYS[3], id) or '0')
+            running = math.max(running, lease > now and lease + 1 or 0)
           end
-          if #stale > 0 then redis.call('ZREM', KEYS[14], unpack(stale)) end
-          if #stale < #claims then
-            local wait = now + 250 * 2 ^ (step + 1)
-            at = running > now and math.min(running, wait) or wait
-            step = math.min(step + 1, 9)
-          end
+          local wait = now + 250 * 2 ^ (step + 1)
+          at = running > now and math.min(running, wait) or wait
+          step = math.min(step + 1, 9)
         end
         if f[3] then
           local E = keyed_limits(L, L.kl and f[4] or nil)

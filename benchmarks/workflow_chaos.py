@@ -177,7 +177,7 @@ def setup_tables() -> None:
 
 def idle() -> bool:
     """Nothing due, scheduled or running in the queue (waiting steps are not records)."""
-    from django_ledger.tasks.store import queues
+    from django_ledger.queues import queues
 
     stats = queues.get("default").ledger.stats()
     return stats.pending_due + stats.pending_later + stats.claimed == 0

@@ -91,8 +91,8 @@ def _unmigrated() -> dict[str, Any]:
     from django.db import transaction
 
     from django_ledger.checks.tasks import check_outbox
+    from django_ledger.queues import queues
     from django_ledger.tasks.compat import TaskResultDoesNotExist
-    from django_ledger.tasks.store import queues
     from tests.tasks_app import tasks
 
     with transaction.atomic():

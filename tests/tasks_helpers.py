@@ -27,9 +27,9 @@ from django.test import override_settings
 
 from django_ledger.core.ledger import Ledger
 from django_ledger.core.worker.handler import Job, Outcome
+from django_ledger.queues import queues
 from django_ledger.records import State
 from django_ledger.tasks.handler import TaskHandler
-from django_ledger.tasks.store import queues
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The queues of the test project's ``TASKS`` (``testproject/settings.py``).

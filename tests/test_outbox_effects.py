@@ -9,10 +9,10 @@ import pytest
 from django.contrib.auth.models import Group
 
 from django_ledger.models import TaskEffect
+from django_ledger.queues import queues
 from django_ledger.services.relay import Relay
 from django_ledger.tasks import LedgerTaskContext, StaleAttempt
 from django_ledger.tasks.compat import TaskResultStatus
-from django_ledger.tasks.store import queues
 from tests import outbox_tasks
 from tests.tasks_helpers import run_claimed, wait_until
 

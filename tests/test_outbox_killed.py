@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from django_ledger.tasks.store import queues
+from django_ledger.queues import queues
 from tests.outbox_process import answer, run
 from tests.redis_server import RedisServer
 from tests.tasks_app import tasks

@@ -19,10 +19,10 @@ from django.test import override_settings
 
 from django_ledger.models import OutboxEntry, TaskEffect
 from django_ledger.outbox.tables import forget_tables
+from django_ledger.queues import queues
 from django_ledger.services.relay import Relay
 from django_ledger.tasks import LedgerTaskContext, StaleAttempt, enqueue_many, flush_outbox
 from django_ledger.tasks.compat import TaskResultDoesNotExist, TaskResultStatus
-from django_ledger.tasks.store import queues
 from tests import outbox_tasks
 from tests.tasks_app import tasks
 from tests.tasks_helpers import run_claimed, wait_until

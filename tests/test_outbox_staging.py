@@ -14,10 +14,10 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from django_ledger.models import OutboxEntry
+from django_ledger.queues import queues
 from django_ledger.tasks import enqueue_many, enqueue_once
 from django_ledger.tasks.compat import TaskResultStatus
 from django_ledger.tasks.exceptions import TaskIdConflict
-from django_ledger.tasks.store import queues
 from tests.tasks_app import tasks
 from tests.tasks_helpers import run_claimed
 

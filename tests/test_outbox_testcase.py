@@ -13,8 +13,8 @@ from django.db import transaction
 from django.test import SimpleTestCase, TestCase
 
 from django_ledger.models import OutboxEntry
+from django_ledger.queues import queues
 from django_ledger.tasks.compat import TaskResultDoesNotExist, TaskResultStatus, task_backends
-from django_ledger.tasks.store import queues
 from tests.tasks_app import tasks
 from tests.tasks_helpers import run_claimed
 

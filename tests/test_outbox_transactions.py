@@ -20,11 +20,11 @@ from django.utils import timezone
 
 from django_ledger.checks.tasks import check_outbox, check_tasks
 from django_ledger.models import OutboxEntry
+from django_ledger.queues import queues
 from django_ledger.services.relay import Relay
 from django_ledger.tasks import enqueue_many, enqueue_once
 from django_ledger.tasks.compat import TaskResultDoesNotExist, TaskResultStatus
 from django_ledger.tasks.exceptions import TaskIdConflict
-from django_ledger.tasks.store import queues
 from tests.redis_server import RedisServer
 from tests.tasks_app import tasks
 from tests.tasks_helpers import run_claimed

@@ -42,7 +42,7 @@ def test_an_enqueue_in_atomic_admits_at_once_and_warns_once(
 def test_a_worker_on_an_unmigrated_database_warns_once_and_works(
     redis_server: RedisServer, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from django_ledger.tasks.store import queues
+    from django_ledger.queues import queues
     from tests.tasks_app import tasks
     from tests.tasks_helpers import task_settings
 

@@ -21,8 +21,8 @@ import redis
 from django_ledger import Ledger
 from django_ledger.core.worker.handler import CallableHandler
 from django_ledger.core.worker.runtime import Worker, WorkerConfig
+from django_ledger.queues import queues
 from django_ledger.tasks.compat import TaskResultStatus
-from django_ledger.tasks.store import queues
 from tests.outbox_process import answer, run, start
 from tests.redis_server import RedisServer
 from tests.tasks_app import tasks

@@ -18,6 +18,7 @@ from django.test import override_settings
 
 from django_ledger import get_ledger
 from django_ledger.core.records import ms_to_datetime
+from django_ledger.queues import queues
 from django_ledger.tasks import (
     LedgerBackend,
     LedgerTask,
@@ -34,7 +35,6 @@ from django_ledger.tasks.compat import (
     task,
     task_enqueued,
 )
-from django_ledger.tasks.store import queues
 from tests.tasks_app import tasks
 
 pytest_plugins = ["tests.tasks_fixtures"]

@@ -18,6 +18,7 @@ from django_ledger import get_ledger
 from django_ledger.core.jobs import Attempt, BadPayload, encode_task
 from django_ledger.core.records import State
 from django_ledger.core.worker.handler import Job
+from django_ledger.queues import queues
 from django_ledger.tasks import LeaseExpired, ResultTooLarge, UnknownTask
 from django_ledger.tasks.compat import (
     FRAMEWORK,
@@ -26,7 +27,6 @@ from django_ledger.tasks.compat import (
     task_started,
 )
 from django_ledger.tasks.handler import KEPT_TRACEBACKS, TaskHandler, TaskPlan, _bounded
-from django_ledger.tasks.store import queues
 from tests.tasks_app import tasks
 from tests.tasks_helpers import run_claimed, run_until_settled, task_settings
 

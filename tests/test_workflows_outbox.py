@@ -13,9 +13,9 @@ import pytest
 from django.db import transaction
 
 from django_ledger.models import OutboxEntry
+from django_ledger.queues import queues
 from django_ledger.services.relay import Relay
 from django_ledger.tasks.compat import InvalidTask
-from django_ledger.tasks.store import queues
 from django_ledger.tasks.workflows import (
     Workflow,
     WorkflowDoesNotExist,

@@ -18,12 +18,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .. import defaults as setting
 from ..outbox.options import TRANSACTION_OPTION_DEFAULTS, transaction_option_problem
-from ..tasks.options import (
-    BACKEND_OPTION_DEFAULTS,
-    QUEUE_OPTION_KEYS,
-    backend_option_problem,
-    normalize_option,
-)
+from ..queues import QUEUE_OPTION_KEYS
+from ..tasks.options import BACKEND_OPTION_DEFAULTS, backend_option_problem, normalize_option
 from .base import error as _error
 from .base import imported
 

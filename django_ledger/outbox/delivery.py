@@ -19,7 +19,7 @@ from django.db import connections
 
 from ..core.errors import LedgerError, LedgerUnavailable
 from ..core.results import AdmissionStatus
-from ..tasks.store import queues
+from ..queues import queues
 from .models import OutboxEntry
 
 __all__ = [

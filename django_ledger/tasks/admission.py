@@ -25,11 +25,12 @@ from ..connections import CLUSTER_RETRIES
 from ..core.errors import LedgerUnavailable, NotReplicated
 from ..core.ledger import Ledger
 from ..core.results import Admission, AdmissionStatus
+from ..queues import QueueEntry
 from .compat import InvalidTask, Task, TaskResult, task_enqueued
 from .exceptions import EnqueueOutcomeUnknown, QueueFull, TaskIdConflict
 from .heard import heard
 from .results import instant, task_of, task_result
-from .store import QueueEntry, read_tasks
+from .store import read_tasks
 
 __all__ = ["ADMISSION_BACKOFF", "ADMISSION_TRIES", "admitted", "answered", "retried"]
 

@@ -35,6 +35,7 @@ from ..outbox.options import (
 )
 from ..outbox.staging import defer, in_transaction, readable_staged_result, stage
 from ..outbox.tables import outbox_ready
+from ..queues import QueueEntry, queues
 from .admission import admitted, answered, retried
 from .compat import (
     DEFAULT_TASK_QUEUE_NAME,
@@ -57,7 +58,7 @@ from .plans import Call, Plan, delay, payload_options, request
 from .resolve import declared_task
 from .results import task_of, task_result
 from .state import TaskState
-from .store import QueueEntry, queues, read_tasks
+from .store import read_tasks
 
 __all__ = ["Call", "LedgerBackend"]
 

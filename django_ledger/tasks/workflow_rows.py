@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from ..core.errors import LedgerError
 from ..core.flows import FlowStep, admit_workflow
 from ..core.results import AdmissionStatus
-from .store import queues
+from ..queues import queues
 
 __all__ = ["ROW_MARK", "admit_workflow_rows", "row_id", "row_of"]
 

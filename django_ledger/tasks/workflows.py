@@ -46,13 +46,13 @@ from ..core.flows import (
 from ..core.flows import cancel_workflow as cancel_flow
 from ..core.results import AdmissionStatus
 from ..outbox.staging import defer, stage
+from ..queues import queues
 from .backend import LedgerBackend
 from .calls import _backend
 from .compat import DEFAULT_TASK_BACKEND_ALIAS, InvalidTask, Task, TaskException, task_backends
 from .exceptions import QueueFull
 from .plans import request
 from .resolve import random_id
-from .store import queues
 from .workflow_rows import row_id, row_of
 from .workflow_state import STEP_STATES, WorkflowState, WorkflowStep, state_of
 

@@ -39,7 +39,7 @@ def test_a_stale_attempts_effects_are_refused_and_rolled_back(task_namespace: st
 
 
 def test_a_body_that_raises_leaves_no_effects_and_runs_again(task_namespace: str) -> None:
-    from django_ledger.outbox.effects import effects
+    from django_ledger.tasks import effects
 
     result = outbox_tasks.fenced_write.enqueue("raises")
     with pytest.raises(RuntimeError), effects(_context(result, 3)):

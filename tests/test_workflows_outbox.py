@@ -13,6 +13,7 @@ import pytest
 from django.db import transaction
 
 from django_ledger.models import OutboxEntry
+from django_ledger.outbox.models import OutboxKind
 from django_ledger.queues import queues
 from django_ledger.services.relay import Relay
 from django_ledger.tasks.compat import InvalidTask
@@ -70,7 +71,9 @@ def test_a_row_delivered_again_by_the_relay_builds_nothing_twice(task_namespace:
         row = OutboxEntry.objects.get()
     assert get_workflow("relayed").step("5").state == "WAITING"  # delivered on commit
     # A committer that died after admitting and before deleting leaves its row behind.
-    OutboxEntry.objects.create(id=row.id, backend=row.backend, queue=row.queue, payload=row.payload)
+    OutboxEntry.objects.create(
+        id=row.id, backend=row.backend, queue=row.queue, payload=row.payload, kind=row.kind
+    )
     assert Relay().run_once() == 1
     assert OutboxEntry.objects.count() == 0
     assert _pending() == 5  # the roots once, not twice
@@ -174,7 +177,7 @@ def test_a_workflow_row_for_a_sharded_queue_is_dropped_by_the_relay_not_kept(
 ) -> None:
     from django_ledger.core.flows import FlowStep
     from django_ledger.core.jobs import encode_task
-    from django_ledger.tasks.workflow_rows import row_id, row_of
+    from django_ledger.outbox.workflow_rows import row_id, row_of
     from tests.tasks_helpers import task_settings
 
     # As an earlier version staged it; a task row staged beside it is delivered.
@@ -184,6 +187,7 @@ def test_a_workflow_row_for_a_sharded_queue_is_dropped_by_the_relay_not_kept(
         backend="default",
         queue="default",
         payload=row_of("old-sharded", [FlowStep("0", payload)]),
+        kind=OutboxKind.WORKFLOW,
     )
     with task_settings(task_namespace, default={"SHARDS": 2}):
         with transaction.atomic():

@@ -1,7 +1,7 @@
-"""A workflow as one outbox row: its encoding, and its delivery (``outbox/delivery.py``).
+"""A workflow as one outbox row (kind ``workflow``): its encoding, and its delivery.
 
-Apart from ``workflows.py`` so the outbox's delivery imports it without a circle (it
-needs only the core and the queues).
+``tasks/workflows.py`` stages such a row; ``delivery.py`` hands the rows of that kind
+here, and each is admitted whole with the core's ``admit_workflow``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ __all__ = ["ROW_MARK", "admit_workflow_rows", "row_id", "row_of"]
 
 logger = logging.getLogger("django_ledger.outbox")
 
-#: The payload of an outbox row that holds a whole workflow starts so (a task's payload
-#: starts ``{"args":``): ``outbox/delivery.py`` hands such rows to ``admit_workflow_rows``.
+#: How the payload of a workflow row starts: ``{"workflow": {"id": ..., "steps": [...]}}``.
 ROW_MARK = '{"workflow":'
 
 
@@ -42,7 +41,7 @@ def row_id(flow_id: str) -> str:
 def admit_workflow_rows(rows: Iterable[Any]) -> tuple[list[str], list[str]]:
     """Admit outbox rows that hold workflows; return the row ids done with and those kept.
 
-    As ``outbox.delivery.admit_rows`` for tasks: admitted or duplicate are done, a
+    As ``delivery.admit_rows`` for tasks: admitted or duplicate are done, a
     conflict is logged and done, Redis away or a full queue keeps the row for the relay.
     """
     done: list[str] = []

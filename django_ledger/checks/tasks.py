@@ -16,26 +16,19 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
-from .. import defaults as setting
-from ..outbox.options import TRANSACTION_OPTION_DEFAULTS, transaction_option_problem
 from ..queues import QUEUE_OPTION_KEYS
-from ..tasks.options import BACKEND_OPTION_DEFAULTS, backend_option_problem, normalize_option
+from ..tasks.backend_checks import backend_problems as _check_backend
+from ..tasks.backend_checks import ledger_queues as _ledger_queues
+from ..tasks.options import normalize_option
 from .base import error as _error
 from .base import imported
 
-__all__ = ["check_backend", "check_outbox", "check_tasks", "check_tasks_once"]
-
-_KNOWN_OPTIONS = {**BACKEND_OPTION_DEFAULTS, **TRANSACTION_OPTION_DEFAULTS}
+__all__ = ["check_outbox", "check_tasks", "check_tasks_once"]
 
 #: The paths ``TASKS[...]['BACKEND']`` may name the backend by.
 BACKEND_PATHS = frozenset(
     {"django_ledger.tasks.LedgerBackend", "django_ledger.tasks.backend.LedgerBackend"}
 )
-
-
-def check_backend(alias: str, params: dict[str, Any]) -> list[checks.CheckMessage]:
-    """Check one ``LedgerBackend`` of ``TASKS``: what its own ``check()`` answers."""
-    return list(_check_backend(f"TASKS[{alias!r}]", params, _ledger_queues()))
 
 
 def check_tasks_once(
@@ -101,16 +94,6 @@ def check_tasks(
     return errors
 
 
-def _ledger_queues() -> dict[str, dict[str, Any]]:
-    raw = getattr(settings, "LEDGER", {})
-    queues = raw.get("QUEUES", setting.TOP_DEFAULTS["QUEUES"]) if isinstance(raw, dict) else None
-    if not isinstance(queues, dict):
-        return {}  # check_settings says what is wrong with the shape
-    return {
-        name: overrides if isinstance(overrides, dict) else {} for name, overrides in queues.items()
-    }
-
-
 def _is_ledger_backend(path: Any) -> bool:
     if not isinstance(path, str):
         return False
@@ -121,8 +104,8 @@ def _is_ledger_backend(path: Any) -> bool:
     kind, why = imported(path)
     if why is not None:
         return False  # Django's own check of TASKS says so
-    # A subclass of the backend, known by its bases' paths (the backend's module imports
-    # this one for its check(): importing it back would make a cycle).
+    # A subclass of the backend, known by its bases' paths (no import of the backend's
+    # module here: it needs the task framework).
     return isinstance(kind, type) and any(
         f"{base.__module__}.{base.__qualname__}" in BACKEND_PATHS for base in kind.__mro__
     )
@@ -134,90 +117,6 @@ def _missing_framework() -> str | None:
     except ImproperlyConfigured as exc:
         return f"{exc}."
     return None
-
-
-def _check_backend(
-    where: str, params: dict[str, Any], queues: dict[str, dict[str, Any]]
-) -> Iterator[checks.CheckMessage]:
-    served = params.get("QUEUES", ["default"])
-    if isinstance(served, list | tuple | set):
-        for name in served:
-            if name not in queues:
-                known = ", ".join(repr(queue) for queue in queues) or "none"
-                yield _error(
-                    60,
-                    f"Task queue {name!r} is not a queue of LEDGER['QUEUES'] (it has {known}).",
-                    f"Add {name!r} to LEDGER['QUEUES'] (e.g. {{{name!r}: {{}}}}), or remove it here.",
-                    f"{where}['QUEUES']",
-                )
-    options = params.get("OPTIONS", {})
-    if not isinstance(options, dict):
-        yield _error(
-            61,
-            f"OPTIONS must be a dict, not {type(options).__name__}.",
-            "Give {'MAX_RESULT_BYTES': 65536} or leave OPTIONS out.",
-            f"{where}['OPTIONS']",
-        )
-        return
-    broken = False
-    for key, value in options.items():
-        if key in TRANSACTION_OPTION_DEFAULTS:
-            problem = transaction_option_problem(key, value)
-            if problem is not None:
-                broken = True
-                yield _error(
-                    65,
-                    f"{problem}.",
-                    "TRANSACTIONS: 'outbox' (the default), 'on_commit' or 'immediate'; "
-                    "DATABASE: an alias of DATABASES; see 'Transactions' in the django-ledger docs.",
-                    f"{where}['OPTIONS'][{key!r}]",
-                )
-            elif key == "DATABASE" and value not in settings.DATABASES:
-                broken = True
-                yield _error(
-                    65,
-                    f"DATABASE {value!r} is not an alias of DATABASES.",
-                    f"Name one of {', '.join(map(repr, settings.DATABASES))}.",
-                    f"{where}['OPTIONS'][{key!r}]",
-                )
-            continue
-        problem = backend_option_problem(key, value)
-        if problem is not None:
-            broken = True
-            yield _error(
-                61,
-                f"{problem[0].upper()}{problem[1:]}.",
-                f"Known options: {', '.join(sorted(_KNOWN_OPTIONS))}; see 'Settings' "
-                "in the django-ledger docs.",
-                f"{where}['OPTIONS'][{key!r}]",
-            )
-    if broken:
-        return
-    limit = options.get("MAX_RESULT_BYTES", BACKEND_OPTION_DEFAULTS["MAX_RESULT_BYTES"])
-    names = served if isinstance(served, list | tuple | set) and served else list(queues)
-    for name in names:
-        if name not in queues:
-            continue
-        payload_limit = _payload_limit(queues[name])
-        if isinstance(payload_limit, int) and limit > payload_limit:
-            yield _error(
-                62,
-                f"MAX_RESULT_BYTES ({limit:,}) is more than queue {name!r} allows: its "
-                f"MAX_PAYLOAD_BYTES is {payload_limit:,}, and a result is bounded like a payload.",
-                f"Lower MAX_RESULT_BYTES to at most {payload_limit:,}, or raise the queue's "
-                "MAX_PAYLOAD_BYTES.",
-                f"{where}['OPTIONS']['MAX_RESULT_BYTES']",
-            )
-
-
-def _payload_limit(overrides: dict[str, Any]) -> Any:
-    if "MAX_PAYLOAD_BYTES" in overrides:
-        return overrides["MAX_PAYLOAD_BYTES"]
-    raw = getattr(settings, "LEDGER", {})
-    defaults = raw.get("DEFAULTS") if isinstance(raw, dict) else None
-    if isinstance(defaults, dict) and "MAX_PAYLOAD_BYTES" in defaults:
-        return defaults["MAX_PAYLOAD_BYTES"]
-    return setting.DEFAULTS["MAX_PAYLOAD_BYTES"]
 
 
 def _check_queue_options(queues: dict[str, dict[str, Any]]) -> Iterator[checks.CheckMessage]:

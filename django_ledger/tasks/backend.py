@@ -125,8 +125,8 @@ class LedgerBackend(BaseTaskBackend):
         return options.mode == "on_commit" or outbox_ready(options.database)
 
     def check(self, **kwargs: Any) -> list[Any]:
-        """This backend's system checks: its queues and options (``checks/tasks.py``)."""
-        from ..checks.tasks import check_backend
+        """This backend's system checks: its queues and options (``backend_checks.py``)."""
+        from .backend_checks import check_backend
 
         return check_backend(self.alias, {"QUEUES": self.queue_order, "OPTIONS": self.options})
 

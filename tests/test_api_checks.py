@@ -21,7 +21,7 @@ from django_ledger.checks import check_api, check_settings
 from django_ledger.checks.installed import API_APPS, DOCS_ASSETS_APP
 from django_ledger.conf import ledger_settings
 
-MEMORY = "django_ledger.dispatch.MemoryDispatchRegistry"
+MEMORY = "django_ledger.core.dispatch.MemoryDispatchRegistry"
 #: A valid connection that no check without --deploy contacts.
 URL = "redis://127.0.0.1:1/0"
 

@@ -20,7 +20,7 @@ from django_ledger.conf import reset_connections
 from tests.cluster_server import redis_cluster
 from tests.redis_server import RedisServer, free_port
 
-MEMORY = "django_ledger.dispatch.MemoryDispatchRegistry"
+MEMORY = "django_ledger.core.dispatch.MemoryDispatchRegistry"
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "redis": {
@@ -89,9 +89,9 @@ ERRORS: list[tuple[str, Any]] = [
     ("E015", {"TIMEOUTS": {"SOCKET": True}}),
     ("E002", {"TIMEOUTS": {"READ": 5}}),
     ("E003", {"TIMEOUTS": 5}),
-    ("E020", {"DISPATCH": {"BACKEND": "django_ledger.dispatch.Nope"}}),
+    ("E020", {"DISPATCH": {"BACKEND": "django_ledger.core.dispatch.Nope"}}),
     ("E020", {"DISPATCH": {"BACKEND": None}}),
-    ("E021", {"DISPATCH": {"BACKEND": "django_ledger.ledger.Ledger"}}),
+    ("E021", {"DISPATCH": {"BACKEND": "django_ledger.core.Ledger"}}),
     ("E022", {"DISPATCH": {"BACKEND": MEMORY, "NODE_ID": " "}}),
     ("E030", {"DEFAULTS": {"MAX_PAYLOAD_BYTES": 0}}),
     ("E030", {"DEFAULTS": {"MAX_PAYLOAD_BYTES": 1024**3}}),

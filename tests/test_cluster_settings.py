@@ -19,7 +19,7 @@ from django_ledger.core.results import AdmissionStatus, SettlementStatus
 from tests.cluster_server import LocalCluster
 from tests.redis_server import RedisServer, delete_namespace
 
-MEMORY = "django_ledger.dispatch.MemoryDispatchRegistry"
+MEMORY = "django_ledger.core.dispatch.MemoryDispatchRegistry"
 
 
 @pytest.fixture(autouse=True)

@@ -56,7 +56,7 @@ def test_defaults_when_the_setting_is_empty() -> None:
             lease=timedelta(seconds=30),
         )
         dispatch = ledger_settings.dispatch_settings
-        assert dispatch.backend == "django_ledger.dispatch.RedisDispatchRegistry"
+        assert dispatch.backend == "django_ledger.core.dispatch.RedisDispatchRegistry"
         assert (dispatch.connection, dispatch.namespace, dispatch.ttl) == (
             None,
             "kaal",

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from django_ledger import dispatch
+from django_ledger.core import dispatch
 from django_ledger.core.dispatch import (
     CorruptDispatch,
     Dispatch,
@@ -732,7 +732,7 @@ def test_the_module_imports_no_django() -> None:
 
 def test_importing_the_registry_loads_no_django() -> None:
     probe = (
-        "import sys, django_ledger.dispatch; "
+        "import sys, django_ledger.core.dispatch; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))"
     )
     out = subprocess.run(

@@ -24,7 +24,7 @@ from django_ledger.core.dispatch import (
 from tests.redis_server import RedisServer
 
 FIRE = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
-MEMORY = "django_ledger.dispatch.MemoryDispatchRegistry"
+MEMORY = "django_ledger.core.dispatch.MemoryDispatchRegistry"
 
 
 @pytest.fixture(autouse=True)
@@ -108,9 +108,9 @@ def test_keyword_overrides() -> None:
 @pytest.mark.parametrize(
     ("backend", "message"),
     [
-        ("django_ledger.dispatch.NoSuchRegistry", "does not import"),
+        ("django_ledger.core.dispatch.NoSuchRegistry", "does not import"),
         ("no_such_module.Registry", "does not import"),
-        ("django_ledger.ledger.Ledger", "is not a DispatchRegistry subclass"),
+        ("django_ledger.core.Ledger", "is not a DispatchRegistry subclass"),
     ],
 )
 def test_a_bad_backend_names_the_setting(backend: str, message: str) -> None:

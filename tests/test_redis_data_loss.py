@@ -26,7 +26,7 @@ from tests.redis_server import RedisServer, free_port
 from tests.test_worker_metrics import scrape
 from tests.worker_process import WorkerProcess, wait_until
 
-MEMORY = "django_ledger.dispatch.MemoryDispatchRegistry"
+MEMORY = "django_ledger.core.dispatch.MemoryDispatchRegistry"
 LOSSES = ("ledger_redis_data_losses_total", frozenset())
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from django_ledger import get_ledger
-from django_ledger.records import State
+from django_ledger.core.records import State
 from django_ledger.tasks.compat import TaskResultStatus
 from tests.redis_server import RedisServer
 from tests.tasks_app import escapes, tasks

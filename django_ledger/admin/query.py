@@ -29,7 +29,7 @@ _ORDER_FIELDS = frozenset({"score", *SCORE_FIELD.values()})
 
 
 def run_script(ledger: Ledger, name: str, args: Sequence[Any]) -> Any:
-    """Run one of the admin's scripts (``django_ledger/lua/<name>.lua``) on one shard.
+    """Run one of the admin's scripts (``core/lua/<name>.lua``) on one shard.
 
     ``ledger`` is a one-shard ledger: a plain queue's, or one of ``ledger.shards``.
     """

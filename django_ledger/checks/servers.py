@@ -35,7 +35,7 @@ def check_redis(
             checks.Warning(
                 "The dispatch registry is MemoryDispatchRegistry: claim_dispatch is at most "
                 "once per process only, not across processes or hosts.",
-                hint="Use django_ledger.dispatch.RedisDispatchRegistry in production.",
+                hint="Use django_ledger.core.dispatch.RedisDispatchRegistry in production.",
                 obj="LEDGER['DISPATCH']['BACKEND']",
                 id="django_ledger.W003",
             )

@@ -367,8 +367,8 @@ def _check_backend(path: Any) -> list[checks.CheckMessage]:
 
     where = "LEDGER['DISPATCH']['BACKEND']"
     hint = (
-        "Use 'django_ledger.dispatch.RedisDispatchRegistry' (the default) or "
-        "'django_ledger.dispatch.MemoryDispatchRegistry' (tests, one process)."
+        "Use 'django_ledger.core.dispatch.RedisDispatchRegistry' (the default) or "
+        "'django_ledger.core.dispatch.MemoryDispatchRegistry' (tests, one process)."
     )
     backend, why = imported(path) if isinstance(path, str) else (None, None)
     if why is not None:

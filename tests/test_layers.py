@@ -1,10 +1,12 @@
-"""The house's layering: the core knows nothing of Django, and no module imports in a circle.
+"""The house's layering: the core knows nothing of Django, and nothing imports back up.
 
-Two checks that cannot rot quietly: the core is imported and used in a subprocess where
+Checks that cannot rot quietly: the core is imported and used in a subprocess where
 Django cannot be imported at all, and the import graph of ``django_ledger/`` (read from
 the source, every ``import`` counted, lazy and ``TYPE_CHECKING`` ones too) is checked for
-edges from the core upward and for cycles. Each checker is also run on a small tree made
-to break its rule, so a checker that stopped seeing would fail here.
+edges from the core upward, for cycles between modules, and, one level up, for imports
+between packages that ``LAYERS`` does not allow and for cycles between packages. Each
+checker is also run on a small tree made to break its rule, so a checker that stopped
+seeing would fail here.
 """
 
 from __future__ import annotations
@@ -20,6 +22,67 @@ from tests.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "django_ledger"
+
+#: The packages (and top-level modules) of ``django_ledger`` and what each may import of
+#: the project, lowest layer first; ``docs/architecture.md`` shows the same table. A
+#: module belongs to the package of its first name under ``django_ledger``
+#: (``core.dispatch`` is the core's), but for the core's rooms of their own, ``SUBPACKAGES``.
+LAYERS: dict[str, set[str]] = {
+    "core": set(),
+    "core.worker": {"core"},
+    "core.schedule": {"core"},
+    "defaults": {"core"},
+    "connections": {"core", "defaults"},
+    "conf": {"core", "defaults", "connections"},
+    "__init__": {"core", "conf"},
+    "operations": {"core"},
+    "permissions": {"conf"},
+    "queues": {"core", "conf"},
+    "outbox": {"core", "defaults", "connections", "conf", "queues"},
+    "models": {"outbox"},
+    "tasks": {"core", "core.worker", "defaults", "connections", "conf", "queues", "outbox"},
+    "schedules": {"core", "core.schedule", "defaults", "conf", "tasks"},
+    "services": {
+        "core",
+        "core.worker",
+        "core.schedule",
+        "conf",
+        "queues",
+        "outbox",
+        "tasks",
+        "schedules",
+    },
+    "checks": {
+        "core",
+        "core.worker",
+        "defaults",
+        "connections",
+        "conf",
+        "queues",
+        "outbox",
+        "tasks",
+        "schedules",
+    },
+    "admin": {
+        "core",
+        "core.worker",
+        "core.schedule",
+        "conf",
+        "operations",
+        "permissions",
+        "models",
+        "tasks",
+        "schedules",
+        "services",
+    },
+    "api": {"core", "conf", "permissions", "tasks", "services"},
+    "management": {"core", "core.worker", "core.schedule", "conf", "services", "api"},
+    "apps": {"checks"},
+    "migrations": set(),
+    "templatetags": set(),
+}
+#: Packages inside a package that are layers of their own.
+SUBPACKAGES = ("core.worker", "core.schedule")
 
 # Makes ``django`` (and so every Django-layer module) unimportable, then uses the core.
 _PROBE = """
@@ -143,6 +206,41 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def package_of(module: str) -> str:
+    """The layer ``module`` (an absolute name) belongs to."""
+    inner = module.partition(".")[2]
+    for sub in SUBPACKAGES:
+        if inner == sub or inner.startswith(sub + "."):
+            return sub
+    return inner.split(".")[0] or "__init__"
+
+
+def package_imports(edges: dict[str, set[str]]) -> dict[str, dict[str, list[str]]]:
+    """Map each package to the packages it imports, each with the module edges that do."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for source, targets in edges.items():
+        importer = package_of(source)
+        found.setdefault(importer, {})
+        for target in sorted(targets):
+            imported = package_of(target)
+            if imported != importer:
+                found[importer].setdefault(imported, []).append(f"{source} -> {target}")
+    return found
+
+
+def layer_breaches(edges: dict[str, set[str]], layers: dict[str, set[str]]) -> list[str]:
+    """Say which package imports one that ``layers`` does not let it (or is not in it)."""
+    bad = []
+    for importer, imported in sorted(package_imports(edges).items()):
+        if importer not in layers:
+            bad.append(f"{importer} is not in the layer table")
+            continue
+        for target, lines in sorted(imported.items()):
+            if target not in layers[importer]:
+                bad.append(f"{importer} imports {target} ({lines[0]})")
+    return bad
+
+
 def test_the_core_imports_and_works_with_django_unimportable(
     redis_server: RedisServer, namespace: str
 ) -> None:
@@ -166,6 +264,21 @@ def test_the_import_graph_has_no_cycles() -> None:
     assert "django_ledger.core.ledger" in edges  # the graph covers the core
     assert "django_ledger.admin.actions" in edges  # and the Django layer
     assert cycles(edges) == []
+
+
+def test_packages_import_only_the_layers_below_them() -> None:
+    assert layer_breaches(graph(PACKAGE), LAYERS) == []
+
+
+def test_the_packages_import_each_other_in_no_circle() -> None:
+    packages = package_imports(graph(PACKAGE))
+    assert {"core", "core.worker", "tasks", "outbox", "checks", "queues"} <= set(packages)
+    assert cycles({name: set(imported) for name, imported in packages.items()}) == []
+    assert cycles(LAYERS) == []  # the table allows no circle either
+
+
+def test_the_outbox_knows_nothing_of_tasks() -> None:
+    assert "tasks" not in package_imports(graph(PACKAGE))["outbox"]
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -215,3 +328,37 @@ def test_the_cycle_check_sees_a_circle_even_behind_type_checking(tmp_path: Path)
         },
     )
     assert cycles(graph(root)) == [["django_ledger.admin.actions", "django_ledger.admin.base"]]
+
+
+def _two_packages(tmp_path: Path) -> Path:
+    """Tasks stage rows in the outbox, and the outbox's delivery reaches back into tasks."""
+    return _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "outbox/__init__.py": "",
+            "outbox/staging.py": "",
+            "outbox/delivery.py": "def lazy():\n    from ..tasks.store import queues\n",
+            "tasks/__init__.py": "",
+            "tasks/store.py": "",
+            "tasks/backend.py": "from ..outbox.staging import stage\n",
+        },
+    )
+
+
+def test_the_package_cycle_check_sees_a_circle_no_module_cycle_shows(tmp_path: Path) -> None:
+    edges = graph(_two_packages(tmp_path))
+    assert cycles(edges) == []  # module by module there is no circle
+    packages = {name: set(imported) for name, imported in package_imports(edges).items()}
+    assert cycles(packages) == [["outbox", "tasks"]]
+
+
+def test_the_layer_check_names_an_import_the_table_forbids(tmp_path: Path) -> None:
+    edges = graph(_two_packages(tmp_path))
+    layers = {"__init__": set(), "outbox": set(), "tasks": {"outbox"}}
+    assert layer_breaches(edges, layers) == [
+        "outbox imports tasks (django_ledger.outbox.delivery -> django_ledger.tasks.store)"
+    ]
+    assert layer_breaches(edges, {"outbox": {"tasks"}, "tasks": {"outbox"}}) == [
+        "__init__ is not in the layer table"
+    ]

@@ -277,6 +277,24 @@ def test_the_packages_import_each_other_in_no_circle() -> None:
     assert cycles(LAYERS) == []  # the table allows no circle either
 
 
+def documented_layers(text: str) -> dict[str, set[str]]:
+    """The layer table of ``docs/architecture.md``, between its ``layers`` marks."""
+    table = text.split("<!-- layers -->", 1)[1].split("<!-- /layers -->", 1)[0]
+    found: dict[str, set[str]] = {}
+    for line in table.strip().splitlines()[2:]:
+        package, allowed = (cell.strip() for cell in line.strip("|").split("|"))
+        found[package.strip("`")] = {
+            name.strip().strip("`") for name in allowed.split(",") if name.strip().startswith("`")
+        }
+    return found
+
+
+def test_the_architecture_page_shows_the_same_layer_table() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert documented_layers(text) == LAYERS
+    assert list(documented_layers(text)) == list(LAYERS)  # in the same order
+
+
 def test_the_outbox_knows_nothing_of_tasks() -> None:
     assert "tasks" not in package_imports(graph(PACKAGE))["outbox"]
 

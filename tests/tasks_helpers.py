@@ -26,9 +26,9 @@ from django.conf import settings
 from django.test import override_settings
 
 from django_ledger.core.ledger import Ledger
+from django_ledger.core.records import State
 from django_ledger.core.worker.handler import Job, Outcome
 from django_ledger.queues import queues
-from django_ledger.core.records import State
 from django_ledger.tasks.handler import TaskHandler
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,13 +6,15 @@ from their payload: a workflow's starts with ``{"workflow":``, a task's with
 the version before still stages task rows.
 """
 
+from django.apps.registry import Apps
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 #: How a workflow row's payload starts (``outbox/workflow_rows.py``), as written before.
 WORKFLOW_PAYLOAD_START = '{"workflow":'
 
 
-def mark_workflow_rows(apps, schema_editor):
+def mark_workflow_rows(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     entries = apps.get_model("django_ledger", "OutboxEntry").objects.using(
         schema_editor.connection.alias
     )

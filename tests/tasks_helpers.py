@@ -166,3 +166,26 @@ def run_burst(redis_url: str, namespace: str, *args: str) -> str:
     output = worker.output()
     assert code == 0, f"ledger_worker --burst exited {code}:\n{output}"
     return output
+
+
+class Enqueued:
+    """Collect ``task_enqueued`` signals (from any thread) while in the ``with`` block."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[type, Any]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, sender: type, task_result: Any, **kwargs: Any) -> None:
+        with self._lock:
+            self.events.append((sender, task_result))
+
+    def __enter__(self) -> Enqueued:
+        from django_ledger.tasks.compat import task_enqueued
+
+        task_enqueued.connect(self, weak=False)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from django_ledger.tasks.compat import task_enqueued
+
+        task_enqueued.disconnect(self)

@@ -86,3 +86,14 @@ def test_the_context_is_django_s_public_one(task_namespace: str) -> None:
     result = outbox_tasks.fenced_write.enqueue("ctx")
     context = _context(result, 1)
     assert replace(context, fence=2).fence == 2
+
+
+def test_django_ledger_tasks_offers_every_name_it_lists() -> None:
+    import django_ledger.tasks as tasks
+    from django_ledger.outbox import courier, effects
+
+    for name in tasks.__all__:
+        assert getattr(tasks, name) is not None, name
+    assert tasks.flush_outbox is courier.flush
+    assert tasks.StaleAttempt is effects.StaleAttempt and tasks.Effects is effects.Effects
+    assert callable(tasks.effects)  # the function, never a module of that name

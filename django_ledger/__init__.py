@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from .core.errors import CorruptRecord, LedgerError, LedgerUnavailable
+from .core.errors import CorruptRecord, FusedPathOnly, LedgerError, LedgerUnavailable
 from .core.ledger import MAX_BATCH, MAX_BATCH_BYTES, Ledger
 from .core.records import Record, State
 from .core.results import (
@@ -32,6 +32,7 @@ __all__ = [
     "AdmissionStatus",
     "Claim",
     "CorruptRecord",
+    "FusedPathOnly",
     "Ledger",
     "LedgerError",
     "LedgerUnavailable",

@@ -207,13 +207,19 @@ class LedgerSettings:
             lease=as_timedelta(values["LEASE"]),
             groups=groups_of(overrides.get("GROUPS"), name),
             shards=values["SHARDS"],
-            limits=self._limits(overrides, name, values["SHARDS"]),
+            limits=self._limits(overrides, name, values["SHARDS"], values["OPTIMIZED"]),
             key_limits=key_limits_of(overrides, name),
         )
 
     @staticmethod
-    def _limits(overrides: dict[str, Any], name: str, shards: int) -> Limits:
+    def _limits(overrides: dict[str, Any], name: str, shards: int, optimized: bool) -> Limits:
         limits = limits_of(overrides, name)
+        if limits and not optimized:
+            raise ImproperlyConfigured(
+                f"LEDGER['QUEUES'][{name!r}] has RATE, CONCURRENCY or KEY and OPTIMIZED False: "
+                "flow limits run on the fused path only (see 'Flow limits' in the "
+                "django-ledger docs)"
+            )
         if limits and shards > 1:
             raise ImproperlyConfigured(
                 f"LEDGER['QUEUES'][{name!r}] has RATE, CONCURRENCY or KEY and {shards} SHARDS: "

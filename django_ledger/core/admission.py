@@ -8,7 +8,7 @@ from datetime import timedelta
 from . import fused, reference
 from .arguments import check_priority
 from .ledger_base import LedgerBase
-from .limits import key_of, map_key
+from .limits import key_of
 from .records import id_problem, traceparent_problem
 from .results import Admission, AdmissionStatus
 from .timing import duration_ms
@@ -112,8 +112,6 @@ class Admitting(LedgerBase):
                     [keys[position] for position, _, _ in batch] if path is not None else None,
                 )
             else:
-                for position, request_id, _ in batch if path is not None else ():
-                    map_key(self.runner, request_id, keys[position])
                 answers = [
                     reference.admit(
                         self.runner,

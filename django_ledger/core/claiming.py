@@ -18,7 +18,7 @@ from .arguments import (
     work_size,
 )
 from .ledger_base import LedgerBase
-from .limits import Limits, LimitUse, read_limits, store_key_limits, store_limits, unhold
+from .limits import Limits, LimitUse, read_limits, store_key_limits, store_limits
 from .records import State, owner_problem
 from .results import Claim, Claims, Settlement, SettlementStatus
 from .timing import duration_ms
@@ -166,21 +166,7 @@ class Claiming(LedgerBase):
         check_hold_after(hold_after)
         if not self.optimized:
             settled = self._settle_batch(work)
-            with self.translate_errors():
-                limited = self.redis.exists(self.runner.keys[11])
-            if limited:
-                # Held claims started or ended: a rate stops counting them (settle_claim.lua).
-                done = zip(work, settled, strict=True)
-                unhold(
-                    self.runner,
-                    [
-                        item[0].request_id
-                        for item, settlement in done
-                        if item[1] != "C" and settlement.status is not SettlementStatus.LOST
-                    ],
-                )
-            if not limit and not limited:
-                # Under limits a claim of none passes a wake-up on (a slot may be free now).
+            if not limit:
                 return settled, Claims()
             return settled, reference.claim(self.runner, owner, limit, lease_ms, hold_after)
         parts = list(batches(work, work_size)) or [[]]
@@ -200,10 +186,12 @@ class Claiming(LedgerBase):
         """Store the queue's flow limits (``Limits()``: none); say whether they changed.
 
         The claim scripts apply them from the next call on, for every worker. ``source``
-        ``"settings"`` with ``force`` false leaves limits an operator stored alone.
+        ``"settings"`` with ``force`` false leaves limits an operator stored alone. Fused
+        path only: a ledger on the reference path raises ``FusedPathOnly``.
         """
         if not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits, got {limits!r}")
+        self.fused_only("flow limits")
         written = store_limits(self.runner, limits, source, force=force)
         # The KEY is the settings' alone (an operator changes the numbers): admissions
         # from this ledger compute it from now on.
@@ -218,7 +206,9 @@ class Claiming(LedgerBase):
 
         A rate or a concurrency set replaces the queue's for that key; a part not set is
         the queue's. ``source`` ``"settings"`` with ``force`` false leaves an operator's.
+        Fused path only, as ``set_limits``.
         """
+        self.fused_only("a key's flow limits")
         return store_key_limits(self.runner, key, limits, source, force=force)
 
     def wake_keys(self) -> list[tuple[Any, str]]:

@@ -13,9 +13,10 @@ parents' results; a parent that fails cancels its ``cancel`` dependants at once.
     admit_workflow(ledger, "order-42", steps)      # ADMITTED, then DUPLICATE
     read_workflow(ledger, "order-42")              # each step's state and result
 
-Both ledger modes: optimized, admission is one script call (``flow_admit.lua``) and the
-release happens inside the settling script; the reference path admits in several calls
-and releases with a second call (``flow_release.lua``) after its compare-and-set.
+Admission is one script call (``flow_admit.lua``) and the release happens inside the
+settling script, so no crash leaves a workflow half admitted or a step unreleased. Fused
+path only: a ledger on the reference path (``optimized=False``) refuses workflows
+(``FusedPathOnly``).
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import reference
-from .errors import CorruptRecord
+from .errors import CorruptRecord, FusedPathOnly
 from .records import Record, State, decode_record, encode_record, id_problem
 from .results import AdmissionStatus
 
@@ -168,6 +168,8 @@ def check_workflow(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) 
     Nothing is read or written: what a caller that stages a workflow (the outbox) checks
     before its transaction commits, so a bad one fails at enqueue, not at delivery.
     """
+    if not ledger.optimized:
+        raise FusedPathOnly("workflows")
     if not isinstance(workflow_id, str) or id_problem(workflow_id) is not None:
         raise ValueError(f"workflow id is not usable: {workflow_id!r}")
     if not steps:
@@ -265,19 +267,17 @@ def admit_workflow(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) 
     """Admit a workflow once: ``ADMITTED``; the same again ``DUPLICATE``; else ``CONFLICT``.
 
     ``FULL`` when the queue's live records and the workflow's steps pass ``max_records``.
-    Bad steps raise ``ValueError``/``TypeError`` before anything is written.
+    Bad steps raise ``ValueError``/``TypeError`` before anything is written; a ledger on
+    the reference path raises ``FusedPathOnly``.
     """
     runner = _runner(ledger)
     check_workflow(ledger, workflow_id, steps)
     manifest = _manifest(workflow_id, steps)
-    entries = _entries(workflow_id, steps)
-    if ledger.optimized:
-        args: list[Any] = [ledger.max_records, workflow_id, manifest]
-        for entry in entries:
-            args += entry
-        _, code, detail = runner.run(runner.scripts.flow_admit, args)
-        return _answer(workflow_id, int(code), detail)
-    return _admit_reference(ledger, runner, workflow_id, manifest, entries)
+    args: list[Any] = [ledger.max_records, workflow_id, manifest]
+    for entry in _entries(workflow_id, steps):
+        args += entry
+    _, code, detail = runner.run(runner.scripts.flow_admit, args)
+    return _answer(workflow_id, int(code), detail)
 
 
 def _answer(workflow_id: str, code: int, detail: bytes | str) -> FlowAdmission:
@@ -291,82 +291,10 @@ def _answer(workflow_id: str, code: int, detail: bytes | str) -> FlowAdmission:
     return FlowAdmission(workflow_id, _ADMIT_CODES[code], reason)
 
 
-def _admit_reference(
-    ledger: Ledger,
-    runner: Runner,
-    workflow_id: str,
-    manifest: str,
-    entries: list[tuple[str, str, str, str, int]],
-) -> FlowAdmission:
-    """The reference admission: checks, the manifest as the one winner's mark, then writes.
-
-    Several calls, not one atomic step: concurrent admissions still admit each step once
-    (``HSETNX`` picks one writer), but a crash midway leaves a partial workflow, which
-    the fused path never does.
-    """
-    key, redis = runner.flows_key, runner.redis
-    manifest_field = "m:" + workflow_id
-
-    def stored_answer(stored: bytes) -> FlowAdmission:
-        if stored == manifest.encode("utf-8"):
-            return FlowAdmission(workflow_id, AdmissionStatus.DUPLICATE)
-        return FlowAdmission(workflow_id, AdmissionStatus.CONFLICT, "workflow_differs")
-
-    with runner.translate_errors():
-        stored = redis.hget(key, manifest_field)
-        if stored is not None:
-            return stored_answer(stored)
-        ids = [entry[0] for entry in entries]
-        for start in range(0, len(ids), 1000):
-            part = ids[start : start + 1000]
-            records = redis.hmget(runner.records_key, part)
-            specs = redis.hmget(key, ["s:" + sid for sid in part])
-            for sid, raw, spec in zip(part, records, specs, strict=True):
-                if raw is not None or spec is not None:
-                    # A rival admitting this workflow writes its manifest before any step:
-                    # a step found now may be its, so the manifest answers first.
-                    stored = redis.hget(key, manifest_field)
-                    if stored is not None:
-                        return stored_answer(stored)
-                    return FlowAdmission(
-                        workflow_id, AdmissionStatus.CONFLICT, "step_exists: " + sid
-                    )
-        pipe = redis.pipeline(transaction=False)
-        pipe.zcard(runner.ready_key)
-        pipe.zcard(runner.leases_key)
-        pipe.hlen(runner.quarantine_key)
-        if sum(pipe.execute()) + len(entries) > ledger.max_records:
-            stored = redis.hget(key, manifest_field)  # a rival's roots may fill it
-            if stored is not None:
-                return stored_answer(stored)
-            return FlowAdmission(workflow_id, AdmissionStatus.FULL, "max_records")
-    if not runner.write("HSETNX", key, manifest_field, manifest):
-        with runner.translate_errors():
-            stored = redis.hget(key, manifest_field)
-        if stored is None:  # pragma: no cover - admitted and purged meanwhile
-            return FlowAdmission(workflow_id, AdmissionStatus.CONFLICT, "contended")
-        return stored_answer(stored)
-    fields: list[Any] = ["k:" + workflow_id, len(entries)]
-    for sid, _, spec, deps, waits in entries:
-        fields += ("s:" + sid, spec)
-        if deps:
-            fields += ("d:" + sid, deps)
-        if waits:
-            fields += ("n:" + sid, waits)
-    for start in range(0, len(fields), 2000):
-        runner.write("HSET", key, *fields[start : start + 2000])
-    for sid, payload, _, _, waits in entries:
-        if not waits:
-            reference.admit(
-                runner, sid, payload.encode("utf-8"), 0, "", ledger.max_records + len(entries)
-            )
-    return FlowAdmission(workflow_id, AdmissionStatus.ADMITTED)
-
-
 def released(runner: Runner, request_id: str) -> None:
     """After a write outside the fused scripts ended ``request_id``: move its dependants on.
 
-    The reference path's settle and repair, and an operator's ``mark_failed``, call it.
+    An operator's ``mark_failed`` calls it.
     """
     runner.run(runner.scripts.flow_release, [request_id])
 

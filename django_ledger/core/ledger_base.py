@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from .errors import FusedPathOnly
 from .records import State, id_problem
 from .runner import Runner
 from .scripts import Scripts
@@ -82,6 +83,11 @@ class LedgerBase:
     @property
     def retention(self) -> timedelta:
         return timedelta(milliseconds=self.retention_ms)
+
+    def fused_only(self, feature: str) -> None:
+        """Refuse ``feature`` (a job-system extra) on the reference path: ``FusedPathOnly``."""
+        if not self.optimized:
+            raise FusedPathOnly(feature)
 
     # -- plumbing (the runner's, here for operator code and tests) -----------------
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from . import reference_limits
 from .answers import imported
-from .errors import CorruptRecord
+from .errors import CorruptRecord, FusedPathOnly
 from .history import lost_result
 from .records import PRIORITY_STEP, Record, State, decode_record, encode_record
 from .results import Admission, AdmissionStatus, Claim, Claims, Settlement, SettlementStatus
@@ -188,14 +187,13 @@ def _clear_wake(runner: Runner) -> None:
 def claim(
     runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
 ) -> Claims:
-    """Claim up to ``limit``, under the queue's limits when it has any
-    (``reference_limits.claim_limited``, limits.lua's ``claim_limited``)."""
+    """Claim up to ``limit``, refused on a queue with flow limits stored (by a fused
+    ledger): the fused claim scripts alone apply them."""
     with runner.translate_errors():
         limited = runner.redis.exists(runner.keys[11])
-    if not limited:
-        return _claim_due(runner, owner, limit, lease_ms, start)
-    steps = reference_limits.Steps(_claim_due, _claim_one)
-    return reference_limits.claim_limited(runner, steps, owner, limit, lease_ms, start)
+    if limited:
+        raise FusedPathOnly("claims of a queue with flow limits")
+    return _claim_due(runner, owner, limit, lease_ms, start)
 
 
 def _claim_due(
@@ -366,7 +364,11 @@ def _settle(
             )
         else:
             new = replace(
-                record, state=_STATE_OF[target], lease_until=None, updated_at=now, held=False
+                record,
+                state=State.COMPLETED if target == "K" else State.FAILED,
+                lease_until=None,
+                updated_at=now,
+                held=False,
             )
         written = write(
             runner,
@@ -378,8 +380,6 @@ def _settle(
             result=result,
         )
         if written == 1:
-            if new.state.terminal:  # a workflow step moves its dependants on (flow.lua)
-                runner.run(runner.scripts.flow_release, [claim.request_id])
             renewal = target in ("C", "S")
             status = SettlementStatus.RENEWED if renewal else SettlementStatus.SETTLED
             return Settlement(status, new), True
@@ -425,8 +425,6 @@ def repair(
             written = write(
                 runner, request_id, raw, new_raw, new, not_before=lease_until, result=lost
             )
-            if written == 1 and new.state is State.DEAD:  # a workflow step moves on
-                runner.run(runner.scripts.flow_release, [request_id])
             codes.append((4 if new.state is State.DEAD else 3) if written == 1 else 0)
         elif record.state.terminal and record.updated_at + retention_ms <= now:
             deadline = record.updated_at + retention_ms

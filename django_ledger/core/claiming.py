@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from . import fused, reference
+from . import fused, reference, reference_claims
 from .arguments import (
     RenewItem,
     SettleItem,
@@ -85,7 +85,7 @@ class Claiming(LedgerBase):
             if self.optimized:
                 got = fused.claim(self.runner, owner, want, lease_ms, start)
             else:
-                got = reference.claim(self.runner, owner, want, lease_ms, start)
+                got = reference_claims.claim(self.runner, owner, want, lease_ms, start)
             claims += got
             claims.due_in_ms = got.due_in_ms  # the last batch's answer
             if len(got) < want:
@@ -168,7 +168,7 @@ class Claiming(LedgerBase):
             settled = self._settle_batch(work)
             if not limit:
                 return settled, Claims()
-            return settled, reference.claim(self.runner, owner, limit, lease_ms, hold_after)
+            return settled, reference_claims.claim(self.runner, owner, limit, lease_ms, hold_after)
         parts = list(batches(work, work_size)) or [[]]
         settlements: list[Settlement] = []
         for part in parts[:-1]:

@@ -21,6 +21,7 @@ from .core.results import (
     SettlementStatus,
     Stats,
 )
+from .core.sharded import AnyLedger
 
 if TYPE_CHECKING:
     from .core.dispatch import DispatchRegistry
@@ -56,7 +57,7 @@ except PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "0+unknown"
 
 
-def get_ledger(queue: str = "default") -> Ledger:
+def get_ledger(queue: str = "default") -> AnyLedger:
     """Return the ledger of ``queue`` as the ``LEDGER`` setting configures it."""
     from .conf import get_ledger as build
 

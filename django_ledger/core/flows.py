@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any
 from .errors import CorruptRecord, FusedPathOnly
 from .records import Record, State, decode_record, encode_record, id_problem
 from .results import AdmissionStatus
+from .sharded import AnyLedger
 
 if TYPE_CHECKING:
-    from .ledger import Ledger
     from .runner import Runner
+    from .sharded import AnyLedger
 
 __all__ = [
     "MAX_FLOW_EDGES",
@@ -162,7 +163,7 @@ def step_id(workflow_id: str, name: str) -> str:
     return f"{workflow_id}:{name}"
 
 
-def check_workflow(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) -> None:
+def check_workflow(ledger: AnyLedger, workflow_id: str, steps: Sequence[FlowStep]) -> None:
     """Raise ``ValueError``/``TypeError`` for a workflow ``admit_workflow`` would refuse.
 
     Nothing is read or written: what a caller that stages a workflow (the outbox) checks
@@ -263,7 +264,7 @@ def _entries(workflow_id: str, steps: Sequence[FlowStep]) -> list[tuple[str, str
     return entries
 
 
-def admit_workflow(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) -> FlowAdmission:
+def admit_workflow(ledger: AnyLedger, workflow_id: str, steps: Sequence[FlowStep]) -> FlowAdmission:
     """Admit a workflow once: ``ADMITTED``; the same again ``DUPLICATE``; else ``CONFLICT``.
 
     ``FULL`` when the queue's live records and the workflow's steps pass ``max_records``.
@@ -299,7 +300,7 @@ def released(runner: Runner, request_id: str) -> None:
     runner.run(runner.scripts.flow_release, [request_id])
 
 
-def reopen_step(ledger: Ledger, request_id: str) -> int:
+def reopen_step(ledger: AnyLedger, request_id: str) -> int:
     """The steps a failed step's ending cancelled wait again (``retry_step`` without the retry).
 
     Return how many steps wait again (0 for a record that is no workflow's step).
@@ -308,7 +309,7 @@ def reopen_step(ledger: Ledger, request_id: str) -> int:
     return int(runner.run(runner.scripts.flow_reopen, [request_id]))
 
 
-def retry_step(ledger: Ledger, request_id: str, shown: bytes, retried: Record) -> int | None:
+def retry_step(ledger: AnyLedger, request_id: str, shown: bytes, retried: Record) -> int | None:
     """An operator's retry of an ended record, in one script call (``flow_reopen.lua``).
 
     Its bytes ``shown`` become ``retried`` (PENDING) by compare-and-set, and, for a
@@ -324,7 +325,7 @@ def retry_step(ledger: Ledger, request_id: str, shown: bytes, retried: Record) -
     return None if reopened < 0 else reopened
 
 
-def cancel_workflow(ledger: Ledger, workflow_id: str) -> int | None:
+def cancel_workflow(ledger: AnyLedger, workflow_id: str) -> int | None:
     """Cancel every step not yet started; return how many, ``None`` for an unknown id."""
     runner = _runner(ledger)
     _, cancelled = runner.run(runner.scripts.flow_cancel, [workflow_id])
@@ -332,7 +333,7 @@ def cancel_workflow(ledger: Ledger, workflow_id: str) -> int | None:
 
 
 def read_workflow(
-    ledger: Ledger, workflow_id: str, *, offset: int = 0, limit: int | None = None
+    ledger: AnyLedger, workflow_id: str, *, offset: int = 0, limit: int | None = None
 ) -> WorkflowStatus | None:
     """Read a workflow's steps, states, results and errors; ``None`` if the queue has none.
 
@@ -407,7 +408,7 @@ def read_workflow(
     return out
 
 
-def workflow_of_step(ledger: Ledger, request_id: str) -> str | None:
+def workflow_of_step(ledger: AnyLedger, request_id: str) -> str | None:
     """The id of the workflow whose step ``request_id`` is, or ``None`` (one ``HGET``)."""
     runner = getattr(ledger, "runner", None)
     if runner is None:
@@ -420,7 +421,7 @@ def workflow_of_step(ledger: Ledger, request_id: str) -> str | None:
     return flow if isinstance(flow, str) else None
 
 
-def _runner(ledger: Ledger) -> Runner:
+def _runner(ledger: AnyLedger) -> Runner:
     runner: Runner | None = getattr(ledger, "runner", None)
     if runner is None:
         raise TypeError("workflows run on a queue of one shard (SHARDS 1): this one is sharded")

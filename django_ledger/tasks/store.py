@@ -16,8 +16,8 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from ..conf import get_ledger, ledger_settings
-from ..core.ledger import Ledger
 from ..core.records import decode_record
+from ..core.sharded import AnyLedger
 from .options import QUEUE_OPTION_KEYS
 from .state import TaskState, task_state
 
@@ -28,7 +28,7 @@ __all__ = ["QueueEntry", "Queues", "queues", "read_tasks"]
 class QueueEntry:
     """One queue as tasks use it: its ledger and its task options (lower-case names)."""
 
-    ledger: Ledger
+    ledger: AnyLedger
     max_attempts: int
     lease: float
     options: dict[str, Any]
@@ -77,7 +77,7 @@ class Queues:
 queues = Queues()
 
 
-def read_tasks(ledgers: Sequence[Ledger], request_ids: Iterable[str]) -> list[TaskState | None]:
+def read_tasks(ledgers: Sequence[AnyLedger], request_ids: Iterable[str]) -> list[TaskState | None]:
     """Return each id's task from the first of ``ledgers`` that holds it, in one round trip.
 
     On one Redis the reads are one transaction (MULTI), so a record and its result

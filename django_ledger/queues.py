@@ -16,7 +16,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from .conf import get_ledger, ledger_settings
-from .core.ledger import Ledger
+from .core.sharded import AnyLedger
 
 __all__ = ["QUEUE_OPTION_KEYS", "QueueEntry", "Queues", "queues"]
 
@@ -35,7 +35,7 @@ QUEUE_OPTION_KEYS: dict[str, str] = {
 class QueueEntry:
     """One queue: its ledger and its task options (lower-case names)."""
 
-    ledger: Ledger
+    ledger: AnyLedger
     max_attempts: int
     lease: float
     options: dict[str, Any]

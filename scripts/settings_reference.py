@@ -169,7 +169,13 @@ QUEUE: dict[str, Entry] = {
         "",
         ("E030",),
     ),
-    "OPTIMIZED": ("bool", "Fused scripts; `False`: the reference path.", "", ("E030",)),
+    "OPTIMIZED": (
+        "bool",
+        "Fused scripts; `False`: the reference path (the contract's operations only: "
+        "no workflows or flow limits).",
+        "",
+        ("E030", "E102"),
+    ),
     "MAX_ATTEMPTS": ("int", "Claims a record may have before it is DEAD.", "", ("E030",)),
     "MAX_RETAINED": ("int", "Ended records kept; the oldest go first.", "", ("E030",)),
     "RETENTION": (
@@ -231,20 +237,25 @@ QUEUE: dict[str, Entry] = {
         "dict",
         "At most `LIMIT` claims per `PERIOD` (see [RATE](#rate)).",
         "",
-        ("E100",),
+        ("E100", "E102"),
     ),
-    "CONCURRENCY": ("int", "The most records claimed at once.", "1 to 1,000,000,000", ("E100",)),
+    "CONCURRENCY": (
+        "int",
+        "The most records claimed at once.",
+        "1 to 1,000,000,000",
+        ("E100", "E102"),
+    ),
     "KEY": (
         "str",
         "The path whose value the limits hold per (e.g. `'task'`, `'kwargs.tenant_id'`).",
         "a key path",
-        ("E100",),
+        ("E100", "E102"),
     ),
     "KEY_LIMITS": (
         "dict",
         "Each key's own `RATE` and `CONCURRENCY`, over the queue's; needs `KEY`.",
         "",
-        ("E100",),
+        ("E100", "E102"),
     ),
 }
 

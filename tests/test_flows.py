@@ -1,7 +1,8 @@
 """Workflows in the core (core/flows.py, flow.lua): admission, release, failure, retry, cancel.
 
-Every test runs in both ledger modes. A step's payload here is JSON text; its result a
-result document (core/jobs.py), so the release builds inputs from return values.
+Every test runs on the fused path (the only one with workflows). A step's payload here
+is JSON text; its result a result document (core/jobs.py), so the release builds inputs
+from return values.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ from django_ledger.operations import mark_failed, purge, retry_now, snapshot
 from tests.ledger_helpers import count_calls, expire_and_repair
 
 pytest_plugins = ["tests.ledger_fixtures"]
+
+
+@pytest.fixture
+def optimized() -> bool:
+    """The fused path: workflows run there only (a reference ledger refuses them)."""
+    return True
+
 
 ADMITTED, DUPLICATE = AdmissionStatus.ADMITTED, AdmissionStatus.DUPLICATE
 CONFLICT = AdmissionStatus.CONFLICT
@@ -295,8 +303,7 @@ def test_the_last_parents_settlement_releases_and_claims_the_child_in_one_call(
         )
     assert [c.request_id for c in claims] == ["one:c"]
     assert json.loads(claims[0].payload)["args"] == ["A", "B"]
-    if ledger.optimized:
-        assert counted.evalsha == 1  # settle, release and claim: one round trip
+    assert counted.evalsha == 1  # settle, release and claim: one round trip
 
 
 def test_repair_never_makes_a_waiting_step_claimable(ledger: Ledger) -> None:

@@ -1,4 +1,4 @@
-"""The release rule of workflows against a simple model (hypothesis), in both ledger modes.
+"""The release rule of workflows against a simple model (hypothesis) (the fused path, the only one with workflows).
 
 A random graph of steps (each with its parents among the earlier ones and a failure rule)
 is run step by step: each round claims what is due, checks it is exactly what the model
@@ -14,7 +14,6 @@ import itertools
 import json
 from typing import Any
 
-import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -92,13 +91,12 @@ class Model:
         return [self.value.get(p) for p in self.graph[i][0]]
 
 
-@pytest.mark.parametrize("optimized", [True, False], ids=["optimized", "reference"])
 @MODEL
 @given(graph=graphs(), data=st.data())
 def test_the_release_rule_follows_the_model(
-    redis_client: redis.Redis, namespace: str, optimized: bool, graph: Any, data: st.DataObject
+    redis_client: redis.Redis, namespace: str, graph: Any, data: st.DataObject
 ) -> None:
-    ledger = Ledger(redis_client, namespace, f"m{next(_RUNS)}", optimized=optimized)
+    ledger = Ledger(redis_client, namespace, f"m{next(_RUNS)}")
     try:
         model = Model(graph)
         assert admit_workflow(ledger, "f", flow_steps(graph)).status.name == "ADMITTED"

@@ -1,6 +1,6 @@
 """Flow limits held in the claim: a rate (token bucket) and a concurrency, per queue.
 
-Every test runs on both paths. Time moves with the test seam ``clock_skew_ms`` (added to
+Every test runs on the fused path (the only one with flow limits). Time moves with the test seam ``clock_skew_ms`` (added to
 the Redis server clock inside every script), never with a sleep.
 """
 
@@ -13,6 +13,12 @@ from django_ledger import Ledger, State
 from django_ledger.core.limits import Limits, Rate
 
 pytest_plugins = ["tests.ledger_fixtures"]
+
+
+@pytest.fixture
+def optimized() -> bool:
+    """The fused path: flow limits run there only (a reference ledger refuses them)."""
+    return True
 
 
 def woken(ledger: Ledger, client: redis.Redis) -> bool:

@@ -1,6 +1,6 @@
 """Limits per key of the task's arguments (KEY) and fair share among keys, in the claim.
 
-Every test runs on both paths. Time moves with the test seam ``clock_skew_ms``, never
+Every test runs on the fused path (the only one with flow limits). Time moves with the test seam ``clock_skew_ms``, never
 with a sleep.
 """
 
@@ -15,6 +15,12 @@ from django_ledger import Claim, Ledger, State
 from django_ledger.core.limits import Limits, Rate, key_of
 
 pytest_plugins = ["tests.ledger_fixtures"]
+
+
+@pytest.fixture
+def optimized() -> bool:
+    """The fused path: flow limits run there only (a reference ledger refuses them)."""
+    return True
 
 
 def payload(tenant: object, n: int = 0) -> str:

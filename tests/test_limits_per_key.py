@@ -1,7 +1,7 @@
 """Limits per task (KEY "task") and a key's limits of its own (KEY_LIMITS, set_key_limits).
 
-Every ledger test runs on both paths. Time moves with the test seam ``clock_skew_ms``,
-never with a sleep.
+Every ledger test runs on the fused path (the only one with flow limits). Time moves
+with the test seam ``clock_skew_ms``, never with a sleep.
 """
 
 from __future__ import annotations
@@ -20,6 +20,13 @@ from django_ledger.core.limits import KeyLimits, Limits, Rate, key_of
 from tests.redis_server import RedisServer
 
 pytest_plugins = ["tests.ledger_fixtures"]
+
+
+@pytest.fixture
+def optimized() -> bool:
+    """The fused path: flow limits run there only (a reference ledger refuses them)."""
+    return True
+
 
 EXPORT, MAIL = "shop.tasks.export", "shop.tasks.mail"
 

@@ -1,7 +1,7 @@
 """Prefetch under flow limits: held claims beyond the threads free, taken only from
 headroom (docs/limits.md, "Prefetch from headroom").
 
-Every test runs on both paths. Time moves with the test seam ``clock_skew_ms``, never
+Every test runs on the fused path (the only one with flow limits). Time moves with the test seam ``clock_skew_ms``, never
 with a sleep.
 """
 
@@ -11,6 +11,7 @@ import json
 import random
 import time
 
+import pytest
 import redis
 
 from django_ledger import Ledger, State
@@ -18,6 +19,13 @@ from django_ledger.core.limits import Limits, Rate
 from django_ledger.core.results import SettlementStatus
 
 pytest_plugins = ["tests.ledger_fixtures"]
+
+
+@pytest.fixture
+def optimized() -> bool:
+    """The fused path: flow limits run there only (a reference ledger refuses them)."""
+    return True
+
 
 BIG = 1_000_000_000
 

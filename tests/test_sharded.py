@@ -113,6 +113,11 @@ def test_keys_of_one_shard_are_refused_on_the_whole_queue(sharded: ShardedLedger
     with pytest.raises(LedgerError, match="3 shards"):
         sharded.run(None, [])
     assert sharded.shard_for("x") is sharded.shards[shard_index("x", SHARDS)]
+    # It holds its shards' ledgers and is none of them: no member of one shard is its.
+    assert not isinstance(sharded, Ledger)
+    assert all(type(shard) is Ledger for shard in sharded.shards)
+    for name in ("records_key", "runner", "scripts", "scan_page", "set_key_limits"):
+        assert not hasattr(sharded, name)
 
 
 def test_a_plain_ledger_is_its_own_single_shard(ledger: Ledger) -> None:

@@ -22,7 +22,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from .. import operations, permissions
 from ..conf import get_ledger, ledger_settings
 from ..core.errors import LedgerError
-from ..core.ledger import Ledger
+from ..core.sharded import AnyLedger
 from ..operations import RecordChanged, Snapshot
 from .base import LedgerModelAdmin
 from .display import sentence
@@ -83,7 +83,7 @@ class Operation:
     permission: str
     label: str
     done: str
-    run: Callable[[Ledger, str, str], Any]
+    run: Callable[[AnyLedger, str, str], Any]
     #: Why it does not apply to a snapshot, or ``None`` when it does.
     refusal: Callable[[Snapshot], str | None]
     #: Whether the record (or quarantined id) is gone afterwards.

@@ -141,7 +141,9 @@ class QueueAdmin(LedgerModelAdmin):
             stats = Stats.summed(read) if len(read) == len(placed) else ledger.stats()
         else:
             stats = ledger.stats()
-            placed = [Placement(queue, *ledger.runner.placement(), stats)]  # no round trip
+            placed = [
+                Placement(queue, *ledger.shards[0].runner.placement(), stats)
+            ]  # no round trip
         config = ledger_settings.queue(queue)
         can_see_records = permissions.can(request.user, "view", queue)
         expired: list[Any] = []

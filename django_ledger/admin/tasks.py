@@ -20,8 +20,8 @@ from django.utils.module_loading import autodiscover_modules
 
 from ..core.errors import CorruptRecord
 from ..core.jobs import BadPayload, TaskPayload, decode_task
-from ..core.ledger import Ledger
 from ..core.records import Record, decode_record
+from ..core.sharded import AnyLedger
 from ..tasks.registry import declared_paths
 from ..tasks.state import TaskState, task_state
 from .display import instant_text
@@ -51,7 +51,7 @@ def read_task(payload: str) -> tuple[TaskPayload | None, str]:
     return None, f"does not decode as a task document: {reason}"
 
 
-def task_section(ledger: Ledger, record: Record) -> dict[str, Any] | None:
+def task_section(ledger: AnyLedger, record: Record) -> dict[str, Any] | None:
     """What the record page shows of a task, or ``None`` when the payload is not one."""
     if read_task(record.payload)[0] is None:
         return None
@@ -113,7 +113,7 @@ def _attempts(state: TaskState) -> list[dict[str, Any]]:
     return rows
 
 
-def attempt_limit(ledger: Ledger, record: Record) -> int:
+def attempt_limit(ledger: AnyLedger, record: Record) -> int:
     """The most attempts a worker gives this record: its task's ``max_attempts``.
 
     A record that is no task, or whose task this process cannot find, has its queue's.

@@ -14,8 +14,8 @@ from typing import Any
 
 from django.core import signing
 
-from ..core.ledger import Ledger
 from ..core.results import Claim
+from ..core.sharded import AnyLedger
 from .errors import ApiError
 
 __all__ = ["issue_token", "read_token"]
@@ -23,7 +23,7 @@ __all__ = ["issue_token", "read_token"]
 SALT = "django_ledger.api.claim-token"
 
 
-def issue_token(ledger: Ledger, claim: Claim) -> str:
+def issue_token(ledger: AnyLedger, claim: Claim) -> str:
     """Return the signed token of ``claim``."""
     return signing.dumps(
         {
@@ -38,7 +38,7 @@ def issue_token(ledger: Ledger, claim: Claim) -> str:
     )
 
 
-def read_token(ledger: Ledger, token: object) -> Claim:
+def read_token(ledger: AnyLedger, token: object) -> Claim:
     """Return the claim ``token`` names, or raise ``ApiError`` if it is not one of ours."""
     try:
         data: Any = signing.loads(token, salt=SALT) if isinstance(token, str) else None

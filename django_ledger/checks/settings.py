@@ -59,7 +59,7 @@ def check_settings(
     if defaults is not None:
         errors += _unknown_keys(defaults, frozenset(setting.DEFAULTS), "LEDGER['DEFAULTS']")
         errors += _check_limits(defaults, "LEDGER['DEFAULTS']")
-    errors += _check_queues(raw.get("QUEUES", setting.TOP_DEFAULTS["QUEUES"]))
+    errors += _check_queues(raw.get("QUEUES", setting.TOP_DEFAULTS["QUEUES"]), defaults or {})
     _section(raw, "API", errors)  # its keys are the REST API's to check
     dispatch = _section(raw, "DISPATCH", errors)
     if dispatch is not None:
@@ -108,7 +108,7 @@ def _bad_namespace(value: Any, where: str) -> checks.Error:
     )
 
 
-def _check_queues(queues: Any) -> list[checks.CheckMessage]:
+def _check_queues(queues: Any, defaults: dict[str, Any]) -> list[checks.CheckMessage]:
     if not isinstance(queues, dict) or not queues:
         return [
             _error(
@@ -145,6 +145,7 @@ def _check_queues(queues: Any) -> list[checks.CheckMessage]:
         errors += _unknown_keys(overrides, setting.QUEUE_KEYS, where)
         errors += _check_limits(overrides, where)
         errors += _check_flow_limits(overrides, str(name), where)
+        errors += _check_fused_only(overrides, defaults, where)
         if "GROUPS" in overrides:
             try:
                 setting.groups_of(overrides["GROUPS"], str(name))
@@ -186,6 +187,23 @@ def _check_flow_limits(
             "server, so a queue with limits has one shard.",
             "Remove SHARDS (or set it to 1), or remove the limits; see 'Flow limits' in the "
             "django-ledger docs.",
+            where,
+        )
+
+
+def _check_fused_only(
+    overrides: dict[str, Any], defaults: dict[str, Any], where: str
+) -> Iterator[checks.CheckMessage]:
+    """Flow limits on a queue of the reference path (E102): they run on the fused path only."""
+    optimized = overrides.get("OPTIMIZED", defaults.get("OPTIMIZED", True))
+    used = [key for key in ("RATE", "CONCURRENCY", "KEY", "KEY_LIMITS") if overrides.get(key)]
+    if optimized is False and used:
+        yield _error(
+            102,
+            f"{', '.join(used)} on a queue with OPTIMIZED False: flow limits run on the "
+            "fused path only, and a ledger on the reference path refuses them.",
+            "Remove OPTIMIZED (True is the default), or remove the limits; see 'Flow "
+            "limits' in the django-ledger docs.",
             where,
         )
 

@@ -12,7 +12,7 @@ from .dispatch import (
     MemoryDispatchRegistry,
     RedisDispatchRegistry,
 )
-from .errors import CorruptRecord, LedgerError, LedgerUnavailable
+from .errors import CorruptRecord, FusedPathOnly, LedgerError, LedgerUnavailable
 from .ledger import Ledger
 from .records import Record, State
 from .results import (
@@ -37,6 +37,7 @@ __all__ = [
     "Dispatch",
     "DispatchRegistry",
     "DispatchUnavailable",
+    "FusedPathOnly",
     "Ledger",
     "LedgerError",
     "LedgerUnavailable",

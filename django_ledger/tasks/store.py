@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..core.ledger import Ledger
+from ..core.sharded import AnyLedger
 from ..core.records import decode_record
 from .state import TaskState, task_state
 
 __all__ = ["read_tasks"]
 
 
-def read_tasks(ledgers: Sequence[Ledger], request_ids: Iterable[str]) -> list[TaskState | None]:
+def read_tasks(ledgers: Sequence[AnyLedger], request_ids: Iterable[str]) -> list[TaskState | None]:
     """Return each id's task from the first of ``ledgers`` that holds it, in one round trip.
 
     On one Redis the reads are one transaction (MULTI), so a record and its result

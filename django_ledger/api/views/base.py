@@ -24,7 +24,7 @@ from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from ... import conf
-from ...core.ledger import Ledger
+from ...core.sharded import AnyLedger
 from ..conf import THROTTLE_SCOPES
 from ..errors import ApiError, exception_handler
 from ..parsers import LedgerJSONParser, LedgerJSONRenderer
@@ -119,6 +119,6 @@ class LedgerViewSet(LedgerAPIView, viewsets.ViewSet):
         return rules[0] if rules else (None, "read")
 
     @cached_property
-    def ledger(self) -> Ledger:
+    def ledger(self) -> AnyLedger:
         """The ledger of the queue in the URL (the permission check has vetted it)."""
         return conf.get_ledger(self.kwargs["queue"])

@@ -9,9 +9,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ...conf import ledger_settings
-from ...core.ledger import MAX_BATCH, Ledger
+from ...core.ledger import MAX_BATCH
 from ...core.records import State, owner_problem
 from ...core.results import Claim, Settlement, SettlementStatus
+from ...core.sharded import AnyLedger
 from ..errors import ApiError
 from ..representations import settlement_data
 from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
@@ -147,7 +148,7 @@ class ClaimViewSet(LedgerViewSet):
         return Response({"results": [settlement_data(r) for r in results]})
 
 
-def _claim_data(ledger: Ledger, claim: Claim) -> dict[str, Any]:
+def _claim_data(ledger: AnyLedger, claim: Claim) -> dict[str, Any]:
     return {
         "token": issue_token(ledger, claim),
         "request_id": claim.request_id,
@@ -183,7 +184,7 @@ def _check_batch_count(data: Any) -> None:
         )
 
 
-def _read_tokens(ledger: Ledger, items: list[dict[str, Any]]) -> list[Claim]:
+def _read_tokens(ledger: AnyLedger, items: list[dict[str, Any]]) -> list[Claim]:
     claims = []
     for index, item in enumerate(items):
         try:

@@ -10,8 +10,8 @@ from rest_framework.response import Response
 
 from ...conf import ledger_settings
 from ...core.errors import CorruptRecord
-from ...core.ledger import Ledger
 from ...core.records import decode_record
+from ...core.sharded import AnyLedger
 from ...permissions import can, can_reach_queue
 from ..errors import ApiError
 from ..pagination import QuarantinePagination
@@ -135,9 +135,10 @@ class QuarantineViewSet(LedgerViewSet):
         if len(ledger.shards) > 1:
             items = _sharded_quarantine(request, ledger, paginator, {"q": queue})
         else:
-            with ledger.translate_errors():
+            single = ledger.shards[0]
+            with single.translate_errors():
                 items = paginator.paginate_hash(
-                    request, ledger.redis, ledger.quarantine_key, bind={"q": queue}
+                    request, single.redis, single.quarantine_key, bind={"q": queue}
                 )
         entries = []
         for member, raw in items:
@@ -160,7 +161,7 @@ class QuarantineViewSet(LedgerViewSet):
 
 
 def _sharded_quarantine(
-    request: Request, ledger: Ledger, paginator: QuarantinePagination, bind: dict[str, Any]
+    request: Request, ledger: AnyLedger, paginator: QuarantinePagination, bind: dict[str, Any]
 ) -> list[tuple[bytes, bytes]]:
     """A page of a sharded queue's quarantine: the shards' quarantines one after another.
 

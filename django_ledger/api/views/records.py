@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from ...core.errors import CorruptRecord
 from ...core.ledger import MAX_BATCH, Ledger
 from ...core.records import Record, State, decode_record, id_problem
+from ...core.sharded import AnyLedger
 from ..errors import ApiError
 from ..pagination import (
     RecordPagination,
@@ -69,15 +70,16 @@ class RecordViewSet(LedgerViewSet):
         if len(ledger.shards) > 1:
             members, raws = _sharded_page(request, ledger, paginator, state, descending, bind)
         else:
-            with ledger.translate_errors():
+            single = ledger.shards[0]
+            with single.translate_errors():
                 members = paginator.paginate_index(
                     request,
-                    ledger.redis,
-                    _index_key(ledger, state),
+                    single.redis,
+                    _index_key(single, state),
                     descending=descending,
                     bind=bind,
                 )
-                raws = ledger.redis.hmget(ledger.records_key, members) if members else []
+                raws = single.redis.hmget(single.records_key, members) if members else []
         records: list[Record] = []
         for member, raw in zip(members, raws, strict=True):
             if raw is None:
@@ -164,12 +166,12 @@ def _index_key(shard: Ledger, state: State) -> str:
     return indexes[state]
 
 
-def _read_raw(ledger: Ledger, ids: list[str]) -> list[bytes | None]:
+def _read_raw(ledger: AnyLedger, ids: list[str]) -> list[bytes | None]:
     """The stored bytes of ``ids``, in order: one ``HMGET`` per shard that holds some."""
     return _hmget(ledger, [(ledger.shard_for(request_id), request_id) for request_id in ids])
 
 
-def _hmget(ledger: Ledger, fields: list[tuple[Ledger, str | bytes]]) -> list[bytes | None]:
+def _hmget(ledger: AnyLedger, fields: list[tuple[Ledger, str | bytes]]) -> list[bytes | None]:
     """The records of (shard, id) pairs, in order: one ``HMGET`` per shard named."""
     groups: dict[int, list[int]] = {}
     for position, (shard, _) in enumerate(fields):
@@ -187,7 +189,7 @@ def _hmget(ledger: Ledger, fields: list[tuple[Ledger, str | bytes]]) -> list[byt
 
 def _sharded_page(
     request: Request,
-    ledger: Ledger,
+    ledger: AnyLedger,
     paginator: RecordPagination,
     state: State,
     descending: bool,

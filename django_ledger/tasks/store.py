@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..core.sharded import AnyLedger
 from ..core.records import decode_record
+from ..core.sharded import AnyLedger
 from .state import TaskState, task_state
 
 __all__ = ["read_tasks"]

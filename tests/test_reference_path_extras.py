@@ -105,7 +105,7 @@ def test_a_reference_claim_refuses_a_queue_whose_limits_a_fused_ledger_stored(
 def _checked(queue: dict[str, Any], **top: Any) -> list[Any]:
     config = {
         "CONNECTION": "redis://127.0.0.1:1/0",
-        "DISPATCH": {"BACKEND": "django_ledger.dispatch.MemoryDispatchRegistry"},
+        "DISPATCH": {"BACKEND": "django_ledger.core.dispatch.MemoryDispatchRegistry"},
         "QUEUES": {"default": {}, "tenants": queue},
         **top,
     }

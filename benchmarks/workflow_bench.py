@@ -25,7 +25,7 @@ from the first signature built to the result in hand. Systems (``--only`` picks 
   way); the result read by ``AsyncResult.get()`` (Celery's pub/sub wait);
 * ``ledger``: the same chord through ``django_ledger.tasks.workflows``
   (``chord([sig(step, i) ...], sig(collect)).enqueue()``, the Django task framework on
-  the ledger, ``tests.workflow_bench_settings``), one ``manage.py ledger_worker
+  the ledger, ``tests.support.workflow_bench_settings``), one ``manage.py ledger_worker
   wfbench`` with its defaults (concurrency 8, prefetch 8); the bench waits on the count
   of completed records (one ``ZCARD`` every 2 ms, taken out of the command figures),
   then reads the callback's result through its task (``collect.get_result(id)``);
@@ -64,11 +64,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 if TYPE_CHECKING:
-    from tests.redis_server import RedisServer
+    from tests.support.redis_server import RedisServer
 
 NAMESPACE = "wfbench"
 QUEUE = "wfbench"
-SETTINGS = "tests.workflow_bench_settings"
+SETTINGS = "tests.support.workflow_bench_settings"
 POLL = 0.002
 SYSTEMS = ["ledger", "celery", "ledger-plain"]
 SCRIPT_COMMANDS = ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_evalsha_ro", "cmdstat_fcall")
@@ -237,7 +237,7 @@ class Ledger(System):
         return [sys.executable, "manage.py", "ledger_worker", QUEUE, *self.options]
 
     def warm(self) -> None:
-        from tests.workflow_bench_app.tasks import step
+        from tests.support.workflow_bench_app.tasks import step
 
         result = step.enqueue(-1)
         deadline = time.monotonic() + 120
@@ -259,12 +259,12 @@ class Ledger(System):
 
     def _chord(self, steps: int) -> Any:
         from django_ledger.tasks.workflows import chord, sig
-        from tests.workflow_bench_app.tasks import collect, step
+        from tests.support.workflow_bench_app.tasks import collect, step
 
         return chord([sig(step, i) for i in range(steps)], sig(collect)).enqueue()
 
     def _read(self, handle: Any, steps: int) -> Any:
-        from tests.workflow_bench_app.tasks import collect
+        from tests.support.workflow_bench_app.tasks import collect
 
         return collect.get_result(handle.task_ids[str(steps)]).return_value
 
@@ -301,7 +301,7 @@ class LedgerPlain(Ledger):
 
     def _enqueue(self, steps: int) -> None:
         from django_ledger.tasks import enqueue_many
-        from tests.workflow_bench_app.tasks import step
+        from tests.support.workflow_bench_app.tasks import step
 
         for start in range(0, steps, 1024):
             enqueue_many(step, [((i,), {}) for i in range(start, min(steps, start + 1024))])
@@ -420,7 +420,7 @@ def count_once(system: System, steps: int) -> tuple[Counter[str], float, bool]:
 
 
 def bench(args: argparse.Namespace) -> int:
-    from tests.redis_server import RedisServer
+    from tests.support.redis_server import RedisServer
 
     chosen = [name for name in SYSTEMS if name in args.only.split(",")] if args.only else SYSTEMS
     server: RedisServer = RedisServer()

@@ -1,0 +1,217 @@
+"""The house's layering: the core knows nothing of Django, and no module imports in a circle.
+
+Two checks that cannot rot quietly: the core is imported and used in a subprocess where
+Django cannot be imported at all, and the import graph of ``django_ledger/`` (read from
+the source, every ``import`` counted, lazy and ``TYPE_CHECKING`` ones too) is checked for
+edges from the core upward and for cycles. Each checker is also run on a small tree made
+to break its rule, so a checker that stopped seeing would fail here.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.redis_server import RedisServer
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "django_ledger"
+
+# Makes ``django`` (and so every Django-layer module) unimportable, then uses the core.
+_PROBE = """
+import sys
+
+class NoDjango:
+    def find_spec(self, name, path=None, target=None):
+        if name == "django" or name.startswith("django."):
+            raise ImportError(f"the core imported {name}")
+        return None
+
+sys.meta_path.insert(0, NoDjango())
+import redis
+from django_ledger.core import Ledger, MemoryDispatchRegistry, RedisDispatchRegistry, State
+import django_ledger.core.ledger, django_ledger.core.reference, django_ledger.core.fused
+
+client = redis.Redis.from_url(sys.argv[1])
+for optimized in (True, False):
+    ledger = Ledger(client, sys.argv[2], f"layers-{optimized}", optimized=optimized)
+    assert ledger.admit(f"job-{optimized}", "{}").status.name == "ADMITTED"
+    claim = ledger.claim("worker-1")
+    assert claim is not None and claim.request_id == f"job-{optimized}"
+    assert ledger.settle(claim, State.COMPLETED).status.name == "SETTLED"
+    assert ledger.stats().completed == 1
+registry = RedisDispatchRegistry(client, namespace=sys.argv[2])
+assert registry.claim_dispatch("nightly", 1_764_493_200, "node-1")
+assert MemoryDispatchRegistry().claim_dispatch("nightly", 1_764_493_200, "node-1")
+print(sorted({m.split(".")[0] for m in sys.modules} & {"django", "rest_framework"}))
+"""
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path, root: Path) -> set[str]:
+    """Return every module ``path`` imports (absolute names), wherever the import stands."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.add(target)
+            # ``from . import conf`` imports the module ``conf``, not only the package.
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return found
+
+
+def graph(root: Path) -> dict[str, set[str]]:
+    """Map each module of the package at ``root`` to the package's modules it imports."""
+    modules = {module_name(path, root): path for path in root.rglob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges[name] = {
+            target
+            for target in imports_of(path, root)
+            if target in modules and target != name and not name.startswith(target + ".")
+        }
+    return edges
+
+
+def upward_imports(root: Path) -> list[str]:
+    """Say which core modules import Django or a module of the Django layer."""
+    core = f"{root.name}.core"
+    bad = []
+    for path in (root / "core").rglob("*.py"):
+        name = module_name(path, root)
+        for target in imports_of(path, root):
+            top = target.split(".")[0]
+            layer = target.startswith(root.name + ".") and not (
+                target == core or target.startswith(core + ".")
+            )
+            if top in ("django", "rest_framework", "django_redis") or layer:
+                bad.append(f"{name} imports {target}")
+    return sorted(bad)
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Return one cycle through each strongly connected group of modules (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_core_imports_and_works_with_django_unimportable(
+    redis_server: RedisServer, namespace: str
+) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, redis_server.url, namespace],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_nothing_in_the_core_imports_django_or_the_django_layer() -> None:
+    assert upward_imports(PACKAGE) == []
+
+
+def test_the_import_graph_has_no_cycles() -> None:
+    edges = graph(PACKAGE)
+    assert "django_ledger.core.ledger" in edges  # the graph covers the core
+    assert "django_ledger.admin.actions" in edges  # and the Django layer
+    assert cycles(edges) == []
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "django_ledger"
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import django\n",
+        "from django.conf import settings\n",
+        "def lazy():\n    from ..conf import ledger_settings\n",
+        "from django_ledger.admin import base\n",
+    ],
+)
+def test_the_layer_check_sees_a_deliberate_django_import_in_the_core(
+    tmp_path: Path, line: str
+) -> None:
+    root = _tree(
+        tmp_path,
+        {"__init__.py": "", "conf.py": "", "core/__init__.py": "", "core/ledger.py": line},
+    )
+    assert upward_imports(root) == [
+        f"django_ledger.core.ledger imports {target}"
+        for target in sorted(imports_of(root / "core" / "ledger.py", root))
+    ]
+    assert upward_imports(root)
+
+
+def test_the_cycle_check_sees_a_circle_even_behind_type_checking(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "admin/__init__.py": "",
+            "admin/base.py": "from .actions import act_view\n",
+            "admin/actions.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    from .base import LedgerModelAdmin\n"
+            ),
+            "admin/records.py": "from .base import LedgerModelAdmin\n",
+        },
+    )
+    assert cycles(graph(root)) == [["django_ledger.admin.actions", "django_ledger.admin.base"]]

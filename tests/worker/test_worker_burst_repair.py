@@ -2,7 +2,8 @@
 
 A record whose worker died stays CLAIMED with an expired lease until something repairs
 it; a burst run is often the only process a deployment runs, so it must sweep expired
-leases itself, run what that gave back, and say what it repaired.
+leases itself, run what that gave back, and say what it repaired: on the optimized path
+and on its reference twin (``OPTIMIZED: False``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ import redis
 from django_ledger import Ledger, State
 from tests.support.redis_server import RedisServer
 from tests.support.worker_process import WorkerProcess, wait_until
+from tests.support.worker_variants import VariantWorker
+
+#: Worker settings declaring ``raw_ref``, the reference twin of the raw queue ``raw``.
+REFERENCE_SETTINGS = "tests.support.reference_worker_settings"
 
 
 @pytest.fixture
@@ -39,16 +44,25 @@ def _expired_claim(ledger: Ledger, request_id: str) -> None:
     wait_until(lambda: ledger.stats().expired_leases == 1, what="the lease to expire")
 
 
+@pytest.mark.parametrize("optimized", [True, False], ids=["optimized", "reference"])
 def test_a_burst_run_repairs_an_expired_lease_and_runs_the_task(
     redis_server: RedisServer,
     redis_client: redis.Redis,
     namespace: str,
     worker_log: Path,
     burst: list[WorkerProcess],
+    optimized: bool,
 ) -> None:
-    raw = Ledger(redis_client, namespace, "raw")
+    queue = "raw" if optimized else "raw_ref"
+    raw = Ledger(redis_client, namespace, queue, optimized=optimized)
     _expired_claim(raw, "orphan-1")
-    worker = WorkerProcess(redis_server.url, namespace, ["raw", "--burst"], worker_log)
+    args = [queue, "--burst"]
+    if optimized:
+        worker = WorkerProcess(redis_server.url, namespace, args, worker_log)
+    else:
+        worker = VariantWorker(
+            redis_server.url, namespace, args, worker_log, settings=REFERENCE_SETTINGS
+        )
     burst.append(worker)
     assert worker.wait(60) == 0, worker.output()
     record = raw.resolve("orphan-1")

@@ -3,7 +3,8 @@
 ``ledger_worker --concurrency 4`` (prefetch 4) holds 8 claims while 4 jobs run. The 4
 held ones are claimed, not started: their tasks show READY, and when the worker is
 SIGKILLed, repair gives their attempts back (no ``LeaseExpired`` in their history),
-while the 4 that started spend theirs.
+while the 4 that started spend theirs: on the optimized path and on its reference twin
+(``OPTIMIZED: False``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from django_ledger import Ledger, State
 from django_ledger.tasks.state import LEASE_EXPIRED_PATH, task_state
 from tests.support.redis_server import RedisServer
 from tests.support.worker_process import WorkerProcess, wait_until
+from tests.support.worker_variants import VariantWorker
+
+#: Worker settings declaring ``blocking_ref``, the reference twin of ``blocking``.
+REFERENCE_SETTINGS = "tests.support.reference_worker_settings"
 
 
 @pytest.fixture
@@ -33,28 +38,31 @@ def _started(client: redis.Redis, namespace: str) -> set[str]:
     return {line.split()[0].decode() for line in client.lrange(f"{namespace}:started", 0, -1)}
 
 
+@pytest.mark.parametrize("optimized", [True, False], ids=["optimized", "reference"])
 def test_sigkill_with_prefetched_claims_spends_only_the_started_attempts(
     redis_server: RedisServer,
     redis_client: redis.Redis,
     namespace: str,
     tmp_path: Path,
     workers: list[WorkerProcess],
+    optimized: bool,
 ) -> None:
-    blocking = Ledger(redis_client, namespace, "blocking")  # 2 s leases, jobs that wait
+    queue = "blocking" if optimized else "blocking_ref"  # 2 s leases, jobs that wait
+    blocking = Ledger(redis_client, namespace, queue, optimized=optimized)
     ids = [f"slow-{n}" for n in range(8)]
     blocking.admit_many([(request_id, "work") for request_id in ids])
-    worker = WorkerProcess(
-        redis_server.url,
-        namespace,
-        ["blocking", "--concurrency", "4", "--no-repair"],
-        tmp_path / "worker.log",
-    )
+    args = [queue, "--concurrency", "4", "--no-repair"]
+    log = tmp_path / "worker.log"
+    if optimized:
+        worker = WorkerProcess(redis_server.url, namespace, args, log)
+    else:
+        worker = VariantWorker(redis_server.url, namespace, args, log, settings=REFERENCE_SETTINGS)
     workers.append(worker)
     wait_until(lambda: len(_started(redis_client, namespace)) == 4, what="4 jobs to start")
     wait_until(lambda: blocking.stats().claimed == 8, what="8 claims in hand")
     ran = _started(redis_client, namespace)
     records = {r.request_id: r for r in blocking.resolve_many(ids) if r is not None}
-    statuses = {i: task_state("blocking", records[i], None).status for i in ids}
+    statuses = {i: task_state(queue, records[i], None).status for i in ids}
     assert statuses == {i: "RUNNING" if i in ran else "READY" for i in ids}, worker.output()
 
     worker.signal(signal.SIGKILL)
@@ -67,7 +75,7 @@ def test_sigkill_with_prefetched_claims_spends_only_the_started_attempts(
         i: (State.PENDING, 1 if i in ran else 0) for i in ids
     }
     for request_id in ids:
-        errors = task_state("blocking", after[request_id], None).errors
+        errors = task_state(queue, after[request_id], None).errors
         paths = [error["exception_class_path"] for error in errors]
         assert paths == ([LEASE_EXPIRED_PATH] if request_id in ran else [])
 

@@ -1,4 +1,8 @@
-"""Worker settings of ``tests/worker/test_issue19_audit.py``: reference twins of two raw queues."""
+"""Worker settings with reference twins (``OPTIMIZED: False``) of two raw queues.
+
+``raw_ref`` and ``blocking_ref`` are ``raw`` and ``blocking`` of ``worker_settings`` on
+the reference path: a worker test runs on either twin to hold in both ledger modes.
+"""
 
 from tests.support.worker_settings import *  # noqa: F403
 from tests.support.worker_settings import LEDGER

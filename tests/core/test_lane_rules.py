@@ -1,16 +1,20 @@
-"""Script calls in a borrowed scope keep redis-py's rules (issue 20).
+"""Script calls, in a borrowed scope or outside any, keep redis-py's rules.
 
 Each test is what a Django team relies on from redis-py, checked from the server's side
 (``CLIENT LIST``, ``INFO commandstats``): a ``from_url`` client (ours, django-redis's)
 loses no call when the server kills its connection; threads open no more connections
-than redis-py alone would, and never more than a ``BlockingConnectionPool`` allows;
-``disconnect()`` closes a borrowed connection; nothing stays open once the scopes end
-(no ``gc.collect()``), on RESP2 and RESP3; ``set_retry`` is obeyed; a response callback
-sees every call; TLS, a unix socket, an ACL user and ``db`` keep working.
+than redis-py alone would, in a scope or outside any (a web process's request threads),
+and never more than a ``BlockingConnectionPool`` allows; ``disconnect()`` closes a
+borrowed connection; nothing stays open once the scopes end, with no ``gc.collect()``
+and with the garbage collector off, on RESP2 and RESP3; ``set_retry`` is obeyed; a
+response callback sees every call; TLS, a unix socket, an ACL user and ``db`` keep
+working.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +26,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from django_ledger import AdmissionStatus, Ledger, LedgerUnavailable
-from django_ledger.core.lane import borrowed
+from django_ledger.core.lane import borrowed, current
 from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.standalone_only("each test starts a redis-server of its own")
@@ -112,19 +116,33 @@ def test_a_django_redis_client_loses_no_call_when_the_server_kills_its_connectio
 # -- connections --------------------------------------------------------------------------
 
 
-def test_threads_open_no_more_connections_than_redis_py_alone(own_redis: RedisServer) -> None:
+@pytest.mark.parametrize("scoped", [True, False], ids=["in-a-scope", "outside-any-scope"])
+def test_threads_open_no_more_connections_than_redis_py_alone(
+    own_redis: RedisServer, scoped: bool
+) -> None:
     client = redis.Redis.from_url(own_redis.url, client_name="rules-64")
     ledger = Ledger(client, "n", "many")
+    # Outside a scope (a web process's request threads, every caller but the worker),
+    # 40 calls a thread: many calls in a row still take no connection of their own.
+    calls = 20 if scoped else 40
+    peak = 0
 
     def work(n: int) -> None:
-        with borrowed(client):
-            for i in range(20):
+        nonlocal peak
+        with borrowed(client) if scoped else contextlib.nullcontext():
+            assert (current(client) is not None) is scoped
+            for i in range(calls):
                 assert ledger.admit(f"{n}-{i}", "p").status is AdmissionStatus.ADMITTED
+            peak = max(peak, len(named(own_redis, "rules-64")))
 
     in_threads(THREADS, work)
     # redis-py alone opens at most one connection per thread calling at once: so here.
+    assert 1 <= peak <= THREADS
     assert 1 <= len(named(own_redis, "rules-64")) <= THREADS
-    assert ledger.stats().pending == THREADS * 20
+    # Every connection is the pool's and idle: closing the idle ones closes them all.
+    client.connection_pool.disconnect(inuse_connections=False)
+    assert named(own_redis, "rules-64") == []
+    assert ledger.stats().pending == THREADS * calls
     client.close()
 
 
@@ -150,21 +168,34 @@ def test_a_blocking_pool_s_limit_holds(own_redis: RedisServer) -> None:
     client.close()
 
 
+@pytest.mark.parametrize("collector", ["on", "off"])
 @pytest.mark.parametrize("protocol", [2, 3])
-def test_nothing_stays_open_once_the_scopes_end(own_redis: RedisServer, protocol: int) -> None:
+def test_nothing_stays_open_once_the_scopes_end(
+    own_redis: RedisServer, protocol: int, collector: str
+) -> None:
     client = redis.Redis.from_url(own_redis.url, client_name="rules-end", protocol=protocol)
     ledger = Ledger(client, "n", "end")
 
     def work(n: int) -> None:
         with borrowed(client):
+            assert current(client) is not None
             for i in range(20):
                 ledger.admit(f"{n}-{i}", "p")
+        assert current(client) is None
 
-    in_threads(THREADS, work)
-    assert named(own_redis, "rules-end")  # the pool keeps its idle connections, as ever
-    # Every connection is back in the pool, idle: closing the idle ones closes them all.
-    client.connection_pool.disconnect(inuse_connections=False)
-    assert named(own_redis, "rules-end") == []  # no gc.collect() needed
+    was_enabled = gc.isenabled()
+    if collector == "off":
+        gc.disable()  # nothing may wait for a collection to be closed
+    try:
+        in_threads(THREADS, work)
+        # the pool keeps its idle connections, as ever
+        assert 1 <= len(named(own_redis, "rules-end")) <= THREADS
+        # Every connection is back in the pool, idle: closing the idle ones closes them all.
+        client.connection_pool.disconnect(inuse_connections=False)
+        assert named(own_redis, "rules-end") == []  # no gc.collect() needed
+    finally:
+        if was_enabled:
+            gc.enable()
     assert ledger.stats().pending == THREADS * 20
     client.close()
 

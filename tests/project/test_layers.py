@@ -4,7 +4,10 @@ Two checks that cannot rot quietly: the core is imported and used in a subproces
 Django cannot be imported at all, and the import graph of ``django_ledger/`` (read from
 the source, every ``import`` counted, lazy and ``TYPE_CHECKING`` ones too) is checked for
 edges from the core upward and for cycles. Each checker is also run on a small tree made
-to break its rule, so a checker that stopped seeing would fail here.
+to break its rule, so a checker that stopped seeing would fail here. A third: nothing
+in ``django_ledger`` but ``core/lane.py`` reaches into a redis-py object's private
+attributes (an AST walk; the private names it meets elsewhere are Django's or the
+project's own, listed).
 """
 
 from __future__ import annotations
@@ -215,3 +218,72 @@ def test_the_cycle_check_sees_a_circle_even_behind_type_checking(tmp_path: Path)
         },
     )
     assert cycles(graph(root)) == [["django_ledger.admin.actions", "django_ledger.admin.base"]]
+
+
+# -- redis-py's private attributes ---------------------------------------------------------
+
+#: Private names of Django's and the standard library's (a model's ``_meta``, a
+#: manager, a named tuple's ``_asdict``, ``os._exit``, DRF's ``request._request``,
+#: Django's ``OutputWrapper._out`` and ``Atomic._from_testcase``): reached anywhere.
+NOT_REDIS_PY = {
+    "_meta",
+    "_default_manager",
+    "_asdict",
+    "_exit",
+    "_request",
+    "_out",
+    "_from_testcase",
+}
+#: The project's own private names, reached on its own objects, where they are.
+OWN = {
+    ("admin/query.py", "_ledgers"),  # a LedgerQuery clone's
+    ("admin/query.py", "_notes"),
+    ("admin/query.py", "_total"),
+    ("tasks/workflows.py", "_plan"),  # the project's LedgerBackend
+    ("tasks/workflows.py", "_queue"),
+    ("outbox/staging.py", "_ledger_outbox"),  # the project's mark on a DB connection
+}
+
+
+def private_reaches(source: str, where: str) -> set[tuple[str, str]]:
+    """``obj._name`` and ``getattr(obj, "_name")`` in ``source``, ``self``/``cls`` aside."""
+    tree = ast.parse(source, where)
+    found: set[tuple[str, str]] = set()
+    for node in ast.walk(tree):
+        name = None
+        if isinstance(node, ast.Attribute):
+            owner = node.value
+            if isinstance(owner, ast.Name) and owner.id in {"self", "cls"}:
+                continue
+            if isinstance(owner, ast.Call) and getattr(owner.func, "id", "") == "super":
+                continue
+            name = node.attr
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", "") in {"getattr", "setattr", "hasattr"}
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            name = node.args[1].value
+        if name and name.startswith("_") and not (name.startswith("__") and name.endswith("__")):
+            found.add((where, name))
+    return found
+
+
+def test_nothing_but_the_lane_reaches_into_private_attributes() -> None:
+    found: set[tuple[str, str]] = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(PACKAGE).as_posix()
+        if where != "core/lane.py":
+            found |= private_reaches(path.read_text(), where)
+    assert {(where, name) for where, name in found if name not in NOT_REDIS_PY} - OWN == set()
+
+
+def test_the_walk_sees_a_private_reach() -> None:
+    # A retry policy's private counter (``policy._retries``), and a getattr.
+    planted = "def f(policy, c):\n    return policy._retries, getattr(c, '_sock'), self._own\n"
+    assert private_reaches(planted, "planted.py") == {
+        ("planted.py", "_retries"),
+        ("planted.py", "_sock"),
+    }

@@ -1,4 +1,8 @@
-"""The misfire policy after a simulated downtime, decided against pinned server times."""
+"""The misfire policy after a simulated downtime, decided against pinned server times.
+
+``MISFIRE "all"`` at the edge of its grace: the grace is inclusive, so a fire that
+waited exactly ``GRACE`` is admitted, and one a moment older is not.
+"""
 
 from __future__ import annotations
 
@@ -152,3 +156,47 @@ def test_a_decision_depends_on_the_state_and_the_server_time_alone(misfire: Misf
     answers = {decide(NIGHTLY, utc(2025, 5, 1), NOW_MS, misfire, HOUR_MS) for _ in range(5)}
 
     assert len(answers) == 1
+
+
+# -- MISFIRE "all" at the edge of its grace ------------------------------------------------
+
+GRACE_MS = 300_000  # five minutes: longer than a fire stays on time (a minute)
+
+
+@pytest.mark.parametrize("period", [60, 30, 5])
+def test_a_fire_due_exactly_grace_ago_is_admitted(period: int) -> None:
+    timing = Every(period)
+    now = utc(2025, 6, 1, 12, 0)  # a fire of every period above
+    edge = now - GRACE_MS // 1000  # due exactly GRACE before now
+    assert timing.previous(edge) == edge  # a fire is due at that second
+    through = edge - 10 * period  # the scheduler was away since well before
+
+    decision = decide(timing, through, now * 1000, Misfire.ALL, GRACE_MS)
+
+    assert decision.fires[0] == edge
+    assert decision.fires == tuple(range(edge, now + 1, period))
+    assert decision.dropped is not None and decision.dropped[1] == edge - period
+    assert decision.through == now
+
+
+def test_a_fire_a_second_past_grace_is_dropped() -> None:
+    timing = Every(60)
+    now = utc(2025, 6, 1, 12, 0)
+    edge = now - GRACE_MS // 1000
+
+    # One millisecond later, the fire at the edge waited longer than GRACE.
+    decision = decide(timing, edge - 600, now * 1000 + 1, Misfire.ALL, GRACE_MS)
+
+    assert decision.fires[0] == edge + 60
+    assert decision.dropped is not None and decision.dropped[1] == edge
+
+
+def test_a_cron_fire_due_exactly_grace_ago_is_admitted() -> None:
+    nightly = Cron("0 3 * * *", zone_of("UTC"))
+    fire = utc(2025, 6, 2, 3, 0)
+    now_ms = fire * 1000 + GRACE_MS
+
+    decision = decide(nightly, fire - 86_400 * 3, now_ms, Misfire.ALL, GRACE_MS)
+
+    assert decision.fires == (fire,)
+    assert decision.dropped == (fire - 86_400 * 3 + 86_400, fire - 86_400)

@@ -6,7 +6,7 @@ queue health page under ``tests/screenshots/`` (or the folder named by the envir
 variable ``LEDGER_SCREENSHOTS``: ``LEDGER_SCREENSHOTS=docs/screenshots`` refreshes the
 ones the docs show). A third checks that the records list and the Workers page fit 1,280 px with the
 admin's navigation sidebar open (``*-1280.png``). A second test looks at the demo's records at 1,400 px for what a
-user saw (issue 14): a list cut at the right or ids wrapped, double full stops, a
+user must not see: a list cut at the right or ids wrapped, double full stops, a
 confirmation page without its last heading, a "View site" that leads nowhere, an ended
 record "due ... ago", settings in Python's spelling; its screenshots (``*-1400.png``) always go to
 ``tests/screenshots/``.
@@ -276,7 +276,7 @@ def test_what_a_user_saw_at_1400_px(
 
 
 #: What each page's layout is measured by: the document's width, each table's width
-#: beside its container's (item 14: a table wider than its box is cut or hidden).
+#: beside its container's (a table wider than its box is cut or hidden).
 MEASURE = """() => ({
   viewport: window.innerWidth,
   document: document.documentElement.scrollWidth,

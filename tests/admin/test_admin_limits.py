@@ -71,7 +71,7 @@ def test_the_page_shows_each_limit_its_use_and_the_keys(
     assert 'id="limits-form"' not in text  # viewing needs no more; changing does
 
 
-def test_changing_the_limits_needs_limit_queue_and_is_audited(
+def test_changing_the_limits_needs_limit_queue_and_is_logged(
     limited: Ledger, login_as: Callable[..., Client], caplog: pytest.LogCaptureFixture
 ) -> None:
     viewer = login_as("view_queue", "operate_queue")

@@ -87,7 +87,7 @@ def test_an_enqueue_whose_reply_was_lost_is_enqueued_once(
     def enqueue() -> None:
         try:
             outcome["result"] = tasks.echo.enqueue("once")
-        except Exception as exc:  # what the old code raised
+        except Exception as exc:  # an enqueue that gave up on the time-out
             outcome["error"] = exc
 
     task_enqueued.connect(receiver, weak=False)

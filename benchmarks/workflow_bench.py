@@ -25,7 +25,7 @@ from the first signature built to the result in hand. Systems (``--only`` picks 
   way); the result read by ``AsyncResult.get()`` (Celery's pub/sub wait);
 * ``ledger``: the same chord through ``django_ledger.tasks.workflows``
   (``chord([sig(step, i) ...], sig(collect)).enqueue()``, the Django task framework on
-  the ledger, ``tests.workflow_bench_settings``), one ``manage.py ledger_worker
+  the ledger, ``tests.support.workflow_bench_settings``), one ``manage.py ledger_worker
   wfbench`` with its defaults (concurrency 8, prefetch 8); the bench waits on the count
   of completed records (one ``ZCARD`` every 2 ms, taken out of the command figures),
   then reads the callback's result through its task (``collect.get_result(id)``);
@@ -139,7 +139,7 @@ def count_once(system: System, steps: int) -> tuple[Counter[str], float, bool]:
 
 
 def bench(args: argparse.Namespace) -> int:
-    from tests.redis_server import RedisServer
+    from tests.support.redis_server import RedisServer
 
     chosen = [name for name in SYSTEMS if name in args.only.split(",")] if args.only else SYSTEMS
     server: RedisServer = RedisServer()

@@ -286,7 +286,7 @@ def passed(found: dict[str, Any]) -> bool:
 
 
 def parent(args: argparse.Namespace) -> int:
-    from tests.redis_server import RedisServer
+    from tests.support.redis_server import RedisServer
 
     rng = random.Random(args.seed)
     workdir = Path(tempfile.mkdtemp(prefix="wfchaos-"))

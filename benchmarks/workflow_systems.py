@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 NAMESPACE = "wfbench"
 QUEUE = "wfbench"
-SETTINGS = "tests.workflow_bench_settings"
+SETTINGS = "tests.support.workflow_bench_settings"
 POLL = 0.002
 SYSTEMS = ["ledger", "celery", "ledger-plain"]
 SCRIPT_COMMANDS = ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_evalsha_ro", "cmdstat_fcall")
@@ -192,7 +192,7 @@ class Ledger(System):
         return [sys.executable, "manage.py", "ledger_worker", QUEUE, *self.options]
 
     def warm(self) -> None:
-        from tests.workflow_bench_app.tasks import step
+        from tests.support.workflow_bench_app.tasks import step
 
         result = step.enqueue(-1)
         deadline = time.monotonic() + 120
@@ -214,12 +214,12 @@ class Ledger(System):
 
     def _chord(self, steps: int) -> Any:
         from django_ledger.tasks.workflows import chord, sig
-        from tests.workflow_bench_app.tasks import collect, step
+        from tests.support.workflow_bench_app.tasks import collect, step
 
         return chord([sig(step, i) for i in range(steps)], sig(collect)).enqueue()
 
     def _read(self, handle: Any, steps: int) -> Any:
-        from tests.workflow_bench_app.tasks import collect
+        from tests.support.workflow_bench_app.tasks import collect
 
         return collect.get_result(handle.task_ids[str(steps)]).return_value
 
@@ -256,7 +256,7 @@ class LedgerPlain(Ledger):
 
     def _enqueue(self, steps: int) -> None:
         from django_ledger.tasks import enqueue_many
-        from tests.workflow_bench_app.tasks import step
+        from tests.support.workflow_bench_app.tasks import step
 
         for start in range(0, steps, 1024):
             enqueue_many(step, [((i,), {}) for i in range(start, min(steps, start + 1024))])

@@ -111,7 +111,7 @@ find_base_python() {
 }
 
 # ensure_chromium
-#   Best effort: Debian's chromium for the admin's browser test (tests/test_admin_browser.py
+#   Best effort: Debian's chromium for the admin's browser test (tests/admin/test_admin_browser.py
 #   skips without it). Never a browser download of Playwright's own.
 ensure_chromium() {
     if [ -n "${CHROMIUM_BIN:-}" ] || command -v chromium >/dev/null 2>&1; then

@@ -7,7 +7,7 @@ Defaults come from ``django_ledger/defaults.py`` (and the task backend's, the ou
 the REST API's defaults), bounds from its ``LIMITS``; what each key means and the system
 checks that guard it are written below, one entry per key. A key the code defines that
 has no entry here, or an entry naming a check id the code never emits, stops the script:
-the page cannot leave a setting out (tests/test_settings_reference.py runs it).
+the page cannot leave a setting out (tests/project/test_settings_reference.py runs it).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The Django-free core: the ledger, its two paths, the record codec and the dispatch registry.
 
 Everything here takes a redis-py client and plain values, and imports nothing of Django
-or of the Django layer above it (``tests/test_layers.py`` holds it to that).
+or of the Django layer above it (``tests/project/test_layers.py`` holds it to that).
 """
 
 from .dispatch import (

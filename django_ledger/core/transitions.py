@@ -1,7 +1,7 @@
 """A record's state transitions, written once: which state may go to which, by which operation.
 
 Every writer of a record keeps to this table: the Lua scripts (``lua/``) and the
-reference path's Python (``reference*.py``); ``tests/test_codec_transitions.py`` reads
+reference path's Python (``reference*.py``); ``tests/core/test_codec_transitions.py`` reads
 both sources and checks the states each writes against it, and drives both paths to
 check each change a call makes. ``None`` as a source is no record: a new id, or a
 workflow step that waits (it has no record until released).

@@ -93,18 +93,18 @@ def _docs_assets() -> list[checks.CheckMessage]:
         checks.Warning(
             (
                 gettext(
-                    "%(DOCS_ASSETS_APP)r is not in INSTALLED_APPS; the ledger API works, but its "
+                    "%(app)r is not in INSTALLED_APPS; the ledger API works, but its "
                     "/api/docs/ page has no Swagger UI files to load (a blank page)."
                 )
-                % {"DOCS_ASSETS_APP": DOCS_ASSETS_APP}
+                % {"app": DOCS_ASSETS_APP}
             ),
             hint=(
                 gettext(
-                    "pip install drf-spectacular-sidecar, add %(DOCS_ASSETS_APP)r to "
+                    "pip install drf-spectacular-sidecar, add %(app)r to "
                     "INSTALLED_APPS, and run collectstatic (see 'Mounting it' in 'The REST API' of "
                     "the django-ledger docs)."
                 )
-                % {"DOCS_ASSETS_APP": DOCS_ASSETS_APP}
+                % {"app": DOCS_ASSETS_APP}
             ),
             obj="INSTALLED_APPS",
             id="django_ledger.W041",

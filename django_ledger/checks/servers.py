@@ -175,8 +175,8 @@ def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessag
     messages: list[checks.CheckMessage] = [
         checks.Info(
             (
-                gettext("Redis %(get)s answers at %(name)s (%(where)s).")
-                % {"get": server.get("redis_version", "?"), "name": name, "where": where}
+                gettext("Redis %(version)s answers at %(name)s (%(where)s).")
+                % {"version": server.get("redis_version", "?"), "name": name, "where": where}
             ),
             obj=where,
             id="django_ledger.I001",

@@ -317,11 +317,11 @@ def _check_timeouts(timeouts: dict[str, Any]) -> list[checks.CheckMessage]:
                     (
                         gettext(
                             "Give a timedelta or a number of seconds, %(range)s (default "
-                            "%(TIMEOUT_DEFAULTS)s), or leave it out."
+                            "%(default)s), or leave it out."
                         )
                         % {
                             "range": setting.TIMEOUT_LIMIT.describe(),
-                            "TIMEOUT_DEFAULTS": setting.TIMEOUT_DEFAULTS[key],
+                            "default": setting.TIMEOUT_DEFAULTS[key],
                         }
                     ),
                     f"LEDGER['TIMEOUTS'][{key!r}]",

@@ -45,10 +45,9 @@ class Command(BaseCommand):
             default=1000,
             help=(
                 gettext(
-                    "lines validated, written and read back together, 1 to %(MAX_BATCH_SIZE)s "
-                    "(default 1000)"
+                    "lines validated, written and read back together, 1 to %(max)s (default 1000)"
                 )
-                % {"MAX_BATCH_SIZE": MAX_BATCH_SIZE}
+                % {"max": MAX_BATCH_SIZE}
             ),
         )
         parser.add_argument(
@@ -75,8 +74,8 @@ class Command(BaseCommand):
         batch_size = options["batch_size"]
         if not 1 <= batch_size <= MAX_BATCH_SIZE:
             raise CommandError(
-                gettext("--batch-size must be from 1 to %(MAX_BATCH_SIZE)s, got %(batch_size)s")
-                % {"MAX_BATCH_SIZE": MAX_BATCH_SIZE, "batch_size": batch_size}
+                gettext("--batch-size must be from 1 to %(max)s, got %(batch_size)s")
+                % {"max": MAX_BATCH_SIZE, "batch_size": batch_size}
             )
         try:
             ledger = get_ledger(options["queue"])

@@ -34,17 +34,15 @@ class Command(BaseCommand):
             "--batch",
             type=int,
             default=DEFAULT_BATCH,
-            help=(gettext("rows per batch (%(DEFAULT_BATCH)s)") % {"DEFAULT_BATCH": DEFAULT_BATCH}),
+            help=(gettext("rows per batch (%(default)s)") % {"default": DEFAULT_BATCH}),
         )
         parser.add_argument(
             "--interval",
             type=float,
             default=DEFAULT_INTERVAL,
             help=(
-                gettext(
-                    "seconds between looks at an empty outbox with --loop (%(DEFAULT_INTERVAL)s)"
-                )
-                % {"DEFAULT_INTERVAL": DEFAULT_INTERVAL}
+                gettext("seconds between looks at an empty outbox with --loop (%(default)s)")
+                % {"default": DEFAULT_INTERVAL}
             ),
         )
         parser.add_argument(

@@ -64,11 +64,11 @@ class Command(BaseCommand):
                 self._report(report)
                 self.stdout.write(
                     gettext(
-                        "one tick at %(isoformat)s: %(admitted)s admitted, %(duplicates)s already "
+                        "one tick at %(time)s: %(admitted)s admitted, %(duplicates)s already "
                         "admitted, %(recovered)s recovered for other nodes, %(count)s errors"
                     )
                     % {
-                        "isoformat": datetime_of(report.now_ms // 1000).isoformat(),
+                        "time": datetime_of(report.now_ms // 1000).isoformat(),
                         "admitted": report.admitted,
                         "duplicates": report.duplicates,
                         "recovered": report.recovered,

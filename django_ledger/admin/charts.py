@@ -46,11 +46,11 @@ def read_series(queue: str, window: str) -> Series:
     return Counters(ledger.redis, ledger_settings.namespace).read(queue, window, shards=shards)
 
 
-#: The window as the sparkline's label names it ("in the last hour").
+#: The window as the sparkline's label names it.
 _WINDOW_WORDS = {
-    "hour": lambda: gettext("hour"),
-    "day": lambda: gettext("day"),
-    "week": lambda: gettext("week"),
+    "hour": lambda: gettext("in the last hour"),
+    "day": lambda: gettext("in the last day"),
+    "week": lambda: gettext("in the last week"),
 }
 
 
@@ -285,12 +285,12 @@ def sparkline(series: Series) -> SafeString:
     )
     total = sum(values)
     label = ngettext(
-        "%(total)s attempt ended in the last %(window)s, at most %(top)s a bucket",
-        "%(total)s attempts ended in the last %(window)s, at most %(top)s a bucket",
+        "%(total)s attempt ended %(window)s, at most %(top)s a bucket",
+        "%(total)s attempts ended %(window)s, at most %(top)s a bucket",
         total,
     ) % {
         "total": total,
-        "window": _WINDOW_WORDS.get(series.window, lambda: series.window)(),
+        "window": _WINDOW_WORDS.get(series.window, lambda: f"in the last {series.window}")(),
         "top": top,
     }
     return format_html(

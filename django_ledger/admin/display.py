@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.utils.translation import gettext, ngettext
@@ -126,7 +127,7 @@ def bytes_text(value: int) -> str:
     return ngettext("%(count)s byte", "%(count)s bytes", value) % {"count": f"{value:,}"}
 
 
-_UNITS = (
+_UNITS: tuple[tuple[int, Callable[[int], str]], ...] = (
     (86400, lambda n: ngettext("%(count)s day", "%(count)s days", n)),
     (3600, lambda n: ngettext("%(count)s hour", "%(count)s hours", n)),
     (60, lambda n: ngettext("%(count)s minute", "%(count)s minutes", n)),

@@ -18,7 +18,7 @@ class Command(BaseCommand):
         "Write every record of a queue, every field, as JSON Lines (or CSV), so that "
         "ledger_import reproduces the queue exactly. Quarantined and corrupt ids are "
         "listed on stderr and skipped."
-    )
+    )  # type: ignore[assignment]  # lazy: the language of each run
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(

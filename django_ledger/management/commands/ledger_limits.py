@@ -18,7 +18,7 @@ class Command(BaseCommand):
         "Show a queue's flow limits (stored in Redis, the settings their default) and "
         "their use now: tokens left, slots taken. --rate and --concurrency change them "
         "for every worker from its next claim; --reset puts the settings' limits back."
-    )
+    )  # type: ignore[assignment]  # lazy: the language of each run
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("queue", help=gettext("the queue (a key of LEDGER['QUEUES'])"))

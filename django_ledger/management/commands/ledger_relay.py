@@ -20,7 +20,7 @@ class Command(BaseCommand):
     help = gettext_lazy(
         "Deliver the tasks waiting in the transactional outbox (see 'Transactions' in "
         "the django-ledger docs)."
-    )
+    )  # type: ignore[assignment]  # lazy: the language of each run
 
     def add_arguments(self, parser: CommandParser) -> None:
         mode = parser.add_mutually_exclusive_group()

@@ -24,7 +24,7 @@ from ...services import scheduler
 
 
 class Command(BaseCommand):
-    help = gettext_lazy("Admit the fires of LEDGER['SCHEDULES'], once each, until stopped.")
+    help = gettext_lazy("Admit the fires of LEDGER['SCHEDULES'], once each, until stopped.")  # type: ignore[assignment]  # lazy: the language of each run
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help=gettext("run one tick, then exit"))

@@ -23,7 +23,7 @@ class Command(BaseCommand):
         "Show where each queue lives (its Redis Cluster slot and the master serving "
         "it; a row per shard of a sharded queue) with its counters, and a hint when "
         "two busy queues or shards share one master."
-    )
+    )  # type: ignore[assignment]  # lazy: the language of each run
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(

@@ -15,7 +15,7 @@ class Command(BaseCommand):
     help = gettext_lazy(
         "Print the API token of a user (for 'Authorization: Token <token>'), creating "
         "it if the user has none. --reset replaces it: the old token stops working."
-    )
+    )  # type: ignore[assignment]  # lazy: the language of each run
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username", help=gettext("the user whose token to print"))

@@ -31,7 +31,7 @@ CHILD_ENV = "DJANGO_LEDGER_WORKER_CHILD"
 class Command(BaseCommand):
     help = gettext_lazy(
         "Run the ledger's tasks: claim, run, renew, settle and repair, until stopped."
-    )
+    )  # type: ignore[assignment]  # lazy: the language of each run
     #: Set when the stop left jobs running past --shutdown-timeout: exit without joining them.
     _abandoned = False
 

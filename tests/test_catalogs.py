@@ -60,8 +60,9 @@ def entries(path: Path) -> list[dict[str, str]]:
     return [e for e in found if e.get("msgid")]
 
 
-def msgids(path: Path) -> set[tuple[str, str]]:
-    return {(e["msgid"], e.get("msgid_plural", "")) for e in entries(path)}
+def msgids(path: Path) -> set[tuple[str, str, str]]:
+    """Each entry's context, message and plural: what makes it one entry."""
+    return {(e.get("msgctxt", ""), e["msgid"], e.get("msgid_plural", "")) for e in entries(path)}
 
 
 @pytest.fixture(scope="module")

@@ -164,6 +164,18 @@ def test_the_queue_page_reads_as_written_in_each_catalog(
     assert f">{home}</a>".casefold() in text  # the breadcrumbs, in Django's own word
 
 
+@pytest.mark.parametrize(
+    ("language", "active"), [("fr", "active"), ("de", "aktiv"), ("es", "activa")]
+)
+def test_an_active_schedule_reads_as_active_in_each_language(
+    language: str, active: str, ledger_pages: dict[str, str]
+) -> None:
+    """The list marks a schedule that does not fire; the state's words never decide it."""
+    text = page_text(superuser_client(language), ledger_pages["schedules"])
+    assert f"<td>{active}</td>" in text
+    assert f'<span class="ledger-bad">{active}</span>' not in text
+
+
 def test_english_stays_the_default(ledger_pages: dict[str, str]) -> None:
     client = superuser_client("en")
     assert "<h2>flow limits</h2>" in page_text(client, ledger_pages["queue"])

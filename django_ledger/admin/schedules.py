@@ -21,7 +21,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.translation import gettext, gettext_lazy
+from django.utils.translation import gettext, gettext_lazy, pgettext
 
 from .. import permissions
 from ..conf import get_dispatch_registry
@@ -141,6 +141,7 @@ class ScheduleAdmin(PagesAdmin):
                     "task": config.task,
                     "words": config.timing.describe(),
                     "state": _state_text(config.key, config.enabled, state),
+                    "active": _active(config.key, config.enabled, state),
                     "next_utc": _utc(following),
                     "next_local": _local(following, config.timing.zone),
                     "nodes": sorted({entry.node for entry in running.get(key, [])}),
@@ -327,6 +328,7 @@ def _running_row(key: str, entries: list[Running], state: Snapshot) -> dict[str,
         "task": entry.task,
         "words": words,
         "state": _state_text(key, entry.enabled, state),
+        "active": _active(key, entry.enabled, state),
         "next_utc": _utc(following if entry.enabled and key not in state.paused else None),
         "next_local": _local(
             following if entry.enabled and key not in state.paused else None, zone
@@ -342,7 +344,12 @@ def _state_text(key: str, enabled: bool, state: Snapshot) -> str:
     pause = state.paused.get(key)
     if pause is not None:
         return gettext("paused by %(by)s") % {"by": pause.by or gettext("an operator")}
-    return gettext("active")
+    return pgettext("schedule state", "active")
+
+
+def _active(key: str, enabled: bool, state: Snapshot) -> bool:
+    """Whether the schedule fires: enabled and not paused (the list marks the others)."""
+    return enabled and key not in state.paused
 
 
 def _utc(epoch: int | None) -> str:

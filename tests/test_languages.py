@@ -241,8 +241,14 @@ def test_what_code_reads_stays_the_same_in_every_language(
 ) -> None:
     """Translated words never leak into ids, data attributes or URLs."""
     for language in LANGUAGES:
-        text = page_text(superuser_client(language), ledger_pages["queue"])
+        client = superuser_client(language)
+        text = page_text(client, ledger_pages["queue"])
         assert 'data-figure="oldest-due"' in text
+        assert 'data-figure="pending-due"' in text
+        assert 'data-setting="most-attempts"' in text
+        assert 'data-limit="slots-taken-records-claimed"' in text
         assert 'id="limits-form"' in text
+        assert 'data-field="request-id">order-1<' in page_text(client, ledger_pages["record"])
+        assert 'data-field="worker-id">web-1:4242:abc<' in page_text(client, ledger_pages["worker"])
         limits_url = reverse("admin:django_ledger_queue_limits", args=("default",))
         assert f'action="{limits_url}"' in text

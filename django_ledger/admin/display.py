@@ -6,13 +6,20 @@ import json
 import re
 from collections.abc import Callable
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
+from django.utils import translation
+from django.utils.text import slugify
 from django.utils.translation import gettext, ngettext
 
 from ..core.errors import CorruptRecord
 from ..core.records import decode_record, ms_to_datetime
 
+if TYPE_CHECKING:
+    from django.utils.functional import _StrOrPromise as StrOrPromise
+
 __all__ = [
+    "Label",
     "bytes_count",
     "bytes_text",
     "count_text",
@@ -99,6 +106,24 @@ def relative_text(ms: int | None, now: int) -> str:
     if ms >= now:
         return gettext("in %(duration)s") % {"duration": duration_text(ms - now)}
     return gettext("%(duration)s ago") % {"duration": duration_text(now - ms)}
+
+
+class Label(str):
+    """A label in the user's language that keeps a stable slug of its English words.
+
+    Pages put the slug in data attributes (``data-field``, ``data-figure``, ...), so what
+    reads them (tests, scripts) does not depend on the language.
+    """
+
+    slug: str
+
+    @classmethod
+    def of(cls, text: StrOrPromise) -> Label:
+        with translation.override(None):  # no catalog: the English it was written in
+            english = str(text)
+        made = cls(str(text))
+        made.slug = slugify(english)
+        return made
 
 
 def sentence(text: str) -> str:

@@ -23,6 +23,7 @@ from ..conf import get_ledger, ledger_settings
 from ..core.limits import LimitUse
 from ..models import Queue
 from ..services.limits import KEEP, LimitChange, change_limits, describe, parse_rate
+from .display import Label
 
 __all__ = ["LimitsForm", "change_view", "limits_context"]
 
@@ -87,36 +88,40 @@ def limits_context(request: HttpRequest, queue: str) -> dict[str, Any]:
     }
 
 
-def _rows(use: LimitUse) -> list[tuple[str, str]]:
+def _rows(use: LimitUse) -> list[tuple[Label, str]]:
     limits = use.limits
     per_key = limits.key is not None
     none = gettext("none")
     rows = [
         (
-            gettext("Rate per key") if per_key else gettext("Rate"),
+            Label.of(gettext_lazy("Rate per key")) if per_key else Label.of(gettext_lazy("Rate")),
             str(limits.rate) if limits.rate else none,
         ),
         (
-            gettext("Concurrency per key") if per_key else gettext("Concurrency"),
+            Label.of(gettext_lazy("Concurrency per key"))
+            if per_key
+            else Label.of(gettext_lazy("Concurrency")),
             str(limits.concurrency or none),
         ),
     ]
     if limits.key is not None:
-        rows.append((gettext("Key"), limits.key))
-        rows.append((gettext("Keys with due records in turn"), str(use.keys_waiting)))
+        rows.append((Label.of(gettext_lazy("Key")), limits.key))
+        rows.append(
+            (Label.of(gettext_lazy("Keys with due records in turn")), str(use.keys_waiting))
+        )
     elif limits.rate is not None and use.tokens_left is not None:
         tokens = gettext("%(left)s of %(burst)s") % {
             "left": f"{use.tokens_left:g}",
             "burst": limits.rate.burst,
         }
-        rows.append((gettext("Tokens left"), tokens))
+        rows.append((Label.of(gettext_lazy("Tokens left")), tokens))
     taken = str(use.slots_taken)
     if limits.concurrency is not None and limits.key is None:
         taken = gettext("%(left)s of %(burst)s") % {"left": taken, "burst": limits.concurrency}
-    rows.append((gettext("Slots taken (records claimed)"), taken))
-    rows.append((gettext("Due now"), str(use.due_now)))
-    rows.append((gettext("Due records held by the limits"), str(use.held)))
-    rows.append((gettext("Set by"), use.source or gettext("nobody")))
+    rows.append((Label.of(gettext_lazy("Slots taken (records claimed)")), taken))
+    rows.append((Label.of(gettext_lazy("Due now")), str(use.due_now)))
+    rows.append((Label.of(gettext_lazy("Due records held by the limits")), str(use.held)))
+    rows.append((Label.of(gettext_lazy("Set by")), use.source or Label.of(gettext_lazy("nobody"))))
     return rows
 
 

@@ -22,7 +22,7 @@ from ..models import Queue, Record
 from ..services.placement import Placement, crowded_masters, crowding_hint, place_ledger
 from . import charts, limits
 from .base import LedgerModelAdmin
-from .display import bytes_text, count_text, duration_text, instant_text, period_text
+from .display import Label, bytes_text, count_text, duration_text, instant_text, period_text
 from .lookups import Spec
 from .record_query import RecordQuery
 
@@ -179,12 +179,18 @@ class QueueAdmin(LedgerModelAdmin):
                 crowding_hint(node, shards) for node, shards in crowded_masters(placed).items()
             ],
             "settings": [
-                (gettext("Most records"), count_text(config.max_records)),
-                (gettext("Most payload bytes"), bytes_text(config.max_payload_bytes)),
-                (gettext("Most attempts"), count_text(config.max_attempts)),
-                (gettext("Retention of ended records"), period_text(config.retention)),
-                (gettext("Default lease"), period_text(config.lease)),
-                (gettext("Shards"), count_text(config.shards)),
+                (Label.of(gettext_lazy("Most records")), count_text(config.max_records)),
+                (
+                    Label.of(gettext_lazy("Most payload bytes")),
+                    bytes_text(config.max_payload_bytes),
+                ),
+                (Label.of(gettext_lazy("Most attempts")), count_text(config.max_attempts)),
+                (
+                    Label.of(gettext_lazy("Retention of ended records")),
+                    period_text(config.retention),
+                ),
+                (Label.of(gettext_lazy("Default lease")), period_text(config.lease)),
+                (Label.of(gettext_lazy("Shards")), count_text(config.shards)),
             ],
             "can_operate": permissions.can(request.user, "operate", queue),
             "can_see_records": can_see_records,
@@ -292,15 +298,15 @@ def _figures(stats: Stats) -> list[tuple[str, str]]:
     return [
         (label, count_text(value))
         for label, value in (
-            (gettext("Pending, due"), stats.pending_due),
-            (gettext("Pending, due later"), stats.pending_later),
-            (gettext("Claimed"), stats.claimed),
-            (gettext("Expired leases waiting for repair"), stats.expired_leases),
-            (gettext("Completed"), stats.completed),
-            (gettext("Failed"), stats.failed),
-            (gettext("Dead"), stats.dead),
-            (gettext("Quarantined"), stats.quarantined),
-            (gettext("Total records"), stats.total),
+            (Label.of(gettext_lazy("Pending, due")), stats.pending_due),
+            (Label.of(gettext_lazy("Pending, due later")), stats.pending_later),
+            (Label.of(gettext_lazy("Claimed")), stats.claimed),
+            (Label.of(gettext_lazy("Expired leases waiting for repair")), stats.expired_leases),
+            (Label.of(gettext_lazy("Completed")), stats.completed),
+            (Label.of(gettext_lazy("Failed")), stats.failed),
+            (Label.of(gettext_lazy("Dead")), stats.dead),
+            (Label.of(gettext_lazy("Quarantined")), stats.quarantined),
+            (Label.of(gettext_lazy("Total records")), stats.total),
         )
     ]
 

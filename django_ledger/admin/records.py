@@ -20,7 +20,7 @@ from ..core.records import Record as StoredRecord
 from ..core.records import State
 from ..models import LedgerEntry, Record
 from .actions import OPERATIONS, ActionsAdmin, bulk_action
-from .display import bytes_count, escape_bytes, instant_text, pretty_payload, relative_text
+from .display import Label, bytes_count, escape_bytes, instant_text, pretty_payload, relative_text
 from .filters import QueueFilter, ScoreRangeFilter, StateFilter
 from .tasks import TaskFilter, attempt_limit, read_task, task_section
 from .workflows import step_workflow_url, workflow_urls
@@ -162,36 +162,44 @@ class RecordAdmin(ActionsAdmin):
                 payload_cut=cut,
                 full_url=f"{detail_url}?full=1",
                 fields=[
-                    (gettext("Request id"), record.request_id, ""),
-                    (gettext("Queue"), queue, ""),
-                    (gettext("State"), record.state.value, _state_note(record.state)),
-                    (gettext("Due at"), instant_text(record.due_at), _due_note(record, now)),
-                    (gettext("Owner"), record.owner or "-", ""),
+                    (Label.of(gettext_lazy("Request id")), record.request_id, ""),
+                    (Label.of(gettext_lazy("Queue")), queue, ""),
                     (
-                        gettext("Attempts"),
+                        Label.of(gettext_lazy("State")),
+                        record.state.value,
+                        _state_note(record.state),
+                    ),
+                    (
+                        Label.of(gettext_lazy("Due at")),
+                        instant_text(record.due_at),
+                        _due_note(record, now),
+                    ),
+                    (Label.of(gettext_lazy("Owner")), record.owner or "-", ""),
+                    (
+                        Label.of(gettext_lazy("Attempts")),
                         record.attempts,
                         gettext("of at most %(limit)s") % {"limit": attempt_limit(ledger, record)},
                     ),
-                    (gettext("Fence"), record.fence, ""),
+                    (Label.of(gettext_lazy("Fence")), record.fence, ""),
                     (
-                        gettext("Lease until"),
+                        Label.of(gettext_lazy("Lease until")),
                         instant_text(record.lease_until),
                         relative_text(record.lease_until, now),
                     ),
                     (
-                        gettext("Created at"),
+                        Label.of(gettext_lazy("Created at")),
                         instant_text(record.created_at),
                         relative_text(record.created_at, now),
                     ),
                     (
-                        gettext("Updated at"),
+                        Label.of(gettext_lazy("Updated at")),
                         instant_text(record.updated_at),
                         relative_text(record.updated_at, now),
                     ),
-                    (gettext("Traceparent"), record.traceparent or "-", ""),
-                    (gettext("Size"), bytes_count(len(snap.raw)), ""),
+                    (Label.of(gettext_lazy("Traceparent")), record.traceparent or "-", ""),
+                    (Label.of(gettext_lazy("Size")), bytes_count(len(snap.raw)), ""),
                     (
-                        gettext("Version"),
+                        Label.of(gettext_lazy("Version")),
                         snap.version,
                         gettext("what an action compares before it writes"),
                     ),

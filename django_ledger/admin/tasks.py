@@ -25,7 +25,7 @@ from ..core.ledger import Ledger
 from ..core.records import Record, decode_record
 from ..tasks.registry import declared_paths
 from ..tasks.state import TaskState, task_state
-from .display import instant_text
+from .display import Label, instant_text
 from .lookups import join_key
 
 __all__ = ["MAX_TASK_MATCHES", "TaskFilter", "read_task", "task_section"]
@@ -71,10 +71,10 @@ def task_section(ledger: Ledger, record: Record) -> dict[str, Any] | None:
         "kwargs": _pretty(state.payload.kwargs),
         "options": _pretty(state.payload.options) if state.payload.options else "",
         "times": [
-            (gettext("Enqueued at"), instant_text(state.enqueued_at)),
-            (gettext("Started at"), instant_text(state.started_at)),
-            (gettext("Last attempted at"), instant_text(state.last_attempted_at)),
-            (gettext("Finished at"), instant_text(state.finished_at)),
+            (Label.of(gettext_lazy("Enqueued at")), instant_text(state.enqueued_at)),
+            (Label.of(gettext_lazy("Started at")), instant_text(state.started_at)),
+            (Label.of(gettext_lazy("Last attempted at")), instant_text(state.last_attempted_at)),
+            (Label.of(gettext_lazy("Finished at")), instant_text(state.finished_at)),
         ],
         "attempts": _attempts(state),
         "has_return_value": state.has_return_value,

@@ -19,7 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy
 
 from .. import permissions
 from ..core.transport import Translate
@@ -27,7 +27,7 @@ from ..core.worker.heartbeat import Heartbeats, WorkerInfo
 from ..models import Worker
 from ..services import worker as worker_service
 from .base import PagesAdmin
-from .display import count_text, instant_text, relative_text
+from .display import Label, count_text, instant_text, relative_text
 
 __all__ = ["WorkerAdmin"]
 
@@ -123,14 +123,14 @@ class WorkerAdmin(PagesAdmin):
             "opts": self.opts,
             "row": row,
             "fields": [
-                (gettext("Worker id"), info.worker_id),
-                (gettext("Host"), info.host),
-                (gettext("Process id"), str(info.pid)),
-                (gettext("Queues"), _queues_text(row)),
-                (gettext("Concurrency"), count_text(info.concurrency)),
-                (gettext("State"), info.state),
-                (gettext("Started"), f"{row.started} ({row.started_ago})"),
-                (gettext("Last beat"), f"{row.beat} ({row.beat_ago})"),
+                (Label.of(gettext_lazy("Worker id")), info.worker_id),
+                (Label.of(gettext_lazy("Host")), info.host),
+                (Label.of(gettext_lazy("Process id")), str(info.pid)),
+                (Label.of(gettext_lazy("Queues")), _queues_text(row)),
+                (Label.of(gettext_lazy("Concurrency")), count_text(info.concurrency)),
+                (Label.of(gettext_lazy("State")), info.state),
+                (Label.of(gettext_lazy("Started")), f"{row.started} ({row.started_ago})"),
+                (Label.of(gettext_lazy("Last beat")), f"{row.beat} ({row.beat_ago})"),
             ],
             "now": instant_text(now),
         }

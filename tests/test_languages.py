@@ -29,6 +29,7 @@ from rest_framework.test import APIClient
 
 from django_ledger.admin.workflows import workflow_url
 from django_ledger.checks import check_settings
+from django_ledger.checks.schedules import check_schedules
 from django_ledger.conf import get_ledger
 from django_ledger.core.schedule import state_key
 from django_ledger.core.worker import Heartbeats, WorkerInfo
@@ -220,6 +221,29 @@ def test_a_system_check_speaks_the_active_language(
     assert error.id == "django_ledger.E001"
     assert error.msg == message
     assert error.hint.startswith(hint_start)
+
+
+@pytest.mark.parametrize(
+    ("language", "message"),
+    [
+        (
+            "fr",
+            "Donnez exactement l\N{RIGHT SINGLE QUOTATION MARK}un de CRON et EVERY, pas les deux.",
+        ),
+        ("de", "Geben Sie genau eines von CRON und EVERY an, nicht beide."),
+        ("es", "Indique exactamente uno de CRON y EVERY, no ambos."),
+    ],
+)
+def test_a_schedule_check_speaks_the_active_language(
+    language: str, message: str, settings: Any
+) -> None:
+    settings.LEDGER = {
+        **settings.LEDGER,
+        "SCHEDULES": {"both": {"TASK": TASK, "CRON": "0 3 * * *", "EVERY": 60}},
+    }
+    with translation.override(language):
+        found = [error for error in check_schedules() if error.id == "django_ledger.E074"]
+    assert [error.msg for error in found] == [message]
 
 
 @pytest.mark.parametrize(

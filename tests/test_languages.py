@@ -44,6 +44,16 @@ TASK = "tests.tasks_app.tasks.noop"
 CORRUPT = b"\x00\x01 not a record"
 
 
+@pytest.fixture(autouse=True)
+def language_left_as_found() -> Iterator[None]:
+    """Deactivate the language a request activated (LocaleMiddleware leaves it on the thread).
+
+    Without this, the next test in the same process would read French or Spanish.
+    """
+    yield
+    translation.deactivate()
+
+
 @pytest.fixture
 def ledger_pages(
     settings: Any, api_namespace: str, redis_client: redis.Redis

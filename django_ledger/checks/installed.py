@@ -65,20 +65,16 @@ def _missing_apps() -> list[checks.CheckMessage]:
     return [
         _error(
             41,
-            (
-                gettext(
-                    "%(app)r is not in INSTALLED_APPS; the ledger API, which the URLs mount, needs "
-                    "it for %(purpose)s."
-                )
-                % {"app": app, "purpose": purpose}
-            ),
-            (
-                gettext(
-                    "Add %(app)r to INSTALLED_APPS (see 'Mounting it' in 'The REST API' of the "
-                    "django-ledger docs), and migrate."
-                )
-                % {"app": app}
-            ),
+            gettext(
+                "%(app)r is not in INSTALLED_APPS; the ledger API, which the URLs mount, needs "
+                "it for %(purpose)s."
+            )
+            % {"app": app, "purpose": purpose},
+            gettext(
+                "Add %(app)r to INSTALLED_APPS (see 'Mounting it' in 'The REST API' of the "
+                "django-ledger docs), and migrate."
+            )
+            % {"app": app},
             "INSTALLED_APPS",
         )
         for app, purpose in API_APPS.items()
@@ -91,13 +87,11 @@ def _docs_assets() -> list[checks.CheckMessage]:
         return []
     return [
         checks.Warning(
-            (
-                gettext(
-                    "%(app)r is not in INSTALLED_APPS; the ledger API works, but its "
-                    "/api/docs/ page has no Swagger UI files to load (a blank page)."
-                )
-                % {"app": DOCS_ASSETS_APP}
-            ),
+            gettext(
+                "%(app)r is not in INSTALLED_APPS; the ledger API works, but its "
+                "/api/docs/ page has no Swagger UI files to load (a blank page)."
+            )
+            % {"app": DOCS_ASSETS_APP},
             hint=(
                 gettext(
                     "pip install drf-spectacular-sidecar, add %(app)r to "

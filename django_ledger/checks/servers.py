@@ -73,14 +73,12 @@ def _check_data_loss() -> list[checks.CheckMessage]:
     noticed = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(loss.noticed_at / 1000))
     return [
         checks.Warning(
-            (
-                gettext(
-                    "Redis lost the ledger's data (namespace %(namespace)r): worker %(noticed_by)s "
-                    "noticed it at %(noticed)s. Records, results and heartbeats written before "
-                    "were gone; fences went on above every earlier one."
-                )
-                % {"namespace": namespace, "noticed_by": loss.noticed_by, "noticed": noticed}
-            ),
+            gettext(
+                "Redis lost the ledger's data (namespace %(namespace)r): worker %(noticed_by)s "
+                "noticed it at %(noticed)s. Records, results and heartbeats written before "
+                "were gone; fences went on above every earlier one."
+            )
+            % {"namespace": namespace, "noticed_by": loss.noticed_by, "noticed": noticed},
             hint=gettext(
                 "Make Redis persist (appendonly yes; see W002), and re-send the tasks that "
                 "must still run (enqueue_once with their ids, the outbox relay). This warning "
@@ -107,10 +105,8 @@ def _inspect(spec: Any, where: str) -> list[checks.CheckMessage]:
         return [
             _error(
                 50,
-                (
-                    gettext("Redis at %(spec)s is unreachable: %(exc)s.")
-                    % {"spec": _safe(spec), "exc": str(exc).rstrip(".")}
-                ),
+                gettext("Redis at %(spec)s is unreachable: %(exc)s.")
+                % {"spec": _safe(spec), "exc": str(exc).rstrip(".")},
                 gettext(
                     "Start Redis or fix the connection; the ledger cannot admit or claim without "
                     "it."
@@ -151,14 +147,12 @@ def _check_replicas(client: Any, name: str, where: str, wanted: int) -> list[che
         return []
     return [
         checks.Warning(
-            (
-                gettext(
-                    "Redis at %(name)s has %(have)s connected replica(s) and LEDGER['DURABILITY'] "
-                    "asks %(wanted)s to acknowledge every write: each write on it would wait the "
-                    "whole TIMEOUT and raise NotReplicated."
-                )
-                % {"name": name, "have": have, "wanted": wanted}
-            ),
+            gettext(
+                "Redis at %(name)s has %(have)s connected replica(s) and LEDGER['DURABILITY'] "
+                "asks %(wanted)s to acknowledge every write: each write on it would wait the "
+                "whole TIMEOUT and raise NotReplicated."
+            )
+            % {"name": name, "have": have, "wanted": wanted},
             hint=gettext("Add replicas to this master, or lower LEDGER['DURABILITY']['REPLICAS']."),
             obj="LEDGER['DURABILITY']['REPLICAS']",
             id="django_ledger.W004",
@@ -174,10 +168,8 @@ def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessag
     persistence = client.info("persistence")
     messages: list[checks.CheckMessage] = [
         checks.Info(
-            (
-                gettext("Redis %(version)s answers at %(name)s (%(where)s).")
-                % {"version": server.get("redis_version", "?"), "name": name, "where": where}
-            ),
+            gettext("Redis %(version)s answers at %(name)s (%(where)s).")
+            % {"version": server.get("redis_version", "?"), "name": name, "where": where},
             obj=where,
             id="django_ledger.I001",
         )
@@ -186,13 +178,11 @@ def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessag
     if policy != "noeviction":
         messages.append(
             checks.Warning(
-                (
-                    gettext(
-                        "Redis at %(name)s evicts keys under memory pressure (maxmemory-policy "
-                        "%(policy)s): it would silently drop ledger records."
-                    )
-                    % {"name": name, "policy": policy}
-                ),
+                gettext(
+                    "Redis at %(name)s evicts keys under memory pressure (maxmemory-policy "
+                    "%(policy)s): it would silently drop ledger records."
+                )
+                % {"name": name, "policy": policy},
                 hint=gettext(
                     "Set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, and "
                     "in redis.conf); a full Redis then refuses writes instead of losing records."
@@ -208,13 +198,11 @@ def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessag
     except redis.ResponseError:
         messages.append(
             checks.Info(
-                (
-                    gettext(
-                        "Redis at %(name)s refuses CONFIG GET, so RDB snapshots could not be verified; "
-                        "AOF is off."
-                    )
-                    % {"name": name}
-                ),
+                gettext(
+                    "Redis at %(name)s refuses CONFIG GET, so RDB snapshots could not be verified; "
+                    "AOF is off."
+                )
+                % {"name": name},
                 hint=gettext("Make sure the server persists (appendonly yes is recommended)."),
                 obj=where,
                 id="django_ledger.I002",
@@ -224,13 +212,11 @@ def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessag
     if not str(save).strip():
         messages.append(
             checks.Warning(
-                (
-                    gettext(
-                        "Redis at %(name)s persists nothing (appendonly no, no RDB save points): a "
-                        "restart loses every record."
-                    )
-                    % {"name": name}
-                ),
+                gettext(
+                    "Redis at %(name)s persists nothing (appendonly no, no RDB save points): a "
+                    "restart loses every record."
+                )
+                % {"name": name},
                 hint=gettext("Set appendonly yes (appendfsync everysec or always) in redis.conf."),
                 obj=where,
                 id="django_ledger.W002",

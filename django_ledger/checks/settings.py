@@ -10,11 +10,10 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext
 
-from .. import connections
 from .. import defaults as setting
 from .base import error as _error
 from .base import imported
-from .base import safe as _safe
+from .connection import check_connection
 
 __all__ = ["check_settings"]
 
@@ -28,7 +27,7 @@ def check_settings(
         return [
             _error(
                 1,
-                (gettext("LEDGER must be a dict, not %(type)s.") % {"type": type(raw).__name__}),
+                gettext("LEDGER must be a dict, not %(type)s.") % {"type": type(raw).__name__},
                 gettext(
                     "Write LEDGER = {...} (see 'Settings' in the django-ledger docs), or remove it "
                     "to use the defaults."
@@ -40,17 +39,14 @@ def check_settings(
     errors += _unknown_keys(raw, setting.TOP_KEYS, "LEDGER")
     if "NAMESPACE" in raw and not setting.usable_name(raw["NAMESPACE"]):
         errors.append(_bad_namespace(raw["NAMESPACE"], "LEDGER['NAMESPACE']"))
-    errors += _check_connection(
+    errors += check_connection(
         raw.get("CONNECTION", setting.TOP_DEFAULTS["CONNECTION"]), "LEDGER['CONNECTION']"
     )
     if not isinstance(raw.get("COUNTERS", True), bool):
         errors.append(
             _error(
                 7,
-                (
-                    gettext("Must be True or False, not %(counters)r.")
-                    % {"counters": raw["COUNTERS"]}
-                ),
+                gettext("Must be True or False, not %(counters)r.") % {"counters": raw["COUNTERS"]},
                 gettext("COUNTERS turns the workers' counters (the admin's charts) on or off."),
                 "LEDGER['COUNTERS']",
             )
@@ -83,13 +79,11 @@ def _section(
         errors.append(
             _error(
                 3,
-                (gettext("Must be a dict, not %(type)s.") % {"type": type(value).__name__}),
-                (
-                    gettext(
-                        "Give LEDGER[%(name)r] as a dict of settings, or leave it out for the defaults."
-                    )
-                    % {"name": name}
-                ),
+                gettext("Must be a dict, not %(type)s.") % {"type": type(value).__name__},
+                gettext(
+                    "Give LEDGER[%(name)r] as a dict of settings, or leave it out for the defaults."
+                )
+                % {"name": name},
                 f"LEDGER[{name!r}]",
             )
         )
@@ -104,11 +98,9 @@ def _unknown_keys(
         if key not in known:
             yield _error(
                 2,
-                (gettext("Unknown key %(key)r.") % {"key": key}),
-                (
-                    gettext("Known keys: %(names)s (keys are upper case).")
-                    % {"names": ", ".join(sorted(known))}
-                ),
+                gettext("Unknown key %(key)r.") % {"key": key},
+                gettext("Known keys: %(names)s (keys are upper case).")
+                % {"names": ", ".join(sorted(known))},
                 where,
             )
 
@@ -116,7 +108,7 @@ def _unknown_keys(
 def _bad_namespace(value: Any, where: str) -> checks.Error:
     return _error(
         5,
-        (gettext("%(value)r cannot be part of a Redis key name.") % {"value": value}),
+        gettext("%(value)r cannot be part of a Redis key name.") % {"value": value},
         gettext("Use 1 to 100 characters without whitespace, braces or control characters."),
         where,
     )
@@ -127,10 +119,8 @@ def _check_queues(queues: Any) -> list[checks.CheckMessage]:
         return [
             _error(
                 3,
-                (
-                    gettext("Must be a non-empty dict of queue name -> settings, got %(queues)r.")
-                    % {"queues": queues}
-                ),
+                gettext("Must be a non-empty dict of queue name -> settings, got %(queues)r.")
+                % {"queues": queues},
                 gettext("For example: 'QUEUES': {'default': {}, 'emails': {'MAX_ATTEMPTS': 5}}."),
                 "LEDGER['QUEUES']",
             )
@@ -142,10 +132,8 @@ def _check_queues(queues: Any) -> list[checks.CheckMessage]:
             errors.append(
                 _error(
                     4,
-                    (
-                        gettext("Queue name %(name)r cannot be part of a Redis key name.")
-                        % {"name": name}
-                    ),
+                    gettext("Queue name %(name)r cannot be part of a Redis key name.")
+                    % {"name": name},
                     gettext(
                         "Use 1 to 100 characters without whitespace, braces or control characters."
                     ),
@@ -158,10 +146,8 @@ def _check_queues(queues: Any) -> list[checks.CheckMessage]:
             errors.append(
                 _error(
                     3,
-                    (
-                        gettext("Must be a dict of overrides, not %(type)s.")
-                        % {"type": type(overrides).__name__}
-                    ),
+                    gettext("Must be a dict of overrides, not %(type)s.")
+                    % {"type": type(overrides).__name__},
                     gettext("Give {} for a queue that takes every default."),
                     where,
                 )
@@ -212,13 +198,11 @@ def _check_flow_limits(
     if limits and isinstance(shards, int) and shards > 1:
         yield _error(
             101,
-            (
-                gettext(
-                    "RATE, CONCURRENCY or KEY on a queue of %(shards)s SHARDS: a limit is held by "
-                    "one server, so a queue with limits has one shard."
-                )
-                % {"shards": shards}
-            ),
+            gettext(
+                "RATE, CONCURRENCY or KEY on a queue of %(shards)s SHARDS: a limit is held by "
+                "one server, so a queue with limits has one shard."
+            )
+            % {"shards": shards},
             gettext(
                 "Remove SHARDS (or set it to 1), or remove the limits; see 'Flow limits' in "
                 "the django-ledger docs."
@@ -240,69 +224,12 @@ def _check_limit(
     if problem is not None:
         hints = {
             "bool": gettext("Give True or False."),
-            "int": (gettext("Give a whole number, %(range)s.") % {"range": limit.describe()}),
+            "int": gettext("Give a whole number, %(range)s.") % {"range": limit.describe()},
             "duration": gettext(
                 "Give a timedelta, e.g. timedelta(seconds=30), or a number of seconds."
             ),
         }
         yield _error(30, f"{key} {problem}.", hints[limit.kind], where)
-
-
-# -- connections ------------------------------------------------------------------------
-
-
-def _check_connection(spec: Any, where: str) -> list[checks.CheckMessage]:
-    try:
-        kind = connections.connection_kind(spec)
-    except ImproperlyConfigured:
-        return [
-            _error(
-                10,
-                (
-                    gettext(
-                        "Must be a cache alias, a Redis URL or {'CLUSTER': [...]}, got %(spec)r."
-                    )
-                    % {"spec": spec}
-                ),
-                gettext(
-                    "For example 'default' (a django-redis cache), 'redis://127.0.0.1:6379/0', or "
-                    "{'CLUSTER': ['10.0.0.1:7000', '10.0.0.2:7000']}."
-                ),
-                where,
-            )
-        ]
-    if kind == "cluster":
-        try:
-            connections.cluster_nodes(spec)
-        except ImproperlyConfigured as exc:
-            return [
-                _error(
-                    14,
-                    f"{str(exc)[0].upper()}{str(exc)[1:]}.",
-                    gettext("Give {'CLUSTER': ['host:port', ...]}: one or more startup nodes."),
-                    where,
-                )
-            ]
-        return []
-    if kind == "url":
-        problem = connections.url_problem(spec)
-        if problem is not None:
-            return [
-                _error(
-                    13,
-                    (
-                        gettext("%(spec)s is not a usable Redis URL: %(problem)s.")
-                        % {"spec": _safe(spec), "problem": problem}
-                    ),
-                    gettext(
-                        "Use redis://[user:password@]host:port/db, rediss://... (TLS) or "
-                        "unix:///path/to/redis.sock."
-                    ),
-                    where,
-                )
-            ]
-        return []
-    return _check_alias(spec, where)
 
 
 def _check_timeouts(timeouts: dict[str, Any]) -> list[checks.CheckMessage]:
@@ -314,16 +241,14 @@ def _check_timeouts(timeouts: dict[str, Any]) -> list[checks.CheckMessage]:
                 _error(
                     15,
                     f"{key} {problem}.",
-                    (
-                        gettext(
-                            "Give a timedelta or a number of seconds, %(range)s (default "
-                            "%(default)s), or leave it out."
-                        )
-                        % {
-                            "range": setting.TIMEOUT_LIMIT.describe(),
-                            "default": setting.TIMEOUT_DEFAULTS[key],
-                        }
-                    ),
+                    gettext(
+                        "Give a timedelta or a number of seconds, %(range)s (default "
+                        "%(default)s), or leave it out."
+                    )
+                    % {
+                        "range": setting.TIMEOUT_LIMIT.describe(),
+                        "default": setting.TIMEOUT_DEFAULTS[key],
+                    },
                     f"LEDGER['TIMEOUTS'][{key!r}]",
                 )
             )
@@ -341,72 +266,20 @@ def _check_durability(durability: dict[str, Any]) -> list[checks.CheckMessage]:
                 _error(
                     16,
                     f"{key} {problem}.",
-                    (
-                        gettext(
-                            "Give an int, %(range)s (default %(default)s), or leave it out; see "
-                            "'Redis Cluster' in the django-ledger docs."
-                        )
-                        if limit.kind == "int"
-                        else gettext(
-                            "Give a timedelta or seconds, %(range)s (default %(default)s), or "
-                            "leave it out; see 'Redis Cluster' in the django-ledger docs."
-                        )
+                    gettext(
+                        "Give an int, %(range)s (default %(default)s), or leave it out; see "
+                        "'Redis Cluster' in the django-ledger docs."
+                    )
+                    if limit.kind == "int"
+                    else gettext(
+                        "Give a timedelta or seconds, %(range)s (default %(default)s), or "
+                        "leave it out; see 'Redis Cluster' in the django-ledger docs."
                     )
                     % {"range": limit.describe(), "default": setting.DURABILITY_DEFAULTS[key]},
                     f"{where}[{key!r}]",
                 )
             )
     return errors
-
-
-def _check_alias(alias: str, where: str) -> list[checks.CheckMessage]:
-    caches = getattr(settings, "CACHES", {})
-    if alias not in caches:
-        return [
-            _error(
-                11,
-                (
-                    gettext("Names the cache %(alias)r, which CACHES does not define.")
-                    % {"alias": alias}
-                ),
-                (
-                    gettext(
-                        "Add a django-redis cache %(alias)r to CACHES, or give a redis:// URL instead "
-                        "(CACHES defines: %(names)s)."
-                    )
-                    % {"alias": alias, "names": ", ".join(map(repr, caches)) or gettext("nothing")}
-                ),
-                where,
-            )
-        ]
-    backend = caches[alias].get("BACKEND", "")
-    if not _is_django_redis(backend):
-        return [
-            _error(
-                12,
-                (
-                    gettext(
-                        "Names the cache %(alias)r, whose backend %(backend)r is not django-redis."
-                    )
-                    % {"alias": alias, "backend": backend}
-                ),
-                gettext(
-                    "Use 'BACKEND': 'django_redis.cache.RedisCache' for that cache, or give a "
-                    "redis:// URL."
-                ),
-                where,
-            )
-        ]
-    return []
-
-
-def _is_django_redis(backend: str) -> bool:
-    try:
-        from django_redis.cache import RedisCache
-    except ImportError:
-        return False
-    cls, _ = imported(backend)
-    return isinstance(cls, type) and issubclass(cls, RedisCache)
 
 
 # -- the dispatch registry --------------------------------------------------------------
@@ -425,16 +298,13 @@ def _check_dispatch(dispatch: dict[str, Any]) -> list[checks.CheckMessage]:
         errors.append(
             _error(
                 22,
-                (
-                    gettext("Must be None or a non-empty str, got %(node_id)r.")
-                    % {"node_id": node_id}
-                ),
+                gettext("Must be None or a non-empty str, got %(node_id)r.") % {"node_id": node_id},
                 gettext("Leave it None to use the host name and process id."),
                 f"{where}['NODE_ID']",
             )
         )
     if config["CONNECTION"] is not None:
-        errors += _check_connection(config["CONNECTION"], f"{where}['CONNECTION']")
+        errors += check_connection(config["CONNECTION"], f"{where}['CONNECTION']")
     try:
         setting.dispatch_groups_of(config["GROUPS"])
     except ImproperlyConfigured as exc:
@@ -465,7 +335,7 @@ def _check_backend(path: Any) -> list[checks.CheckMessage]:
         return [
             _error(
                 20,
-                (gettext("%(path)r does not import: %(why)s.") % {"path": path, "why": why}),
+                gettext("%(path)r does not import: %(why)s.") % {"path": path, "why": why},
                 hint,
                 where,
             )
@@ -473,14 +343,14 @@ def _check_backend(path: Any) -> list[checks.CheckMessage]:
     if backend is None:
         return [
             _error(
-                20, (gettext("Must be a dotted path, got %(path)r.") % {"path": path}), hint, where
+                20, gettext("Must be a dotted path, got %(path)r.") % {"path": path}, hint, where
             )
         ]
     if not isinstance(backend, type) or not issubclass(backend, DispatchRegistry):
         return [
             _error(
                 21,
-                (gettext("%(path)r is not a DispatchRegistry subclass.") % {"path": path}),
+                gettext("%(path)r is not a DispatchRegistry subclass.") % {"path": path},
                 hint,
                 where,
             )

@@ -155,25 +155,21 @@ def _check_backend(
                 known = ", ".join(repr(queue) for queue in queues) or "none"
                 yield _error(
                     60,
-                    (
-                        gettext(
-                            "Task queue %(name)r is not a queue of LEDGER['QUEUES'] (it has %(known)s)."
-                        )
-                        % {"name": name, "known": known}
-                    ),
-                    (
-                        gettext(
-                            "Add %(name)r to LEDGER['QUEUES'] (e.g. {%(name)r: {}}), or remove it here."
-                        )
-                        % {"name": name}
-                    ),
+                    gettext(
+                        "Task queue %(name)r is not a queue of LEDGER['QUEUES'] (it has %(known)s)."
+                    )
+                    % {"name": name, "known": known},
+                    gettext(
+                        "Add %(name)r to LEDGER['QUEUES'] (e.g. {%(name)r: {}}), or remove it here."
+                    )
+                    % {"name": name},
                     f"{where}['QUEUES']",
                 )
     options = params.get("OPTIONS", {})
     if not isinstance(options, dict):
         yield _error(
             61,
-            (gettext("OPTIONS must be a dict, not %(type)s.") % {"type": type(options).__name__}),
+            gettext("OPTIONS must be a dict, not %(type)s.") % {"type": type(options).__name__},
             gettext("Give {'MAX_RESULT_BYTES': 65536} or leave OPTIONS out."),
             f"{where}['OPTIONS']",
         )
@@ -197,14 +193,9 @@ def _check_backend(
                 broken = True
                 yield _error(
                     65,
-                    (
-                        gettext("DATABASE %(value)r is not an alias of DATABASES.")
-                        % {"value": value}
-                    ),
-                    (
-                        gettext("Name one of %(names)s.")
-                        % {"names": ", ".join(map(repr, settings.DATABASES))}
-                    ),
+                    gettext("DATABASE %(value)r is not an alias of DATABASES.") % {"value": value},
+                    gettext("Name one of %(names)s.")
+                    % {"names": ", ".join(map(repr, settings.DATABASES))},
                     f"{where}['OPTIONS'][{key!r}]",
                 )
             continue
@@ -214,10 +205,8 @@ def _check_backend(
             yield _error(
                 61,
                 f"{problem[0].upper()}{problem[1:]}.",
-                (
-                    gettext("Known options: %(names)s; see 'Settings' in the django-ledger docs.")
-                    % {"names": ", ".join(sorted(_KNOWN_OPTIONS))}
-                ),
+                gettext("Known options: %(names)s; see 'Settings' in the django-ledger docs.")
+                % {"names": ", ".join(sorted(_KNOWN_OPTIONS))},
                 f"{where}['OPTIONS'][{key!r}]",
             )
     if broken:
@@ -231,21 +220,17 @@ def _check_backend(
         if isinstance(payload_limit, int) and limit > payload_limit:
             yield _error(
                 62,
-                (
-                    gettext(
-                        "MAX_RESULT_BYTES (%(limit)s) is more than queue %(name)r allows: its "
-                        "MAX_PAYLOAD_BYTES is %(payload_limit)s, and a result is bounded like a "
-                        "payload."
-                    )
-                    % {"limit": f"{limit:,}", "name": name, "payload_limit": f"{payload_limit:,}"}
-                ),
-                (
-                    gettext(
-                        "Lower MAX_RESULT_BYTES to at most %(payload_limit)s, or raise the queue's "
-                        "MAX_PAYLOAD_BYTES."
-                    )
-                    % {"payload_limit": f"{payload_limit:,}"}
-                ),
+                gettext(
+                    "MAX_RESULT_BYTES (%(limit)s) is more than queue %(name)r allows: its "
+                    "MAX_PAYLOAD_BYTES is %(payload_limit)s, and a result is bounded like a "
+                    "payload."
+                )
+                % {"limit": f"{limit:,}", "name": name, "payload_limit": f"{payload_limit:,}"},
+                gettext(
+                    "Lower MAX_RESULT_BYTES to at most %(payload_limit)s, or raise the queue's "
+                    "MAX_PAYLOAD_BYTES."
+                )
+                % {"payload_limit": f"{payload_limit:,}"},
                 f"{where}['OPTIONS']['MAX_RESULT_BYTES']",
             )
 
@@ -277,16 +262,14 @@ def _check_queue_options(queues: dict[str, dict[str, Any]]) -> Iterator[checks.C
         if seconds.get("BACKOFF_BASE", 0) > seconds.get("BACKOFF_CAP", float("inf")):
             yield _error(
                 63,
-                (
-                    gettext(
-                        "BACKOFF_BASE (%(backoff_base)s s) is more than BACKOFF_CAP (%(backoff_cap)s "
-                        "s)."
-                    )
-                    % {
-                        "backoff_base": f"{seconds['BACKOFF_BASE']:g}",
-                        "backoff_cap": f"{seconds['BACKOFF_CAP']:g}",
-                    }
-                ),
+                gettext(
+                    "BACKOFF_BASE (%(backoff_base)s s) is more than BACKOFF_CAP (%(backoff_cap)s "
+                    "s)."
+                )
+                % {
+                    "backoff_base": f"{seconds['BACKOFF_BASE']:g}",
+                    "backoff_cap": f"{seconds['BACKOFF_CAP']:g}",
+                },
                 gettext(
                     "The cap bounds every retry's wait, the first one's too: raise it or lower the "
                     "base."
@@ -353,14 +336,12 @@ def check_outbox(
         if not exists:
             warnings.append(
                 checks.Warning(
-                    (
-                        gettext(
-                            "Database %(database)r has no outbox table (%(db_table)s): enqueues inside "
-                            "transaction.atomic() admit at once (as TRANSACTIONS 'immediate'), not with "
-                            "the transaction."
-                        )
-                        % {"database": options.database, "db_table": OutboxEntry._meta.db_table}
-                    ),
+                    gettext(
+                        "Database %(database)r has no outbox table (%(db_table)s): enqueues inside "
+                        "transaction.atomic() admit at once (as TRANSACTIONS 'immediate'), not with "
+                        "the transaction."
+                    )
+                    % {"database": options.database, "db_table": OutboxEntry._meta.db_table},
                     hint=gettext("%(missing)s (see 'Transactions' in the django-ledger docs).")
                     % {"missing": f"{MISSING_HINT[0].upper()}{MISSING_HINT[1:]}"},
                     obj=f"TASKS[{alias!r}]",
@@ -384,19 +365,17 @@ def check_outbox(
         if age > options.max_age:
             warnings.append(
                 checks.Warning(
-                    (
-                        gettext(
-                            "%(waiting)s task(s) wait in the outbox of database %(database)r, the oldest "
-                            "for %(age)s s (more than OUTBOX_MAX_AGE, %(max_age)s s): nothing delivers "
-                            "them."
-                        )
-                        % {
-                            "waiting": f"{waiting:,}",
-                            "database": options.database,
-                            "age": f"{age:,.0f}",
-                            "max_age": f"{options.max_age:,.0f}",
-                        }
-                    ),
+                    gettext(
+                        "%(waiting)s task(s) wait in the outbox of database %(database)r, the oldest "
+                        "for %(age)s s (more than OUTBOX_MAX_AGE, %(max_age)s s): nothing delivers "
+                        "them."
+                    )
+                    % {
+                        "waiting": f"{waiting:,}",
+                        "database": options.database,
+                        "age": f"{age:,.0f}",
+                        "max_age": f"{options.max_age:,.0f}",
+                    },
                     hint=gettext(
                         "Run ledger_worker (its relay is on unless --no-relay) or manage.py "
                         "ledger_relay --loop, and check that Redis is reachable."

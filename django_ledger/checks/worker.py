@@ -33,7 +33,7 @@ def check_handlers(
             errors.append(
                 _error(
                     80,
-                    (gettext("Must be a dotted path, got %(path)r.") % {"path": path}),
+                    gettext("Must be a dotted path, got %(path)r.") % {"path": path},
                     hint,
                     where,
                 )
@@ -44,7 +44,7 @@ def check_handlers(
             errors.append(
                 _error(
                     80,
-                    (gettext("%(path)r does not import: %(why)s.") % {"path": path, "why": why}),
+                    gettext("%(path)r does not import: %(why)s.") % {"path": path, "why": why},
                     hint,
                     where,
                 )
@@ -52,6 +52,6 @@ def check_handlers(
             continue
         if not callable(handler):
             errors.append(
-                _error(81, (gettext("%(path)r is not callable.") % {"path": path}), hint, where)
+                _error(81, gettext("%(path)r is not callable.") % {"path": path}, hint, where)
             )
     return errors

@@ -140,10 +140,8 @@ def problems(
         return [
             Problem(
                 70,
-                (
-                    gettext("Must be a dict of schedule key -> settings, not %(type)s.")
-                    % {"type": type(raw).__name__}
-                ),
+                gettext("Must be a dict of schedule key -> settings, not %(type)s.")
+                % {"type": type(raw).__name__},
                 gettext(
                     "For example: 'SCHEDULES': {'nightly': {'TASK': 'reports.tasks.nightly', "
                     "'CRON': '0 3 * * *'}}."
@@ -157,7 +155,7 @@ def problems(
             found.append(
                 Problem(
                     71,
-                    (gettext("Schedule key %(key)r cannot name a schedule.") % {"key": key}),
+                    gettext("Schedule key %(key)r cannot name a schedule.") % {"key": key},
                     gettext(
                         "Use 1 to 100 characters without whitespace, braces or control characters: it "
                         "is part of request ids and Redis keys."
@@ -177,10 +175,8 @@ def _entry_problems(
         return [
             Problem(
                 70,
-                (
-                    gettext("Must be a dict of settings, not %(type)s.")
-                    % {"type": type(entry).__name__}
-                ),
+                gettext("Must be a dict of settings, not %(type)s.")
+                % {"type": type(entry).__name__},
                 gettext("Give at least TASK and one of CRON or EVERY."),
                 _where(key),
             )
@@ -188,11 +184,9 @@ def _entry_problems(
     found = [
         Problem(
             72,
-            (gettext("Unknown key %(name)r.") % {"name": name}),
-            (
-                gettext("Known keys: %(names)s (keys are upper case).")
-                % {"names": ", ".join(sorted(SCHEDULE_KEYS))}
-            ),
+            gettext("Unknown key %(name)r.") % {"name": name},
+            gettext("Known keys: %(names)s (keys are upper case).")
+            % {"names": ", ".join(sorted(SCHEDULE_KEYS))},
             _where(key),
         )
         for name in entry
@@ -223,7 +217,7 @@ def _task_problems(key: str, config: dict[str, Any]) -> list[Problem]:
     if not isinstance(path, str) or "." not in path:
         return [
             Problem(
-                73, (gettext("Must be a dotted path, got %(path)r.") % {"path": path}), hint, where
+                73, gettext("Must be a dotted path, got %(path)r.") % {"path": path}, hint, where
             )
         ]
     _, why = imported(path)
@@ -231,7 +225,7 @@ def _task_problems(key: str, config: dict[str, Any]) -> list[Problem]:
         return [
             Problem(
                 73,
-                (gettext("%(path)r does not import: %(why)s.") % {"path": path, "why": why}),
+                gettext("%(path)r does not import: %(why)s.") % {"path": path, "why": why},
                 hint,
                 where,
             )
@@ -354,7 +348,7 @@ def _option_problems(key: str, config: dict[str, Any]) -> list[Problem]:
     if not isinstance(args, list | tuple):
         bad(
             "ARGS",
-            (gettext("must be a list, got %(args)r") % {"args": args}),
+            gettext("must be a list, got %(args)r") % {"args": args},
             gettext("Give the task's positional arguments as a list."),
         )
     elif not _json_ok(list(args)):
@@ -366,7 +360,7 @@ def _option_problems(key: str, config: dict[str, Any]) -> list[Problem]:
     if not isinstance(kwargs, dict) or not all(isinstance(name, str) for name in kwargs):
         bad(
             "KWARGS",
-            (gettext("must be a dict with str keys, got %(kwargs)r") % {"kwargs": kwargs}),
+            gettext("must be a dict with str keys, got %(kwargs)r") % {"kwargs": kwargs},
             gettext("Give the task's keyword arguments."),
         )
     elif not _json_ok(kwargs):
@@ -383,14 +377,14 @@ def _option_problems(key: str, config: dict[str, Any]) -> list[Problem]:
     ):
         bad(
             "PRIORITY",
-            (gettext("must be an int from -100 to 100, got %(priority)r") % {"priority": priority}),
+            gettext("must be an int from -100 to 100, got %(priority)r") % {"priority": priority},
             gettext("0 is the default; higher runs first."),
         )
     misfire = config["MISFIRE"]
     if misfire not in {policy.value for policy in Misfire}:
         bad(
             "MISFIRE",
-            (gettext("must be 'latest', 'all' or 'skip', got %(misfire)r") % {"misfire": misfire}),
+            gettext("must be 'latest', 'all' or 'skip', got %(misfire)r") % {"misfire": misfire},
             gettext("'latest' (the default) runs the newest missed fire once."),
         )
     problem = _GRACE.problem(config["GRACE"])
@@ -399,7 +393,7 @@ def _option_problems(key: str, config: dict[str, Any]) -> list[Problem]:
     if not isinstance(config["ENABLED"], bool):
         bad(
             "ENABLED",
-            (gettext("must be True or False, got %(enabled)r") % {"enabled": config["ENABLED"]}),
+            gettext("must be True or False, got %(enabled)r") % {"enabled": config["ENABLED"]},
             gettext("True is the default."),
         )
     return found

@@ -65,13 +65,11 @@ def fit_problems(
         return [
             Problem(
                 90,
-                (
-                    gettext(
-                        "%(path)r is not callable (%(kind)s), and queue %(queue)r's HANDLER is given "
-                        "the path of a callable."
-                    )
-                    % {"path": path, "kind": _kind(target), "queue": queue}
-                ),
+                gettext(
+                    "%(path)r is not callable (%(kind)s), and queue %(queue)r's HANDLER is given "
+                    "the path of a callable."
+                )
+                % {"path": path, "kind": _kind(target), "queue": queue},
                 gettext("Name the function the handler is to run."),
                 where(key, "TASK"),
             )
@@ -94,21 +92,17 @@ def _queue_problems(key: str, task: Any, queue: str) -> list[Problem]:
     return [
         Problem(
             93,
-            (
-                gettext(
-                    "QUEUE %(queue)r is not a queue %(module_path)s is declared for (%(shown)s): a "
-                    "worker of %(queue)r would refuse every fire (TaskRefused) and fail it unrun."
-                )
-                % {"queue": queue, "module_path": task.module_path, "shown": shown}
-            ),
-            (
-                gettext(
-                    "Drop QUEUE to use the task's own queue, name one of %(shown)s, or declare the "
-                    "task for it: @task(queue_name=%(queue)r), or with django_ledger.tasks.task, "
-                    "queues=[..., %(queue)r]."
-                )
-                % {"shown": shown, "queue": queue}
-            ),
+            gettext(
+                "QUEUE %(queue)r is not a queue %(module_path)s is declared for (%(shown)s): a "
+                "worker of %(queue)r would refuse every fire (TaskRefused) and fail it unrun."
+            )
+            % {"queue": queue, "module_path": task.module_path, "shown": shown},
+            gettext(
+                "Drop QUEUE to use the task's own queue, name one of %(shown)s, or declare the "
+                "task for it: @task(queue_name=%(queue)r), or with django_ledger.tasks.task, "
+                "queues=[..., %(queue)r]."
+            )
+            % {"shown": shown, "queue": queue},
             where(key, "QUEUE"),
         )
     ]
@@ -153,14 +147,12 @@ def _argument_problems(key: str, config: dict[str, Any], task: Any) -> list[Prob
         return [
             Problem(
                 91,
-                (
-                    gettext("ARGS and KWARGS do not fit %(module_path)s(%(names)s): %(exc)s.")
-                    % {
-                        "module_path": task.module_path,
-                        "names": ", ".join(signature.parameters),
-                        "exc": exc,
-                    }
-                ),
+                gettext("ARGS and KWARGS do not fit %(module_path)s(%(names)s): %(exc)s.")
+                % {
+                    "module_path": task.module_path,
+                    "names": ", ".join(signature.parameters),
+                    "exc": exc,
+                },
                 gettext(
                     "Give the arguments the task function takes: every fire would fail with this "
                     "TypeError."
@@ -187,13 +179,11 @@ def _size_problems(
     return [
         Problem(
             92,
-            (
-                gettext(
-                    "A fire's payload is at least %(size)s bytes, over the MAX_PAYLOAD_BYTES "
-                    "(%(limit)s) of queue %(queue)r: every fire would be REJECTED."
-                )
-                % {"size": f"{size:,}", "limit": f"{limit:,}", "queue": queue}
-            ),
+            gettext(
+                "A fire's payload is at least %(size)s bytes, over the MAX_PAYLOAD_BYTES "
+                "(%(limit)s) of queue %(queue)r: every fire would be REJECTED."
+            )
+            % {"size": f"{size:,}", "limit": f"{limit:,}", "queue": queue},
             gettext(
                 "Pass less in ARGS and KWARGS (an id to look the data up by, say), or raise "
                 "the queue's MAX_PAYLOAD_BYTES."

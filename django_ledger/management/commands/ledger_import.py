@@ -171,11 +171,11 @@ class Command(BaseCommand):
             self.stderr.write((gettext("bad %(problem)s") % {"problem": problem}), self.style.ERROR)
         for problem in result.conflicts:
             self.stderr.write(
-                (gettext("conflict %(problem)s") % {"problem": problem}), self.style.ERROR
+                gettext("conflict %(problem)s") % {"problem": problem}, self.style.ERROR
             )
         for problem in result.failed:
             self.stderr.write(
-                (gettext("failed %(problem)s") % {"problem": problem}), self.style.ERROR
+                gettext("failed %(problem)s") % {"problem": problem}, self.style.ERROR
             )
         if result.dry_run:
             self.stdout.write(

@@ -34,7 +34,7 @@ class Command(BaseCommand):
             "--batch",
             type=int,
             default=DEFAULT_BATCH,
-            help=(gettext("rows per batch (%(default)s)") % {"default": DEFAULT_BATCH}),
+            help=gettext("rows per batch (%(default)s)") % {"default": DEFAULT_BATCH},
         )
         parser.add_argument(
             "--interval",

@@ -111,15 +111,13 @@ class Command(BaseCommand):
         line = f"cycle {cycle} queue {result.queue}: {counts}"
         if result.error is not None:
             self.stderr.write(
-                (gettext("%(line)s ERROR: %(error)s") % {"line": line, "error": result.error}),
+                gettext("%(line)s ERROR: %(error)s") % {"line": line, "error": result.error},
                 self.style.ERROR,
             )
         elif not result.complete:
             self.stdout.write(
-                (
-                    gettext("%(line)s (stopped after %(pages)s page(s))")
-                    % {"line": line, "pages": result.pages}
-                ),
+                gettext("%(line)s (stopped after %(pages)s page(s))")
+                % {"line": line, "pages": result.pages},
                 self.style.WARNING,
             )
         else:

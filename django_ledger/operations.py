@@ -15,6 +15,8 @@ import hashlib
 from dataclasses import dataclass, replace
 from typing import Any
 
+from django.utils.translation import gettext
+
 from .core.errors import CorruptRecord, LedgerError
 from .core.flows import released, retry_step
 from .core.records import Record, State, decode_record, encode_record
@@ -83,9 +85,14 @@ def snapshot(ledger: AnyLedger, request_id: str) -> Snapshot | None:
 def _current(ledger: AnyLedger, request_id: str, version: str) -> Snapshot:
     current = snapshot(ledger, request_id)
     if current is None:
-        raise RecordChanged(f"record {request_id!r} no longer exists")
+        raise RecordChanged(
+            gettext("record %(request_id)r no longer exists") % {"request_id": request_id}
+        )
     if current.version != version:
-        raise RecordChanged(f"record {request_id!r} changed since it was shown; nothing was done")
+        raise RecordChanged(
+            gettext("record %(request_id)r changed since it was shown; nothing was done")
+            % {"request_id": request_id}
+        )
     return current
 
 
@@ -101,7 +108,10 @@ def _commit(
         **kwargs,
     )
     if written != 1:
-        raise RecordChanged(f"record {current.request_id!r} changed while acting; nothing was done")
+        raise RecordChanged(
+            gettext("record %(request_id)r changed while acting; nothing was done")
+            % {"request_id": current.request_id}
+        )
     return new
 
 
@@ -137,7 +147,10 @@ def retry_now(ledger: AnyLedger, request_id: str, version: str) -> Record:
     # ending cancelled are one script call, so no settlement of the retried step (nor the
     # operator's process dying) can come between them.
     if retry_step(ledger.shard_for(request_id), request_id, current.raw, new) is None:
-        raise RecordChanged(f"record {request_id!r} changed while acting; nothing was done")
+        raise RecordChanged(
+            gettext("record %(request_id)r changed while acting; nothing was done")
+            % {"request_id": request_id}
+        )
     return new
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core import signing
+from django.utils.translation import gettext
 
 from ..core.results import Claim
 from ..core.sharded import AnyLedger
@@ -48,13 +49,14 @@ def read_token(ledger: AnyLedger, token: object) -> Claim:
         raise ApiError(
             400,
             "claim_token_invalid",
-            "The claim token was not issued by this server, or was altered.",
+            gettext("The claim token was not issued by this server, or was altered."),
         )
     if data["n"] != ledger.namespace or data["q"] != ledger.queue:
         raise ApiError(
             400,
             "claim_token_wrong_queue",
-            f"The claim token belongs to another queue than {ledger.queue!r}.",
+            gettext("The claim token belongs to another queue than %(queue)r.")
+            % {"queue": ledger.queue},
         )
     return Claim(
         request_id=data["i"],

@@ -15,6 +15,7 @@ from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext, gettext_lazy
 
 from ..queues import QUEUE_OPTION_KEYS
 from ..tasks.backend_checks import backend_problems as _check_backend
@@ -69,7 +70,9 @@ def check_tasks(
         where = f"TASKS[{alias!r}]"
         missing = _missing_framework()
         if missing is not None:
-            errors.append(_error(64, missing, "pip install 'django-task-ledger[tasks]'.", where))
+            errors.append(
+                _error(64, missing, gettext("pip install 'django-task-ledger[tasks]'."), where)
+            )
             continue
         if backends:
             errors += _check_backend(where, params, queues)
@@ -84,9 +87,11 @@ def check_tasks(
     if not apps.is_installed("django_tasks"):
         errors.append(
             checks.Warning(
-                "The django-tasks backport is not in INSTALLED_APPS: its log lines for "
-                "task signals, its checks and its reset on a changed TASKS setting are off.",
-                hint="Add 'django_tasks' to INSTALLED_APPS (Django 5.2 only).",
+                gettext(
+                    "The django-tasks backport is not in INSTALLED_APPS: its log lines for task "
+                    "signals, its checks and its reset on a changed TASKS setting are off."
+                ),
+                hint=gettext("Add 'django_tasks' to INSTALLED_APPS (Django 5.2 only)."),
                 obj="INSTALLED_APPS",
                 id="django_ledger.W060",
             )
@@ -129,26 +134,41 @@ def _check_queue_options(queues: dict[str, dict[str, Any]]) -> Iterator[checks.C
             try:
                 value = normalize_option(option, overrides[key])
             except (TypeError, ValueError) as exc:
-                yield _error(63, f"{exc}.", _OPTION_HINTS[key], where)
+                yield _error(63, f"{exc}.", str(_OPTION_HINTS[key]), where)
                 continue
             if key in ("BACKOFF_BASE", "BACKOFF_CAP"):
                 seconds[key] = value
         if seconds.get("BACKOFF_BASE", 0) > seconds.get("BACKOFF_CAP", float("inf")):
             yield _error(
                 63,
-                f"BACKOFF_BASE ({seconds['BACKOFF_BASE']:g} s) is more than BACKOFF_CAP "
-                f"({seconds['BACKOFF_CAP']:g} s).",
-                "The cap bounds every retry's wait, the first one's too: raise it or lower the base.",
+                gettext(
+                    "BACKOFF_BASE (%(backoff_base)s s) is more than BACKOFF_CAP (%(backoff_cap)s "
+                    "s)."
+                )
+                % {
+                    "backoff_base": f"{seconds['BACKOFF_BASE']:g}",
+                    "backoff_cap": f"{seconds['BACKOFF_CAP']:g}",
+                },
+                gettext(
+                    "The cap bounds every retry's wait, the first one's too: raise it or lower the "
+                    "base."
+                ),
                 f"LEDGER['QUEUES'][{name!r}]",
             )
 
 
 _OPTION_HINTS = {
-    "BACKOFF_BASE": "Give a timedelta or a number of seconds more than 0 (the default is 5).",
-    "BACKOFF_CAP": "Give a timedelta or a number of seconds more than 0 (the default is 600).",
-    "RETRY_ON": "Give a list of exception classes or dotted paths, e.g. [ConnectionError].",
-    "TIMEOUT": "Give a timedelta or a number of seconds (0: no limit).",
-    "UNIQUE": "Give True or False.",
+    "BACKOFF_BASE": gettext_lazy(
+        "Give a timedelta or a number of seconds more than 0 (the default is 5)."
+    ),
+    "BACKOFF_CAP": gettext_lazy(
+        "Give a timedelta or a number of seconds more than 0 (the default is 600)."
+    ),
+    "RETRY_ON": gettext_lazy(
+        "Give a list of exception classes or dotted paths, e.g. [ConnectionError]."
+    ),
+    "TIMEOUT": gettext_lazy("Give a timedelta or a number of seconds (0: no limit)."),
+    "UNIQUE": gettext_lazy("Give True or False."),
 }
 
 
@@ -195,11 +215,14 @@ def check_outbox(
         if not exists:
             warnings.append(
                 checks.Warning(
-                    f"Database {options.database!r} has no outbox table "
-                    f"({OutboxEntry._meta.db_table}): enqueues inside transaction.atomic() "
-                    "admit at once (as TRANSACTIONS 'immediate'), not with the transaction.",
-                    hint=f"{MISSING_HINT[0].upper()}{MISSING_HINT[1:]} (see 'Transactions' in the "
-                    "django-ledger docs).",
+                    gettext(
+                        "Database %(database)r has no outbox table (%(db_table)s): enqueues inside "
+                        "transaction.atomic() admit at once (as TRANSACTIONS 'immediate'), not with "
+                        "the transaction."
+                    )
+                    % {"database": options.database, "db_table": OutboxEntry._meta.db_table},
+                    hint=gettext("%(missing)s (see 'Transactions' in the django-ledger docs).")
+                    % {"missing": f"{MISSING_HINT[0].upper()}{MISSING_HINT[1:]}"},
                     obj=f"TASKS[{alias!r}]",
                     id="django_ledger.W066",
                 )
@@ -221,11 +244,21 @@ def check_outbox(
         if age > options.max_age:
             warnings.append(
                 checks.Warning(
-                    f"{waiting:,} task(s) wait in the outbox of database "
-                    f"{options.database!r}, the oldest for {age:,.0f} s (more than "
-                    f"OUTBOX_MAX_AGE, {options.max_age:,.0f} s): nothing delivers them.",
-                    hint="Run ledger_worker (its relay is on unless --no-relay) or "
-                    "manage.py ledger_relay --loop, and check that Redis is reachable.",
+                    gettext(
+                        "%(waiting)s task(s) wait in the outbox of database %(database)r, the oldest "
+                        "for %(age)s s (more than OUTBOX_MAX_AGE, %(max_age)s s): nothing delivers "
+                        "them."
+                    )
+                    % {
+                        "waiting": f"{waiting:,}",
+                        "database": options.database,
+                        "age": f"{age:,.0f}",
+                        "max_age": f"{options.max_age:,.0f}",
+                    },
+                    hint=gettext(
+                        "Run ledger_worker (its relay is on unless --no-relay) or manage.py "
+                        "ledger_relay --loop, and check that Redis is reachable."
+                    ),
                     obj=f"TASKS[{alias!r}]",
                     id="django_ledger.W065",
                 )

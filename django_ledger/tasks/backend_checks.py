@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
+from django.utils.translation import gettext
 
 from .. import defaults as setting
 from ..outbox.options import TRANSACTION_OPTION_DEFAULTS, transaction_option_problem
@@ -53,16 +54,22 @@ def backend_problems(
                 known = ", ".join(repr(queue) for queue in queues) or "none"
                 yield _error(
                     60,
-                    f"Task queue {name!r} is not a queue of LEDGER['QUEUES'] (it has {known}).",
-                    f"Add {name!r} to LEDGER['QUEUES'] (e.g. {{{name!r}: {{}}}}), or remove it here.",
+                    gettext(
+                        "Task queue %(name)r is not a queue of LEDGER['QUEUES'] (it has %(known)s)."
+                    )
+                    % {"name": name, "known": known},
+                    gettext(
+                        "Add %(name)r to LEDGER['QUEUES'] (e.g. {%(name)r: {}}), or remove it here."
+                    )
+                    % {"name": name},
                     f"{where}['QUEUES']",
                 )
     options = params.get("OPTIONS", {})
     if not isinstance(options, dict):
         yield _error(
             61,
-            f"OPTIONS must be a dict, not {type(options).__name__}.",
-            "Give {'MAX_RESULT_BYTES': 65536} or leave OPTIONS out.",
+            gettext("OPTIONS must be a dict, not %(type)s.") % {"type": type(options).__name__},
+            gettext("Give {'MAX_RESULT_BYTES': 65536} or leave OPTIONS out."),
             f"{where}['OPTIONS']",
         )
         return
@@ -75,16 +82,19 @@ def backend_problems(
                 yield _error(
                     65,
                     f"{problem}.",
-                    "TRANSACTIONS: 'outbox' (the default), 'on_commit' or 'immediate'; "
-                    "DATABASE: an alias of DATABASES; see 'Transactions' in the django-ledger docs.",
+                    gettext(
+                        "TRANSACTIONS: 'outbox' (the default), 'on_commit' or 'immediate'; DATABASE: "
+                        "an alias of DATABASES; see 'Transactions' in the django-ledger docs."
+                    ),
                     f"{where}['OPTIONS'][{key!r}]",
                 )
             elif key == "DATABASE" and value not in settings.DATABASES:
                 broken = True
                 yield _error(
                     65,
-                    f"DATABASE {value!r} is not an alias of DATABASES.",
-                    f"Name one of {', '.join(map(repr, settings.DATABASES))}.",
+                    gettext("DATABASE %(value)r is not an alias of DATABASES.") % {"value": value},
+                    gettext("Name one of %(names)s.")
+                    % {"names": ", ".join(map(repr, settings.DATABASES))},
                     f"{where}['OPTIONS'][{key!r}]",
                 )
             continue
@@ -94,8 +104,8 @@ def backend_problems(
             yield _error(
                 61,
                 f"{problem[0].upper()}{problem[1:]}.",
-                f"Known options: {', '.join(sorted(_KNOWN_OPTIONS))}; see 'Settings' "
-                "in the django-ledger docs.",
+                gettext("Known options: %(names)s; see 'Settings' in the django-ledger docs.")
+                % {"names": ", ".join(sorted(_KNOWN_OPTIONS))},
                 f"{where}['OPTIONS'][{key!r}]",
             )
     if broken:
@@ -109,10 +119,17 @@ def backend_problems(
         if isinstance(payload_limit, int) and limit > payload_limit:
             yield _error(
                 62,
-                f"MAX_RESULT_BYTES ({limit:,}) is more than queue {name!r} allows: its "
-                f"MAX_PAYLOAD_BYTES is {payload_limit:,}, and a result is bounded like a payload.",
-                f"Lower MAX_RESULT_BYTES to at most {payload_limit:,}, or raise the queue's "
-                "MAX_PAYLOAD_BYTES.",
+                gettext(
+                    "MAX_RESULT_BYTES (%(limit)s) is more than queue %(name)r allows: its "
+                    "MAX_PAYLOAD_BYTES is %(payload_limit)s, and a result is bounded like a "
+                    "payload."
+                )
+                % {"limit": f"{limit:,}", "name": name, "payload_limit": f"{payload_limit:,}"},
+                gettext(
+                    "Lower MAX_RESULT_BYTES to at most %(payload_limit)s, or raise the queue's "
+                    "MAX_PAYLOAD_BYTES."
+                )
+                % {"payload_limit": f"{payload_limit:,}"},
                 f"{where}['OPTIONS']['MAX_RESULT_BYTES']",
             )
 

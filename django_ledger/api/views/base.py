@@ -14,6 +14,7 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any, ClassVar
 
+from django.utils.translation import gettext
 from rest_framework import viewsets
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.metadata import SimpleMetadata
@@ -81,7 +82,7 @@ class LedgerAPIView(APIView):
             raise ApiError(
                 413,
                 "body_too_large",
-                "The request body is larger than this endpoint accepts.",
+                gettext("The request body is larger than this endpoint accepts."),
                 {"max_bytes": limit * 6 + BODY_SLACK},
             )
 

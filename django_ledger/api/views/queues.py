@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from django.utils.translation import gettext
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -93,7 +94,10 @@ class QueueViewSet(LedgerViewSet):
             report = self.ledger.repair_page(data["cursor"], data["count"])
         except ValueError as exc:  # a shard this queue does not have
             raise ApiError(
-                400, "invalid", "The request is not valid: see details.", {"cursor": [str(exc)]}
+                400,
+                "invalid",
+                gettext("The request is not valid: see details."),
+                {"cursor": [str(exc)]},
             ) from exc
         body = {"cursor": report.cursor, "done": report.cursor == "0", "counts": report.counts()}
         return Response(RepairReportSerializer(body).data)
@@ -178,7 +182,7 @@ def _sharded_quarantine(
         or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in position)
         or position[0] >= len(ledger.shards)
     ):
-        raise ApiError(400, "cursor_invalid", "The cursor is not one this server issued.")
+        raise ApiError(400, "cursor_invalid", gettext("The cursor is not one this server issued."))
     index, cursor = position
     items: dict[bytes, bytes] = {}
     with ledger.translate_errors():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
@@ -100,11 +101,18 @@ class RecordViewSet(LedgerViewSet):
         """Resolve one record, verified by its checksum."""
         problem = id_problem(request_id)
         if problem is not None:
-            raise ApiError(400, problem, f"The request id is not usable ({problem}).")
+            raise ApiError(
+                400,
+                problem,
+                gettext("The request id is not usable (%(problem)s).") % {"problem": problem},
+            )
         record = self.ledger.resolve(request_id)  # corrupt: 409 record_corrupt
         if record is None:
             raise ApiError(
-                404, "record_not_found", "No record has this id.", {"request_id": request_id}
+                404,
+                "record_not_found",
+                gettext("No record has this id."),
+                {"request_id": request_id},
             )
         return Response(record_data(record))
 
@@ -138,7 +146,11 @@ class RecordViewSet(LedgerViewSet):
             problem = id_problem(request_id)
             if problem is not None:
                 raise ApiError(
-                    400, problem, f"Request id {index} is not usable ({problem}).", {"index": index}
+                    400,
+                    problem,
+                    gettext("Request id %(index)s is not usable (%(problem)s).")
+                    % {"index": index, "problem": problem},
+                    {"index": index},
                 )
         raws = _read_raw(ledger, ids)
         results = []

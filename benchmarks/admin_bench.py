@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 QUEUE = "bench"
 BATCH = 128

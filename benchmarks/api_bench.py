@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from django_ledger import MAX_BATCH, Ledger, State  # noqa: E402
-from tests.redis_server import RedisServer, free_port  # noqa: E402
+from tests.support.redis_server import RedisServer, free_port  # noqa: E402
 
 PAYLOAD = "x" * 200
 NAMESPACE = "bench"

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from django_ledger import Ledger, State
 from django_ledger.core.sharded import ShardedLedger
-from tests.cluster_server import LocalCluster
+from tests.support.cluster_server import LocalCluster
 
 PAYLOAD = "x" * 200
 NAMESPACE = "bench"

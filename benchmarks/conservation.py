@@ -1,4 +1,4 @@
-"""The proof of conservation, long run by hand (the short run is tests/test_conservation.py).
+"""The proof of conservation, long run by hand (the short run is tests/core/test_conservation.py).
 
 Run from the repository root (docs/reliability.md explains the experiment and the figures):
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.harness import FAULT_KINDS, Config, run
+from tests.support.harness import FAULT_KINDS, Config, run
 
 
 def parse(argv: list[str]) -> Config:

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from django_ledger import MAX_BATCH, Ledger, State
 from django_ledger.core.lane import borrowed
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 PAYLOAD = "x" * 200
 RAW_ONE = "redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) redis.call('ZADD', KEYS[2], 0, ARGV[1]) return 1"

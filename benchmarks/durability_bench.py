@@ -32,8 +32,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from django_ledger import Ledger
-from tests.cluster_server import LocalCluster
-from tests.redis_server import RedisServer
+from tests.support.cluster_server import LocalCluster
+from tests.support.redis_server import RedisServer
 
 PAYLOAD = "x" * 200
 WAIT_MS = 5000

@@ -6,7 +6,7 @@ Run from the repository root (docs/performance.md, "An idle worker's upkeep"):
     python3 -m benchmarks.idle_bench --records 20000 --seconds 60
 
 It starts its own redis-server on a free port, fills the raw ``bench`` queue of
-``tests.bench_settings`` with ``--records`` records that have all run (admitted,
+``tests.support.bench_settings`` with ``--records`` records that have all run (admitted,
 claimed and settled COMPLETED through the core ``Ledger``), and starts one ``manage.py
 ledger_worker bench`` with its defaults (repair on, a 30 s lease: a repair page every 5
 s). It waits until the worker's first repair pass over those records has ended (no
@@ -29,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.worker_bench import ROOT, _calls, _django_env, _ledger
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 #: The worker's repair interval with the bench queue's 30 s lease (a sixth, at most 5 s).
 INTERVAL = 5.0

@@ -13,7 +13,7 @@ It starts its own redis-server on a free port (never 6379), pins it to CPU 0 and
 at once on ``benchmarks.latency_settings``:
 
 * **ledger**: ``django-admin ledger_worker``; ``noop.enqueue()``, then
-  ``noop.get_result(id).status`` (``tests.bench_tasks_app``: a no-op task, no signal
+  ``noop.get_result(id).status`` (``tests.support.bench_tasks_app``: a no-op task, no signal
   receivers);
 * **django-tasks-redis**: ``django-admin run_redis_tasks --backend dtr --continuous``;
   the same task with ``.using(backend="dtr")``, read the same way;
@@ -75,7 +75,7 @@ class System:
 
 def _systems(names: list[str]) -> list[System]:
     from django_ledger.tasks.compat import TaskResultStatus
-    from tests.bench_tasks_app.tasks import noop
+    from tests.support.bench_tasks_app.tasks import noop
 
     django_admin = [sys.executable, "-m", "django"]
     made: list[System] = []
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
-    from tests.redis_server import RedisServer
+    from tests.support.redis_server import RedisServer
 
     server = RedisServer()
     server.start()

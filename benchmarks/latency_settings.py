@@ -1,6 +1,6 @@
 """Settings for ``benchmarks/latency_bench.py``: the ledger and its peers, nothing else.
 
-One no-op Django task (``tests.bench_tasks_app``, no signal receivers) on two task
+One no-op Django task (``tests.support.bench_tasks_app``, no signal receivers) on two task
 backends: ``default`` is the ledger (``LedgerBackend``, one queue), ``dtr`` is
 django-tasks-redis when it is installed (Django 6.0+, Python 3.12+). No admin, no REST
 framework: the apps each backend needs, so the bench runs from a bare virtualenv.
@@ -24,7 +24,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.auth",
     "django_ledger",
-    "tests.bench_tasks_app",
+    "tests.support.bench_tasks_app",
 ]
 if django.VERSION < (6, 0):
     INSTALLED_APPS.append("django_tasks")

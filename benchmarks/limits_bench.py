@@ -400,7 +400,7 @@ def main() -> int:
     parser.add_argument("--new-keys", type=int, default=2000)
     args = parser.parse_args()
 
-    from tests.redis_server import RedisServer
+    from tests.support.redis_server import RedisServer
 
     server = RedisServer()
     server.start()

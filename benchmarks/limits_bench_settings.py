@@ -4,7 +4,7 @@ with a no-op handler, none limited in the settings (the bench stores their limit
 from testproject.settings import *  # noqa: F403
 from testproject.settings import LEDGER
 
-_NOOP = {"HANDLER": "tests.bench_handlers.noop", "MAX_RECORDS": 10_000_000}
+_NOOP = {"HANDLER": "tests.support.bench_handlers.noop", "MAX_RECORDS": 10_000_000}
 
 LEDGER = {
     **LEDGER,

@@ -12,7 +12,7 @@ for ``--duration`` seconds SIGKILLs schedulers (some between their dispatch clai
 their admission, and now and then all of them for a few seconds), SIGSTOPs them past
 their fire lease, SIGKILLs and restarts Redis, and flushes the script cache. Then it lets the schedulers catch up, stops them, and checks
 every fire of every schedule against the ledger, the dispatch registry and the
-schedulers' logs. The exit status is 0 for PASS. ``tests/test_schedule_conservation.py``
+schedulers' logs. The exit status is 0 for PASS. ``tests/schedule/test_schedule_conservation.py``
 is the short run.
 """
 
@@ -41,10 +41,10 @@ sys.path.insert(0, str(ROOT))
 from django_ledger.core.dispatch import RedisDispatchRegistry  # noqa: E402
 from django_ledger.core.schedule import Cron, Every, ScheduleStore, Timing, zone_of  # noqa: E402
 from django_ledger.services.scheduler import KILL_AFTER_CLAIM_ENV  # noqa: E402
-from tests.redis_server import RedisServer  # noqa: E402
+from tests.support.redis_server import RedisServer  # noqa: E402
 
 NAMESPACE = "sched"
-TASK = "tests.tasks_app.tasks.noop"
+TASK = "tests.support.tasks_app.tasks.noop"
 SCHEDULES: dict[str, dict[str, Any]] = {
     "every-1s": {"TASK": TASK, "EVERY": 1},
     "every-3s": {"TASK": TASK, "EVERY": 3, "PRIORITY": 5},

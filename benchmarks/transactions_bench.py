@@ -8,9 +8,9 @@ Run from the repository root (docs/transactions.md shows the figures):
 django-tasks-db is compared when importable: with the project's venv, for example
 ``pip install --target /tmp/peers --no-deps django-tasks-db`` and ``PYTHONPATH=/tmp/peers``.
 
-It starts a private PostgreSQL cluster (``tests/postgres_server.py``: ``initdb`` in a temp
+It starts a private PostgreSQL cluster (``tests/support/postgres_server.py``: ``initdb`` in a temp
 dir, fsync and synchronous_commit off) and a private redis-server
-(``tests/redis_server.py``), pins both servers to CPU 0 (the postmaster before the first
+(``tests/support/redis_server.py``), pins both servers to CPU 0 (the postmaster before the first
 connection, so its backends inherit it) and this process to CPU 1
 (``os.sched_setaffinity``; ``--no-pin``: nothing pinned), migrates, and measures in
 alternating rounds (a busy machine slows every system alike). By hand, ``--mysql
@@ -56,8 +56,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.postgres_server import PostgresServer, find_bindir
-from tests.redis_server import RedisServer
+from tests.support.postgres_server import PostgresServer, find_bindir
+from tests.support.redis_server import RedisServer
 
 BULK = 100
 #: This process's CPU time per call of each system, per round (time.process_time):

@@ -4,7 +4,7 @@ Run from the repository root (docs/transactions.md shows a run):
 
     /work/venv311/bin/python -m benchmarks.transactions_chaos --duration 60
 
-It starts a private PostgreSQL cluster (``tests/postgres_server.py``) and a private
+It starts a private PostgreSQL cluster (``tests/support/postgres_server.py``) and a private
 redis-server with an AOF (``appendfsync always``), then processes of its own:
 
 * producers: each transaction inserts a row of ``chaos_order`` and enqueues
@@ -170,7 +170,7 @@ def setup_tables() -> None:
 def drained() -> bool:
     from django.db import connection
 
-    from django_ledger.tasks.store import queues
+    from django_ledger.queues import queues
 
     stats = queues.get("default").ledger.stats()
     with connection.cursor() as cursor:
@@ -223,8 +223,8 @@ def counts(workdir: Path) -> dict[str, int]:
 
 
 def parent(duration: float, producers: int, workers: int, seed: int) -> int:
-    from tests.postgres_server import PostgresServer, find_bindir
-    from tests.redis_server import RedisServer
+    from tests.support.postgres_server import PostgresServer, find_bindir
+    from tests.support.redis_server import RedisServer
 
     bindir = find_bindir()
     if bindir is None:

@@ -16,11 +16,11 @@ RESETSTAT``, start the worker process, poll the system's own count of what is le
 
 * ``ledger``: ``manage.py ledger_worker bench`` with its defaults (concurrency 8,
   prefetch 8, repair and heartbeats on, one log line per task), a raw ``HANDLER`` queue
-  whose handler returns at once (``tests.bench_handlers.noop``);
+  whose handler returns at once (``tests.support.bench_handlers.noop``);
 * ``ledger-nocount``: the same with ``--no-counters`` (no counters for the admin's
   charts): set against ``ledger`` in the same rounds, it gives the counters' cost;
 * ``ledger-quiet``: the same with ``-v 0`` (no log line per task);
-* ``ledger-task``: the same on a Django task (``tests.quiet_tasks.tasks.noop``, an app
+* ``ledger-task``: the same on a Django task (``tests.support.quiet_tasks.tasks.noop``, an app
   with no signal receivers of its own) admitted with ``django_ledger.tasks.enqueue_many``;
 * ``ledger-task-c1``: that at ``--concurrency 1 --prefetch 0``;
 * ``ledger-c1``: ``ledger_worker bench --concurrency 1 --prefetch 0``;
@@ -44,7 +44,7 @@ count one each), with the most frequent.
 ``--profile`` instead drains tasks through an in-process ``Worker`` (the runtime, no
 subprocess) under cProfile (every thread of it), with a ``perf_counter`` account of the
 time spent waiting on Redis, and prints where the rest goes: the raw ``HANDLER`` path
-(``runtime``) and Django tasks (``task``: ``tests.quiet_tasks``'s no-op through the
+(``runtime``) and Django tasks (``task``: ``tests.support.quiet_tasks``'s no-op through the
 ``TaskHandler`` ``ledger_worker`` builds), each with the defaults and at concurrency 1.
 """
 
@@ -74,7 +74,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 if TYPE_CHECKING:
-    from tests.redis_server import RedisServer
+    from tests.support.redis_server import RedisServer
 
 VENV = ROOT / ".venv-bench"
 PEERS = ["huey", "dramatiq[redis]", "rq", "celery[redis]"]
@@ -165,7 +165,7 @@ def _enqueue_tasks(n: int) -> None:
 
     django.setup()
     from django_ledger.tasks import enqueue_many
-    from tests.quiet_tasks.tasks import noop
+    from tests.support.quiet_tasks.tasks import noop
 
     task = noop
     for start in range(0, n, 1024):
@@ -177,7 +177,7 @@ def _django_env(url: str) -> dict[str, str]:
         **os.environ,
         "REDIS_URL": url,
         "LEDGER_NAMESPACE": NAMESPACE,
-        "DJANGO_SETTINGS_MODULE": "tests.bench_settings",
+        "DJANGO_SETTINGS_MODULE": "tests.support.bench_settings",
         "PYTHONPATH": str(ROOT),
     }
 
@@ -214,10 +214,10 @@ def _admit_celery(client: Any, n: int) -> None:
         noop.delay()
 
 
-#: The Django-task rows' settings: the bench's plus ``tests.quiet_tasks``, an app that
-#: connects no signal receivers (``tests.tasks_app``'s send two RPUSH a task: they would
+#: The Django-task rows' settings: the bench's plus ``tests.support.quiet_tasks``, an app that
+#: connects no signal receivers (``tests.support.tasks_app``'s send two RPUSH a task: they would
 #: measure the test app, not the backend).
-QUIET = {"DJANGO_SETTINGS_MODULE": "tests.quiet_tasks_settings"}
+QUIET = {"DJANGO_SETTINGS_MODULE": "tests.support.quiet_tasks_settings"}
 
 
 def systems(url: str, rq_tasks: int) -> dict[str, System]:
@@ -472,7 +472,7 @@ class Monitor:
 
 
 def bench(args: argparse.Namespace) -> int:
-    from tests.redis_server import RedisServer
+    from tests.support.redis_server import RedisServer
 
     chosen = [name for name in SYSTEMS if name in args.only.split(",")] if args.only else SYSTEMS
     server = RedisServer()
@@ -636,12 +636,12 @@ def _time_settle_and_claim(ledger: Any) -> list[float]:
 def _drain_tasks_in_process(
     client: Any, n: int, concurrency: int, prefetch: int | None
 ) -> tuple[Any, list[float]]:
-    """``_drain_in_process`` for Django tasks: ``n`` no-op tasks of ``tests.quiet_tasks``
+    """``_drain_in_process`` for Django tasks: ``n`` no-op tasks of ``tests.support.quiet_tasks``
     (no signal receivers but Django's own), a burst worker as ``ledger_worker`` builds it
     (its ``TaskHandler``), repair, relay and counters off."""
     from django_ledger.services.worker import WorkerOptions, build_worker
     from django_ledger.tasks import enqueue_many
-    from tests.quiet_tasks.tasks import noop
+    from tests.support.quiet_tasks.tasks import noop
 
     client.flushall()
     for start in range(0, n, 1024):
@@ -698,7 +698,7 @@ def _profiling_threads() -> Iterator[list[cProfile.Profile]]:
 def profile(args: argparse.Namespace) -> int:
     """Drain ``--tasks`` through in-process ``Worker``s: figures, then cProfile."""
     from django_ledger.core.worker import Worker
-    from tests.redis_server import RedisServer
+    from tests.support.redis_server import RedisServer
 
     server = RedisServer()
     server.start()

@@ -1,12 +1,12 @@
 """Conservation through real ``ledger_worker`` processes, long run by hand.
 
-The short run is ``tests/test_worker_conservation.py``; both use
-``tests/harness/worker_experiment.py``. From the repository root:
+The short run is ``tests/worker/test_worker_conservation.py``; both use
+``tests/support/harness/worker_experiment.py``. From the repository root:
 
     python -m benchmarks.worker_conservation --identities 50000 --duration 180
 
 It starts its own redis-server (AOF, ``appendfsync always``) on a free port, 2
-producers and 3 ``manage.py ledger_worker conserve`` processes (``tests.bench_settings``),
+producers and 3 ``manage.py ledger_worker conserve`` processes (``tests.support.bench_settings``),
 SIGKILLs and SIGTERMs workers (restarting them), SIGKILLs Redis and restarts it from its
 AOF, and flushes the script cache, at random moments over ``--duration`` seconds; waits
 for the queue to drain; checks every identity; prints one table. The exit status is 0
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.harness.worker_experiment import WORKER_FAULTS, WorkerRun, run_workers
+from tests.support.harness.worker_experiment import WORKER_FAULTS, WorkerRun, run_workers
 
 
 def parse(argv: list[str]) -> WorkerRun:

@@ -4,7 +4,6 @@ Run from the repository root (it prints how it ran, then the counts):
 
     /work/venv311/bin/python -m benchmarks.workflow_chaos              # 200 chords of 50
     /work/venv311/bin/python -m benchmarks.workflow_chaos --quick      # 40 chords of 20
-    /work/venv311/bin/python -m benchmarks.workflow_chaos --reference  # OPTIMIZED false
 
 It starts a private redis-server with an AOF (``appendonly yes``, ``appendfsync
 always``; never port 6379) and an SQLite database (the callbacks' fenced effects), then
@@ -80,7 +79,6 @@ def configure() -> None:
                     "LEASE": LEASE,
                     "MAX_ATTEMPTS": 50,
                     "MAX_RECORDS": 10_000_000,
-                    "OPTIMIZED": os.environ.get("CHAOS_OPTIMIZED", "1") == "1",
                 }
             },
         },
@@ -177,7 +175,7 @@ def setup_tables() -> None:
 
 def idle() -> bool:
     """Nothing due, scheduled or running in the queue (waiting steps are not records)."""
-    from django_ledger.tasks.store import queues
+    from django_ledger.queues import queues
 
     stats = queues.get("default").ledger.stats()
     return stats.pending_due + stats.pending_later + stats.claimed == 0
@@ -288,14 +286,14 @@ def passed(found: dict[str, Any]) -> bool:
 
 
 def parent(args: argparse.Namespace) -> int:
-    from tests.redis_server import RedisServer
+    from tests.support.redis_server import RedisServer
 
     rng = random.Random(args.seed)
     workdir = Path(tempfile.mkdtemp(prefix="wfchaos-"))
     print(
         f"logs in {workdir}; seed {args.seed}; {args.chords} chords of {args.steps} steps, "
         f"{args.workers} workers (concurrency 4, lease {LEASE} s), faults for "
-        f"{args.duration:.0f} s; {'reference path' if args.reference else 'fused Lua path'}; "
+        f"{args.duration:.0f} s; "
         f"load average {os.getloadavg()[0]:.2f} at start",
         flush=True,
     )
@@ -406,11 +404,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument(
-        "--reference",
-        action="store_true",
-        help="the reference path (OPTIMIZED false: several calls, a second call releases)",
-    )
-    parser.add_argument(
         "--quick", action="store_true", help="40 chords of 20 steps, 20 s of faults"
     )
     args = parser.parse_args(argv)
@@ -418,7 +411,6 @@ def main(argv: list[str]) -> int:
         args.chords, args.steps, args.duration = 40, 20, 20.0
     if args.seed is None:
         args.seed = random.randrange(10**6)
-    os.environ["CHAOS_OPTIMIZED"] = "0" if args.reference else "1"
     return parent(args)
 
 

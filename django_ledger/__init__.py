@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from .core.errors import CorruptRecord, LedgerError, LedgerUnavailable
+from .core.errors import CorruptRecord, FusedPathOnly, LedgerError, LedgerUnavailable
 from .core.ledger import MAX_BATCH, MAX_BATCH_BYTES, Ledger
 from .core.records import Record, State
 from .core.results import (
@@ -21,6 +21,7 @@ from .core.results import (
     SettlementStatus,
     Stats,
 )
+from .core.sharded import AnyLedger
 
 if TYPE_CHECKING:
     from .core.dispatch import DispatchRegistry
@@ -32,6 +33,7 @@ __all__ = [
     "AdmissionStatus",
     "Claim",
     "CorruptRecord",
+    "FusedPathOnly",
     "Ledger",
     "LedgerError",
     "LedgerUnavailable",
@@ -55,7 +57,7 @@ except PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "0+unknown"
 
 
-def get_ledger(queue: str = "default") -> Ledger:
+def get_ledger(queue: str = "default") -> AnyLedger:
     """Return the ledger of ``queue`` as the ``LEDGER`` setting configures it."""
     from .conf import get_ledger as build
 

@@ -27,7 +27,7 @@ from .connections import (
 from .core.errors import LedgerUnavailable
 from .core.ledger import Ledger
 from .core.limits import Limits
-from .core.sharded import ShardedLedger
+from .core.sharded import AnyLedger, ShardedLedger
 from .defaults import (
     DEFAULTS,
     DISPATCH_DEFAULTS,
@@ -207,13 +207,19 @@ class LedgerSettings:
             lease=as_timedelta(values["LEASE"]),
             groups=groups_of(overrides.get("GROUPS"), name),
             shards=values["SHARDS"],
-            limits=self._limits(overrides, name, values["SHARDS"]),
+            limits=self._limits(overrides, name, values["SHARDS"], values["OPTIMIZED"]),
             key_limits=key_limits_of(overrides, name),
         )
 
     @staticmethod
-    def _limits(overrides: dict[str, Any], name: str, shards: int) -> Limits:
+    def _limits(overrides: dict[str, Any], name: str, shards: int, optimized: bool) -> Limits:
         limits = limits_of(overrides, name)
+        if limits and not optimized:
+            raise ImproperlyConfigured(
+                f"LEDGER['QUEUES'][{name!r}] has RATE, CONCURRENCY or KEY and OPTIMIZED False: "
+                "flow limits run on the fused path only (see 'Flow limits' in the "
+                "django-ledger docs)"
+            )
         if limits and shards > 1:
             raise ImproperlyConfigured(
                 f"LEDGER['QUEUES'][{name!r}] has RATE, CONCURRENCY or KEY and {shards} SHARDS: "
@@ -255,7 +261,7 @@ def connection(spec: Any = None) -> Any:
 # -- entry points ---------------------------------------------------------------------
 
 
-def get_ledger(queue: str = "default") -> Ledger:
+def get_ledger(queue: str = "default") -> AnyLedger:
     """Build the ledger of ``queue`` from the ``LEDGER`` setting.
 
     A queue with ``SHARDS`` above 1 is a ``ShardedLedger``. The first ledger a process
@@ -267,7 +273,8 @@ def get_ledger(queue: str = "default") -> Ledger:
     config = ledger_settings.queue(queue)
     ledger = build_ledger(queue, config.shards)
     if config.limits.key is not None:
-        ledger.limit_key = config.limits.key  # admissions compute each request's key
+        # Admissions compute each request's key (a queue with limits has one shard).
+        ledger.shards[0].limit_key = config.limits.key
     namespace, client = ledger.namespace, ledger.redis
     layout = (namespace, queue, config.shards)
     try:
@@ -285,7 +292,8 @@ def get_ledger(queue: str = "default") -> Ledger:
             # call of its own).
             return ledger
         checked.add(layout)
-    _store_limits(ledger, checked, config.limits, config.key_limits)
+    # Limits hold on a queue of one shard (checked above): its one ledger stores them.
+    _store_limits(ledger.shards[0], checked, config.limits, config.key_limits)
     return ledger
 
 
@@ -316,7 +324,7 @@ def _store_limits(
     done.add(marker)
 
 
-def build_ledger(queue: str, shards: int) -> Ledger:
+def build_ledger(queue: str, shards: int) -> AnyLedger:
     """Build ``queue``'s ledger from the ``LEDGER`` setting, in ``shards`` shards.
 
     No layout check: ``get_ledger`` is what callers want; ``ledger_reshard`` builds the

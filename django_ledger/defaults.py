@@ -69,7 +69,7 @@ DEFAULTS: dict[str, Any] = {
 }
 #: ``LEDGER['DISPATCH']``: the dispatch registry.
 DISPATCH_DEFAULTS: dict[str, Any] = {
-    "BACKEND": "django_ledger.dispatch.RedisDispatchRegistry",
+    "BACKEND": "django_ledger.core.dispatch.RedisDispatchRegistry",
     "CONNECTION": None,
     "NAMESPACE": "kaal",
     "TTL": 7 * 24 * 60 * 60,

@@ -10,6 +10,7 @@ The two tables of the database (``OutboxEntry``, ``TaskEffect``) live in
 from __future__ import annotations
 
 from django.db import models
+from django.utils.translation import gettext_lazy
 
 from .outbox.models import OutboxEntry, TaskEffect
 
@@ -41,21 +42,21 @@ class LedgerEntry(models.Model):
 
     # A request id is unique within its queue only, so the key names both:
     # "<queue> <request id>" (queue names never hold whitespace).
-    key = models.CharField("key", primary_key=True, max_length=400)
-    request_id = models.CharField("request id", max_length=256)
-    queue = models.CharField("queue", max_length=100)
-    state = models.CharField("state", max_length=16, choices=STATE_CHOICES)
-    due_at = models.DateTimeField("due at", null=True)
-    owner = models.CharField("owner", max_length=256, blank=True)
-    attempts = models.PositiveIntegerField("attempts", default=0)
-    fence = models.PositiveBigIntegerField("fence", default=0)
-    lease_until = models.DateTimeField("lease until", null=True)
-    created_at = models.DateTimeField("created at", null=True)
-    updated_at = models.DateTimeField("updated at", null=True)
-    traceparent = models.CharField("traceparent", max_length=55, blank=True)
-    payload = models.TextField("payload", blank=True)
-    size = models.PositiveBigIntegerField("size in bytes", default=0)
-    error = models.CharField("decode error", max_length=200, blank=True)
+    key = models.CharField(gettext_lazy("key"), primary_key=True, max_length=400)
+    request_id = models.CharField(gettext_lazy("request id"), max_length=256)
+    queue = models.CharField(gettext_lazy("queue"), max_length=100)
+    state = models.CharField(gettext_lazy("state"), max_length=16, choices=STATE_CHOICES)
+    due_at = models.DateTimeField(gettext_lazy("due at"), null=True)
+    owner = models.CharField(gettext_lazy("owner"), max_length=256, blank=True)
+    attempts = models.PositiveIntegerField(gettext_lazy("attempts"), default=0)
+    fence = models.PositiveBigIntegerField(gettext_lazy("fence"), default=0)
+    lease_until = models.DateTimeField(gettext_lazy("lease until"), null=True)
+    created_at = models.DateTimeField(gettext_lazy("created at"), null=True)
+    updated_at = models.DateTimeField(gettext_lazy("updated at"), null=True)
+    traceparent = models.CharField(gettext_lazy("traceparent"), max_length=55, blank=True)
+    payload = models.TextField(gettext_lazy("payload"), blank=True)
+    size = models.PositiveBigIntegerField(gettext_lazy("size in bytes"), default=0)
+    error = models.CharField(gettext_lazy("decode error"), max_length=200, blank=True)
 
     # Set on instances read from Redis, never stored: the record's index score (epoch
     # ms), and for a quarantined id its quarantined copy and the bytes stored now.
@@ -68,8 +69,8 @@ class LedgerEntry(models.Model):
         db_table = "django_ledger_entry"
         default_permissions = ()
         ordering = ["due_at"]
-        verbose_name = "ledger entry"
-        verbose_name_plural = "ledger entries"
+        verbose_name = gettext_lazy("ledger entry")
+        verbose_name_plural = gettext_lazy("ledger entries")
 
     def __str__(self) -> str:
         return self.request_id or self.key
@@ -88,8 +89,8 @@ class Record(LedgerEntry):
             ("fail_record", "Can mark records failed"),
             ("purge_record", "Can purge ended records"),
         ]
-        verbose_name = "record"
-        verbose_name_plural = "records"
+        verbose_name = gettext_lazy("record")
+        verbose_name_plural = gettext_lazy("records")
 
 
 class QuarantinedRecord(LedgerEntry):
@@ -102,8 +103,8 @@ class QuarantinedRecord(LedgerEntry):
             ("discard_quarantinedrecord", "Can discard quarantined records"),
             ("restore_quarantinedrecord", "Can restore quarantined records"),
         ]
-        verbose_name = "quarantined record"
-        verbose_name_plural = "quarantined records"
+        verbose_name = gettext_lazy("quarantined record")
+        verbose_name_plural = gettext_lazy("quarantined records")
 
 
 class Queue(LedgerEntry):
@@ -116,8 +117,8 @@ class Queue(LedgerEntry):
             ("operate_queue", "Can close and open queue gates"),
             ("limit_queue", "Can change queue flow limits"),
         ]
-        verbose_name = "queue"
-        verbose_name_plural = "queues"
+        verbose_name = gettext_lazy("queue")
+        verbose_name_plural = gettext_lazy("queues")
 
 
 class Schedule(LedgerEntry):
@@ -127,8 +128,8 @@ class Schedule(LedgerEntry):
         proxy = True
         default_permissions = ("view",)
         permissions = [("operate_schedule", "Can pause, resume and trigger schedules")]
-        verbose_name = "schedule"
-        verbose_name_plural = "schedules"
+        verbose_name = gettext_lazy("schedule")
+        verbose_name_plural = gettext_lazy("schedules")
 
 
 class Worker(LedgerEntry):
@@ -137,5 +138,5 @@ class Worker(LedgerEntry):
     class Meta:
         proxy = True
         default_permissions = ("view",)
-        verbose_name = "worker"
-        verbose_name_plural = "workers"
+        verbose_name = gettext_lazy("worker")
+        verbose_name_plural = gettext_lazy("workers")

@@ -15,11 +15,13 @@ import hashlib
 from dataclasses import dataclass, replace
 from typing import Any
 
+from django.utils.translation import gettext
+
 from .core.errors import CorruptRecord, LedgerError
 from .core.flows import released, retry_step
-from .core.ledger import Ledger
 from .core.records import Record, State, decode_record, encode_record
 from .core.reference import write
+from .core.sharded import AnyLedger
 
 __all__ = [
     "RecordChanged",
@@ -59,7 +61,7 @@ class Snapshot:
         return self.record is not None
 
 
-def snapshot(ledger: Ledger, request_id: str) -> Snapshot | None:
+def snapshot(ledger: AnyLedger, request_id: str) -> Snapshot | None:
     """Read ``request_id`` as stored, corrupt or not, with its quarantine copy if any."""
     ledger = ledger.shard_for(request_id)
     with ledger.translate_errors():
@@ -80,16 +82,23 @@ def snapshot(ledger: Ledger, request_id: str) -> Snapshot | None:
     return Snapshot(request_id, raw, version_of(raw), record, error, quarantined)
 
 
-def _current(ledger: Ledger, request_id: str, version: str) -> Snapshot:
+def _current(ledger: AnyLedger, request_id: str, version: str) -> Snapshot:
     current = snapshot(ledger, request_id)
     if current is None:
-        raise RecordChanged(f"record {request_id!r} no longer exists")
+        raise RecordChanged(
+            gettext("record %(request_id)r no longer exists") % {"request_id": request_id}
+        )
     if current.version != version:
-        raise RecordChanged(f"record {request_id!r} changed since it was shown; nothing was done")
+        raise RecordChanged(
+            gettext("record %(request_id)r changed since it was shown; nothing was done")
+            % {"request_id": request_id}
+        )
     return current
 
 
-def _commit(ledger: Ledger, current: Snapshot, new: Record | None, **kwargs: Any) -> Record | None:
+def _commit(
+    ledger: AnyLedger, current: Snapshot, new: Record | None, **kwargs: Any
+) -> Record | None:
     written = write(
         ledger.shard_for(current.request_id).runner,
         current.request_id,
@@ -99,7 +108,10 @@ def _commit(ledger: Ledger, current: Snapshot, new: Record | None, **kwargs: Any
         **kwargs,
     )
     if written != 1:
-        raise RecordChanged(f"record {current.request_id!r} changed while acting; nothing was done")
+        raise RecordChanged(
+            gettext("record %(request_id)r changed while acting; nothing was done")
+            % {"request_id": current.request_id}
+        )
     return new
 
 
@@ -111,7 +123,7 @@ def _decoded(current: Snapshot) -> Record:
     return current.record
 
 
-def retry_now(ledger: Ledger, request_id: str, version: str) -> Record:
+def retry_now(ledger: AnyLedger, request_id: str, version: str) -> Record:
     """Put the record back to PENDING, due now, with its attempts counted afresh.
 
     Any claim on it is lost; the fence is kept, so the next claim's fence still grows.
@@ -135,11 +147,14 @@ def retry_now(ledger: Ledger, request_id: str, version: str) -> Record:
     # ending cancelled are one script call, so no settlement of the retried step (nor the
     # operator's process dying) can come between them.
     if retry_step(ledger.shard_for(request_id), request_id, current.raw, new) is None:
-        raise RecordChanged(f"record {request_id!r} changed while acting; nothing was done")
+        raise RecordChanged(
+            gettext("record %(request_id)r changed while acting; nothing was done")
+            % {"request_id": request_id}
+        )
     return new
 
 
-def mark_failed(ledger: Ledger, request_id: str, version: str) -> Record:
+def mark_failed(ledger: AnyLedger, request_id: str, version: str) -> Record:
     """End the record as FAILED (any claim on it is lost)."""
     current = _current(ledger, request_id, version)
     record = _decoded(current)
@@ -152,7 +167,7 @@ def mark_failed(ledger: Ledger, request_id: str, version: str) -> Record:
     return new
 
 
-def purge(ledger: Ledger, request_id: str, version: str) -> None:
+def purge(ledger: AnyLedger, request_id: str, version: str) -> None:
     """Delete a terminal record now, before its retention ends."""
     current = _current(ledger, request_id, version)
     record = _decoded(current)
@@ -163,7 +178,7 @@ def purge(ledger: Ledger, request_id: str, version: str) -> None:
     _commit(ledger, current, None)
 
 
-def discard(ledger: Ledger, request_id: str, version: str) -> None:
+def discard(ledger: AnyLedger, request_id: str, version: str) -> None:
     """Forget a quarantined id: its corrupt bytes and its identity both go."""
     current = _current(ledger, request_id, version)
     if current.quarantined is None:
@@ -173,7 +188,7 @@ def discard(ledger: Ledger, request_id: str, version: str) -> None:
     _commit(ledger, current, None)
 
 
-def restore(ledger: Ledger, request_id: str, version: str) -> Record:
+def restore(ledger: AnyLedger, request_id: str, version: str) -> Record:
     """Take a quarantined id back into service once its bytes decode again."""
     current = _current(ledger, request_id, version)
     if current.quarantined is None:

@@ -111,7 +111,7 @@ find_base_python() {
 }
 
 # ensure_chromium
-#   Best effort: Debian's chromium for the admin's browser test (tests/test_admin_browser.py
+#   Best effort: Debian's chromium for the admin's browser test (tests/admin/test_admin_browser.py
 #   skips without it). Never a browser download of Playwright's own.
 ensure_chromium() {
     if [ -n "${CHROMIUM_BIN:-}" ] || command -v chromium >/dev/null 2>&1; then
@@ -123,6 +123,21 @@ ensure_chromium() {
         _as_root env DEBIAN_FRONTEND=noninteractive \
             apt-get install -y -q --no-install-recommends chromium >/dev/null ||
         log "could not install chromium: the browser test will skip"
+}
+
+# ensure_gettext
+#   GNU gettext (xgettext, msgmerge, msgfmt) for tests/test_catalogs.py, which runs
+#   makemessages and msgfmt --check over the shipped catalogs (and fails without them).
+ensure_gettext() {
+    if command -v msgfmt >/dev/null 2>&1 && command -v xgettext >/dev/null 2>&1; then
+        return 0
+    fi
+    command -v apt-get >/dev/null 2>&1 || { log "no apt-get: the catalog tests will fail"; return 0; }
+    log "msgfmt not found: installing Debian's gettext package for the catalog tests"
+    _as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null &&
+        _as_root env DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -q --no-install-recommends gettext >/dev/null ||
+        log "could not install gettext: the catalog tests will fail"
 }
 
 # ensure_postgresql

@@ -7,7 +7,7 @@ Defaults come from ``django_ledger/defaults.py`` (and the task backend's, the ou
 the REST API's defaults), bounds from its ``LIMITS``; what each key means and the system
 checks that guard it are written below, one entry per key. A key the code defines that
 has no entry here, or an entry naming a check id the code never emits, stops the script:
-the page cannot leave a setting out (tests/test_settings_reference.py runs it).
+the page cannot leave a setting out (tests/project/test_settings_reference.py runs it).
 """
 
 from __future__ import annotations
@@ -169,7 +169,13 @@ QUEUE: dict[str, Entry] = {
         "",
         ("E030",),
     ),
-    "OPTIMIZED": ("bool", "Fused scripts; `False`: the reference path.", "", ("E030",)),
+    "OPTIMIZED": (
+        "bool",
+        "Fused scripts; `False`: the reference path (the contract's operations only: "
+        "no workflows or flow limits).",
+        "",
+        ("E030", "E102"),
+    ),
     "MAX_ATTEMPTS": ("int", "Claims a record may have before it is DEAD.", "", ("E030",)),
     "MAX_RETAINED": ("int", "Ended records kept; the oldest go first.", "", ("E030",)),
     "RETENTION": (
@@ -231,20 +237,25 @@ QUEUE: dict[str, Entry] = {
         "dict",
         "At most `LIMIT` claims per `PERIOD` (see [RATE](#rate)).",
         "",
-        ("E100",),
+        ("E100", "E102"),
     ),
-    "CONCURRENCY": ("int", "The most records claimed at once.", "1 to 1,000,000,000", ("E100",)),
+    "CONCURRENCY": (
+        "int",
+        "The most records claimed at once.",
+        "1 to 1,000,000,000",
+        ("E100", "E102"),
+    ),
     "KEY": (
         "str",
         "The path whose value the limits hold per (e.g. `'task'`, `'kwargs.tenant_id'`).",
         "a key path",
-        ("E100",),
+        ("E100", "E102"),
     ),
     "KEY_LIMITS": (
         "dict",
         "Each key's own `RATE` and `CONCURRENCY`, over the queue's; needs `KEY`.",
         "",
-        ("E100",),
+        ("E100", "E102"),
     ),
 }
 

@@ -117,6 +117,7 @@ else
 fi
 
 ensure_chromium
+ensure_gettext
 ensure_postgresql
 output="$VENV/tox-output.log"
 : >"$output"

@@ -1,4 +1,4 @@
-"""Fixtures over the suite's own redis-server (started by ``tests/redis_plugin.py``)."""
+"""Fixtures over the suite's own redis-server (started by ``tests/support/redis_plugin.py``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 import redis
 from hypothesis import settings
 
-from tests.cluster_server import LocalCluster
-from tests.redis_plugin import session_cluster, session_server
-from tests.redis_server import RedisServer, delete_namespace
+from tests.support.cluster_server import LocalCluster
+from tests.support.redis_plugin import session_cluster, session_server
+from tests.support.redis_server import RedisServer, delete_namespace
 
 # No test asserts a wall-clock time, Hypothesis's per-example deadline included: on a
 # shared 2-CPU machine one example that talks to Redis can take 300 ms now and 15 ms next.

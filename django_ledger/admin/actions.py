@@ -10,23 +10,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.functional import lazy
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from .. import operations, permissions
 from ..conf import get_ledger, ledger_settings
 from ..core.errors import LedgerError
-from ..core.ledger import Ledger
+from ..core.sharded import AnyLedger
 from ..operations import RecordChanged, Snapshot
 from .base import LedgerModelAdmin
 from .display import sentence
 from .lookups import split_key
+
+if TYPE_CHECKING:
+    from django.utils.functional import _StrOrPromise as StrOrPromise
+else:
+    StrOrPromise = str
 
 __all__ = [
     "MAX_SELECTED",
@@ -43,14 +50,16 @@ MAX_SELECTED = 100
 
 
 def _decodes(snap: Snapshot) -> str | None:
-    return None if snap.record is not None else f"its stored bytes do not decode ({snap.error})"
+    if snap.record is not None:
+        return None
+    return gettext("its stored bytes do not decode (%(error)s)") % {"error": snap.error}
 
 
 def _not_ended(snap: Snapshot) -> str | None:
     if snap.record is None:
         return _decodes(snap)
     if snap.record.state.terminal:
-        return f"it has already ended as {snap.record.state.value}"
+        return gettext("it has already ended as %(state)s") % {"state": snap.record.state.value}
     return None
 
 
@@ -58,19 +67,21 @@ def _ended(snap: Snapshot) -> str | None:
     if snap.record is None:
         return _decodes(snap)
     if not snap.record.state.terminal:
-        return f"it is {snap.record.state.value}: only ended records can be purged"
+        return gettext("it is %(state)s: only ended records can be purged") % {
+            "state": snap.record.state.value
+        }
     return None
 
 
 def _quarantined(snap: Snapshot) -> str | None:
-    return None if snap.quarantined is not None else "it is not quarantined"
+    return None if snap.quarantined is not None else gettext("it is not quarantined")
 
 
 def _restorable(snap: Snapshot) -> str | None:
     if snap.quarantined is None:
-        return "it is not quarantined"
+        return gettext("it is not quarantined")
     if snap.record is None:
-        return f"its stored bytes still do not decode ({snap.error})"
+        return gettext("its stored bytes still do not decode (%(error)s)") % {"error": snap.error}
     return None
 
 
@@ -81,19 +92,19 @@ class Operation:
     name: str
     #: The ``permissions.can`` action it needs.
     permission: str
-    label: str
-    done: str
-    run: Callable[[Ledger, str, str], Any]
+    label: StrOrPromise
+    done: StrOrPromise
+    run: Callable[[AnyLedger, str, str], Any]
     #: Why it does not apply to a snapshot, or ``None`` when it does.
     refusal: Callable[[Snapshot], str | None]
     #: Whether the record (or quarantined id) is gone afterwards.
     removes: bool = False
     #: What the action does, said of one record and of several.
-    warning: str = ""
-    warning_many: str = ""
+    warning: StrOrPromise = ""
+    warning_many: StrOrPromise = ""
 
     def warning_for(self, count: int) -> str:
-        return self.warning if count == 1 else self.warning_many
+        return str(self.warning if count == 1 else self.warning_many)
 
 
 OPERATIONS = {
@@ -102,54 +113,71 @@ OPERATIONS = {
         Operation(
             "retry",
             "retry",
-            "Retry now",
-            "Retried now",
+            gettext_lazy("Retry now"),
+            gettext_lazy("Retried now"),
             operations.retry_now,
             _decodes,
-            warning="The record goes back to PENDING, due now; a worker holding it loses its claim.",
-            warning_many="The records go back to PENDING, due now; a worker holding one loses its claim.",
+            warning=gettext_lazy(
+                "The record goes back to PENDING, due now; a worker holding it loses its claim."
+            ),
+            warning_many=gettext_lazy(
+                "The records go back to PENDING, due now; a worker holding one loses its claim."
+            ),
         ),
         Operation(
             "fail",
             "fail",
-            "Mark failed",
-            "Marked FAILED",
+            gettext_lazy("Mark failed"),
+            gettext_lazy("Marked FAILED"),
             operations.mark_failed,
             _not_ended,
-            warning="The record ends as FAILED; a worker holding it loses its claim.",
-            warning_many="The records end as FAILED; a worker holding one loses its claim.",
+            warning=gettext_lazy("The record ends as FAILED; a worker holding it loses its claim."),
+            warning_many=gettext_lazy(
+                "The records end as FAILED; a worker holding one loses its claim."
+            ),
         ),
         Operation(
             "purge",
             "purge",
-            "Purge",
-            "Purged",
+            gettext_lazy("Purge"),
+            gettext_lazy("Purged"),
             operations.purge,
             _ended,
             removes=True,
-            warning="The record is deleted now, before its retention ends; its id can be admitted again.",
-            warning_many="The records are deleted now, before their retention ends; their ids can be admitted again.",
+            warning=gettext_lazy(
+                "The record is deleted now, before its retention ends; its id can be admitted again."
+            ),
+            warning_many=gettext_lazy(
+                "The records are deleted now, before their retention ends; their ids can be "
+                "admitted again."
+            ),
         ),
         Operation(
             "discard",
             "discard",
-            "Discard",
-            "Discarded",
+            gettext_lazy("Discard"),
+            gettext_lazy("Discarded"),
             operations.discard,
             _quarantined,
             removes=True,
-            warning="The corrupt bytes and the id both go; the id can be admitted again.",
-            warning_many="The corrupt bytes and the ids all go; the ids can be admitted again.",
+            warning=gettext_lazy(
+                "The corrupt bytes and the id both go; the id can be admitted again."
+            ),
+            warning_many=gettext_lazy(
+                "The corrupt bytes and the ids all go; the ids can be admitted again."
+            ),
         ),
         Operation(
             "restore",
             "restore",
-            "Restore",
-            "Restored",
+            gettext_lazy("Restore"),
+            gettext_lazy("Restored"),
             operations.restore,
             _restorable,
-            warning="The record goes back into service as its stored bytes now say.",
-            warning_many="The records go back into service as their stored bytes now say.",
+            warning=gettext_lazy("The record goes back into service as its stored bytes now say."),
+            warning_many=gettext_lazy(
+                "The records go back into service as their stored bytes now say."
+            ),
         ),
     )
 }
@@ -199,16 +227,27 @@ def confirm(
         snap = operations.snapshot(get_ledger(queue), request_id)
         refusal = None
         if snap is None or (model_admin.needs_quarantine and snap.quarantined is None):
-            refusal = "it no longer exists" if snap is None else "it is no longer quarantined"
+            refusal = (
+                gettext("it no longer exists")
+                if snap is None
+                else gettext("it is no longer quarantined")
+            )
         elif versions and key in versions and versions[key] != snap.version:
-            refusal = "it changed since it was shown"
+            refusal = gettext("it changed since it was shown")
         else:
             refusal = op.refusal(snap)
         items.append(Item(key, queue, request_id, snap, refusal))
     if len(items) == 1 and items[0].refusal:
         model_admin.message_user(
             request,
-            sentence(f"{op.label}: {items[0].request_id!r} refused: {items[0].refusal}"),
+            sentence(
+                gettext("%(label)s: %(request_id)r refused: %(refusal)s")
+                % {
+                    "label": op.label,
+                    "request_id": items[0].request_id,
+                    "refusal": items[0].refusal,
+                }
+            ),
             messages.ERROR,
         )
         return HttpResponseRedirect(_safe_next(request, next_url) or model_admin.changelist_url())
@@ -216,7 +255,7 @@ def confirm(
     acting = [item for item in items if not item.refusal]
     context = {
         **model_admin.admin_site.each_context(request),
-        "title": f"{op.label}: are you sure?",
+        "title": gettext("%(label)s: are you sure?") % {"label": op.label},
         "subtitle": None,
         "opts": opts,
         "op": op,
@@ -254,19 +293,31 @@ def act_view(model_admin: ActionsAdmin, request: HttpRequest, name: str) -> Http
             op.run(get_ledger(queue), request_id, version)
         except RecordChanged as exc:
             model_admin.message_user(
-                request, sentence(f"{op.label}: refused: {exc}"), messages.ERROR
+                request,
+                sentence(
+                    gettext("%(label)s: refused: %(reason)s") % {"label": op.label, "reason": exc}
+                ),
+                messages.ERROR,
             )
         except LedgerError as exc:
             model_admin.message_user(
-                request, sentence(f"{op.label}: {request_id!r} refused: {exc}"), messages.ERROR
+                request,
+                sentence(
+                    gettext("%(label)s: %(request_id)r refused: %(refusal)s")
+                    % {"label": op.label, "request_id": request_id, "refusal": exc}
+                ),
+                messages.ERROR,
             )
         else:
             done += 1
             entry = model_admin.model(key=key, request_id=request_id, queue=queue)
             model_admin.log_change(request, entry, f"{op.done} (version {version})")
     if done:
-        noun = "record" if done == 1 else "records"
-        model_admin.message_user(request, f"{op.done}: {done} {noun}.", messages.SUCCESS)
+        message = ngettext("%(done)s: %(count)d record.", "%(done)s: %(count)d records.", done) % {
+            "done": op.done,
+            "count": done,
+        }
+        model_admin.message_user(request, message, messages.SUCCESS)
     next_url = _safe_next(request, request.POST.get("next", ""))
     return HttpResponseRedirect(next_url or model_admin.changelist_url())
 
@@ -285,7 +336,8 @@ def bulk_action(name: str) -> Callable[[Any, HttpRequest, Any], HttpResponse | N
         if queryset.count() > MAX_SELECTED:
             model_admin.message_user(
                 request,
-                f"{op.label}: select at most {MAX_SELECTED} records at a time.",
+                gettext("%(label)s: select at most %(count)d records at a time.")
+                % {"label": op.label, "count": MAX_SELECTED},
                 messages.WARNING,
             )
             return None
@@ -293,8 +345,16 @@ def bulk_action(name: str) -> Callable[[Any, HttpRequest, Any], HttpResponse | N
         return confirm(model_admin, request, op, keys, None, request.get_full_path())
 
     action.__name__ = f"{name}_selected"
-    description = f"{op.label}: selected %(verbose_name_plural)s"
+    # The admin formats the description with the model's names when it lists actions.
+    description = lazy(_selected_description, str)(op)
     return admin.action(permissions=[op.permission], description=description)(action)
+
+
+def _selected_description(op: Operation) -> str:
+    return gettext("%(label)s: selected %(verbose_name_plural)s") % {
+        "label": op.label,
+        "verbose_name_plural": "%(verbose_name_plural)s",
+    }
 
 
 class ActionsAdmin(LedgerModelAdmin):

@@ -15,7 +15,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy
 
 from .. import permissions
 from ..core.errors import LedgerError
@@ -49,7 +49,7 @@ class LedgerModelAdmin(_ModelAdmin):
     list_editable = ()
     list_per_page = 100
     list_max_show_all = 500
-    search_help_text = "An exact request id."
+    search_help_text = gettext_lazy("An exact request id.")
 
     # -- permissions ----------------------------------------------------------------
 
@@ -113,10 +113,9 @@ class LedgerModelAdmin(_ModelAdmin):
         except IncorrectLookupParameters as exc:
             # The admin answers with its normal error page (a redirect to "?e=1");
             # this message says what was wrong with the URL.
-            reason = str(exc) or "no such page"
-            self.message_user(
-                request, sentence(f"The list cannot show that: {reason}"), messages.ERROR
-            )
+            reason = str(exc) or gettext("no such page")
+            message = gettext("The list cannot show that: %(reason)s") % {"reason": reason}
+            self.message_user(request, sentence(message), messages.ERROR)
             raise
 
     def changelist_view(
@@ -141,7 +140,7 @@ class LedgerModelAdmin(_ModelAdmin):
         except LedgerError as exc:
             context = {
                 **self.admin_site.each_context(request),
-                "title": "The ledger is unavailable",
+                "title": gettext("The ledger is unavailable"),
                 "subtitle": None,
                 "opts": self.opts,
                 "error": sentence(str(exc)),
@@ -194,7 +193,10 @@ class LedgerModelAdmin(_ModelAdmin):
         """Say an id is not there (or not this user's to see) and go back to the list."""
         name = self.opts.verbose_name
         self.message_user(
-            request, f"No {name} {key!r} to show: it may have been removed.", messages.WARNING
+            request,
+            gettext("No %(name)s %(key)r to show: it may have been removed.")
+            % {"name": name, "key": key},
+            messages.WARNING,
         )
         return HttpResponseRedirect(self.changelist_url())
 

@@ -13,6 +13,7 @@ from typing import Any
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from ..conf import get_ledger, ledger_settings
 from ..core.counters import Counters, Series
@@ -28,7 +29,11 @@ __all__ = [
     "throughput_chart",
 ]
 
-WINDOW_CHOICES = (("hour", "Last hour"), ("day", "Last day"), ("week", "Last week"))
+WINDOW_CHOICES = (
+    ("hour", gettext_lazy("Last hour")),
+    ("day", gettext_lazy("Last day")),
+    ("week", gettext_lazy("Last week")),
+)
 WIDTH, HEIGHT, PAD = 720, 180, 36
 #: Room on the left for the top value ('2.39 s').
 LEFT = 56
@@ -39,6 +44,14 @@ def read_series(queue: str, window: str) -> Series:
     ledger = get_ledger(queue)
     shards = getattr(ledger, "shard_count", 1)
     return Counters(ledger.redis, ledger_settings.namespace).read(queue, window, shards=shards)
+
+
+#: The window as the sparkline's label names it.
+_WINDOW_WORDS = {
+    "hour": lambda: gettext("in the last hour"),
+    "day": lambda: gettext("in the last day"),
+    "week": lambda: gettext("in the last week"),
+}
 
 
 def window_of(value: str | None) -> str:
@@ -67,8 +80,9 @@ def _figure(
     legend: SafeString | str = "",
 ) -> SafeString:
     table = format_html(
-        '<details class="ledger-chart-table"><summary>Table</summary><table>'
+        '<details class="ledger-chart-table"><summary>{}</summary><table>'
         "<thead><tr>{}</tr></thead><tbody>{}</tbody></table></details>",
+        gettext("Table"),
         format_html_join("", "<th>{}</th>", ((h,) for h in head)),
         format_html_join(
             "",
@@ -116,8 +130,10 @@ def _esc(text: str) -> str:
 
 def throughput_chart(series: Series) -> SafeString:
     """Completed and failed per bucket, stacked bars."""
-    per = "minute" if series.bucket_seconds == 60 else "hour"
-    title = f"Throughput: completed and failed per {per}"
+    if series.bucket_seconds == 60:
+        title = gettext("Throughput: completed and failed per minute")
+    else:
+        title = gettext("Throughput: completed and failed per hour")
     done = [b.counts["completed"] for b in series.buckets]
     failed = [b.counts["failed"] + b.counts["dead"] for b in series.buckets]
     top = max([d + f for d, f in zip(done, failed, strict=True)] + [1])
@@ -144,12 +160,17 @@ def throughput_chart(series: Series) -> SafeString:
     rows = [
         [label, str(d), str(f)] for label, d, f in zip(labels, done, failed, strict=True) if d or f
     ]
-    legend = _legend((("done", "completed"), ("failed", "failed")))
-    return _figure("chart-throughput", title, svg, ["Time", "Completed", "Failed"], rows, legend)
+    legend = _legend((("done", gettext("completed")), ("failed", gettext("failed"))))
+    head = [gettext("Time"), gettext("Completed"), gettext("Failed")]
+    return _figure("chart-throughput", title, svg, head, rows, legend)
 
 
 #: The depth chart's lines: CSS class, what the legend and the table call it.
-DEPTH_LINES = (("due", "Pending due"), ("claimed", "Claimed"), ("dead", "Dead"))
+DEPTH_LINES = (
+    ("due", gettext_lazy("Pending due")),
+    ("claimed", gettext_lazy("Claimed")),
+    ("dead", gettext_lazy("Dead")),
+)
 
 
 def depth_chart(series: Series) -> SafeString:
@@ -158,8 +179,10 @@ def depth_chart(series: Series) -> SafeString:
     A bucket no worker sampled has no point: its lines break there, and the table
     leaves it out; an empty queue that was sampled draws zeros.
     """
-    per = "minute" if series.bucket_seconds == 60 else "hour"
-    title = f"Depth: pending due, claimed and dead (the most sampled each {per})"
+    if series.bucket_seconds == 60:
+        title = gettext("Depth: pending due, claimed and dead (the most sampled each minute)")
+    else:
+        title = gettext("Depth: pending due, claimed and dead (the most sampled each hour)")
     depth = series.depth or [None] * len(series.starts)
     top = max([v for d in depth if d is not None for v in (d.due, d.claimed, d.dead)] + [1])
     inner_w, inner_h = WIDTH - LEFT - 8, HEIGHT - 2 * PAD
@@ -193,17 +216,27 @@ def depth_chart(series: Series) -> SafeString:
         ""
         if latest is None
         else format_html(
-            " (last sample: {} due, {} claimed, {} dead)", latest.due, latest.claimed, latest.dead
+            " {}",
+            gettext("(last sample: %(due)s due, %(claimed)s claimed, %(dead)s dead)")
+            % {"due": latest.due, "claimed": latest.claimed, "dead": latest.dead},
         ),
     )
-    head = ["Time", "Pending due", "Claimed", "Dead", "Pending (due and later)"]
+    head = [
+        gettext("Time"),
+        gettext("Pending due"),
+        gettext("Claimed"),
+        gettext("Dead"),
+        gettext("Pending (due and later)"),
+    ]
     return _figure("chart-depth", title, svg, head, rows, legend)
 
 
 def line_chart(series: Series, kind: str) -> SafeString:
     """The p50 and p95 of ``kind`` (``run`` or ``wait``) time per bucket, two lines."""
-    what = "Run time" if kind == "run" else "Wait time (due to start)"
-    title = f"{what}: p50 and p95"
+    if kind == "run":
+        title = gettext("Run time: p50 and p95")
+    else:
+        title = gettext("Wait time (due to start): p50 and p95")
     p50 = [b.quantiles()[f"{kind}_p50"] for b in series.buckets]
     p95 = [b.quantiles()[f"{kind}_p95"] for b in series.buckets]
     top = max([v for v in p95 if v is not None] + [0.001])
@@ -230,7 +263,7 @@ def line_chart(series: Series, kind: str) -> SafeString:
         if a is not None
     ]
     legend = _legend((("p50", "p50"), ("p95", "p95")))
-    return _figure(f"chart-{kind}", title, svg, ["Time", "p50", "p95"], rows, legend)
+    return _figure(f"chart-{kind}", title, svg, [gettext("Time"), "p50", "p95"], rows, legend)
 
 
 def _legend(series: Sequence[tuple[str, str]]) -> SafeString:
@@ -251,7 +284,15 @@ def sparkline(series: Series) -> SafeString:
         f"{i * step:.1f},{h - 2 - (h - 4) * v / top:.1f}" for i, v in enumerate(values)
     )
     total = sum(values)
-    label = f"{total} attempts ended in the last {series.window}, at most {top} a bucket"
+    label = ngettext(
+        "%(total)s attempt ended %(window)s, at most %(top)s a bucket",
+        "%(total)s attempts ended %(window)s, at most %(top)s a bucket",
+        total,
+    ) % {
+        "total": total,
+        "window": _WINDOW_WORDS.get(series.window, lambda: f"in the last {series.window}")(),
+        "top": top,
+    }
     return format_html(
         '<svg class="ledger-spark" viewBox="0 0 {} {}" width="{}" height="{}" role="img" '
         'aria-label="{}"><title>{}</title><polyline points="{}"/></svg>',

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from django.utils import translation
+from django.utils.text import slugify
+from django.utils.translation import gettext, ngettext
 
 from ..core.errors import CorruptRecord
 from ..core.records import decode_record, ms_to_datetime
 
+if TYPE_CHECKING:
+    from django.utils.functional import _StrOrPromise as StrOrPromise
+
 __all__ = [
+    "Label",
+    "bytes_count",
     "bytes_text",
     "count_text",
     "decode_error",
@@ -93,8 +104,26 @@ def relative_text(ms: int | None, now: int) -> str:
     if ms is None:
         return ""
     if ms >= now:
-        return f"in {duration_text(ms - now)}"
-    return f"{duration_text(now - ms)} ago"
+        return gettext("in %(duration)s") % {"duration": duration_text(ms - now)}
+    return gettext("%(duration)s ago") % {"duration": duration_text(now - ms)}
+
+
+class Label(str):
+    """A label in the user's language that keeps a stable slug of its English words.
+
+    Pages put the slug in data attributes (``data-field``, ``data-figure``, ...), so what
+    reads them (tests, scripts) does not depend on the language.
+    """
+
+    slug: str
+
+    @classmethod
+    def of(cls, text: StrOrPromise) -> Label:
+        with translation.override(None):  # no catalog: the English it was written in
+            english = str(text)
+        made = cls(str(text))
+        made.slug = slugify(english)
+        return made
 
 
 def sentence(text: str) -> str:
@@ -108,25 +137,37 @@ def count_text(value: int) -> str:
     return f"{value:,}"
 
 
+def bytes_count(value: int) -> str:
+    """Return a number of bytes as is: ``'1234 bytes'``."""
+    return ngettext("%(count)s byte", "%(count)s bytes", value) % {"count": value}
+
+
 def bytes_text(value: int) -> str:
     """Return a size in bytes, and in KiB or MiB when it is a whole number of them."""
     for unit, size in (("MiB", 1024 * 1024), ("KiB", 1024)):
         if value >= size and value % size == 0:
-            return f"{value:,} bytes ({value // size:,} {unit})"
-    return f"{value:,} bytes"
+            return ngettext(
+                "%(count)s byte (%(size)s %(unit)s)", "%(count)s bytes (%(size)s %(unit)s)", value
+            ) % {"count": f"{value:,}", "size": f"{value // size:,}", "unit": unit}
+    return ngettext("%(count)s byte", "%(count)s bytes", value) % {"count": f"{value:,}"}
 
 
-_UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+_UNITS: tuple[tuple[int, Callable[[int], str]], ...] = (
+    (86400, lambda n: ngettext("%(count)s day", "%(count)s days", n)),
+    (3600, lambda n: ngettext("%(count)s hour", "%(count)s hours", n)),
+    (60, lambda n: ngettext("%(count)s minute", "%(count)s minutes", n)),
+    (1, lambda n: ngettext("%(count)s second", "%(count)s seconds", n)),
+)
 
 
 def period_text(value: timedelta) -> str:
     """Return a setting's duration in words: ``'7 days'``, ``'1 hour 30 minutes'``."""
     ms = round(value.total_seconds() * 1000)
     if ms % 1000:
-        return f"{ms / 1000:g} seconds"
+        return gettext("%(count)s seconds") % {"count": f"{ms / 1000:g}"}
     seconds, parts = ms // 1000, []
-    for unit, size in _UNITS:
+    for size, words in _UNITS:
         if seconds >= size:
             count, seconds = divmod(seconds, size)
-            parts.append(f"{count:,} {unit}" + ("" if count == 1 else "s"))
-    return " ".join(parts) or "0 seconds"
+            parts.append(words(count) % {"count": f"{count:,}"})
+    return " ".join(parts) or ngettext("%(count)s second", "%(count)s seconds", 0) % {"count": 0}

@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.http import HttpRequest
+from django.utils.translation import gettext, gettext_lazy
 from rangefilter.filters import DateTimeRangeFilter
 
 from .. import permissions
@@ -19,7 +20,7 @@ __all__ = ["QueueFilter", "ScoreRangeFilter", "StateFilter"]
 class QueueFilter(admin.SimpleListFilter):
     """The queues the user may view; any other value is an incorrect lookup."""
 
-    title = "queue"
+    title = gettext_lazy("queue")
     parameter_name = "queue"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
@@ -34,14 +35,16 @@ class QueueFilter(admin.SimpleListFilter):
             return queryset
         if value not in {name for name, _ in self.lookup_choices}:
             # Not configured, or not this user's: no URL edit reaches another queue.
-            raise IncorrectLookupParameters(f"no queue {value!r} to show")
+            raise IncorrectLookupParameters(
+                gettext("no queue %(queue)r to show") % {"queue": value}
+            )
         return queryset.filter(queue=value)
 
 
 class StateFilter(admin.SimpleListFilter):
     """A record state: selects the index the list is read from."""
 
-    title = "state"
+    title = gettext_lazy("state")
     parameter_name = "state"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
@@ -52,7 +55,9 @@ class StateFilter(admin.SimpleListFilter):
         if value is None:
             return queryset
         if value not in {state.value for state in State}:
-            raise IncorrectLookupParameters(f"{value!r} is not a record state")
+            raise IncorrectLookupParameters(
+                gettext("%(value)r is not a record state") % {"value": value}
+            )
         return queryset.filter(state=value)
 
 

@@ -16,12 +16,14 @@ from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.translation import gettext, gettext_lazy
 
 from .. import permissions
 from ..conf import get_ledger, ledger_settings
 from ..core.limits import LimitUse
 from ..models import Queue
 from ..services.limits import KEEP, LimitChange, change_limits, describe, parse_rate
+from .display import Label
 
 __all__ = ["LimitsForm", "change_view", "limits_context"]
 
@@ -30,12 +32,21 @@ class LimitsForm(forms.Form):
     """A change of a queue's limits: a field left empty keeps what is stored."""
 
     rate = forms.CharField(
-        required=False, max_length=40, help_text="LIMIT/PERIOD[/BURST], PERIOD in seconds"
+        required=False,
+        max_length=40,
+        label=gettext_lazy("Rate"),
+        help_text=gettext_lazy("LIMIT/PERIOD[/BURST], PERIOD in seconds"),
     )
-    no_rate = forms.BooleanField(required=False, label="Remove the rate")
-    concurrency = forms.IntegerField(required=False, min_value=1, max_value=1_000_000_000)
-    no_concurrency = forms.BooleanField(required=False, label="Remove the concurrency")
-    reset = forms.BooleanField(required=False, label="Put the settings' limits back first")
+    no_rate = forms.BooleanField(required=False, label=gettext_lazy("Remove the rate"))
+    concurrency = forms.IntegerField(
+        required=False, min_value=1, max_value=1_000_000_000, label=gettext_lazy("Concurrency")
+    )
+    no_concurrency = forms.BooleanField(
+        required=False, label=gettext_lazy("Remove the concurrency")
+    )
+    reset = forms.BooleanField(
+        required=False, label=gettext_lazy("Put the settings' limits back first")
+    )
 
     def clean_rate(self) -> Any:
         text = self.cleaned_data["rate"].strip()
@@ -49,9 +60,9 @@ class LimitsForm(forms.Form):
     def change(self) -> LimitChange:
         data = self.cleaned_data
         if data["rate"] != KEEP and data["no_rate"]:
-            raise forms.ValidationError("Give a rate or remove it, not both.")
+            raise forms.ValidationError(gettext("Give a rate or remove it, not both."))
         if data["concurrency"] is not None and data["no_concurrency"]:
-            raise forms.ValidationError("Give a concurrency or remove it, not both.")
+            raise forms.ValidationError(gettext("Give a concurrency or remove it, not both."))
         rate = None if data["no_rate"] else data["rate"]
         concurrency: Any = KEEP
         if data["no_concurrency"]:
@@ -77,23 +88,40 @@ def limits_context(request: HttpRequest, queue: str) -> dict[str, Any]:
     }
 
 
-def _rows(use: LimitUse) -> list[tuple[str, str]]:
+def _rows(use: LimitUse) -> list[tuple[Label, str]]:
     limits = use.limits
-    per = " per key" if limits.key is not None else ""
-    rows = [("Rate" + per, str(limits.rate) if limits.rate else "none")]
-    rows.append(("Concurrency" + per, str(limits.concurrency or "none")))
+    per_key = limits.key is not None
+    none = gettext("none")
+    rows = [
+        (
+            Label.of(gettext_lazy("Rate per key")) if per_key else Label.of(gettext_lazy("Rate")),
+            str(limits.rate) if limits.rate else none,
+        ),
+        (
+            Label.of(gettext_lazy("Concurrency per key"))
+            if per_key
+            else Label.of(gettext_lazy("Concurrency")),
+            str(limits.concurrency or none),
+        ),
+    ]
     if limits.key is not None:
-        rows.append(("Key", limits.key))
-        rows.append(("Keys with due records in turn", str(use.keys_waiting)))
+        rows.append((Label.of(gettext_lazy("Key")), limits.key))
+        rows.append(
+            (Label.of(gettext_lazy("Keys with due records in turn")), str(use.keys_waiting))
+        )
     elif limits.rate is not None and use.tokens_left is not None:
-        rows.append(("Tokens left", f"{use.tokens_left:g} of {limits.rate.burst}"))
+        tokens = gettext("%(left)s of %(burst)s") % {
+            "left": f"{use.tokens_left:g}",
+            "burst": limits.rate.burst,
+        }
+        rows.append((Label.of(gettext_lazy("Tokens left")), tokens))
     taken = str(use.slots_taken)
     if limits.concurrency is not None and limits.key is None:
-        taken += f" of {limits.concurrency}"
-    rows.append(("Slots taken (records claimed)", taken))
-    rows.append(("Due now", str(use.due_now)))
-    rows.append(("Due records held by the limits", str(use.held)))
-    rows.append(("Set by", use.source or "nobody"))
+        taken = gettext("%(left)s of %(burst)s") % {"left": taken, "burst": limits.concurrency}
+    rows.append((Label.of(gettext_lazy("Slots taken (records claimed)")), taken))
+    rows.append((Label.of(gettext_lazy("Due now")), str(use.due_now)))
+    rows.append((Label.of(gettext_lazy("Due records held by the limits")), str(use.held)))
+    rows.append((Label.of(gettext_lazy("Set by")), use.source or Label.of(gettext_lazy("nobody"))))
     return rows
 
 
@@ -101,7 +129,7 @@ def change_view(model_admin: Any, request: HttpRequest, queue: str) -> HttpRespo
     """POST: change the queue's limits (permission ``limit_queue``); back to its page."""
     # A queue the user may not see answers as one that does not exist (as the API does).
     if queue not in ledger_settings.queues or not permissions.can_reach_queue(request.user, queue):
-        raise Http404("no such queue")
+        raise Http404(gettext("no such queue"))
     if not model_admin.can_view_queue(request, queue) or not permissions.can(
         request.user, "limit", queue
     ):
@@ -120,16 +148,23 @@ def change_view(model_admin: Any, request: HttpRequest, queue: str) -> HttpRespo
             )
         change = form.change()
         if not change.changes:
-            model_admin.message_user(request, "Nothing to change.", messages.INFO)
+            model_admin.message_user(request, gettext("Nothing to change."), messages.INFO)
             return back
         use = change_limits(queue, change, actor=f"admin user {request.user.get_username()}")
     except (forms.ValidationError, ValueError) as exc:
         text = (
             " ".join(map(str, exc.messages)) if isinstance(exc, forms.ValidationError) else str(exc)
         )
-        model_admin.message_user(request, f"The limits did not change: {text}", messages.ERROR)
+        model_admin.message_user(
+            request,
+            gettext("The limits did not change: %(reason)s") % {"reason": text},
+            messages.ERROR,
+        )
         return back
-    done = f"Set the flow limits to {describe(use.limits)}"
-    model_admin.log_change(request, Queue(key=queue, queue=queue), done)
-    model_admin.message_user(request, f"{done} on queue {queue}.", messages.SUCCESS)
+    limits = describe(use.limits)
+    model_admin.log_change(
+        request, Queue(key=queue, queue=queue), f"Set the flow limits to {limits}"
+    )
+    done = gettext("Set the flow limits to %(limits)s on queue %(queue)s.")
+    model_admin.message_user(request, done % {"limits": limits, "queue": queue}, messages.SUCCESS)
     return back

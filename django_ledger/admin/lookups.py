@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db.models import Q
 from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext
 
 from ..core.records import State
 
@@ -66,7 +67,7 @@ def split_key(key: object) -> tuple[str, str] | None:
 def to_ms(value: object) -> int:
     """Turn a bound (epoch ms, a datetime, or text of either) into epoch milliseconds."""
     if isinstance(value, bool):
-        raise UnsupportedLookup(f"{value!r} is not a time")
+        raise UnsupportedLookup(gettext("%(value)r is not a time") % {"value": value})
     if isinstance(value, int):
         ms = value
     elif isinstance(value, datetime):
@@ -82,10 +83,10 @@ def to_ms(value: object) -> int:
             except ValueError:
                 parsed = None
             if parsed is None:
-                raise UnsupportedLookup(f"{value!r} is not a time")
+                raise UnsupportedLookup(gettext("%(value)r is not a time") % {"value": value})
             return to_ms(parsed)
     else:
-        raise UnsupportedLookup(f"{value!r} is not a time")
+        raise UnsupportedLookup(gettext("%(value)r is not a time") % {"value": value})
     return max(-_MS_LIMIT, min(_MS_LIMIT, ms))
 
 
@@ -175,11 +176,15 @@ class Spec:
             elif op == "in":
                 values = list(_iterable(value, lookup))
             else:
-                raise UnsupportedLookup(f"the ledger admin cannot filter by {lookup!r}")
+                raise UnsupportedLookup(
+                    gettext("the ledger admin cannot filter by %(lookup)r") % {"lookup": lookup}
+                )
             return self._narrow_values(name, values)
         if name in _TIME_FIELDS:
             return self._narrow_time(name, op, value)
-        raise UnsupportedLookup(f"the ledger admin cannot filter by {lookup!r}")
+        raise UnsupportedLookup(
+            gettext("the ledger admin cannot filter by %(lookup)r") % {"lookup": lookup}
+        )
 
     def _narrow_values(self, name: str, values: list[Any]) -> Spec:
         if name == "queue":

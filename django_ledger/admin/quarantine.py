@@ -11,12 +11,13 @@ from django.contrib.admin.utils import quote
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.translation import gettext, gettext_lazy
 
 from .. import operations, permissions
 from ..conf import get_ledger
 from ..models import LedgerEntry, QuarantinedRecord
 from .actions import OPERATIONS, ActionsAdmin, bulk_action
-from .display import decode_error, escape_bytes
+from .display import bytes_count, decode_error, escape_bytes
 from .filters import QueueFilter
 from .lookups import ALL_STATES, Spec, UnsupportedLookup, join_key
 from .query import LedgerQuery, run_script
@@ -40,7 +41,9 @@ class QuarantineQuery(LedgerQuery):
 
     def check_spec(self, spec: Spec) -> None:
         if spec.bounds or set(spec.states) != set(ALL_STATES):
-            raise UnsupportedLookup("quarantined records have no state or times to filter by")
+            raise UnsupportedLookup(
+                gettext("quarantined records have no state or times to filter by")
+            )
 
     def sizes(self) -> dict[str, int]:
         """Return each queue's quarantine size (a sharded queue's: its shards', summed)."""
@@ -111,7 +114,7 @@ class QuarantineQuery(LedgerQuery):
                 queue=queue,
                 state="CORRUPT",
                 size=len(quarantined),
-                error=decode_error(request_id, quarantined) or "decodes now",
+                error=decode_error(request_id, quarantined) or gettext("decodes now"),
             )
             row.quarantined_bytes = quarantined
             row.stored_bytes = stored
@@ -134,7 +137,7 @@ class QuarantinedRecordAdmin(ActionsAdmin):
     list_per_page = 50
     actions = [bulk_action("discard"), bulk_action("restore")]
 
-    @admin.display(description="bytes (escaped)")
+    @admin.display(description=gettext_lazy("bytes (escaped)"))
     def preview(self, obj: LedgerEntry) -> str:
         text, cut = escape_bytes(obj.quarantined_bytes or b"", LIST_PREVIEW)
         return text + ("…" if cut else "")
@@ -154,14 +157,14 @@ class QuarantinedRecordAdmin(ActionsAdmin):
         full = request.GET.get("full") == "1"
         raw_text, cut = escape_bytes(snap.quarantined, None if full else DETAIL_PREVIEW)
         if not snap.raw:
-            stored = "nothing: the id is no longer in the records"
+            stored = gettext("nothing: the id is no longer in the records")
         elif snap.raw == snap.quarantined:
-            stored = "the same bytes"
+            stored = gettext("the same bytes")
         else:
-            stored = f"other bytes ({len(snap.raw)} bytes)"
+            stored = gettext("other bytes (%(size)s)") % {"size": bytes_count(len(snap.raw))}
         context: dict[str, Any] = {
             **self.admin_site.each_context(request),
-            "title": f"Quarantined record {request_id}",
+            "title": gettext("Quarantined record %(request_id)s") % {"request_id": request_id},
             "subtitle": None,
             "opts": self.opts,
             "key": key,
@@ -169,7 +172,8 @@ class QuarantinedRecordAdmin(ActionsAdmin):
             "request_id": request_id,
             "snap": snap,
             "size": len(snap.quarantined),
-            "reason": decode_error(request_id, snap.quarantined) or "none: these bytes decode now",
+            "reason": decode_error(request_id, snap.quarantined)
+            or gettext("none: these bytes decode now"),
             "raw_text": raw_text,
             "raw_cut": cut,
             "full_url": f"{detail_url}?full=1",

@@ -18,6 +18,7 @@ from django.db.models import Q
 from ..conf import get_ledger
 from ..core.ledger import Ledger
 from ..core.scripts import source
+from ..core.sharded import AnyLedger
 from ..models import LedgerEntry
 from .lookups import SCORE_FIELD, Spec, UnsupportedLookup
 
@@ -29,7 +30,7 @@ _ORDER_FIELDS = frozenset({"score", *SCORE_FIELD.values()})
 
 
 def run_script(ledger: Ledger, name: str, args: Sequence[Any]) -> Any:
-    """Run one of the admin's scripts (``django_ledger/lua/<name>.lua``) on one shard.
+    """Run one of the admin's scripts (``core/lua/<name>.lua``) on one shard.
 
     ``ledger`` is a one-shard ledger: a plain queue's, or one of ``ledger.shards``.
     """
@@ -58,7 +59,7 @@ class LedgerQuery:
         self.query = _QueryInfo(tuple(order_by))
         self._total: int | None = None
         self._cached_rows: list[LedgerEntry] | None = None
-        self._ledgers: dict[str, Ledger] = {}
+        self._ledgers: dict[str, AnyLedger] = {}
         #: A note for some rows by key, set as their ``error`` (``noting``).
         self._notes: dict[str, str] = {}
 
@@ -136,7 +137,7 @@ class LedgerQuery:
 
     # -- reading --------------------------------------------------------------------
 
-    def ledger(self, queue: str) -> Ledger:
+    def ledger(self, queue: str) -> AnyLedger:
         if queue not in self._ledgers:
             self._ledgers[queue] = get_ledger(queue)
         return self._ledgers[queue]

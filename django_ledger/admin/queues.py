@@ -12,6 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy
 
 from .. import permissions
 from ..conf import get_ledger, ledger_settings
@@ -21,7 +22,7 @@ from ..models import Queue, Record
 from ..services.placement import Placement, crowded_masters, crowding_hint, place_ledger
 from . import charts, limits
 from .base import LedgerModelAdmin
-from .display import bytes_text, count_text, duration_text, instant_text, period_text
+from .display import Label, bytes_text, count_text, duration_text, instant_text, period_text
 from .lookups import Spec
 from .record_query import RecordQuery
 
@@ -30,8 +31,16 @@ __all__ = ["QueueAdmin"]
 #: Expired leases listed on a health page (the count is always exact).
 EXPIRED_SAMPLE = 10
 _GATE = {
-    "close": ("Close the gate", "Closed the gate", "No claim succeeds until the gate opens again."),
-    "open": ("Open the gate", "Opened the gate", "Workers claim due records again."),
+    "close": (
+        gettext_lazy("Close the gate"),
+        gettext_lazy("Closed the gate"),
+        gettext_lazy("No claim succeeds until the gate opens again."),
+    ),
+    "open": (
+        gettext_lazy("Open the gate"),
+        gettext_lazy("Opened the gate"),
+        gettext_lazy("Workers claim due records again."),
+    ),
 }
 
 
@@ -114,7 +123,7 @@ class QueueAdmin(LedgerModelAdmin):
         context = {
             "tasks_url": reverse("admin:django_ledger_queue_tasks"),
             **self.admin_site.each_context(request),
-            "title": "Queues",
+            "title": gettext("Queues"),
             "subtitle": None,
             "opts": self.opts,
             "rows": rows,
@@ -141,7 +150,9 @@ class QueueAdmin(LedgerModelAdmin):
             stats = Stats.summed(read) if len(read) == len(placed) else ledger.stats()
         else:
             stats = ledger.stats()
-            placed = [Placement(queue, *ledger.runner.placement(), stats)]  # no round trip
+            placed = [
+                Placement(queue, *ledger.shards[0].runner.placement(), stats)
+            ]  # no round trip
         config = ledger_settings.queue(queue)
         can_see_records = permissions.can(request.user, "view", queue)
         expired: list[Any] = []
@@ -154,7 +165,7 @@ class QueueAdmin(LedgerModelAdmin):
             **limits.limits_context(request, queue),
             **self.charts_context(queue, window),
             **self.admin_site.each_context(request),
-            "title": f"Queue {queue}",
+            "title": gettext("Queue %(queue)s") % {"queue": queue},
             "subtitle": None,
             "opts": self.opts,
             "queue": queue,
@@ -170,12 +181,18 @@ class QueueAdmin(LedgerModelAdmin):
                 crowding_hint(node, shards) for node, shards in crowded_masters(placed).items()
             ],
             "settings": [
-                ("Most records", count_text(config.max_records)),
-                ("Most payload bytes", bytes_text(config.max_payload_bytes)),
-                ("Most attempts", count_text(config.max_attempts)),
-                ("Retention of ended records", period_text(config.retention)),
-                ("Default lease", period_text(config.lease)),
-                ("Shards", count_text(config.shards)),
+                (Label.of(gettext_lazy("Most records")), count_text(config.max_records)),
+                (
+                    Label.of(gettext_lazy("Most payload bytes")),
+                    bytes_text(config.max_payload_bytes),
+                ),
+                (Label.of(gettext_lazy("Most attempts")), count_text(config.max_attempts)),
+                (
+                    Label.of(gettext_lazy("Retention of ended records")),
+                    period_text(config.retention),
+                ),
+                (Label.of(gettext_lazy("Default lease")), period_text(config.lease)),
+                (Label.of(gettext_lazy("Shards")), count_text(config.shards)),
             ],
             "can_operate": permissions.can(request.user, "operate", queue),
             "can_see_records": can_see_records,
@@ -225,7 +242,7 @@ class QueueAdmin(LedgerModelAdmin):
                 row["url"] = None
         context = {
             **self.admin_site.each_context(request),
-            "title": "Tasks",
+            "title": gettext("Tasks"),
             "subtitle": None,
             "opts": self.opts,
             "rows": rows,
@@ -257,12 +274,17 @@ class QueueAdmin(LedgerModelAdmin):
                 ledger.close_gate()
             else:
                 ledger.open_gate()
-            self.log_change(request, Queue(key=queue, queue=queue), done)
-            self.message_user(request, f"{done} of queue {queue}.", messages.SUCCESS)
+            self.log_change(request, Queue(key=queue, queue=queue), str(done))
+            self.message_user(
+                request,
+                gettext("%(done)s of queue %(queue)s.") % {"done": done, "queue": queue},
+                messages.SUCCESS,
+            )
             return HttpResponseRedirect(self.change_url(queue))
         context = {
             **self.admin_site.each_context(request),
-            "title": f"{label} of queue {queue}: are you sure?",
+            "title": gettext("%(label)s of queue %(queue)s: are you sure?")
+            % {"label": label, "queue": queue},
             "subtitle": None,
             "opts": self.opts,
             "queue": queue,
@@ -278,15 +300,15 @@ def _figures(stats: Stats) -> list[tuple[str, str]]:
     return [
         (label, count_text(value))
         for label, value in (
-            ("Pending, due", stats.pending_due),
-            ("Pending, due later", stats.pending_later),
-            ("Claimed", stats.claimed),
-            ("Expired leases waiting for repair", stats.expired_leases),
-            ("Completed", stats.completed),
-            ("Failed", stats.failed),
-            ("Dead", stats.dead),
-            ("Quarantined", stats.quarantined),
-            ("Total records", stats.total),
+            (Label.of(gettext_lazy("Pending, due")), stats.pending_due),
+            (Label.of(gettext_lazy("Pending, due later")), stats.pending_later),
+            (Label.of(gettext_lazy("Claimed")), stats.claimed),
+            (Label.of(gettext_lazy("Expired leases waiting for repair")), stats.expired_leases),
+            (Label.of(gettext_lazy("Completed")), stats.completed),
+            (Label.of(gettext_lazy("Failed")), stats.failed),
+            (Label.of(gettext_lazy("Dead")), stats.dead),
+            (Label.of(gettext_lazy("Quarantined")), stats.quarantined),
+            (Label.of(gettext_lazy("Total records")), stats.total),
         )
     ]
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core.ledger import Ledger
 from ..core.records import State, ms_to_datetime
+from ..core.sharded import AnyLedger
 from ..models import LedgerEntry
 from .lookups import ALL_STATES, SCORE_FIELD, Spec, join_key
 from .query import LedgerQuery, run_script
@@ -92,14 +93,17 @@ class RecordQuery(LedgerQuery):
             if len(ledger.shards) > 1:
                 out += self.sharded_rows(queue, ledger, offset, want)
             else:
-                args = ["rank", offset, want, self._desc, *self.segment_args(ledger)]
-                reply = run_script(ledger, "admin_page", args)
+                single = ledger.shards[0]
+                args = ["rank", offset, want, self._desc, *self.segment_args(single)]
+                reply = run_script(single, "admin_page", args)
                 out += self.build(queue, reply[1])
             want -= min(want, count - offset)
             offset = 0
         return out
 
-    def sharded_rows(self, queue: str, ledger: Ledger, offset: int, want: int) -> list[LedgerEntry]:
+    def sharded_rows(
+        self, queue: str, ledger: AnyLedger, offset: int, want: int
+    ) -> list[LedgerEntry]:
         """Rows ``[offset, offset + want)`` of a sharded queue: its shards' merged by state."""
 
         def read(shard: Ledger, segment: Segment, limit: int) -> list[LedgerEntry]:

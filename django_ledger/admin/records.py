@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext, gettext_lazy
 
 from .. import operations, permissions
 from ..conf import get_ledger
@@ -19,7 +20,7 @@ from ..core.records import Record as StoredRecord
 from ..core.records import State
 from ..models import LedgerEntry, Record
 from .actions import OPERATIONS, ActionsAdmin, bulk_action
-from .display import escape_bytes, instant_text, pretty_payload, relative_text
+from .display import Label, bytes_count, escape_bytes, instant_text, pretty_payload, relative_text
 from .filters import QueueFilter, ScoreRangeFilter, StateFilter
 from .tasks import TaskFilter, attempt_limit, read_task, task_section
 from .workflows import step_workflow_url, workflow_urls
@@ -65,35 +66,38 @@ class RecordAdmin(ActionsAdmin):
     ordering = ("due_at",)
     actions = [bulk_action("retry"), bulk_action("fail"), bulk_action("purge")]
 
-    @admin.display(description="state")
+    @admin.display(description=gettext_lazy("state"))
     def record_state(self, obj: LedgerEntry) -> str:
         """The state, marked when the payload does not decode (the task filter notes it)."""
         if not obj.error or obj.state == "CORRUPT":
             return obj.state
         return format_html(
-            '{}<br><span class="ledger-bad" title="{}">undecodable</span>', obj.state, obj.error
+            '{}<br><span class="ledger-bad" title="{}">{}</span>',
+            obj.state,
+            obj.error,
+            gettext("undecodable"),
         )
 
-    @admin.display(description="due at (UTC)", ordering="due_at")
+    @admin.display(description=gettext_lazy("due at (UTC)"), ordering="due_at")
     def due(self, obj: LedgerEntry) -> str:
         return _when(obj.due_at)
 
-    @admin.display(description="lease until (UTC)", ordering="lease_until")
+    @admin.display(description=gettext_lazy("lease until (UTC)"), ordering="lease_until")
     def lease(self, obj: LedgerEntry) -> str:
         return _when(obj.lease_until)
 
-    @admin.display(description="updated at (UTC)", ordering="updated_at")
+    @admin.display(description=gettext_lazy("updated at (UTC)"), ordering="updated_at")
     def updated(self, obj: LedgerEntry) -> str:
         return _when(obj.updated_at)
 
     def get_rangefilter_due_at_title(self, request: HttpRequest, field_path: str) -> str:
-        return "due at (pending records, UTC)"
+        return gettext("due at (pending records, UTC)")
 
     def get_rangefilter_lease_until_title(self, request: HttpRequest, field_path: str) -> str:
-        return "lease until (claimed records, UTC)"
+        return gettext("lease until (claimed records, UTC)")
 
     def get_rangefilter_updated_at_title(self, request: HttpRequest, field_path: str) -> str:
-        return "ended at (completed, failed, dead, UTC)"
+        return gettext("ended at (completed, failed, dead, UTC)")
 
     # Django asks has_<name>_permission for each action's permissions.
     def has_retry_permission(self, request: HttpRequest) -> bool:
@@ -119,7 +123,7 @@ class RecordAdmin(ActionsAdmin):
         detail_url = self.change_url(key)
         context: dict[str, Any] = {
             **self.admin_site.each_context(request),
-            "title": f"Record {request_id}",
+            "title": gettext("Record %(request_id)s") % {"request_id": request_id},
             "subtitle": None,
             "opts": self.opts,
             "key": key,
@@ -158,31 +162,47 @@ class RecordAdmin(ActionsAdmin):
                 payload_cut=cut,
                 full_url=f"{detail_url}?full=1",
                 fields=[
-                    ("Request id", record.request_id, ""),
-                    ("Queue", queue, ""),
-                    ("State", record.state.value, _state_note(record.state)),
-                    ("Due at", instant_text(record.due_at), _due_note(record, now)),
-                    ("Owner", record.owner or "-", ""),
-                    ("Attempts", record.attempts, f"of at most {attempt_limit(ledger, record)}"),
-                    ("Fence", record.fence, ""),
+                    (Label.of(gettext_lazy("Request id")), record.request_id, ""),
+                    (Label.of(gettext_lazy("Queue")), queue, ""),
                     (
-                        "Lease until",
+                        Label.of(gettext_lazy("State")),
+                        record.state.value,
+                        _state_note(record.state),
+                    ),
+                    (
+                        Label.of(gettext_lazy("Due at")),
+                        instant_text(record.due_at),
+                        _due_note(record, now),
+                    ),
+                    (Label.of(gettext_lazy("Owner")), record.owner or "-", ""),
+                    (
+                        Label.of(gettext_lazy("Attempts")),
+                        record.attempts,
+                        gettext("of at most %(limit)s") % {"limit": attempt_limit(ledger, record)},
+                    ),
+                    (Label.of(gettext_lazy("Fence")), record.fence, ""),
+                    (
+                        Label.of(gettext_lazy("Lease until")),
                         instant_text(record.lease_until),
                         relative_text(record.lease_until, now),
                     ),
                     (
-                        "Created at",
+                        Label.of(gettext_lazy("Created at")),
                         instant_text(record.created_at),
                         relative_text(record.created_at, now),
                     ),
                     (
-                        "Updated at",
+                        Label.of(gettext_lazy("Updated at")),
                         instant_text(record.updated_at),
                         relative_text(record.updated_at, now),
                     ),
-                    ("Traceparent", record.traceparent or "-", ""),
-                    ("Size", f"{len(snap.raw)} bytes", ""),
-                    ("Version", snap.version, "what an action compares before it writes"),
+                    (Label.of(gettext_lazy("Traceparent")), record.traceparent or "-", ""),
+                    (Label.of(gettext_lazy("Size")), bytes_count(len(snap.raw)), ""),
+                    (
+                        Label.of(gettext_lazy("Version")),
+                        snap.version,
+                        gettext("what an action compares before it writes"),
+                    ),
                 ],
             )
         else:
@@ -217,9 +237,9 @@ def _due_note(record: StoredRecord, now: int) -> str:
 
 def _state_note(state: State) -> str:
     return {
-        State.PENDING: "waiting to be claimed once due",
-        State.CLAIMED: "held by its owner until the lease ends",
-        State.COMPLETED: "ended: done",
-        State.FAILED: "ended: failed",
-        State.DEAD: "ended: out of attempts",
+        State.PENDING: gettext("waiting to be claimed once due"),
+        State.CLAIMED: gettext("held by its owner until the lease ends"),
+        State.COMPLETED: gettext("ended: done"),
+        State.FAILED: gettext("ended: failed"),
+        State.DEAD: gettext("ended: out of attempts"),
     }[state]

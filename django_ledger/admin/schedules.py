@@ -21,6 +21,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.translation import gettext, gettext_lazy, pgettext
 
 from .. import permissions
 from ..conf import get_dispatch_registry
@@ -52,12 +53,15 @@ _UTC_ZONES: Final = frozenset(
     {"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal", "Etc/Zulu", "Zulu"}
 )
 _ACTIONS: Final = {
-    "pause": ("Pause", "Paused", "No scheduler admits its fires until it is resumed; "
-              "fires that come due meanwhile are not run later."),
-    "resume": ("Resume", "Resumed", "Schedulers admit its fires again from their next tick; "
-               "fires that came due while it was paused are not run."),
-    "trigger": ("Fire now", "Fired", "One fire is admitted now, apart from the schedule "
-                "(request id schedule:KEY:manual:EPOCH); the next scheduled fires are unchanged."),
+    "pause": (gettext_lazy("Pause"), gettext_lazy("Paused"), gettext_lazy(
+        "No scheduler admits its fires until it is resumed; fires that come due meanwhile "
+        "are not run later.")),
+    "resume": (gettext_lazy("Resume"), gettext_lazy("Resumed"), gettext_lazy(
+        "Schedulers admit its fires again from their next tick; fires that came due while "
+        "it was paused are not run.")),
+    "trigger": (gettext_lazy("Fire now"), gettext_lazy("Fired"), gettext_lazy(
+        "One fire is admitted now, apart from the schedule (request id "
+        "schedule:KEY:manual:EPOCH); the next scheduled fires are unchanged.")),
 }  # fmt: skip
 
 
@@ -137,6 +141,7 @@ class ScheduleAdmin(PagesAdmin):
                     "task": config.task,
                     "words": config.timing.describe(),
                     "state": _state_text(config.key, config.enabled, state),
+                    "active": _active(config.key, config.enabled, state),
                     "next_utc": _utc(following),
                     "next_local": _local(following, config.timing.zone),
                     "nodes": sorted({entry.node for entry in running.get(key, [])}),
@@ -153,7 +158,7 @@ class ScheduleAdmin(PagesAdmin):
             row["counts"] = counted.get(str(row["key"]), dict(_NO_COUNTS))
         context = {
             **self.admin_site.each_context(request),
-            "title": "Schedules",
+            "title": gettext("Schedules"),
             "subtitle": None,
             "opts": self.opts,
             "rows": rows,
@@ -181,7 +186,7 @@ class ScheduleAdmin(PagesAdmin):
         through = state.through.get(key)
         context = {
             **self.admin_site.each_context(request),
-            "title": f"Schedule {key}",
+            "title": gettext("Schedule %(key)s") % {"key": key},
             "subtitle": None,
             "opts": self.opts,
             "key": key,
@@ -226,19 +231,28 @@ class ScheduleAdmin(PagesAdmin):
             user = request.user.get_username()
             if action == "pause":
                 scheduler.pause(key, user)
-                text = f"Paused schedule {key}."
+                text = gettext("Paused schedule %(key)s.") % {"key": key}
             elif action == "resume":
                 was = scheduler.resume(key)
-                text = f"Resumed schedule {key}." if was else f"Schedule {key} was not paused."
+                text = (
+                    gettext("Resumed schedule %(key)s.")
+                    if was
+                    else gettext("Schedule %(key)s was not paused.")
+                ) % {"key": key}
             else:
                 fire, status = scheduler.trigger(key, user)
-                text = f"Fired schedule {key} now: {fire.request_id} {status}."
-            self.log_change(request, Schedule(key=key, queue=config.queue), f"{done} schedule")
+                text = gettext("Fired schedule %(key)s now: %(request_id)s %(status)s.") % {
+                    "key": key,
+                    "request_id": fire.request_id,
+                    "status": status,
+                }
+            self.log_change(request, Schedule(key=key, queue=config.queue), str(done) + " schedule")
             self.message_user(request, text, messages.SUCCESS)
             return HttpResponseRedirect(self.change_url(key))
         context = {
             **self.admin_site.each_context(request),
-            "title": f"{label} schedule {key}: are you sure?",
+            "title": gettext("%(label)s schedule %(key)s: are you sure?")
+            % {"label": label, "key": key},
             "subtitle": None,
             "opts": self.opts,
             "key": key,
@@ -314,6 +328,7 @@ def _running_row(key: str, entries: list[Running], state: Snapshot) -> dict[str,
         "task": entry.task,
         "words": words,
         "state": _state_text(key, entry.enabled, state),
+        "active": _active(key, entry.enabled, state),
         "next_utc": _utc(following if entry.enabled and key not in state.paused else None),
         "next_local": _local(
             following if entry.enabled and key not in state.paused else None, zone
@@ -325,11 +340,16 @@ def _running_row(key: str, entries: list[Running], state: Snapshot) -> dict[str,
 
 def _state_text(key: str, enabled: bool, state: Snapshot) -> str:
     if not enabled:
-        return "disabled (ENABLED is False)"
+        return gettext("disabled (ENABLED is False)")
     pause = state.paused.get(key)
     if pause is not None:
-        return f"paused by {pause.by or 'an operator'}"
-    return "active"
+        return gettext("paused by %(by)s") % {"by": pause.by or gettext("an operator")}
+    return pgettext("schedule state", "active")
+
+
+def _active(key: str, enabled: bool, state: Snapshot) -> bool:
+    """Whether the schedule fires: enabled and not paused (the list marks the others)."""
+    return enabled and key not in state.paused
 
 
 def _utc(epoch: int | None) -> str:
@@ -353,18 +373,23 @@ def _local_text(moment: datetime) -> str:
 def _settings(config: ScheduleConfig) -> list[tuple[str, str, str]]:
     """(label, setting key, value) of each setting, in words and JSON, not Python."""
     if config.cron is not None:
-        when = ("Cron expression", "CRON", config.cron)
+        when = (gettext("Cron expression"), "CRON", config.cron)
     else:
-        when = ("Every", "EVERY", Every(config.every or 1).describe().removeprefix("Every "))
+        every = Every(config.every or 1).describe().removeprefix("Every ")
+        when = (gettext("Every"), "EVERY", every)
     return [
-        ("Task", "TASK", config.task),
+        (gettext("Task"), "TASK", config.task),
         when,
-        ("Time zone", "TIMEZONE", config.timezone),
-        ("Queue", "QUEUE", config.queue),
-        ("Priority", "PRIORITY", str(config.priority)),
-        ("Arguments", "ARGS", json.dumps(list(config.args), ensure_ascii=False)),
-        ("Keyword arguments", "KWARGS", json.dumps(config.kwargs, ensure_ascii=False)),
-        ("Misfire policy", "MISFIRE", str(config.misfire)),
-        ("Grace of missed fires (for 'all')", "GRACE", period_text(config.grace)),
-        ("Enabled", "ENABLED", "yes" if config.enabled else "no"),
+        (gettext("Time zone"), "TIMEZONE", config.timezone),
+        (gettext("Queue"), "QUEUE", config.queue),
+        (gettext("Priority"), "PRIORITY", str(config.priority)),
+        (gettext("Arguments"), "ARGS", json.dumps(list(config.args), ensure_ascii=False)),
+        (
+            gettext("Keyword arguments"),
+            "KWARGS",
+            json.dumps(config.kwargs, ensure_ascii=False),
+        ),
+        (gettext("Misfire policy"), "MISFIRE", str(config.misfire)),
+        (gettext("Grace of missed fires (for 'all')"), "GRACE", period_text(config.grace)),
+        (gettext("Enabled"), "ENABLED", gettext("yes") if config.enabled else gettext("no")),
     ]

@@ -17,14 +17,15 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 from django.utils.module_loading import autodiscover_modules
+from django.utils.translation import gettext, gettext_lazy
 
 from ..core.errors import CorruptRecord
 from ..core.jobs import BadPayload, TaskPayload, decode_task
-from ..core.ledger import Ledger
 from ..core.records import Record, decode_record
+from ..core.sharded import AnyLedger
 from ..tasks.registry import declared_paths
 from ..tasks.state import TaskState, task_state
-from .display import instant_text
+from .display import Label, instant_text
 from .lookups import join_key
 
 __all__ = ["MAX_TASK_MATCHES", "TaskFilter", "read_task", "task_section"]
@@ -43,15 +44,15 @@ def read_task(payload: str) -> tuple[TaskPayload | None, str]:
     try:
         return decode_task(payload), ""
     except RecursionError:
-        reason = "the payload is nested too deep to read"
+        reason = gettext("the payload is nested too deep to read")
     except (BadPayload, ValueError, TypeError) as exc:
         reason = str(exc)
     if not payload.lstrip().startswith("{") or '"task"' not in payload:
         return None, ""
-    return None, f"does not decode as a task document: {reason}"
+    return None, gettext("does not decode as a task document: %(reason)s") % {"reason": reason}
 
 
-def task_section(ledger: Ledger, record: Record) -> dict[str, Any] | None:
+def task_section(ledger: AnyLedger, record: Record) -> dict[str, Any] | None:
     """What the record page shows of a task, or ``None`` when the payload is not one."""
     if read_task(record.payload)[0] is None:
         return None
@@ -70,10 +71,10 @@ def task_section(ledger: Ledger, record: Record) -> dict[str, Any] | None:
         "kwargs": _pretty(state.payload.kwargs),
         "options": _pretty(state.payload.options) if state.payload.options else "",
         "times": [
-            ("Enqueued at", instant_text(state.enqueued_at)),
-            ("Started at", instant_text(state.started_at)),
-            ("Last attempted at", instant_text(state.last_attempted_at)),
-            ("Finished at", instant_text(state.finished_at)),
+            (Label.of(gettext_lazy("Enqueued at")), instant_text(state.enqueued_at)),
+            (Label.of(gettext_lazy("Started at")), instant_text(state.started_at)),
+            (Label.of(gettext_lazy("Last attempted at")), instant_text(state.last_attempted_at)),
+            (Label.of(gettext_lazy("Finished at")), instant_text(state.finished_at)),
         ],
         "attempts": _attempts(state),
         "has_return_value": state.has_return_value,
@@ -104,7 +105,7 @@ def _attempts(state: TaskState) -> list[dict[str, Any]]:
                 "number": len(rows) + 1,
                 "worker_id": state.record.owner,
                 "started_at": instant_text(state.record.updated_at),
-                "finished_at": "running",
+                "finished_at": gettext("running"),
                 "error_class": "",
                 "error_line": "",
                 "traceback": "",
@@ -113,7 +114,7 @@ def _attempts(state: TaskState) -> list[dict[str, Any]]:
     return rows
 
 
-def attempt_limit(ledger: Ledger, record: Record) -> int:
+def attempt_limit(ledger: AnyLedger, record: Record) -> int:
     """The most attempts a worker gives this record: its task's ``max_attempts``.
 
     A record that is no task, or whose task this process cannot find, has its queue's.
@@ -157,7 +158,7 @@ class TaskFilter(admin.SimpleListFilter):
     selects at most ``MAX_TASK_MATCHES``: narrow by queue first on a large ledger.
     """
 
-    title = "task"
+    title = gettext_lazy("task")
     parameter_name = "task"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
@@ -174,7 +175,7 @@ class TaskFilter(admin.SimpleListFilter):
         if value is None:
             return queryset
         if value not in {path for path, _ in self.lookup_choices}:
-            raise IncorrectLookupParameters(f"no task {value!r} to show")
+            raise IncorrectLookupParameters(gettext("no task %(task)r to show") % {"task": value})
         keys, notes = matching_keys(queryset, value)
         return queryset.filter(key__in=keys).noting(notes)
 
@@ -203,7 +204,7 @@ def matching_keys(queryset: Any, path: str) -> tuple[list[str], dict[str, str]]:
                     task, problem = read_task(record.payload)
                     key = join_key(queue, request_id)
                     if problem:
-                        notes[key] = f"payload {problem}"
+                        notes[key] = gettext("payload %(problem)s") % {"problem": problem}
                     elif task is None or task.task != path:
                         continue
                     keys.append(key)

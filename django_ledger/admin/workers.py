@@ -19,6 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.translation import gettext, gettext_lazy
 
 from .. import permissions
 from ..core.transport import Translate
@@ -26,7 +27,7 @@ from ..core.worker.heartbeat import Heartbeats, WorkerInfo
 from ..models import Worker
 from ..services import worker as worker_service
 from .base import PagesAdmin
-from .display import count_text, instant_text, relative_text
+from .display import Label, count_text, instant_text, relative_text
 
 __all__ = ["WorkerAdmin"]
 
@@ -57,7 +58,8 @@ class WorkerRow:
     started_ago: str
     beat: str
     beat_ago: str
-    counts: list[tuple[str, str]]
+    #: (name, label, count): the name is stable, the label in the user's language.
+    counts: list[tuple[str, str, str]]
     running: list[RunningRow]
     #: Tasks it runs on queues this user does not reach: counted, never named.
     hidden: int
@@ -96,7 +98,7 @@ class WorkerAdmin(PagesAdmin):
         rows = [self._row(request, info, now) for info in found if self.can_see(request, info)]
         context = {
             **self.admin_site.each_context(request),
-            "title": "Workers",
+            "title": gettext("Workers"),
             "subtitle": None,
             "opts": self.opts,
             "rows": rows,
@@ -116,19 +118,19 @@ class WorkerAdmin(PagesAdmin):
         row = self._row(request, info, now)
         context = {
             **self.admin_site.each_context(request),
-            "title": f"Worker {worker_id}",
+            "title": gettext("Worker %(worker_id)s") % {"worker_id": worker_id},
             "subtitle": None,
             "opts": self.opts,
             "row": row,
             "fields": [
-                ("Worker id", info.worker_id),
-                ("Host", info.host),
-                ("Process id", str(info.pid)),
-                ("Queues", _queues_text(row)),
-                ("Concurrency", count_text(info.concurrency)),
-                ("State", info.state),
-                ("Started", f"{row.started} ({row.started_ago})"),
-                ("Last beat", f"{row.beat} ({row.beat_ago})"),
+                (Label.of(gettext_lazy("Worker id")), info.worker_id),
+                (Label.of(gettext_lazy("Host")), info.host),
+                (Label.of(gettext_lazy("Process id")), str(info.pid)),
+                (Label.of(gettext_lazy("Queues")), _queues_text(row)),
+                (Label.of(gettext_lazy("Concurrency")), count_text(info.concurrency)),
+                (Label.of(gettext_lazy("State")), info.state),
+                (Label.of(gettext_lazy("Started")), f"{row.started} ({row.started_ago})"),
+                (Label.of(gettext_lazy("Last beat")), f"{row.beat} ({row.beat_ago})"),
             ],
             "now": instant_text(now),
         }
@@ -181,12 +183,18 @@ class WorkerAdmin(PagesAdmin):
             beat=instant_text(info.beat_at or None),
             beat_ago=relative_text(info.beat_at or None, now),
             counts=[
-                ("processed", count_text(info.processed)),
-                ("failed", count_text(info.failed)),
-                ("retried", count_text(info.retried)),
-                ("lost", count_text(info.lost)),
+                ("processed", gettext("processed"), count_text(info.processed)),
+                ("failed", gettext("failed"), count_text(info.failed)),
+                ("retried", gettext("retried"), count_text(info.retried)),
+                ("lost", gettext("lost"), count_text(info.lost)),
                 *(
-                    [("Redis data losses", count_text(info.data_losses))]
+                    [
+                        (
+                            "Redis data losses",
+                            gettext("Redis data losses"),
+                            count_text(info.data_losses),
+                        )
+                    ]
                     if info.data_losses
                     else []
                 ),
@@ -204,11 +212,10 @@ def _data_loss() -> str:
     loss = None if epoch is None else epoch.after_loss
     if loss is None:
         return ""
-    return (
-        f"Redis lost the ledger's data: worker {loss.noticed_by} noticed it at "
-        f"{instant_text(loss.noticed_at)}. What it held before (records, results, "
-        "heartbeats) is gone; fences went on above every earlier one."
-    )
+    return gettext(
+        "Redis lost the ledger's data: worker %(worker)s noticed it at %(at)s. What it held "
+        "before (records, results, heartbeats) is gone; fences went on above every earlier one."
+    ) % {"worker": loss.noticed_by, "at": instant_text(loss.noticed_at)}
 
 
 def _read() -> tuple[int, list[WorkerInfo]]:
@@ -226,7 +233,10 @@ def _queues_text(row: WorkerRow) -> str:
     shown = ", ".join(row.queues)
     if not row.hidden_queues:
         return shown
-    return f"{shown} (and {row.hidden_queues} you do not reach)"
+    return gettext("%(shown)s (and %(hidden)s you do not reach)") % {
+        "shown": shown,
+        "hidden": row.hidden_queues,
+    }
 
 
 def _since(task: dict[str, Any]) -> int:

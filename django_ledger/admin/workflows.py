@@ -17,6 +17,7 @@ from django.contrib.admin.utils import quote
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.translation import gettext
 
 from .. import permissions
 from ..conf import get_ledger, ledger_settings
@@ -70,27 +71,27 @@ def workflow_view(request: HttpRequest, queue: str, workflow_id: str) -> HttpRes
 
     workflow_id = unquote(workflow_id)
     if queue not in ledger_settings.queue_names or not permissions.can(request.user, "view", queue):
-        raise Http404("No such workflow")
+        raise Http404(gettext("No such workflow"))
     raw_page = request.GET.get("page", "1")
     page = int(raw_page) if raw_page.isascii() and raw_page.isdigit() and len(raw_page) < 9 else 0
     if page < 1:
-        raise Http404("No such page")
+        raise Http404(gettext("No such page"))
     ledger = get_ledger(queue)
     try:
         status = read_workflow(
             ledger, workflow_id, offset=(page - 1) * STEPS_PER_PAGE, limit=STEPS_PER_PAGE
         )
     except (LedgerError, TypeError) as exc:  # Redis away, or a sharded queue
-        raise Http404(f"The workflow cannot be read: {exc}") from exc
+        raise Http404(gettext("The workflow cannot be read: %(reason)s") % {"reason": exc}) from exc
     if status is None:
-        raise Http404("No such workflow")
+        raise Http404(gettext("No such workflow"))
     if page > 1 and not status.steps:
-        raise Http404("No such page")
+        raise Http404(gettext("No such page"))
     state = state_of(status)
     rows = [_row(queue, step) for step in state.steps]
     pages = max(1, -(-state.total // STEPS_PER_PAGE))
     context: dict[str, Any] = {
-        "title": f"Workflow {workflow_id}",
+        "title": gettext("Workflow %(workflow_id)s") % {"workflow_id": workflow_id},
         "subtitle": None,
         "opts": Record._meta,
         "queue": queue,

@@ -20,6 +20,7 @@ from django.core.exceptions import (
     TooManyFilesSent,
 )
 from django.http import Http404
+from django.utils.translation import gettext
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -74,14 +75,15 @@ def _translate(exc: Exception) -> Exception:
         return ApiError(
             503,
             "ledger_unavailable",
-            "Redis is unavailable; the outcome is unknown, so retry the same call.",
+            gettext("Redis is unavailable; the outcome is unknown, so retry the same call."),
             wait=api_settings.unavailable_retry_after,
         )
     if isinstance(exc, CorruptRecord):
         return ApiError(
             409,
             "record_corrupt",
-            f"The stored record of {exc.request_id!r} is corrupt; repair will quarantine it.",
+            gettext("The stored record of %(request_id)r is corrupt; repair will quarantine it.")
+            % {"request_id": exc.request_id},
             {"request_id": exc.request_id, "reason": exc.reason},
         )
     if isinstance(exc, LedgerError | redis.RedisError):
@@ -93,25 +95,29 @@ def _translate(exc: Exception) -> Exception:
             return ApiError(
                 507,
                 "ledger_out_of_memory",
-                "Redis is out of memory and refuses writes; nothing was written. Retry later.",
+                gettext(
+                    "Redis is out of memory and refuses writes; nothing was written. Retry later."
+                ),
                 wait=api_settings.full_retry_after,
             )
         logger.error("Redis refused a call of the API", exc_info=exc)
         return ApiError(
-            500, "ledger_error", "Redis refused the call; nothing is known to be written."
+            500, "ledger_error", gettext("Redis refused the call; nothing is known to be written.")
         )
     if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
         return ApiError(
             400,
             "too_many_fields",
-            "The request has more query parameters or form fields than the server reads.",
+            gettext("The request has more query parameters or form fields than the server reads."),
         )
     if isinstance(exc, RequestDataTooBig):
-        return ApiError(413, "body_too_large", "The request body is larger than the server reads.")
+        return ApiError(
+            413, "body_too_large", gettext("The request body is larger than the server reads.")
+        )
     if isinstance(exc, SuspiciousOperation):
-        return ApiError(400, "bad_request", "The request cannot be read.")
+        return ApiError(400, "bad_request", gettext("The request cannot be read."))
     if isinstance(exc, Http404):
-        return ApiError(404, "not_found", "Not found.")
+        return ApiError(404, "not_found", gettext("Not found."))
     if isinstance(exc, DjangoPermissionDenied):
         return exceptions.PermissionDenied()
     return exc
@@ -121,11 +127,11 @@ def _describe(exc: exceptions.APIException) -> tuple[str, str, Any]:
     if isinstance(exc, ApiError):
         return exc.code, exc.message, exc.details
     if isinstance(exc, exceptions.ValidationError):
-        return "invalid", "The request is not valid: see details.", exc.detail
+        return "invalid", gettext("The request is not valid: see details."), exc.detail
     if isinstance(exc, exceptions.Throttled):
         seconds = getattr(exc, "wait", None)
         wait = None if seconds is None else math.ceil(seconds)
-        return "throttled", "Too many requests; retry later.", {"wait": wait}
+        return "throttled", gettext("Too many requests; retry later."), {"wait": wait}
     detail = exc.detail
     code = getattr(detail, "code", None) or exc.default_code
     if isinstance(detail, list | dict):

@@ -14,6 +14,7 @@ import binascii
 from typing import Any, ClassVar
 
 from django.core import signing
+from django.utils.translation import gettext
 from rest_framework.pagination import BasePagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -46,8 +47,8 @@ class OpaqueCursorPagination(BasePagination):
             raise ApiError(
                 400,
                 "invalid",
-                "The request is not valid: see details.",
-                {self.limit_query_param: ["A positive integer is required."]},
+                gettext("The request is not valid: see details."),
+                {self.limit_query_param: [gettext("A positive integer is required.")]},
             )
         return min(int(raw), api_settings.max_page_size)
 
@@ -64,7 +65,7 @@ class OpaqueCursorPagination(BasePagination):
             raise ApiError(
                 400,
                 "cursor_invalid",
-                "The cursor was not issued for this listing, or was altered.",
+                gettext("The cursor was not issued for this listing, or was altered."),
             )
         return data.get("p")
 
@@ -146,7 +147,9 @@ class QuarantinePagination(OpaqueCursorPagination):
         if position is None:
             position = 0
         if not isinstance(position, int) or isinstance(position, bool) or position < 0:
-            raise ApiError(400, "cursor_invalid", "The cursor is not one this server issued.")
+            raise ApiError(
+                400, "cursor_invalid", gettext("The cursor is not one this server issued.")
+            )
         cursor, items = redis.hscan(key, position, count=limit)
         self.next_cursor = None if int(cursor) == 0 else self.make_cursor(bind, int(cursor))
         return list(items.items())
@@ -166,7 +169,9 @@ def _position(value: Any) -> Row | None:
             raise TypeError(score)
         return base64.b64decode(member, validate=True), float(score)
     except (TypeError, ValueError, binascii.Error):
-        raise ApiError(400, "cursor_invalid", "The cursor is not one this server issued.") from None
+        raise ApiError(
+            400, "cursor_invalid", gettext("The cursor is not one this server issued.")
+        ) from None
 
 
 def _beyond(row: Row, after: Row, descending: bool) -> bool:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from django.conf import settings
+from django.utils.translation import gettext
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
@@ -45,13 +46,16 @@ class LedgerJSONParser(JSONParser):
         try:
             text = stream.read().decode(encoding)
         except UnicodeDecodeError as exc:
-            raise ParseError(f"JSON parse error - {exc}") from exc
+            raise ParseError(gettext("JSON parse error - %(error)s") % {"error": exc}) from exc
         if nesting_depth(text) > MAX_DEPTH:
-            raise ParseError(f"JSON parse error - nested deeper than {MAX_DEPTH} levels")
+            raise ParseError(
+                gettext("JSON parse error - nested deeper than %(depth)d levels")
+                % {"depth": MAX_DEPTH}
+            )
         try:
             return json.loads(text, parse_constant=json.strict_constant)
         except (ValueError, RecursionError) as exc:
-            raise ParseError(f"JSON parse error - {exc}") from exc
+            raise ParseError(gettext("JSON parse error - %(error)s") % {"error": exc}) from exc
 
 
 class LedgerJSONRenderer(JSONRenderer):
@@ -69,6 +73,7 @@ def _encoding(parser_context: Mapping[str, Any]) -> str:
         "".encode(encoding)
     except (LookupError, UnicodeError, TypeError):
         raise ParseError(
-            f'Unsupported charset "{encoding}" in request Content-Type header.'
+            gettext('Unsupported charset "%(encoding)s" in request Content-Type header.')
+            % {"encoding": encoding}
         ) from None
     return str(encoding)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
@@ -32,10 +33,15 @@ class LedgerPermission(BasePermission):
             raise ApiError(
                 403,
                 "permission_denied",
-                f"You do not have the permission to {action.replace('_', ' ')} here.",
+                gettext("You do not have the permission to %(action)s here.")
+                % {"action": action.replace("_", " ")},
                 {"action": action},
             )
         queue = getattr(view, "kwargs", {}).get("queue")
         if queue is not None and not can_reach_queue(user, queue):
-            raise ApiError(404, "queue_not_found", f"There is no queue {queue!r} for you.")
+            raise ApiError(
+                404,
+                "queue_not_found",
+                gettext("There is no queue %(queue)r for you.") % {"queue": queue},
+            )
         return True

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.validators import ProhibitNullCharactersValidator
+from django.utils.translation import gettext, gettext_lazy
 from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
@@ -71,7 +72,9 @@ class TextField(serializers.CharField):
     encode in C rather than by DRF's per-character validator: payloads are large.
     """
 
-    default_error_messages = {"surrogate": "Lone surrogate characters are not allowed."}
+    default_error_messages = {
+        "surrogate": gettext_lazy("Lone surrogate characters are not allowed.")
+    }
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("trim_whitespace", False)
@@ -364,7 +367,9 @@ class RepairSerializer(serializers.Serializer[Any]):
     def validate_cursor(self, value: str) -> str:
         # Redis's HSCAN cursor is an unsigned 64-bit number: a larger one is an error there.
         if any(int(part) > MAX_CURSOR for part in value.split(".")):
-            raise serializers.ValidationError(f"A cursor is at most {MAX_CURSOR}.")
+            raise serializers.ValidationError(
+                gettext("A cursor is at most %(max)s.") % {"max": MAX_CURSOR}
+            )
         return value
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.core import signing
+from django.utils.translation import gettext
 
-from ..core.ledger import Ledger
 from ..core.results import Claim
+from ..core.sharded import AnyLedger
 from .errors import ApiError
 
 __all__ = ["issue_token", "read_token"]
@@ -23,7 +24,7 @@ __all__ = ["issue_token", "read_token"]
 SALT = "django_ledger.api.claim-token"
 
 
-def issue_token(ledger: Ledger, claim: Claim) -> str:
+def issue_token(ledger: AnyLedger, claim: Claim) -> str:
     """Return the signed token of ``claim``."""
     return signing.dumps(
         {
@@ -38,7 +39,7 @@ def issue_token(ledger: Ledger, claim: Claim) -> str:
     )
 
 
-def read_token(ledger: Ledger, token: object) -> Claim:
+def read_token(ledger: AnyLedger, token: object) -> Claim:
     """Return the claim ``token`` names, or raise ``ApiError`` if it is not one of ours."""
     try:
         data: Any = signing.loads(token, salt=SALT) if isinstance(token, str) else None
@@ -48,13 +49,14 @@ def read_token(ledger: Ledger, token: object) -> Claim:
         raise ApiError(
             400,
             "claim_token_invalid",
-            "The claim token was not issued by this server, or was altered.",
+            gettext("The claim token was not issued by this server, or was altered."),
         )
     if data["n"] != ledger.namespace or data["q"] != ledger.queue:
         raise ApiError(
             400,
             "claim_token_wrong_queue",
-            f"The claim token belongs to another queue than {ledger.queue!r}.",
+            gettext("The claim token belongs to another queue than %(queue)r.")
+            % {"queue": ledger.queue},
         )
     return Claim(
         request_id=data["i"],

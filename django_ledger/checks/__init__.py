@@ -2,8 +2,9 @@
 
 Every message has a stable id (``django_ledger.E001`` ...), listed with its fix in
 ``docs/checks.md``. ``register_checks`` runs from ``LedgerConfig.ready()``. One module
-per thing checked: ``settings`` (the ``LEDGER`` setting), ``installed`` (the apps beside
-this one), ``servers`` (Redis itself, with ``--deploy``).
+per thing checked: ``settings`` (the ``LEDGER`` setting), ``connection`` (its connection
+specs), ``installed`` (the apps beside this one), ``servers`` (Redis itself, with
+``--deploy``).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils.translation import gettext
 
 from .base import error as _error
 
@@ -40,9 +41,14 @@ def check_rangefilter(
     return [
         _error(
             40,
-            "'rangefilter' is not in INSTALLED_APPS; the ledger admin's date-range filters need it.",
-            "Add 'rangefilter' (from django-admin-rangefilter) to INSTALLED_APPS, or leave "
-            "'django.contrib.admin' out of a project that shows no admin.",
+            gettext(
+                "'rangefilter' is not in INSTALLED_APPS; the ledger admin's date-range filters "
+                "need it."
+            ),
+            gettext(
+                "Add 'rangefilter' (from django-admin-rangefilter) to INSTALLED_APPS, or leave "
+                "'django.contrib.admin' out of a project that shows no admin."
+            ),
             "INSTALLED_APPS",
         )
     ]
@@ -59,10 +65,16 @@ def _missing_apps() -> list[checks.CheckMessage]:
     return [
         _error(
             41,
-            f"{app!r} is not in INSTALLED_APPS; the ledger API, which the URLs mount, "
-            f"needs it for {purpose}.",
-            f"Add {app!r} to INSTALLED_APPS (see 'Mounting it' in 'The REST API' of the "
-            "django-ledger docs), and migrate.",
+            gettext(
+                "%(app)r is not in INSTALLED_APPS; the ledger API, which the URLs mount, needs "
+                "it for %(purpose)s."
+            )
+            % {"app": app, "purpose": purpose},
+            gettext(
+                "Add %(app)r to INSTALLED_APPS (see 'Mounting it' in 'The REST API' of the "
+                "django-ledger docs), and migrate."
+            )
+            % {"app": app},
             "INSTALLED_APPS",
         )
         for app, purpose in API_APPS.items()
@@ -75,11 +87,19 @@ def _docs_assets() -> list[checks.CheckMessage]:
         return []
     return [
         checks.Warning(
-            f"{DOCS_ASSETS_APP!r} is not in INSTALLED_APPS; the ledger API works, but its "
-            "/api/docs/ page has no Swagger UI files to load (a blank page).",
-            hint=f"pip install drf-spectacular-sidecar, add {DOCS_ASSETS_APP!r} to "
-            "INSTALLED_APPS, and run collectstatic (see 'Mounting it' in 'The REST API' of the "
-            "django-ledger docs).",
+            gettext(
+                "%(app)r is not in INSTALLED_APPS; the ledger API works, but its "
+                "/api/docs/ page has no Swagger UI files to load (a blank page)."
+            )
+            % {"app": DOCS_ASSETS_APP},
+            hint=(
+                gettext(
+                    "pip install drf-spectacular-sidecar, add %(app)r to "
+                    "INSTALLED_APPS, and run collectstatic (see 'Mounting it' in 'The REST API' of "
+                    "the django-ledger docs)."
+                )
+                % {"app": DOCS_ASSETS_APP}
+            ),
             obj="INSTALLED_APPS",
             id="django_ledger.W041",
         )

@@ -8,6 +8,7 @@ from typing import Any
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
+from django.utils.translation import gettext
 
 from .. import conf, connections
 from ..core.errors import LedgerError
@@ -33,9 +34,13 @@ def check_redis(
     if issubclass(backend, MemoryDispatchRegistry):
         messages.append(
             checks.Warning(
-                "The dispatch registry is MemoryDispatchRegistry: claim_dispatch is at most "
-                "once per process only, not across processes or hosts.",
-                hint="Use django_ledger.dispatch.RedisDispatchRegistry in production.",
+                gettext(
+                    "The dispatch registry is MemoryDispatchRegistry: claim_dispatch is at most "
+                    "once per process only, not across processes or hosts."
+                ),
+                hint=gettext(
+                    "Use django_ledger.core.dispatch.RedisDispatchRegistry in production."
+                ),
                 obj="LEDGER['DISPATCH']['BACKEND']",
                 id="django_ledger.W003",
             )
@@ -70,12 +75,17 @@ def _check_data_loss() -> list[checks.CheckMessage]:
     noticed = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(loss.noticed_at / 1000))
     return [
         checks.Warning(
-            f"Redis lost the ledger's data (namespace {namespace!r}): worker "
-            f"{loss.noticed_by} noticed it at {noticed}. Records, results and heartbeats "
-            "written before were gone; fences went on above every earlier one.",
-            hint="Make Redis persist (appendonly yes; see W002), and re-send the tasks that "
-            "must still run (enqueue_once with their ids, the outbox relay). This warning "
-            "shows for 7 days after the loss was noticed.",
+            gettext(
+                "Redis lost the ledger's data (namespace %(namespace)r): worker %(noticed_by)s "
+                "noticed it at %(noticed)s. Records, results and heartbeats written before "
+                "were gone; fences went on above every earlier one."
+            )
+            % {"namespace": namespace, "noticed_by": loss.noticed_by, "noticed": noticed},
+            hint=gettext(
+                "Make Redis persist (appendonly yes; see W002), and re-send the tasks that "
+                "must still run (enqueue_once with their ids, the outbox relay). This warning "
+                "shows for 7 days after the loss was noticed."
+            ),
             obj="LEDGER['CONNECTION']",
             id="django_ledger.W005",
         )
@@ -97,8 +107,12 @@ def _inspect(spec: Any, where: str) -> list[checks.CheckMessage]:
         return [
             _error(
                 50,
-                f"Redis at {_safe(spec)} is unreachable: {str(exc).rstrip('.')}.",
-                "Start Redis or fix the connection; the ledger cannot admit or claim without it.",
+                gettext("Redis at %(spec)s is unreachable: %(exc)s.")
+                % {"spec": _safe(spec), "exc": str(exc).rstrip(".")},
+                gettext(
+                    "Start Redis or fix the connection; the ledger cannot admit or claim without "
+                    "it."
+                ),
                 where,
             )
         ]
@@ -135,25 +149,29 @@ def _check_replicas(client: Any, name: str, where: str, wanted: int) -> list[che
         return []
     return [
         checks.Warning(
-            f"Redis at {name} has {have} connected replica(s) and LEDGER['DURABILITY'] asks "
-            f"{wanted} to acknowledge every write: each write on it would wait the whole "
-            "TIMEOUT and raise NotReplicated.",
-            hint="Add replicas to this master, or lower LEDGER['DURABILITY']['REPLICAS'].",
+            gettext(
+                "Redis at %(name)s has %(have)s connected replica(s) and LEDGER['DURABILITY'] "
+                "asks %(wanted)s to acknowledge every write: each write on it would wait the "
+                "whole TIMEOUT and raise NotReplicated."
+            )
+            % {"name": name, "have": have, "wanted": wanted},
+            hint=gettext("Add replicas to this master, or lower LEDGER['DURABILITY']['REPLICAS']."),
             obj="LEDGER['DURABILITY']['REPLICAS']",
             id="django_ledger.W004",
         )
     ]
 
 
-def _server_name(server: dict[str, Any]) -> str:
-    """What the server says it is, from ``INFO server``: ``Valkey 8.1.8`` or ``Redis 7.0.15``.
+def _server_name(server: dict[str, Any]) -> tuple[str, str]:
+    """What the server says it is, from ``INFO server``: ``("Valkey", "8.1.8")`` or
+    ``("Redis", "7.0.15")``.
 
     Valkey reports a ``redis_version`` too (the Redis version it is compatible with), so
     its own ``valkey_version`` is read first.
     """
     if "valkey_version" in server:
-        return f"Valkey {server['valkey_version']}"
-    return f"Redis {server.get('redis_version', '?')}"
+        return "Valkey", str(server["valkey_version"])
+    return "Redis", str(server.get("redis_version", "?"))
 
 
 def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessage]:
@@ -162,9 +180,11 @@ def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessag
     server = client.info("server")
     memory = client.info("memory")
     persistence = client.info("persistence")
+    product, version = _server_name(server)
     messages: list[checks.CheckMessage] = [
         checks.Info(
-            f"{_server_name(server)} answers at {name} ({where}).",
+            gettext("%(server)s %(version)s answers at %(name)s (%(where)s).")
+            % {"server": product, "version": version, "name": name, "where": where},
             obj=where,
             id="django_ledger.I001",
         )
@@ -173,10 +193,15 @@ def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessag
     if policy != "noeviction":
         messages.append(
             checks.Warning(
-                f"Redis at {name} evicts keys under memory pressure (maxmemory-policy {policy}): "
-                "it would silently drop ledger records.",
-                hint="Set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, "
-                "and in redis.conf); a full Redis then refuses writes instead of losing records.",
+                gettext(
+                    "Redis at %(name)s evicts keys under memory pressure (maxmemory-policy "
+                    "%(policy)s): it would silently drop ledger records."
+                )
+                % {"name": name, "policy": policy},
+                hint=gettext(
+                    "Set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, and "
+                    "in redis.conf); a full Redis then refuses writes instead of losing records."
+                ),
                 obj=where,
                 id="django_ledger.W001",
             )
@@ -188,9 +213,12 @@ def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessag
     except redis.ResponseError:
         messages.append(
             checks.Info(
-                f"Redis at {name} refuses CONFIG GET, so RDB snapshots could not be verified; "
-                "AOF is off.",
-                hint="Make sure the server persists (appendonly yes is recommended).",
+                gettext(
+                    "Redis at %(name)s refuses CONFIG GET, so RDB snapshots could not be verified; "
+                    "AOF is off."
+                )
+                % {"name": name},
+                hint=gettext("Make sure the server persists (appendonly yes is recommended)."),
                 obj=where,
                 id="django_ledger.I002",
             )
@@ -199,9 +227,12 @@ def _inspect_node(client: Any, name: str, where: str) -> list[checks.CheckMessag
     if not str(save).strip():
         messages.append(
             checks.Warning(
-                f"Redis at {name} persists nothing (appendonly no, no RDB save points): a restart "
-                "loses every record.",
-                hint="Set appendonly yes (appendfsync everysec or always) in redis.conf.",
+                gettext(
+                    "Redis at %(name)s persists nothing (appendonly no, no RDB save points): a "
+                    "restart loses every record."
+                )
+                % {"name": name},
+                hint=gettext("Set appendonly yes (appendfsync everysec or always) in redis.conf."),
                 obj=where,
                 id="django_ledger.W002",
             )

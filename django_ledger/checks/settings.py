@@ -8,12 +8,12 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext
 
-from .. import connections
 from .. import defaults as setting
 from .base import error as _error
 from .base import imported
-from .base import safe as _safe
+from .connection import check_connection
 
 __all__ = ["check_settings"]
 
@@ -27,9 +27,11 @@ def check_settings(
         return [
             _error(
                 1,
-                f"LEDGER must be a dict, not {type(raw).__name__}.",
-                "Write LEDGER = {...} (see 'Settings' in the django-ledger docs), or remove "
-                "it to use the defaults.",
+                gettext("LEDGER must be a dict, not %(type)s.") % {"type": type(raw).__name__},
+                gettext(
+                    "Write LEDGER = {...} (see 'Settings' in the django-ledger docs), or remove it "
+                    "to use the defaults."
+                ),
                 "LEDGER",
             )
         ]
@@ -37,15 +39,15 @@ def check_settings(
     errors += _unknown_keys(raw, setting.TOP_KEYS, "LEDGER")
     if "NAMESPACE" in raw and not setting.usable_name(raw["NAMESPACE"]):
         errors.append(_bad_namespace(raw["NAMESPACE"], "LEDGER['NAMESPACE']"))
-    errors += _check_connection(
+    errors += check_connection(
         raw.get("CONNECTION", setting.TOP_DEFAULTS["CONNECTION"]), "LEDGER['CONNECTION']"
     )
     if not isinstance(raw.get("COUNTERS", True), bool):
         errors.append(
             _error(
                 7,
-                f"Must be True or False, not {raw['COUNTERS']!r}.",
-                "COUNTERS turns the workers' counters (the admin's charts) on or off.",
+                gettext("Must be True or False, not %(counters)r.") % {"counters": raw["COUNTERS"]},
+                gettext("COUNTERS turns the workers' counters (the admin's charts) on or off."),
                 "LEDGER['COUNTERS']",
             )
         )
@@ -59,7 +61,7 @@ def check_settings(
     if defaults is not None:
         errors += _unknown_keys(defaults, frozenset(setting.DEFAULTS), "LEDGER['DEFAULTS']")
         errors += _check_limits(defaults, "LEDGER['DEFAULTS']")
-    errors += _check_queues(raw.get("QUEUES", setting.TOP_DEFAULTS["QUEUES"]))
+    errors += _check_queues(raw.get("QUEUES", setting.TOP_DEFAULTS["QUEUES"]), defaults or {})
     _section(raw, "API", errors)  # its keys are the REST API's to check
     dispatch = _section(raw, "DISPATCH", errors)
     if dispatch is not None:
@@ -77,8 +79,11 @@ def _section(
         errors.append(
             _error(
                 3,
-                f"Must be a dict, not {type(value).__name__}.",
-                f"Give LEDGER[{name!r}] as a dict of settings, or leave it out for the defaults.",
+                gettext("Must be a dict, not %(type)s.") % {"type": type(value).__name__},
+                gettext(
+                    "Give LEDGER[%(name)r] as a dict of settings, or leave it out for the defaults."
+                )
+                % {"name": name},
                 f"LEDGER[{name!r}]",
             )
         )
@@ -93,8 +98,9 @@ def _unknown_keys(
         if key not in known:
             yield _error(
                 2,
-                f"Unknown key {key!r}.",
-                f"Known keys: {', '.join(sorted(known))} (keys are upper case).",
+                gettext("Unknown key %(key)r.") % {"key": key},
+                gettext("Known keys: %(names)s (keys are upper case).")
+                % {"names": ", ".join(sorted(known))},
                 where,
             )
 
@@ -102,19 +108,20 @@ def _unknown_keys(
 def _bad_namespace(value: Any, where: str) -> checks.Error:
     return _error(
         5,
-        f"{value!r} cannot be part of a Redis key name.",
-        "Use 1 to 100 characters without whitespace, braces or control characters.",
+        gettext("%(value)r cannot be part of a Redis key name.") % {"value": value},
+        gettext("Use 1 to 100 characters without whitespace, braces or control characters."),
         where,
     )
 
 
-def _check_queues(queues: Any) -> list[checks.CheckMessage]:
+def _check_queues(queues: Any, defaults: dict[str, Any]) -> list[checks.CheckMessage]:
     if not isinstance(queues, dict) or not queues:
         return [
             _error(
                 3,
-                f"Must be a non-empty dict of queue name -> settings, got {queues!r}.",
-                "For example: 'QUEUES': {'default': {}, 'emails': {'MAX_ATTEMPTS': 5}}.",
+                gettext("Must be a non-empty dict of queue name -> settings, got %(queues)r.")
+                % {"queues": queues},
+                gettext("For example: 'QUEUES': {'default': {}, 'emails': {'MAX_ATTEMPTS': 5}}."),
                 "LEDGER['QUEUES']",
             )
         ]
@@ -125,8 +132,11 @@ def _check_queues(queues: Any) -> list[checks.CheckMessage]:
             errors.append(
                 _error(
                     4,
-                    f"Queue name {name!r} cannot be part of a Redis key name.",
-                    "Use 1 to 100 characters without whitespace, braces or control characters.",
+                    gettext("Queue name %(name)r cannot be part of a Redis key name.")
+                    % {"name": name},
+                    gettext(
+                        "Use 1 to 100 characters without whitespace, braces or control characters."
+                    ),
                     "LEDGER['QUEUES']",
                 )
             )
@@ -136,8 +146,9 @@ def _check_queues(queues: Any) -> list[checks.CheckMessage]:
             errors.append(
                 _error(
                     3,
-                    f"Must be a dict of overrides, not {type(overrides).__name__}.",
-                    "Give {} for a queue that takes every default.",
+                    gettext("Must be a dict of overrides, not %(type)s.")
+                    % {"type": type(overrides).__name__},
+                    gettext("Give {} for a queue that takes every default."),
                     where,
                 )
             )
@@ -145,6 +156,7 @@ def _check_queues(queues: Any) -> list[checks.CheckMessage]:
         errors += _unknown_keys(overrides, setting.QUEUE_KEYS, where)
         errors += _check_limits(overrides, where)
         errors += _check_flow_limits(overrides, str(name), where)
+        errors += _check_fused_only(overrides, defaults, where)
         if "GROUPS" in overrides:
             try:
                 setting.groups_of(overrides["GROUPS"], str(name))
@@ -153,7 +165,10 @@ def _check_queues(queues: Any) -> list[checks.CheckMessage]:
                     _error(
                         6,
                         f"{exc}.",
-                        "Give a list of auth group names, e.g. 'GROUPS': ['operators'], or leave it out.",
+                        gettext(
+                            "Give a list of auth group names, e.g. 'GROUPS': ['operators'], or leave it "
+                            "out."
+                        ),
                         f"{where}['GROUPS']",
                     )
                 )
@@ -171,10 +186,12 @@ def _check_flow_limits(
         yield _error(
             100,
             f"{exc}.",
-            "For example 'RATE': {'LIMIT': 50, 'PERIOD': 1, 'BURST': 50} (at most 50 "
-            "claims a second), 'CONCURRENCY': 3 and 'KEY': 'kwargs.tenant_id' (per "
-            "tenant), 'KEY_LIMITS': {'shop.tasks.export': {'CONCURRENCY': 2}} with "
-            "'KEY': 'task' (per task); see 'Flow limits' in the django-ledger docs.",
+            gettext(
+                "For example 'RATE': {'LIMIT': 50, 'PERIOD': 1, 'BURST': 50} (at most 50 "
+                "claims a second), 'CONCURRENCY': 3 and 'KEY': 'kwargs.tenant_id' (per "
+                "tenant), 'KEY_LIMITS': {'shop.tasks.export': {'CONCURRENCY': 2}} with 'KEY': "
+                "'task' (per task); see 'Flow limits' in the django-ledger docs."
+            ),
             where,
         )
         return
@@ -182,10 +199,37 @@ def _check_flow_limits(
     if limits and isinstance(shards, int) and shards > 1:
         yield _error(
             101,
-            f"RATE, CONCURRENCY or KEY on a queue of {shards} SHARDS: a limit is held by one "
-            "server, so a queue with limits has one shard.",
-            "Remove SHARDS (or set it to 1), or remove the limits; see 'Flow limits' in the "
-            "django-ledger docs.",
+            gettext(
+                "RATE, CONCURRENCY or KEY on a queue of %(shards)s SHARDS: a limit is held by "
+                "one server, so a queue with limits has one shard."
+            )
+            % {"shards": shards},
+            gettext(
+                "Remove SHARDS (or set it to 1), or remove the limits; see 'Flow limits' in "
+                "the django-ledger docs."
+            ),
+            where,
+        )
+
+
+def _check_fused_only(
+    overrides: dict[str, Any], defaults: dict[str, Any], where: str
+) -> Iterator[checks.CheckMessage]:
+    """Flow limits on a queue of the reference path (E102): they run on the fused path only."""
+    optimized = overrides.get("OPTIMIZED", defaults.get("OPTIMIZED", True))
+    used = [key for key in ("RATE", "CONCURRENCY", "KEY", "KEY_LIMITS") if overrides.get(key)]
+    if optimized is False and used:
+        yield _error(
+            102,
+            gettext(
+                "%(settings)s on a queue with OPTIMIZED False: flow limits run on the "
+                "fused path only, and a ledger on the reference path refuses them."
+            )
+            % {"settings": ", ".join(used)},
+            gettext(
+                "Remove OPTIMIZED (True is the default), or remove the limits; see 'Flow "
+                "limits' in the django-ledger docs."
+            ),
             where,
         )
 
@@ -202,55 +246,13 @@ def _check_limit(
     problem = limit.problem(value)
     if problem is not None:
         hints = {
-            "bool": "Give True or False.",
-            "int": f"Give a whole number, {limit.describe()}.",
-            "duration": "Give a timedelta, e.g. timedelta(seconds=30), or a number of seconds.",
+            "bool": gettext("Give True or False."),
+            "int": gettext("Give a whole number, %(range)s.") % {"range": limit.describe()},
+            "duration": gettext(
+                "Give a timedelta, e.g. timedelta(seconds=30), or a number of seconds."
+            ),
         }
         yield _error(30, f"{key} {problem}.", hints[limit.kind], where)
-
-
-# -- connections ------------------------------------------------------------------------
-
-
-def _check_connection(spec: Any, where: str) -> list[checks.CheckMessage]:
-    try:
-        kind = connections.connection_kind(spec)
-    except ImproperlyConfigured:
-        return [
-            _error(
-                10,
-                f"Must be a cache alias, a Redis URL or {{'CLUSTER': [...]}}, got {spec!r}.",
-                "For example 'default' (a django-redis cache), 'redis://127.0.0.1:6379/0', "
-                "or {'CLUSTER': ['10.0.0.1:7000', '10.0.0.2:7000']}.",
-                where,
-            )
-        ]
-    if kind == "cluster":
-        try:
-            connections.cluster_nodes(spec)
-        except ImproperlyConfigured as exc:
-            return [
-                _error(
-                    14,
-                    f"{str(exc)[0].upper()}{str(exc)[1:]}.",
-                    "Give {'CLUSTER': ['host:port', ...]}: one or more startup nodes.",
-                    where,
-                )
-            ]
-        return []
-    if kind == "url":
-        problem = connections.url_problem(spec)
-        if problem is not None:
-            return [
-                _error(
-                    13,
-                    f"{_safe(spec)} is not a usable Redis URL: {problem}.",
-                    "Use redis://[user:password@]host:port/db, rediss://... (TLS) or unix:///path/to/redis.sock.",
-                    where,
-                )
-            ]
-        return []
-    return _check_alias(spec, where)
 
 
 def _check_timeouts(timeouts: dict[str, Any]) -> list[checks.CheckMessage]:
@@ -262,8 +264,14 @@ def _check_timeouts(timeouts: dict[str, Any]) -> list[checks.CheckMessage]:
                 _error(
                     15,
                     f"{key} {problem}.",
-                    f"Give a timedelta or a number of seconds, {setting.TIMEOUT_LIMIT.describe()} "
-                    f"(default {setting.TIMEOUT_DEFAULTS[key]}), or leave it out.",
+                    gettext(
+                        "Give a timedelta or a number of seconds, %(range)s (default "
+                        "%(default)s), or leave it out."
+                    )
+                    % {
+                        "range": setting.TIMEOUT_LIMIT.describe(),
+                        "default": setting.TIMEOUT_DEFAULTS[key],
+                    },
                     f"LEDGER['TIMEOUTS'][{key!r}]",
                 )
             )
@@ -281,47 +289,20 @@ def _check_durability(durability: dict[str, Any]) -> list[checks.CheckMessage]:
                 _error(
                     16,
                     f"{key} {problem}.",
-                    f"Give {'an int' if limit.kind == 'int' else 'a timedelta or seconds'}, "
-                    f"{limit.describe()} (default {setting.DURABILITY_DEFAULTS[key]}), or leave "
-                    "it out; see 'Redis Cluster' in the django-ledger docs.",
+                    gettext(
+                        "Give an int, %(range)s (default %(default)s), or leave it out; see "
+                        "'Redis Cluster' in the django-ledger docs."
+                    )
+                    if limit.kind == "int"
+                    else gettext(
+                        "Give a timedelta or seconds, %(range)s (default %(default)s), or "
+                        "leave it out; see 'Redis Cluster' in the django-ledger docs."
+                    )
+                    % {"range": limit.describe(), "default": setting.DURABILITY_DEFAULTS[key]},
                     f"{where}[{key!r}]",
                 )
             )
     return errors
-
-
-def _check_alias(alias: str, where: str) -> list[checks.CheckMessage]:
-    caches = getattr(settings, "CACHES", {})
-    if alias not in caches:
-        return [
-            _error(
-                11,
-                f"Names the cache {alias!r}, which CACHES does not define.",
-                f"Add a django-redis cache {alias!r} to CACHES, or give a redis:// URL instead "
-                f"(CACHES defines: {', '.join(map(repr, caches)) or 'nothing'}).",
-                where,
-            )
-        ]
-    backend = caches[alias].get("BACKEND", "")
-    if not _is_django_redis(backend):
-        return [
-            _error(
-                12,
-                f"Names the cache {alias!r}, whose backend {backend!r} is not django-redis.",
-                "Use 'BACKEND': 'django_redis.cache.RedisCache' for that cache, or give a redis:// URL.",
-                where,
-            )
-        ]
-    return []
-
-
-def _is_django_redis(backend: str) -> bool:
-    try:
-        from django_redis.cache import RedisCache
-    except ImportError:
-        return False
-    cls, _ = imported(backend)
-    return isinstance(cls, type) and issubclass(cls, RedisCache)
 
 
 # -- the dispatch registry --------------------------------------------------------------
@@ -340,13 +321,13 @@ def _check_dispatch(dispatch: dict[str, Any]) -> list[checks.CheckMessage]:
         errors.append(
             _error(
                 22,
-                f"Must be None or a non-empty str, got {node_id!r}.",
-                "Leave it None to use the host name and process id.",
+                gettext("Must be None or a non-empty str, got %(node_id)r.") % {"node_id": node_id},
+                gettext("Leave it None to use the host name and process id."),
                 f"{where}['NODE_ID']",
             )
         )
     if config["CONNECTION"] is not None:
-        errors += _check_connection(config["CONNECTION"], f"{where}['CONNECTION']")
+        errors += check_connection(config["CONNECTION"], f"{where}['CONNECTION']")
     try:
         setting.dispatch_groups_of(config["GROUPS"])
     except ImproperlyConfigured as exc:
@@ -354,8 +335,10 @@ def _check_dispatch(dispatch: dict[str, Any]) -> list[checks.CheckMessage]:
             _error(
                 23,
                 f"{exc}.",
-                "Map key prefixes to lists of auth group names, e.g. "
-                "'GROUPS': {'emails:': ['emails-team']}, or leave it out.",
+                gettext(
+                    "Map key prefixes to lists of auth group names, e.g. 'GROUPS': {'emails:': "
+                    "['emails-team']}, or leave it out."
+                ),
                 f"{where}['GROUPS']",
             )
         )
@@ -366,15 +349,33 @@ def _check_backend(path: Any) -> list[checks.CheckMessage]:
     from ..core.dispatch import DispatchRegistry
 
     where = "LEDGER['DISPATCH']['BACKEND']"
-    hint = (
-        "Use 'django_ledger.dispatch.RedisDispatchRegistry' (the default) or "
-        "'django_ledger.dispatch.MemoryDispatchRegistry' (tests, one process)."
+    hint = gettext(
+        "Use 'django_ledger.core.dispatch.RedisDispatchRegistry' (the default) or "
+        "'django_ledger.core.dispatch.MemoryDispatchRegistry' (tests, one process)."
     )
     backend, why = imported(path) if isinstance(path, str) else (None, None)
     if why is not None:
-        return [_error(20, f"{path!r} does not import: {why}.", hint, where)]
+        return [
+            _error(
+                20,
+                gettext("%(path)r does not import: %(why)s.") % {"path": path, "why": why},
+                hint,
+                where,
+            )
+        ]
     if backend is None:
-        return [_error(20, f"Must be a dotted path, got {path!r}.", hint, where)]
+        return [
+            _error(
+                20, gettext("Must be a dotted path, got %(path)r.") % {"path": path}, hint, where
+            )
+        ]
     if not isinstance(backend, type) or not issubclass(backend, DispatchRegistry):
-        return [_error(21, f"{path!r} is not a DispatchRegistry subclass.", hint, where)]
+        return [
+            _error(
+                21,
+                gettext("%(path)r is not a DispatchRegistry subclass.") % {"path": path},
+                hint,
+                where,
+            )
+        ]
     return []

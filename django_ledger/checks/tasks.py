@@ -15,31 +15,21 @@ from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext, gettext_lazy
 
-from .. import defaults as setting
-from ..outbox.options import TRANSACTION_OPTION_DEFAULTS, transaction_option_problem
-from ..tasks.options import (
-    BACKEND_OPTION_DEFAULTS,
-    QUEUE_OPTION_KEYS,
-    backend_option_problem,
-    normalize_option,
-)
+from ..queues import QUEUE_OPTION_KEYS
+from ..tasks.backend_checks import backend_problems as _check_backend
+from ..tasks.backend_checks import ledger_queues as _ledger_queues
+from ..tasks.options import normalize_option
 from .base import error as _error
 from .base import imported
 
-__all__ = ["check_backend", "check_outbox", "check_tasks", "check_tasks_once"]
-
-_KNOWN_OPTIONS = {**BACKEND_OPTION_DEFAULTS, **TRANSACTION_OPTION_DEFAULTS}
+__all__ = ["check_outbox", "check_tasks", "check_tasks_once"]
 
 #: The paths ``TASKS[...]['BACKEND']`` may name the backend by.
 BACKEND_PATHS = frozenset(
     {"django_ledger.tasks.LedgerBackend", "django_ledger.tasks.backend.LedgerBackend"}
 )
-
-
-def check_backend(alias: str, params: dict[str, Any]) -> list[checks.CheckMessage]:
-    """Check one ``LedgerBackend`` of ``TASKS``: what its own ``check()`` answers."""
-    return list(_check_backend(f"TASKS[{alias!r}]", params, _ledger_queues()))
 
 
 def check_tasks_once(
@@ -80,7 +70,9 @@ def check_tasks(
         where = f"TASKS[{alias!r}]"
         missing = _missing_framework()
         if missing is not None:
-            errors.append(_error(64, missing, "pip install 'django-task-ledger[tasks]'.", where))
+            errors.append(
+                _error(64, missing, gettext("pip install 'django-task-ledger[tasks]'."), where)
+            )
             continue
         if backends:
             errors += _check_backend(where, params, queues)
@@ -95,24 +87,16 @@ def check_tasks(
     if not apps.is_installed("django_tasks"):
         errors.append(
             checks.Warning(
-                "The django-tasks backport is not in INSTALLED_APPS: its log lines for "
-                "task signals, its checks and its reset on a changed TASKS setting are off.",
-                hint="Add 'django_tasks' to INSTALLED_APPS (Django 5.2 only).",
+                gettext(
+                    "The django-tasks backport is not in INSTALLED_APPS: its log lines for task "
+                    "signals, its checks and its reset on a changed TASKS setting are off."
+                ),
+                hint=gettext("Add 'django_tasks' to INSTALLED_APPS (Django 5.2 only)."),
                 obj="INSTALLED_APPS",
                 id="django_ledger.W060",
             )
         )
     return errors
-
-
-def _ledger_queues() -> dict[str, dict[str, Any]]:
-    raw = getattr(settings, "LEDGER", {})
-    queues = raw.get("QUEUES", setting.TOP_DEFAULTS["QUEUES"]) if isinstance(raw, dict) else None
-    if not isinstance(queues, dict):
-        return {}  # check_settings says what is wrong with the shape
-    return {
-        name: overrides if isinstance(overrides, dict) else {} for name, overrides in queues.items()
-    }
 
 
 def _is_ledger_backend(path: Any) -> bool:
@@ -125,8 +109,8 @@ def _is_ledger_backend(path: Any) -> bool:
     kind, why = imported(path)
     if why is not None:
         return False  # Django's own check of TASKS says so
-    # A subclass of the backend, known by its bases' paths (the backend's module imports
-    # this one for its check(): importing it back would make a cycle).
+    # A subclass of the backend, known by its bases' paths (no import of the backend's
+    # module here: it needs the task framework).
     return isinstance(kind, type) and any(
         f"{base.__module__}.{base.__qualname__}" in BACKEND_PATHS for base in kind.__mro__
     )
@@ -140,90 +124,6 @@ def _missing_framework() -> str | None:
     return None
 
 
-def _check_backend(
-    where: str, params: dict[str, Any], queues: dict[str, dict[str, Any]]
-) -> Iterator[checks.CheckMessage]:
-    served = params.get("QUEUES", ["default"])
-    if isinstance(served, list | tuple | set):
-        for name in served:
-            if name not in queues:
-                known = ", ".join(repr(queue) for queue in queues) or "none"
-                yield _error(
-                    60,
-                    f"Task queue {name!r} is not a queue of LEDGER['QUEUES'] (it has {known}).",
-                    f"Add {name!r} to LEDGER['QUEUES'] (e.g. {{{name!r}: {{}}}}), or remove it here.",
-                    f"{where}['QUEUES']",
-                )
-    options = params.get("OPTIONS", {})
-    if not isinstance(options, dict):
-        yield _error(
-            61,
-            f"OPTIONS must be a dict, not {type(options).__name__}.",
-            "Give {'MAX_RESULT_BYTES': 65536} or leave OPTIONS out.",
-            f"{where}['OPTIONS']",
-        )
-        return
-    broken = False
-    for key, value in options.items():
-        if key in TRANSACTION_OPTION_DEFAULTS:
-            problem = transaction_option_problem(key, value)
-            if problem is not None:
-                broken = True
-                yield _error(
-                    65,
-                    f"{problem}.",
-                    "TRANSACTIONS: 'outbox' (the default), 'on_commit' or 'immediate'; "
-                    "DATABASE: an alias of DATABASES; see 'Transactions' in the django-ledger docs.",
-                    f"{where}['OPTIONS'][{key!r}]",
-                )
-            elif key == "DATABASE" and value not in settings.DATABASES:
-                broken = True
-                yield _error(
-                    65,
-                    f"DATABASE {value!r} is not an alias of DATABASES.",
-                    f"Name one of {', '.join(map(repr, settings.DATABASES))}.",
-                    f"{where}['OPTIONS'][{key!r}]",
-                )
-            continue
-        problem = backend_option_problem(key, value)
-        if problem is not None:
-            broken = True
-            yield _error(
-                61,
-                f"{problem[0].upper()}{problem[1:]}.",
-                f"Known options: {', '.join(sorted(_KNOWN_OPTIONS))}; see 'Settings' "
-                "in the django-ledger docs.",
-                f"{where}['OPTIONS'][{key!r}]",
-            )
-    if broken:
-        return
-    limit = options.get("MAX_RESULT_BYTES", BACKEND_OPTION_DEFAULTS["MAX_RESULT_BYTES"])
-    names = served if isinstance(served, list | tuple | set) and served else list(queues)
-    for name in names:
-        if name not in queues:
-            continue
-        payload_limit = _payload_limit(queues[name])
-        if isinstance(payload_limit, int) and limit > payload_limit:
-            yield _error(
-                62,
-                f"MAX_RESULT_BYTES ({limit:,}) is more than queue {name!r} allows: its "
-                f"MAX_PAYLOAD_BYTES is {payload_limit:,}, and a result is bounded like a payload.",
-                f"Lower MAX_RESULT_BYTES to at most {payload_limit:,}, or raise the queue's "
-                "MAX_PAYLOAD_BYTES.",
-                f"{where}['OPTIONS']['MAX_RESULT_BYTES']",
-            )
-
-
-def _payload_limit(overrides: dict[str, Any]) -> Any:
-    if "MAX_PAYLOAD_BYTES" in overrides:
-        return overrides["MAX_PAYLOAD_BYTES"]
-    raw = getattr(settings, "LEDGER", {})
-    defaults = raw.get("DEFAULTS") if isinstance(raw, dict) else None
-    if isinstance(defaults, dict) and "MAX_PAYLOAD_BYTES" in defaults:
-        return defaults["MAX_PAYLOAD_BYTES"]
-    return setting.DEFAULTS["MAX_PAYLOAD_BYTES"]
-
-
 def _check_queue_options(queues: dict[str, dict[str, Any]]) -> Iterator[checks.CheckMessage]:
     for name, overrides in queues.items():
         seconds: dict[str, float] = {}
@@ -234,26 +134,41 @@ def _check_queue_options(queues: dict[str, dict[str, Any]]) -> Iterator[checks.C
             try:
                 value = normalize_option(option, overrides[key])
             except (TypeError, ValueError) as exc:
-                yield _error(63, f"{exc}.", _OPTION_HINTS[key], where)
+                yield _error(63, f"{exc}.", str(_OPTION_HINTS[key]), where)
                 continue
             if key in ("BACKOFF_BASE", "BACKOFF_CAP"):
                 seconds[key] = value
         if seconds.get("BACKOFF_BASE", 0) > seconds.get("BACKOFF_CAP", float("inf")):
             yield _error(
                 63,
-                f"BACKOFF_BASE ({seconds['BACKOFF_BASE']:g} s) is more than BACKOFF_CAP "
-                f"({seconds['BACKOFF_CAP']:g} s).",
-                "The cap bounds every retry's wait, the first one's too: raise it or lower the base.",
+                gettext(
+                    "BACKOFF_BASE (%(backoff_base)s s) is more than BACKOFF_CAP (%(backoff_cap)s "
+                    "s)."
+                )
+                % {
+                    "backoff_base": f"{seconds['BACKOFF_BASE']:g}",
+                    "backoff_cap": f"{seconds['BACKOFF_CAP']:g}",
+                },
+                gettext(
+                    "The cap bounds every retry's wait, the first one's too: raise it or lower the "
+                    "base."
+                ),
                 f"LEDGER['QUEUES'][{name!r}]",
             )
 
 
 _OPTION_HINTS = {
-    "BACKOFF_BASE": "Give a timedelta or a number of seconds more than 0 (the default is 5).",
-    "BACKOFF_CAP": "Give a timedelta or a number of seconds more than 0 (the default is 600).",
-    "RETRY_ON": "Give a list of exception classes or dotted paths, e.g. [ConnectionError].",
-    "TIMEOUT": "Give a timedelta or a number of seconds (0: no limit).",
-    "UNIQUE": "Give True or False.",
+    "BACKOFF_BASE": gettext_lazy(
+        "Give a timedelta or a number of seconds more than 0 (the default is 5)."
+    ),
+    "BACKOFF_CAP": gettext_lazy(
+        "Give a timedelta or a number of seconds more than 0 (the default is 600)."
+    ),
+    "RETRY_ON": gettext_lazy(
+        "Give a list of exception classes or dotted paths, e.g. [ConnectionError]."
+    ),
+    "TIMEOUT": gettext_lazy("Give a timedelta or a number of seconds (0: no limit)."),
+    "UNIQUE": gettext_lazy("Give True or False."),
 }
 
 
@@ -300,11 +215,14 @@ def check_outbox(
         if not exists:
             warnings.append(
                 checks.Warning(
-                    f"Database {options.database!r} has no outbox table "
-                    f"({OutboxEntry._meta.db_table}): enqueues inside transaction.atomic() "
-                    "admit at once (as TRANSACTIONS 'immediate'), not with the transaction.",
-                    hint=f"{MISSING_HINT[0].upper()}{MISSING_HINT[1:]} (see 'Transactions' in the "
-                    "django-ledger docs).",
+                    gettext(
+                        "Database %(database)r has no outbox table (%(db_table)s): enqueues inside "
+                        "transaction.atomic() admit at once (as TRANSACTIONS 'immediate'), not with "
+                        "the transaction."
+                    )
+                    % {"database": options.database, "db_table": OutboxEntry._meta.db_table},
+                    hint=gettext("%(missing)s (see 'Transactions' in the django-ledger docs).")
+                    % {"missing": f"{MISSING_HINT[0].upper()}{MISSING_HINT[1:]}"},
                     obj=f"TASKS[{alias!r}]",
                     id="django_ledger.W066",
                 )
@@ -326,11 +244,21 @@ def check_outbox(
         if age > options.max_age:
             warnings.append(
                 checks.Warning(
-                    f"{waiting:,} task(s) wait in the outbox of database "
-                    f"{options.database!r}, the oldest for {age:,.0f} s (more than "
-                    f"OUTBOX_MAX_AGE, {options.max_age:,.0f} s): nothing delivers them.",
-                    hint="Run ledger_worker (its relay is on unless --no-relay) or "
-                    "manage.py ledger_relay --loop, and check that Redis is reachable.",
+                    gettext(
+                        "%(waiting)s task(s) wait in the outbox of database %(database)r, the oldest "
+                        "for %(age)s s (more than OUTBOX_MAX_AGE, %(max_age)s s): nothing delivers "
+                        "them."
+                    )
+                    % {
+                        "waiting": f"{waiting:,}",
+                        "database": options.database,
+                        "age": f"{age:,.0f}",
+                        "max_age": f"{options.max_age:,.0f}",
+                    },
+                    hint=gettext(
+                        "Run ledger_worker (its relay is on unless --no-relay) or manage.py "
+                        "ledger_relay --loop, and check that Redis is reachable."
+                    ),
                     obj=f"TASKS[{alias!r}]",
                     id="django_ledger.W065",
                 )

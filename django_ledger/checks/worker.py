@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
+from django.utils.translation import gettext
 
 from .base import error as _error
 from .base import imported
@@ -27,14 +28,30 @@ def check_handlers(
         if not isinstance(overrides, dict) or "HANDLER" not in overrides:
             continue
         path, where = overrides["HANDLER"], f"LEDGER['QUEUES'][{name!r}]['HANDLER']"
-        hint = "Give the dotted path of a function that takes one argument, the job."
+        hint = gettext("Give the dotted path of a function that takes one argument, the job.")
         if not isinstance(path, str) or "." not in path:
-            errors.append(_error(80, f"Must be a dotted path, got {path!r}.", hint, where))
+            errors.append(
+                _error(
+                    80,
+                    gettext("Must be a dotted path, got %(path)r.") % {"path": path},
+                    hint,
+                    where,
+                )
+            )
             continue
         handler, why = imported(path)
         if why is not None:
-            errors.append(_error(80, f"{path!r} does not import: {why}.", hint, where))
+            errors.append(
+                _error(
+                    80,
+                    gettext("%(path)r does not import: %(why)s.") % {"path": path, "why": why},
+                    hint,
+                    where,
+                )
+            )
             continue
         if not callable(handler):
-            errors.append(_error(81, f"{path!r} is not callable.", hint, where))
+            errors.append(
+                _error(81, gettext("%(path)r is not callable.") % {"path": path}, hint, where)
+            )
     return errors

@@ -1,7 +1,7 @@
 """The Django-free core: the ledger, its two paths, the record codec and the dispatch registry.
 
 Everything here takes a redis-py client and plain values, and imports nothing of Django
-or of the Django layer above it (``tests/test_layers.py`` holds it to that).
+or of the Django layer above it (``tests/project/test_layers.py`` holds it to that).
 """
 
 from .dispatch import (
@@ -12,7 +12,7 @@ from .dispatch import (
     MemoryDispatchRegistry,
     RedisDispatchRegistry,
 )
-from .errors import CorruptRecord, LedgerError, LedgerUnavailable
+from .errors import CorruptRecord, FusedPathOnly, LedgerError, LedgerUnavailable
 from .ledger import Ledger
 from .records import Record, State
 from .results import (
@@ -37,6 +37,7 @@ __all__ = [
     "Dispatch",
     "DispatchRegistry",
     "DispatchUnavailable",
+    "FusedPathOnly",
     "Ledger",
     "LedgerError",
     "LedgerUnavailable",

@@ -1,4 +1,5 @@
-"""Admission: ``Ledger.admit`` and ``admit_many``, once by request id."""
+"""Admission (``Ledger.admit``, ``admit_many``): checked, cut in transport batches, stored
+once by request id, on the fused or the reference path."""
 
 from __future__ import annotations
 
@@ -8,124 +9,117 @@ from datetime import timedelta
 from . import fused, reference
 from .arguments import check_priority
 from .ledger_base import LedgerBase
-from .limits import key_of, map_key
+from .limits import key_of
 from .records import id_problem, traceparent_problem
 from .results import Admission, AdmissionStatus
 from .timing import duration_ms
 from .transport import batches, utf8_len
 
-__all__ = ["Admitting"]
+__all__ = ["admit", "admit_many"]
 
 
-class Admitting(LedgerBase):
-    """A ledger's admissions: checked, cut in transport batches, stored once by id."""
+def admit(
+    ledger: LedgerBase,
+    request_id: str,
+    payload: str,
+    delay: timedelta | float = 0,
+    traceparent: str | None = None,
+    priority: int = 0,
+) -> Admission:
+    """Admit one request, once by its id.
 
-    #: The queue's KEY (docs/limits.md): each request's key is computed from its payload
-    #: here and stored with it. Set by ``set_limits`` (``get_ledger`` from the settings).
-    limit_key: str | None = None
+    ``priority`` (-100 to 100, default 0): among records due now, a higher one is
+    claimed first; equal priorities in due order.
+    """
+    if not ledger.optimized or traceparent is not None or ledger.limit_key is not None:
+        return admit_many(ledger, [(request_id, payload)], delay, traceparent, priority)[0]
+    # admit_many's steps for one request and no traceparent: no lists, no batching.
+    delay_ms = duration_ms(delay, "delay")
+    check_priority(priority)
+    problem, data = _checked_request(ledger, request_id, payload, None)
+    if problem is not None:
+        return Admission(request_id, AdmissionStatus.REJECTED, problem)
+    batch = [(0, request_id, data)]
+    return fused.admit(ledger.runner, batch, delay_ms, "", ledger.max_records, priority)[0]
 
-    def admit(
-        self,
-        request_id: str,
-        payload: str,
-        delay: timedelta | float = 0,
-        traceparent: str | None = None,
-        priority: int = 0,
-    ) -> Admission:
-        """Admit one request, once by its id.
 
-        ``priority`` (-100 to 100, default 0): among records due now, a higher one is
-        claimed first; equal priorities in due order.
-        """
-        if not self.optimized or traceparent is not None or self.limit_key is not None:
-            return self.admit_many([(request_id, payload)], delay, traceparent, priority)[0]
-        # admit_many's steps for one request and no traceparent: no lists, no batching.
-        delay_ms = duration_ms(delay, "delay")
-        check_priority(priority)
-        problem, data = self._checked_request(request_id, payload, None)
-        if problem is not None:
-            return Admission(request_id, AdmissionStatus.REJECTED, problem)
-        batch = [(0, request_id, data)]
-        return fused.admit(self.runner, batch, delay_ms, "", self.max_records, priority)[0]
+def _checked_request(
+    ledger: LedgerBase, request_id: object, payload: object, trace_problem: str | None
+) -> tuple[str | None, bytes]:
+    """Return why one request is refused (``None``: it is not) and its payload's bytes."""
+    problem = id_problem(request_id) or trace_problem
+    if not isinstance(payload, str):
+        raise TypeError(f"payload must be a str, not {type(payload).__name__}")
+    if problem is not None:
+        return problem, b""
+    try:
+        data = payload.encode("utf-8")
+    except UnicodeEncodeError:
+        return "payload_not_utf8", b""
+    if len(data) > ledger.max_payload_bytes:
+        return "payload_too_large", b""
+    return None, data
 
-    def _checked_request(
-        self, request_id: object, payload: object, trace_problem: str | None
-    ) -> tuple[str | None, bytes]:
-        """Return why one request is refused (``None``: it is not) and its payload's bytes."""
-        problem = id_problem(request_id) or trace_problem
-        if not isinstance(payload, str):
-            raise TypeError(f"payload must be a str, not {type(payload).__name__}")
-        if problem is not None:
-            return problem, b""
-        try:
-            data = payload.encode("utf-8")
-        except UnicodeEncodeError:
-            return "payload_not_utf8", b""
-        if len(data) > self.max_payload_bytes:
-            return "payload_too_large", b""
-        return None, data
 
-    def admit_many(
-        self,
-        requests: Iterable[tuple[str, str]],
-        delay: timedelta | float = 0,
-        traceparent: str | None = None,
-        priority: int = 0,
-    ) -> list[Admission]:
-        """Admit requests in transport batches; results come in input order.
+def admit_many(
+    ledger: LedgerBase,
+    requests: Iterable[tuple[str, str]],
+    delay: timedelta | float = 0,
+    traceparent: str | None = None,
+    priority: int = 0,
+) -> list[Admission]:
+    """Admit requests in transport batches; results come in input order.
 
-        Not all-or-nothing: if the call is interrupted, any prefix may be stored, and
-        calling again with the same requests reconciles (``DUPLICATE`` for those).
-        """
-        delay_ms = duration_ms(delay, "delay")
-        check_priority(priority)
-        trace_problem = traceparent_problem(traceparent)
-        results: list[Admission | None] = []
-        ready: list[tuple[int, str, bytes]] = []
-        path = self.limit_key
-        keys: dict[int, str] = {}
-        for item in requests:
-            if not isinstance(item, tuple | list) or len(item) != 2:
-                raise TypeError("each request must be a (request_id, payload) pair")
-            request_id, payload = item
-            problem, data = self._checked_request(request_id, payload, trace_problem)
-            if problem is None and path is not None:
-                key = key_of(path, payload)
-                if key is None:
-                    problem = "limit_key_invalid"
-                else:
-                    keys[len(results)] = key
-            if problem is not None:
-                results.append(Admission(request_id, AdmissionStatus.REJECTED, problem))
+    Not all-or-nothing: if the call is interrupted, any prefix may be stored, and
+    calling again with the same requests reconciles (``DUPLICATE`` for those).
+    """
+    delay_ms = duration_ms(delay, "delay")
+    check_priority(priority)
+    trace_problem = traceparent_problem(traceparent)
+    results: list[Admission | None] = []
+    ready: list[tuple[int, str, bytes]] = []
+    path = ledger.limit_key
+    keys: dict[int, str] = {}
+    for item in requests:
+        if not isinstance(item, tuple | list) or len(item) != 2:
+            raise TypeError("each request must be a (request_id, payload) pair")
+        request_id, payload = item
+        problem, data = _checked_request(ledger, request_id, payload, trace_problem)
+        if problem is None and path is not None:
+            key = key_of(path, payload)
+            if key is None:
+                problem = "limit_key_invalid"
             else:
-                ready.append((len(results), request_id, data))
-                results.append(None)
-        for batch in batches(ready, lambda item: utf8_len(item[1]) + len(item[2])):
-            if self.optimized:
-                answers = fused.admit(
-                    self.runner,
-                    batch,
+                keys[len(results)] = key
+        if problem is not None:
+            results.append(Admission(request_id, AdmissionStatus.REJECTED, problem))
+        else:
+            ready.append((len(results), request_id, data))
+            results.append(None)
+    for batch in batches(ready, lambda item: utf8_len(item[1]) + len(item[2])):
+        if ledger.optimized:
+            answers = fused.admit(
+                ledger.runner,
+                batch,
+                delay_ms,
+                traceparent or "",
+                ledger.max_records,
+                priority,
+                [keys[position] for position, _, _ in batch] if path is not None else None,
+            )
+        else:
+            answers = [
+                reference.admit(
+                    ledger.runner,
+                    request_id,
+                    data,
                     delay_ms,
                     traceparent or "",
-                    self.max_records,
+                    ledger.max_records,
                     priority,
-                    [keys[position] for position, _, _ in batch] if path is not None else None,
                 )
-            else:
-                for position, request_id, _ in batch if path is not None else ():
-                    map_key(self.runner, request_id, keys[position])
-                answers = [
-                    reference.admit(
-                        self.runner,
-                        request_id,
-                        data,
-                        delay_ms,
-                        traceparent or "",
-                        self.max_records,
-                        priority,
-                    )
-                    for _, request_id, data in batch
-                ]
-            for (position, _, _), answer in zip(batch, answers, strict=True):
-                results[position] = answer
-        return [result for result in results if result is not None]
+                for _, request_id, data in batch
+            ]
+        for (position, _, _), answer in zip(batch, answers, strict=True):
+            results[position] = answer
+    return [result for result in results if result is not None]

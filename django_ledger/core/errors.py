@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["CorruptRecord", "LedgerError", "LedgerUnavailable", "NotReplicated"]
+__all__ = [
+    "CorruptRecord",
+    "FusedPathOnly",
+    "LedgerError",
+    "LedgerUnavailable",
+    "NotReplicated",
+]
 
 
 class LedgerError(Exception):
@@ -45,3 +51,20 @@ class NotReplicated(LedgerUnavailable):
         )
         self.acknowledged = acknowledged
         self.wanted = wanted
+
+
+class FusedPathOnly(LedgerError):
+    """A ledger on the reference path (``optimized=False``) was asked for a job-system extra.
+
+    The reference path keeps to the reference ledger's contract (admit, claim, renew,
+    settle, resolve, repair, quarantine, import); workflows and flow limits (a queue's
+    and a key's) run on the fused scripts only.
+    """
+
+    def __init__(self, feature: str) -> None:
+        super().__init__(
+            f"{feature} run on the fused path only, and this ledger is on the reference "
+            "path (optimized=False): build it with optimized=True (the queue's OPTIMIZED "
+            "setting, the default)"
+        )
+        self.feature = feature

@@ -13,9 +13,10 @@ parents' results; a parent that fails cancels its ``cancel`` dependants at once.
     admit_workflow(ledger, "order-42", steps)      # ADMITTED, then DUPLICATE
     read_workflow(ledger, "order-42")              # each step's state and result
 
-Both ledger modes: optimized, admission is one script call (``flow_admit.lua``) and the
-release happens inside the settling script; the reference path admits in several calls
-and releases with a second call (``flow_release.lua``) after its compare-and-set.
+Admission is one script call (``flow_admit.lua``) and the release happens inside the
+settling script, so no crash leaves a workflow half admitted or a step unreleased. Fused
+path only: a ledger on the reference path (``optimized=False``) refuses workflows
+(``FusedPathOnly``).
 """
 
 from __future__ import annotations
@@ -26,14 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import reference
-from .errors import CorruptRecord
+from .errors import CorruptRecord, FusedPathOnly
 from .records import Record, State, decode_record, encode_record, id_problem
 from .results import AdmissionStatus
+from .sharded import AnyLedger
 
 if TYPE_CHECKING:
-    from .ledger import Ledger
     from .runner import Runner
+    from .sharded import AnyLedger
 
 __all__ = [
     "MAX_FLOW_EDGES",
@@ -162,12 +163,14 @@ def step_id(workflow_id: str, name: str) -> str:
     return f"{workflow_id}:{name}"
 
 
-def check_workflow(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) -> None:
+def check_workflow(ledger: AnyLedger, workflow_id: str, steps: Sequence[FlowStep]) -> None:
     """Raise ``ValueError``/``TypeError`` for a workflow ``admit_workflow`` would refuse.
 
     Nothing is read or written: what a caller that stages a workflow (the outbox) checks
     before its transaction commits, so a bad one fails at enqueue, not at delivery.
     """
+    if not ledger.optimized:
+        raise FusedPathOnly("workflows")
     if not isinstance(workflow_id, str) or id_problem(workflow_id) is not None:
         raise ValueError(f"workflow id is not usable: {workflow_id!r}")
     if not steps:
@@ -261,23 +264,21 @@ def _entries(workflow_id: str, steps: Sequence[FlowStep]) -> list[tuple[str, str
     return entries
 
 
-def admit_workflow(ledger: Ledger, workflow_id: str, steps: Sequence[FlowStep]) -> FlowAdmission:
+def admit_workflow(ledger: AnyLedger, workflow_id: str, steps: Sequence[FlowStep]) -> FlowAdmission:
     """Admit a workflow once: ``ADMITTED``; the same again ``DUPLICATE``; else ``CONFLICT``.
 
     ``FULL`` when the queue's live records and the workflow's steps pass ``max_records``.
-    Bad steps raise ``ValueError``/``TypeError`` before anything is written.
+    Bad steps raise ``ValueError``/``TypeError`` before anything is written; a ledger on
+    the reference path raises ``FusedPathOnly``.
     """
     runner = _runner(ledger)
     check_workflow(ledger, workflow_id, steps)
     manifest = _manifest(workflow_id, steps)
-    entries = _entries(workflow_id, steps)
-    if ledger.optimized:
-        args: list[Any] = [ledger.max_records, workflow_id, manifest]
-        for entry in entries:
-            args += entry
-        _, code, detail = runner.run(runner.scripts.flow_admit, args)
-        return _answer(workflow_id, int(code), detail)
-    return _admit_reference(ledger, runner, workflow_id, manifest, entries)
+    args: list[Any] = [ledger.max_records, workflow_id, manifest]
+    for entry in _entries(workflow_id, steps):
+        args += entry
+    _, code, detail = runner.run(runner.scripts.flow_admit, args)
+    return _answer(workflow_id, int(code), detail)
 
 
 def _answer(workflow_id: str, code: int, detail: bytes | str) -> FlowAdmission:
@@ -291,87 +292,15 @@ def _answer(workflow_id: str, code: int, detail: bytes | str) -> FlowAdmission:
     return FlowAdmission(workflow_id, _ADMIT_CODES[code], reason)
 
 
-def _admit_reference(
-    ledger: Ledger,
-    runner: Runner,
-    workflow_id: str,
-    manifest: str,
-    entries: list[tuple[str, str, str, str, int]],
-) -> FlowAdmission:
-    """The reference admission: checks, the manifest as the one winner's mark, then writes.
-
-    Several calls, not one atomic step: concurrent admissions still admit each step once
-    (``HSETNX`` picks one writer), but a crash midway leaves a partial workflow, which
-    the fused path never does.
-    """
-    key, redis = runner.flows_key, runner.redis
-    manifest_field = "m:" + workflow_id
-
-    def stored_answer(stored: bytes) -> FlowAdmission:
-        if stored == manifest.encode("utf-8"):
-            return FlowAdmission(workflow_id, AdmissionStatus.DUPLICATE)
-        return FlowAdmission(workflow_id, AdmissionStatus.CONFLICT, "workflow_differs")
-
-    with runner.translate_errors():
-        stored = redis.hget(key, manifest_field)
-        if stored is not None:
-            return stored_answer(stored)
-        ids = [entry[0] for entry in entries]
-        for start in range(0, len(ids), 1000):
-            part = ids[start : start + 1000]
-            records = redis.hmget(runner.records_key, part)
-            specs = redis.hmget(key, ["s:" + sid for sid in part])
-            for sid, raw, spec in zip(part, records, specs, strict=True):
-                if raw is not None or spec is not None:
-                    # A rival admitting this workflow writes its manifest before any step:
-                    # a step found now may be its, so the manifest answers first.
-                    stored = redis.hget(key, manifest_field)
-                    if stored is not None:
-                        return stored_answer(stored)
-                    return FlowAdmission(
-                        workflow_id, AdmissionStatus.CONFLICT, "step_exists: " + sid
-                    )
-        pipe = redis.pipeline(transaction=False)
-        pipe.zcard(runner.ready_key)
-        pipe.zcard(runner.leases_key)
-        pipe.hlen(runner.quarantine_key)
-        if sum(pipe.execute()) + len(entries) > ledger.max_records:
-            stored = redis.hget(key, manifest_field)  # a rival's roots may fill it
-            if stored is not None:
-                return stored_answer(stored)
-            return FlowAdmission(workflow_id, AdmissionStatus.FULL, "max_records")
-    if not runner.write("HSETNX", key, manifest_field, manifest):
-        with runner.translate_errors():
-            stored = redis.hget(key, manifest_field)
-        if stored is None:  # pragma: no cover - admitted and purged meanwhile
-            return FlowAdmission(workflow_id, AdmissionStatus.CONFLICT, "contended")
-        return stored_answer(stored)
-    fields: list[Any] = ["k:" + workflow_id, len(entries)]
-    for sid, _, spec, deps, waits in entries:
-        fields += ("s:" + sid, spec)
-        if deps:
-            fields += ("d:" + sid, deps)
-        if waits:
-            fields += ("n:" + sid, waits)
-    for start in range(0, len(fields), 2000):
-        runner.write("HSET", key, *fields[start : start + 2000])
-    for sid, payload, _, _, waits in entries:
-        if not waits:
-            reference.admit(
-                runner, sid, payload.encode("utf-8"), 0, "", ledger.max_records + len(entries)
-            )
-    return FlowAdmission(workflow_id, AdmissionStatus.ADMITTED)
-
-
 def released(runner: Runner, request_id: str) -> None:
     """After a write outside the fused scripts ended ``request_id``: move its dependants on.
 
-    The reference path's settle and repair, and an operator's ``mark_failed``, call it.
+    An operator's ``mark_failed`` calls it.
     """
     runner.run(runner.scripts.flow_release, [request_id])
 
 
-def reopen_step(ledger: Ledger, request_id: str) -> int:
+def reopen_step(ledger: AnyLedger, request_id: str) -> int:
     """The steps a failed step's ending cancelled wait again (``retry_step`` without the retry).
 
     Return how many steps wait again (0 for a record that is no workflow's step).
@@ -380,7 +309,7 @@ def reopen_step(ledger: Ledger, request_id: str) -> int:
     return int(runner.run(runner.scripts.flow_reopen, [request_id]))
 
 
-def retry_step(ledger: Ledger, request_id: str, shown: bytes, retried: Record) -> int | None:
+def retry_step(ledger: AnyLedger, request_id: str, shown: bytes, retried: Record) -> int | None:
     """An operator's retry of an ended record, in one script call (``flow_reopen.lua``).
 
     Its bytes ``shown`` become ``retried`` (PENDING) by compare-and-set, and, for a
@@ -396,7 +325,7 @@ def retry_step(ledger: Ledger, request_id: str, shown: bytes, retried: Record) -
     return None if reopened < 0 else reopened
 
 
-def cancel_workflow(ledger: Ledger, workflow_id: str) -> int | None:
+def cancel_workflow(ledger: AnyLedger, workflow_id: str) -> int | None:
     """Cancel every step not yet started; return how many, ``None`` for an unknown id."""
     runner = _runner(ledger)
     _, cancelled = runner.run(runner.scripts.flow_cancel, [workflow_id])
@@ -404,7 +333,7 @@ def cancel_workflow(ledger: Ledger, workflow_id: str) -> int | None:
 
 
 def read_workflow(
-    ledger: Ledger, workflow_id: str, *, offset: int = 0, limit: int | None = None
+    ledger: AnyLedger, workflow_id: str, *, offset: int = 0, limit: int | None = None
 ) -> WorkflowStatus | None:
     """Read a workflow's steps, states, results and errors; ``None`` if the queue has none.
 
@@ -479,7 +408,7 @@ def read_workflow(
     return out
 
 
-def workflow_of_step(ledger: Ledger, request_id: str) -> str | None:
+def workflow_of_step(ledger: AnyLedger, request_id: str) -> str | None:
     """The id of the workflow whose step ``request_id`` is, or ``None`` (one ``HGET``)."""
     runner = getattr(ledger, "runner", None)
     if runner is None:
@@ -492,7 +421,7 @@ def workflow_of_step(ledger: Ledger, request_id: str) -> str | None:
     return flow if isinstance(flow, str) else None
 
 
-def _runner(ledger: Ledger) -> Runner:
+def _runner(ledger: AnyLedger) -> Runner:
     runner: Runner | None = getattr(ledger, "runner", None)
     if runner is None:
         raise TypeError("workflows run on a queue of one shard (SHARDS 1): this one is sharded")

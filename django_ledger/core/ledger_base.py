@@ -1,10 +1,9 @@
-"""What every part of a ``Ledger`` shares: its settings, its keys and the runner's plumbing.
+"""What a ``Ledger``'s operations read: its settings, its keys and the runner's plumbing.
 
-``Ledger`` (``ledger.py``) is made of parts, one module each: admission
-(``admission.py``), claims and settlements (``claiming.py``), reads (``reading.py``),
-repair (``repairing.py``) and the operator's gate and import (``operating.py``). Each
-part is a class on top of ``LedgerBase``, which declares the attributes ``Ledger``
-sets and holds what all of them use.
+``Ledger`` (``ledger.py``) is the one public class; its operations are functions in
+modules named for what they do (``admission.py``, ``claiming.py``, ``reading.py``,
+``repairing.py``, ``operating.py``), each taking the ledger as a ``LedgerBase``: the
+attributes ``Ledger.__init__`` sets, and the keys and plumbing built on them.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from .errors import FusedPathOnly
 from .records import State, id_problem
 from .runner import Runner
 from .scripts import Scripts
@@ -36,6 +36,9 @@ class LedgerBase:
     retention_ms: int
     durability_replicas: int
     durability_timeout_ms: int
+    #: The queue's KEY (docs/limits.md): each admitted request's key is computed from its
+    #: payload and stored with it. Set by ``set_limits`` (``get_ledger`` from the settings).
+    limit_key: str | None = None
 
     # -- keys ---------------------------------------------------------------------
 
@@ -82,6 +85,11 @@ class LedgerBase:
     @property
     def retention(self) -> timedelta:
         return timedelta(milliseconds=self.retention_ms)
+
+    def fused_only(self, feature: str) -> None:
+        """Refuse ``feature`` (a job-system extra) on the reference path: ``FusedPathOnly``."""
+        if not self.optimized:
+            raise FusedPathOnly(feature)
 
     # -- plumbing (the runner's, here for operator code and tests) -----------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from . import fused, reference
@@ -12,76 +12,62 @@ from .ledger_base import LedgerBase
 from .results import RepairReport
 from .transport import batches, scanned_id
 
-__all__ = ["Repairing"]
+__all__ = ["repair_page", "repair_records", "scan_page", "sweep"]
 
 
-class Repairing(LedgerBase):
-    """A ledger's repair: each record against the bytes it was read as."""
+def repair_page(ledger: LedgerBase, cursor: str | int = "0", count: int = 100) -> RepairReport:
+    """Repair one HSCAN page and say what it did, with the next cursor.
 
-    def repair(self, cursor: str = "0", count: int = 100) -> str:
-        """Repair one HSCAN page; return the next cursor (``"0"`` ends a cycle)."""
-        return self.repair_page(cursor, count).cursor
+    Before the page, a sweep of the indexes repairs every expired lease and every
+    record past its retention (up to ``count`` of each) wherever the scan stands,
+    and drops index entries whose record is gone; the page's ``scanned`` counts
+    the scanned records only.
+    """
+    if isinstance(cursor, bool) or not isinstance(cursor, str | int):
+        raise TypeError(f"cursor must be a str, not {type(cursor).__name__}")
+    # HSCAN's cursors are unsigned 64-bit: a larger one is refused here, before the
+    # sweep writes anything, not by Redis halfway through the page.
+    if not str(cursor).isdigit() or len(str(cursor)) > 20 or int(cursor) >= 2**64:
+        raise ValueError(f"cursor must be a cursor returned by repair, got {cursor!r}")
+    positive_int(count, "count", upper=10_000)
+    report = sweep(ledger, count)
+    report.add(scan_page(ledger, int(cursor), count))
+    return report
 
-    def repair_page(self, cursor: str | int = "0", count: int = 100) -> RepairReport:
-        """Repair one HSCAN page and say what it did, with the next cursor.
 
-        Before the page, a sweep of the indexes repairs every expired lease and every
-        record past its retention (up to ``count`` of each) wherever the scan stands,
-        and drops index entries whose record is gone; the page's ``scanned`` counts
-        the scanned records only.
-        """
-        if isinstance(cursor, bool) or not isinstance(cursor, str | int):
-            raise TypeError(f"cursor must be a str, not {type(cursor).__name__}")
-        # HSCAN's cursors are unsigned 64-bit: a larger one is refused here, before the
-        # sweep writes anything, not by Redis halfway through the page.
-        if not str(cursor).isdigit() or len(str(cursor)) > 20 or int(cursor) >= 2**64:
-            raise ValueError(f"cursor must be a cursor returned by repair, got {cursor!r}")
-        positive_int(count, "count", upper=10_000)
-        report = self.sweep(count)
-        report.add(self.scan_page(int(cursor), count))
-        return report
+def sweep(ledger: LedgerBase, count: int = 100) -> RepairReport:
+    """Repair up to ``count`` expired leases and records past retention, from the indexes.
 
-    def sweep(self, count: int = 100) -> RepairReport:
-        """Repair up to ``count`` expired leases and records past retention, from the indexes.
+    The first half of ``repair_page``: it reads no page of records (``scanned`` 0),
+    and drops index entries whose record is gone.
+    """
+    positive_int(count, "count", upper=10_000)
+    swept = ledger.run(ledger.scripts.sweep, [ledger.retention_ms, count, ledger.max_retained])
+    report = repair_records(ledger, zip(swept[2::2], swept[3::2], strict=True))
+    report.reindexed += swept[0]
+    report.purged += swept[1]
+    report.scanned = 0
+    return report
 
-        The first half of ``repair_page``: it reads no page of records (``scanned`` 0),
-        and drops index entries whose record is gone.
-        """
-        positive_int(count, "count", upper=10_000)
-        swept = self.run(self.scripts.sweep, [self.retention_ms, count, self.max_retained])
-        report = self.repair_records(zip(swept[2::2], swept[3::2], strict=True))
-        report.reindexed += swept[0]
-        report.purged += swept[1]
-        report.scanned = 0
-        return report
 
-    def scan_page(self, cursor: int, count: int) -> RepairReport:
-        """Repair one HSCAN page of records from ``cursor``; the report holds the next one."""
-        with self.translate_errors():
-            next_cursor, page = self.redis.hscan(self.records_key, cursor, count=count)
-        return self.repair_records(page.items(), str(next_cursor))
+def scan_page(ledger: LedgerBase, cursor: int, count: int) -> RepairReport:
+    """Repair one HSCAN page of records from ``cursor``; the report holds the next one."""
+    with ledger.translate_errors():
+        next_cursor, page = ledger.redis.hscan(ledger.records_key, cursor, count=count)
+    return repair_records(ledger, page.items(), str(next_cursor))
 
-    def repair_records(
-        self, observed: Iterable[tuple[Any, bytes]], cursor: str = "0"
-    ) -> RepairReport:
-        """Repair records against the bytes the caller read (a stale read changes nothing)."""
-        pairs = [(scanned_id(request_id), raw) for request_id, raw in observed]
-        report = RepairReport(cursor=cursor, scanned=len(pairs))
-        for batch in batches(pairs, lambda item: len(item[0]) + len(item[1])):
-            path = fused if self.optimized else reference
-            codes = path.repair(self.runner, batch, self.retention_ms, self.max_attempts)
-            for code in codes:
-                field = REPAIR_FIELDS.get(code)
-                if field is not None:
-                    setattr(report, field, getattr(report, field) + 1)
-        return report
 
-    def repair_cycle(self, count: int = 100) -> Iterator[RepairReport]:
-        """Repair every record once, yielding each page's report (the last has cursor "0")."""
-        cursor = "0"
-        while True:
-            report = self.repair_page(cursor, count)
-            yield report
-            cursor = report.cursor
-            if cursor == "0":
-                return
+def repair_records(
+    ledger: LedgerBase, observed: Iterable[tuple[Any, bytes]], cursor: str = "0"
+) -> RepairReport:
+    """Repair records against the bytes the caller read (a stale read changes nothing)."""
+    pairs = [(scanned_id(request_id), raw) for request_id, raw in observed]
+    report = RepairReport(cursor=cursor, scanned=len(pairs))
+    for batch in batches(pairs, lambda item: len(item[0]) + len(item[1])):
+        path = fused if ledger.optimized else reference
+        codes = path.repair(ledger.runner, batch, ledger.retention_ms, ledger.max_attempts)
+        for code in codes:
+            field = REPAIR_FIELDS.get(code)
+            if field is not None:
+                setattr(report, field, getattr(report, field) + 1)
+    return report

@@ -40,7 +40,7 @@ SCRIPT_NAMES = (
 #: The prelude before each script's body, in order. Lua builds every function of a
 #: script's source each time the script runs, so a script carries the parts it calls
 #: and few more: the admission, called once per task enqueued, only the codec and the
-#: keyed pool's entries (tests/test_scripts.py checks that it defines nothing it does not
+#: keyed pool's entries (tests/core/test_scripts.py checks that it defines nothing it does not
 #: use, and that no script calls a prelude function its parts leave out).
 _CODEC = ("codec.lua", "store.lua")
 #: Scripts that end records or run workflows: ``flow.lua`` follows the codec prelude.

@@ -27,9 +27,9 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .arguments import (
     RenewItem,
@@ -42,21 +42,26 @@ from .arguments import (
 )
 from .layout import check_layout, shard_index, shard_queues
 from .ledger import Ledger
-from .records import Record
-from .results import Admission, Claim, RepairReport, Settlement, Stats
+from .records import Record, State
+from .results import Admission, Claim, Claims, RepairReport, Settlement, Stats
 from .sharded_claims import ShardedClaiming
-from .sharded_keys import PerShardKeys
+from .sharded_keys import PER_SHARD, PerShard
 from .timing import duration_ms
 from .transport import Translate
 
-__all__ = ["ShardedLedger"]
+__all__ = ["AnyLedger", "ShardedLedger"]
 
 Item = TypeVar("Item")
 Answer = TypeVar("Answer")
 
 
-class ShardedLedger(PerShardKeys, ShardedClaiming, Ledger):
-    """One queue's ledger over ``shards`` shards on a redis-py client (``Redis`` or ``RedisCluster``)."""
+class ShardedLedger(ShardedClaiming):
+    """One queue's ledger over ``shards`` shards on a redis-py client (``Redis`` or ``RedisCluster``).
+
+    It holds one ``Ledger`` per shard (``shards``) and answers the operations that span
+    them; what belongs to one shard (its keys, its scripts, its runner) it does not have:
+    asking for it raises ``PerShard``, which says to use ``shards[i]`` or ``shard_for``.
+    """
 
     def __init__(
         self,
@@ -116,6 +121,18 @@ class ShardedLedger(PerShardKeys, ShardedClaiming, Ledger):
     def __repr__(self) -> str:
         mode = "optimized" if self.optimized else "reference"
         return f"<ShardedLedger {self.namespace}:{self.queue} {self.shard_count} shards {mode}>"
+
+    if not TYPE_CHECKING:  # a type checker sees no such members at all
+
+        def __getattr__(self, name: str) -> Any:
+            """What one shard has (its keys, scripts, runner) is not the whole queue's."""
+            if name in PER_SHARD:
+                raise PerShard(repr(self), self.shard_count, name)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def retention(self) -> timedelta:
+        return timedelta(milliseconds=self.retention_ms)
 
     # -- shards -----------------------------------------------------------------------
 
@@ -214,7 +231,24 @@ class ShardedLedger(PerShardKeys, ShardedClaiming, Ledger):
             lambda shard, group: shard.admit_many(group, delay, traceparent, priority),
         )
 
-    # -- claims -----------------------------------------------------------------------
+    # -- claims (the many-item forms are ShardedClaiming's and below) -------------------
+
+    def claim(self, owner: str, lease: timedelta | float = 30) -> Claim | None:
+        """Claim one due record from the shards in turn (``Ledger.claim``), or ``None``."""
+        claims: Claims = self.claim_many(owner, 1, lease)
+        return claims[0] if claims else None
+
+    def renew(self, claim: Claim, lease: timedelta | float = 30) -> Settlement:
+        return self.renew_many([(claim, lease)])[0]
+
+    def settle(
+        self,
+        claim: Claim,
+        state: State = State.COMPLETED,
+        delay: timedelta | float = 0,
+        result: str | bytes | None = None,
+    ) -> Settlement:
+        return self.settle_many([(claim, state, delay, result)])[0]
 
     def renew_many(self, items: Iterable[RenewItem]) -> list[Settlement]:
         pairs = list(items)
@@ -246,6 +280,9 @@ class ShardedLedger(PerShardKeys, ShardedClaiming, Ledger):
         return self._routed(
             list(request_ids), lambda request_id: request_id, lambda s, g: s.results(g)
         )
+
+    def resolve(self, request_id: str) -> Record | None:
+        return self.resolve_many([request_id])[0]
 
     def resolve_many(self, request_ids: Iterable[str]) -> list[Record | None]:
         return self._routed(
@@ -296,20 +333,25 @@ class ShardedLedger(PerShardKeys, ShardedClaiming, Ledger):
             raise ValueError(f"cursor must be a cursor returned by repair, got {cursor!r}")
         return int(shard), int(inner)
 
-    def repair_records(
-        self, observed: Iterable[tuple[Any, bytes]], cursor: str = "0"
-    ) -> RepairReport:
-        """Refused: observed bytes were read from one shard, whose ledger repairs them."""
-        raise self._unsharded("repair_records")
+    def repair(self, cursor: str = "0", count: int = 100) -> str:
+        """Repair one page (``repair_page``); return the next cursor (``"0"`` ends a cycle)."""
+        return self.repair_page(cursor, count).cursor
+
+    def repair_cycle(self, count: int = 100) -> Iterator[RepairReport]:
+        """Repair every record of every shard once, yielding each page's report."""
+        cursor = "0"
+        while True:
+            report = self.repair_page(cursor, count)
+            yield report
+            cursor = report.cursor
+            if cursor == "0":
+                return
 
     def sweep(self, count: int = 100) -> RepairReport:
         report = RepairReport(cursor="0")
         for shard in self._laid_out():
             report.add(shard.sweep(count))
         return report
-
-    def scan_page(self, cursor: int, count: int) -> RepairReport:
-        raise self._unsharded("scan_page")
 
     # -- gate and import --------------------------------------------------------------
 
@@ -327,6 +369,19 @@ class ShardedLedger(PerShardKeys, ShardedClaiming, Ledger):
         """True when any shard is closed."""
         return any(shard.gate_closed for shard in self._laid_out())
 
+    def import_record(
+        self,
+        request_id: str,
+        payload: str,
+        state: State,
+        due_at: int,
+        owner: str = "",
+        **extra: Any,
+    ) -> Admission:
+        """Write one record as given into its id's shard (``Ledger.import_record``)."""
+        fields = {"request_id": request_id, "payload": payload, "state": state, "due_at": due_at}
+        return self.import_many([{**fields, "owner": owner, **extra}])[0]
+
     def import_many(self, items: Iterable[Mapping[str, Any]]) -> list[Admission]:
         """Import records, each into its id's shard; every item is checked before any write."""
         from .importing import prepare_import  # local: import formats are not hot
@@ -340,3 +395,7 @@ class ShardedLedger(PerShardKeys, ShardedClaiming, Ledger):
         return self._routed(
             pairs, lambda pair: pair[0], lambda shard, group: shard.import_many(g for _, g in group)
         )
+
+
+#: A queue's ledger, of one shard or several: what ``get_ledger`` answers.
+AnyLedger = Ledger | ShardedLedger

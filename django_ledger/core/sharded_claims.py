@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from .arguments import SettleItem, positive_int, settle_work
 from .claiming import check_hold_after
 from .layout import homes_key, shard_index
-from .ledger_base import LedgerBase
 from .limits import Limits, LimitUse
 from .records import owner_problem
 from .results import Claim, Claims, Settlement, earliest
@@ -30,9 +29,11 @@ if TYPE_CHECKING:
 __all__ = ["ShardedClaiming", "check_owner"]
 
 
-class ShardedClaiming(LedgerBase):
+class ShardedClaiming:
     """Claim from a sharded queue's shards in turn (``ShardedLedger`` sets the state)."""
 
+    namespace: str
+    queue: str
     shard_count: int
     _rotate_every: int
     _turn: itertools.count[int]

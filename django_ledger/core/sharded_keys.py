@@ -1,74 +1,43 @@
-"""The keys and scripts of a sharded queue: each belongs to one shard, never to the whole."""
+"""What a sharded queue does not have as a whole: each shard's own keys, scripts and runner."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from .errors import LedgerError
-from .ledger_base import LedgerBase
-from .records import State
-from .runner import Runner
-from .scripts import Scripts
 
-__all__ = ["PerShardKeys"]
+__all__ = ["PER_SHARD", "PerShard"]
+
+#: The members of a one-shard ``Ledger`` that belong to its shard: on a ``ShardedLedger``
+#: asking for one is a mistake, answered with ``PerShard``.
+PER_SHARD = frozenset(
+    {
+        "runner",
+        "records_key",
+        "ready_key",
+        "leases_key",
+        "gate_key",
+        "quarantine_key",
+        "fences_key",
+        "results_key",
+        "terminal_keys",
+        "keys",
+        "scripts",
+        "run",
+        "scan_page",
+        "repair_records",
+    }
+)
 
 
-class PerShardKeys(LedgerBase):
-    """Refuse, on a whole sharded queue, what only one of its shards has."""
+class PerShard(LedgerError, AttributeError):
+    """A sharded queue was asked for what only one of its shards has.
 
-    shard_count: int
+    An ``AttributeError`` too: the sharded ledger has no such member, so ``getattr`` with
+    a default and ``hasattr`` answer as for any missing attribute.
+    """
 
-    def _unsharded(self, what: str) -> LedgerError:
-        return LedgerError(
-            f"{self!r} has {self.shard_count} shards, each with its own {what}: use "
+    def __init__(self, ledger: str, shards: int, what: str) -> None:
+        super().__init__(
+            f"{ledger} has {shards} shards, each with its own {what}: use "
             f"ledger.shards[i].{what}, or ledger.shard_for(request_id).{what}"
         )
-
-    # Keys and scripts belong to one shard: on the whole queue they are a mistake.
-    @property
-    def runner(self) -> Runner:  # type: ignore[override]
-        raise self._unsharded("runner")
-
-    @property
-    def records_key(self) -> str:
-        raise self._unsharded("records_key")
-
-    @property
-    def ready_key(self) -> str:
-        raise self._unsharded("ready_key")
-
-    @property
-    def leases_key(self) -> str:
-        raise self._unsharded("leases_key")
-
-    @property
-    def gate_key(self) -> str:
-        raise self._unsharded("gate_key")
-
-    @property
-    def quarantine_key(self) -> str:
-        raise self._unsharded("quarantine_key")
-
-    @property
-    def fences_key(self) -> str:
-        raise self._unsharded("fences_key")
-
-    @property
-    def results_key(self) -> str:
-        raise self._unsharded("results_key")
-
-    @property
-    def terminal_keys(self) -> dict[State, str]:
-        raise self._unsharded("terminal_keys")
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        raise self._unsharded("keys")
-
-    @property
-    def scripts(self) -> Scripts:
-        raise self._unsharded("scripts")
-
-    def run(self, script: Any, args: Sequence[Any]) -> Any:
-        raise self._unsharded("run")
+        self.what = what

@@ -10,7 +10,8 @@
             Order.objects.filter(pk=order_id).update(paid=True)
             return fx.save({"charged": order_id})
 
-``effects`` opens ``transaction.atomic()`` on the backend's ``DATABASE`` and, first in
+``django_ledger.tasks.effects(context)`` (``tasks/fencing.py``) is the task's face of
+``fenced`` here, which opens ``transaction.atomic()`` on the backend's ``DATABASE`` and, first in
 that transaction, records the task id with the fence of the attempt's claim by
 compare-and-set (one ``INSERT ... ON CONFLICT DO UPDATE SET fence, done ... WHERE fence
 <= %s AND NOT done``; ``done`` commits with the block's writes or rolls back with them):
@@ -35,7 +36,7 @@ from django.utils import timezone
 
 from .models import TaskEffect
 
-__all__ = ["Effects", "StaleAttempt", "effects", "prune_effects"]
+__all__ = ["Effects", "StaleAttempt", "fenced", "prune_effects"]
 
 
 class StaleAttempt(Exception):
@@ -71,27 +72,13 @@ class Effects:
         return value
 
 
-def _database(context: Any, using: str | None) -> str:
-    if using is not None:
-        return using
-    from ..tasks.backend import LedgerBackend
-    from ..tasks.compat import task_backends
-
-    backend = task_backends[context.task_result.backend]
-    return backend.transactions.database if isinstance(backend, LedgerBackend) else "default"
-
-
 @contextmanager
-def effects(context: Any, *, using: str | None = None) -> Iterator[Effects]:
-    """Run the block's writes in one transaction, fenced by the attempt's claim.
+def fenced(task_id: str, fence: int, database: str) -> Iterator[Effects]:
+    """Run the block's writes in one transaction on ``database``, fenced by ``fence``.
 
-    ``context`` is a ``takes_context`` task's ``LedgerTaskContext``; ``using`` a database
-    alias (default: the backend's ``DATABASE`` option). Raises ``StaleAttempt`` when a
-    later claim wrote first or holds the row; the block's writes then roll back.
+    Raises ``StaleAttempt`` when a claim with a higher fence wrote first or holds the
+    row; the block's writes then roll back.
     """
-    task_id: str = context.task_result.id
-    fence = int(context.fence)
-    database = _database(context, using)
     fx = Effects(task_id, fence, database)
     with transaction.atomic(using=database):
         if not _hold(database, task_id, fence):

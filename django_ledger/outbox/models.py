@@ -5,7 +5,16 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
-__all__ = ["OutboxEntry", "TaskEffect"]
+__all__ = ["OutboxEntry", "OutboxKind", "TaskEffect"]
+
+
+class OutboxKind(models.TextChoices):
+    """What an outbox row carries, so what its delivery admits."""
+
+    #: One task: its payload is admitted with ``admit_many`` (``outbox/delivery.py``).
+    TASK = "task", "task"
+    #: A whole workflow, admitted in one call (``outbox/workflow_rows.py``).
+    WORKFLOW = "workflow", "workflow"
 
 
 class OutboxEntry(models.Model):
@@ -30,6 +39,14 @@ class OutboxEntry(models.Model):
     #: (``outbox/target.py``); "" for rows written before rows had one: any relay's.
     #: A default in the database too, so a process of the version before still writes.
     target = models.CharField("target", max_length=255, blank=True, default="", db_default="")
+    #: What the row carries; the delivery reads it, never the payload.
+    kind = models.CharField(
+        "kind",
+        max_length=16,
+        choices=OutboxKind.choices,
+        default=OutboxKind.TASK,
+        db_default=OutboxKind.TASK,
+    )
 
     class Meta:
         db_table = "django_ledger_outbox"

@@ -5,35 +5,36 @@
 the process's courier (``courier.py``), which admits and deletes them in batches, or
 (``OUTBOX_DELIVERY: "inline"``, and on SQLite) admits and deletes them itself; what a
 crash or a Redis outage leaves behind, the relay delivers (``services/relay.py``).
-``defer`` is the ``on_commit`` mode: no row, lossy.
+``defer`` is the ``on_commit`` mode: no row, lossy. What a row carries (a task, a
+workflow) is the caller's: the task side (``tasks/staged.py``) stages and reads them.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
-from django.core.exceptions import SynchronousOnlyOperation
-from django.db import DatabaseError, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from ..core.jobs import BadPayload, decode_task
-from ..tasks.compat import TaskResult, task_backends
-from ..tasks.exceptions import TaskIdConflict, UnknownTask
-from ..tasks.ledger_task import LedgerTask
-from ..tasks.resolve import resolve_task
-from ..tasks.results import new_result, usable_options
 from . import courier
 from .delivery import CHUNK, Row, admit_rows, committed_rows, delete_ids
-from .models import OutboxEntry
-from .tables import outbox_ready
-from .target import LEGACY, outbox_target
+from .models import OutboxEntry, OutboxKind
+from .target import outbox_target
 
-__all__ = ["defer", "in_transaction", "readable_staged_result", "stage", "staged_result"]
+__all__ = ["RowConflict", "defer", "in_transaction", "stage"]
 
 logger = logging.getLogger("django_ledger.outbox")
+
+
+class RowConflict(Exception):
+    """An id staged already with another payload, or by another deployment (``elsewhere``)."""
+
+    def __init__(self, row_id: str, elsewhere: bool) -> None:
+        self.row_id, self.elsewhere = row_id, elsewhere
+        where = "another deployment's outbox" if elsewhere else "the outbox, with another payload"
+        super().__init__(f"outbox row {row_id!r} is staged already in {where}")
 
 
 def in_transaction(database: str) -> bool:
@@ -100,14 +101,6 @@ def _delivery(database: str, background: bool) -> _Delivery:
     return state
 
 
-def _background(backend: str, connection: Any) -> bool:
-    """Whether ``backend``'s committed rows go to the courier (never on SQLite)."""
-    if connection.vendor == "sqlite":  # one writer: the courier's DELETE would wait on it
-        return False
-    options = getattr(task_backends[backend], "transactions", None)
-    return options is None or options.delivery == "background"
-
-
 #: The columns ``stage`` writes, in its ``VALUES`` order.
 _COLUMNS = (
     "id",
@@ -119,6 +112,7 @@ _COLUMNS = (
     "priority",
     "created_at",
     "target",
+    "kind",
 )
 
 
@@ -168,6 +162,7 @@ def _insert_new(connection: Any, rows: Sequence[Row], backend: str, target: str)
                     row.priority,
                     now,
                     target,
+                    row.kind,
                 ]
             cursor.execute(_insert_sql(connection, len(part)), params)
             inserted.update(found for (found,) in cursor.fetchall())
@@ -183,11 +178,15 @@ def stage(
     delay_ms: int,
     run_after_ms: int | None,
     priority: int,
+    kind: str = OutboxKind.TASK,
+    background: bool = True,
 ) -> None:
-    """Write ``requests`` (id, payload) as outbox rows in the current transaction.
+    """Write ``requests`` (id, payload) as outbox rows of ``kind`` in the current transaction.
 
     An id already staged with the same payload is left as it is; with another payload
-    it is ``TaskIdConflict``, and nothing is written. Fresh ids (the common case) cost
+    (or another deployment's) it is ``RowConflict``, and nothing is written. ``background``:
+    the courier delivers the rows after the commit (never on SQLite), else the
+    committing thread does. Fresh ids (the common case) cost
     one ``INSERT ... ON CONFLICT DO NOTHING`` and nothing else (PostgreSQL, SQLite);
     only ids found staged are read back, to compare their payloads.
     """
@@ -197,10 +196,10 @@ def stage(
         before = seen.get(request_id)
         if before is not None:
             if before != payload:
-                raise TaskIdConflict(request_id, queue)
+                raise RowConflict(request_id, elsewhere=False)
             continue
         seen[request_id] = payload
-        rows.append(Row(request_id, queue, payload, delay_ms, run_after_ms, priority))
+        rows.append(Row(request_id, queue, payload, delay_ms, run_after_ms, priority, kind))
     connection = transaction.get_connection(database)
     target = outbox_target()
     if _upserts(connection):
@@ -216,22 +215,20 @@ def stage(
             for row in rows:
                 if row.id in staged and staged[row.id] != (row.payload, target):
                     delete_ids(database, sorted(inserted))  # this call's rows: none is kept
-                    elsewhere = staged[row.id][1] != target
-                    raise TaskIdConflict(row.id, queue, "elsewhere" if elsewhere else None)
+                    raise RowConflict(row.id, elsewhere=staged[row.id][1] != target)
             rows = [row for row in rows if row.id in inserted]
     else:
-        rows = _insert_checked(database, rows, backend, queue, target)
+        rows = _insert_checked(database, rows, backend, target)
     if not rows:
         return
-    delivery = _delivery(database, _background(backend, connection))
+    # SQLite has one writer: the courier's DELETE would wait on the caller's transactions.
+    delivery = _delivery(database, background and connection.vendor != "sqlite")
     delivery.rows += rows
     if any(sid is not None for sid in connection.savepoint_ids):
         delivery.guarded += [row.id for row in rows]
 
 
-def _insert_checked(
-    database: str, rows: list[Row], backend: str, queue: str, target: str
-) -> list[Row]:
+def _insert_checked(database: str, rows: list[Row], backend: str, target: str) -> list[Row]:
     """``stage`` where no upsert returns rows (MySQL): read the ids first, then insert."""
     manager = OutboxEntry.objects.using(database)
     ids = [row.id for row in rows]
@@ -243,8 +240,7 @@ def _insert_checked(
             staged[found] = (payload, where)
     for row in rows:
         if row.id in staged and staged[row.id] != (row.payload, target):
-            elsewhere = staged[row.id][1] != target
-            raise TaskIdConflict(row.id, queue, "elsewhere" if elsewhere else None)
+            raise RowConflict(row.id, elsewhere=staged[row.id][1] != target)
     rows = [row for row in rows if row.id not in staged]
     manager.bulk_create(
         [OutboxEntry(backend=backend, target=target, **row._asdict()) for row in rows],
@@ -261,10 +257,11 @@ def defer(
     delay_ms: int,
     run_after_ms: int | None,
     priority: int,
+    kind: str = OutboxKind.TASK,
 ) -> None:
     """The ``on_commit`` mode: admit ``requests`` after the commit, without a row (lossy)."""
     rows = [
-        Row(request_id, queue, payload, delay_ms, run_after_ms, priority)
+        Row(request_id, queue, payload, delay_ms, run_after_ms, priority, kind)
         for request_id, payload in requests
     ]
 
@@ -284,55 +281,3 @@ def defer(
             )
 
     transaction.on_commit(admit, using=database)
-
-
-def readable_staged_result(
-    database: str, alias: str, result_id: str
-) -> tuple[bool, TaskResult[..., Any] | None]:
-    """Whether the outbox could be read, and ``staged_result`` if so.
-
-    Not read: no table, or a database that may not or cannot be read now (a synchronous
-    call inside an event loop, a ``SimpleTestCase``, the database down); then the caller's
-    other answer (Redis's) stands.
-    """
-    try:
-        if not outbox_ready(database):
-            return False, None
-        return True, staged_result(database, alias, result_id)
-    except (DatabaseError, SynchronousOnlyOperation):
-        return False, None
-    except AssertionError as exc:
-        from django.test import testcases  # only tests forbid the database so
-
-        forbidden = getattr(testcases, "DatabaseOperationForbidden", None)
-        if forbidden is not None and isinstance(exc, forbidden):  # a SimpleTestCase
-            return False, None
-        raise
-
-
-def staged_result(database: str, alias: str, result_id: str) -> TaskResult[..., Any] | None:
-    """The READY result of task ``result_id`` if it waits in the outbox, else ``None``."""
-    # Another deployment's row (another Redis or namespace) is not this one's task.
-    row = (
-        OutboxEntry.objects.using(database)
-        .filter(pk=result_id, target__in=(outbox_target(), LEGACY))
-        .first()
-    )
-    if row is None:
-        return None
-    try:
-        payload = decode_task(row.payload)
-        declared = resolve_task(payload.task)
-    except (BadPayload, UnknownTask):
-        return None
-    changes: dict[str, Any] = {}
-    if declared.queue_name != row.queue:
-        changes["queue_name"] = row.queue
-    if declared.backend != alias:
-        changes["backend"] = alias
-    if declared.priority != row.priority:
-        changes["priority"] = row.priority
-    if isinstance(declared, LedgerTask):
-        changes.update(usable_options(payload.options))
-    task = replace(declared, **changes) if changes else declared
-    return new_result(task, row.id, list(payload.args), dict(payload.kwargs), alias)

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext
 
 from ..core.schedule import BadTiming, Cron, Every, Misfire, Schedule, Timing, zone_of
 from ..defaults import LIMITS, SCHEDULE_DEFAULTS, SCHEDULE_KEYS, Limit, usable_name
@@ -139,9 +140,12 @@ def problems(
         return [
             Problem(
                 70,
-                f"Must be a dict of schedule key -> settings, not {type(raw).__name__}.",
-                "For example: 'SCHEDULES': {'nightly': {'TASK': 'reports.tasks.nightly', "
-                "'CRON': '0 3 * * *'}}.",
+                gettext("Must be a dict of schedule key -> settings, not %(type)s.")
+                % {"type": type(raw).__name__},
+                gettext(
+                    "For example: 'SCHEDULES': {'nightly': {'TASK': 'reports.tasks.nightly', "
+                    "'CRON': '0 3 * * *'}}."
+                ),
                 where,
             )
         ]
@@ -151,9 +155,11 @@ def problems(
             found.append(
                 Problem(
                     71,
-                    f"Schedule key {key!r} cannot name a schedule.",
-                    "Use 1 to 100 characters without whitespace, braces or control "
-                    "characters: it is part of request ids and Redis keys.",
+                    gettext("Schedule key %(key)r cannot name a schedule.") % {"key": key},
+                    gettext(
+                        "Use 1 to 100 characters without whitespace, braces or control characters: it "
+                        "is part of request ids and Redis keys."
+                    ),
                     where,
                 )
             )
@@ -169,16 +175,18 @@ def _entry_problems(
         return [
             Problem(
                 70,
-                f"Must be a dict of settings, not {type(entry).__name__}.",
-                "Give at least TASK and one of CRON or EVERY.",
+                gettext("Must be a dict of settings, not %(type)s.")
+                % {"type": type(entry).__name__},
+                gettext("Give at least TASK and one of CRON or EVERY."),
                 _where(key),
             )
         ]
     found = [
         Problem(
             72,
-            f"Unknown key {name!r}.",
-            f"Known keys: {', '.join(sorted(SCHEDULE_KEYS))} (keys are upper case).",
+            gettext("Unknown key %(name)r.") % {"name": name},
+            gettext("Known keys: %(names)s (keys are upper case).")
+            % {"names": ", ".join(sorted(SCHEDULE_KEYS))},
             _where(key),
         )
         for name in entry
@@ -200,14 +208,28 @@ def _entry_problems(
 
 def _task_problems(key: str, config: dict[str, Any]) -> list[Problem]:
     path, where = config.get("TASK"), _where(key, "TASK")
-    hint = "Give the dotted path of a task (a function decorated with @task), e.g. 'reports.tasks.nightly'."
+    hint = gettext(
+        "Give the dotted path of a task (a function decorated with @task), e.g. "
+        "'reports.tasks.nightly'."
+    )
     if path is None:
-        return [Problem(73, "A schedule needs TASK.", hint, _where(key))]
+        return [Problem(73, gettext("A schedule needs TASK."), hint, _where(key))]
     if not isinstance(path, str) or "." not in path:
-        return [Problem(73, f"Must be a dotted path, got {path!r}.", hint, where)]
+        return [
+            Problem(
+                73, gettext("Must be a dotted path, got %(path)r.") % {"path": path}, hint, where
+            )
+        ]
     _, why = imported(path)
     if why is not None:
-        return [Problem(73, f"{path!r} does not import: {why}.", hint, where)]
+        return [
+            Problem(
+                73,
+                gettext("%(path)r does not import: %(why)s.") % {"path": path, "why": why},
+                hint,
+                where,
+            )
+        ]
     return []
 
 
@@ -218,10 +240,13 @@ def _timing_problems(key: str, config: dict[str, Any]) -> list[Problem]:
         found.append(
             Problem(
                 74,
-                "Give exactly one of CRON and EVERY"
-                + (", not both." if cron is not None else "; it has neither."),
-                "CRON: a cron expression such as '0 3 * * *'; EVERY: a timedelta such as "
-                "timedelta(minutes=5).",
+                gettext("Give exactly one of CRON and EVERY, not both.")
+                if cron is not None
+                else gettext("Give exactly one of CRON and EVERY; it has neither."),
+                gettext(
+                    "CRON: a cron expression such as '0 3 * * *'; EVERY: a timedelta such as "
+                    "timedelta(minutes=5)."
+                ),
                 _where(key),
             )
         )
@@ -232,8 +257,10 @@ def _timing_problems(key: str, config: dict[str, Any]) -> list[Problem]:
             Problem(
                 77,
                 f"{exc}.",
-                "Give an IANA time zone name such as 'Europe/Paris' or 'UTC' (the default); "
-                "on a system without tz data, install the tzdata package.",
+                gettext(
+                    "Give an IANA time zone name such as 'Europe/Paris' or 'UTC' (the default); on "
+                    "a system without tz data, install the tzdata package."
+                ),
                 _where(key, "TIMEZONE"),
             )
         )
@@ -246,8 +273,10 @@ def _timing_problems(key: str, config: dict[str, Any]) -> list[Problem]:
                 Problem(
                     75,
                     f"{exc}.",
-                    "Five fields (minute hour day-of-month month day-of-week), six with "
-                    "seconds first, or @hourly, @daily, @weekly, @monthly, @yearly.",
+                    gettext(
+                        "Five fields (minute hour day-of-month month day-of-week), six with seconds "
+                        "first, or @hourly, @daily, @weekly, @monthly, @yearly."
+                    ),
                     _where(key, "CRON"),
                 )
             )
@@ -259,7 +288,9 @@ def _timing_problems(key: str, config: dict[str, Any]) -> list[Problem]:
                 Problem(
                     76,
                     f"{exc}.",
-                    "Give a timedelta of whole seconds, at least one, e.g. timedelta(minutes=5).",
+                    gettext(
+                        "Give a timedelta of whole seconds, at least one, e.g. timedelta(minutes=5)."
+                    ),
                     _where(key, "EVERY"),
                 )
             )
@@ -288,12 +319,20 @@ def _queue_problems(key: str, config: dict[str, Any], queues: dict[str, Any]) ->
     if isinstance(name, str) and name in queues:
         return []
     known = ", ".join(map(repr, queues)) or "none"
-    origin = "QUEUE" if queue is not None else "the task's queue_name"
+    if queue is not None:
+        message = gettext(
+            "QUEUE %(name)r is not a queue of LEDGER['QUEUES'] (it configures %(known)s)."
+        )
+    else:
+        message = gettext(
+            "the task's queue_name %(name)r is not a queue of LEDGER['QUEUES'] (it "
+            "configures %(known)s)."
+        )
     return [
         Problem(
             78,
-            f"{origin} {name!r} is not a queue of LEDGER['QUEUES'] (it configures {known}).",
-            "Name a configured queue in QUEUE, or add the queue to LEDGER['QUEUES'].",
+            (message % {"name": name, "known": known}),
+            gettext("Name a configured queue in QUEUE, or add the queue to LEDGER['QUEUES']."),
             _where(key, "QUEUE"),
         )
     ]
@@ -309,26 +348,26 @@ def _option_problems(key: str, config: dict[str, Any]) -> list[Problem]:
     if not isinstance(args, list | tuple):
         bad(
             "ARGS",
-            f"must be a list, got {args!r}",
-            "Give the task's positional arguments as a list.",
+            gettext("must be a list, got %(args)r") % {"args": args},
+            gettext("Give the task's positional arguments as a list."),
         )
     elif not _json_ok(list(args)):
         bad(
             "ARGS",
-            "must hold JSON values only",
-            "Give str, int, float, bool, None, lists and dicts.",
+            gettext("must hold JSON values only"),
+            gettext("Give str, int, float, bool, None, lists and dicts."),
         )
     if not isinstance(kwargs, dict) or not all(isinstance(name, str) for name in kwargs):
         bad(
             "KWARGS",
-            f"must be a dict with str keys, got {kwargs!r}",
-            "Give the task's keyword arguments.",
+            gettext("must be a dict with str keys, got %(kwargs)r") % {"kwargs": kwargs},
+            gettext("Give the task's keyword arguments."),
         )
     elif not _json_ok(kwargs):
         bad(
             "KWARGS",
-            "must hold JSON values only",
-            "Give str, int, float, bool, None, lists and dicts.",
+            gettext("must hold JSON values only"),
+            gettext("Give str, int, float, bool, None, lists and dicts."),
         )
     priority = config["PRIORITY"]
     if (
@@ -338,21 +377,25 @@ def _option_problems(key: str, config: dict[str, Any]) -> list[Problem]:
     ):
         bad(
             "PRIORITY",
-            f"must be an int from -100 to 100, got {priority!r}",
-            "0 is the default; higher runs first.",
+            gettext("must be an int from -100 to 100, got %(priority)r") % {"priority": priority},
+            gettext("0 is the default; higher runs first."),
         )
     misfire = config["MISFIRE"]
     if misfire not in {policy.value for policy in Misfire}:
         bad(
             "MISFIRE",
-            f"must be 'latest', 'all' or 'skip', got {misfire!r}",
-            "'latest' (the default) runs the newest missed fire once.",
+            gettext("must be 'latest', 'all' or 'skip', got %(misfire)r") % {"misfire": misfire},
+            gettext("'latest' (the default) runs the newest missed fire once."),
         )
     problem = _GRACE.problem(config["GRACE"])
     if problem is not None:
-        bad("GRACE", problem, "Give a timedelta, e.g. timedelta(hours=1) (the default).")
+        bad("GRACE", problem, gettext("Give a timedelta, e.g. timedelta(hours=1) (the default)."))
     if not isinstance(config["ENABLED"], bool):
-        bad("ENABLED", f"must be True or False, got {config['ENABLED']!r}", "True is the default.")
+        bad(
+            "ENABLED",
+            gettext("must be True or False, got %(enabled)r") % {"enabled": config["ENABLED"]},
+            gettext("True is the default."),
+        )
     return found
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
+from django.utils.translation import gettext, gettext_lazy
 
 from ..core.jobs import encode_task
 from ..defaults import DEFAULTS
@@ -28,7 +29,7 @@ from .problem import Problem, where
 
 __all__ = ["fit_problems", "imported"]
 
-_NO_TASK_HINT = (
+_NO_TASK_HINT = gettext_lazy(
     "Give the dotted path of a task (a module-level function decorated with @task), or "
     "give the schedule's queue a raw HANDLER that reads the payload itself."
 )
@@ -64,15 +65,18 @@ def fit_problems(
         return [
             Problem(
                 90,
-                f"{path!r} is not callable ({_kind(target)}), and queue {queue!r}'s HANDLER "
-                "is given the path of a callable.",
-                "Name the function the handler is to run.",
+                gettext(
+                    "%(path)r is not callable (%(kind)s), and queue %(queue)r's HANDLER is given "
+                    "the path of a callable."
+                )
+                % {"path": path, "kind": _kind(target), "queue": queue},
+                gettext("Name the function the handler is to run."),
                 where(key, "TASK"),
             )
         ]
     task, why = _task_of(target, path)
     if task is None:
-        return [Problem(90, f"{why}.", _NO_TASK_HINT, where(key, "TASK"))]
+        return [Problem(90, f"{why}.", str(_NO_TASK_HINT), where(key, "TASK"))]
     return (
         _argument_problems(key, config, task)
         or _size_problems(key, config, queue, overrides, defaults)
@@ -88,12 +92,17 @@ def _queue_problems(key: str, task: Any, queue: str) -> list[Problem]:
     return [
         Problem(
             93,
-            f"QUEUE {queue!r} is not a queue {task.module_path} is declared for ({shown}): "
-            f"a worker of {queue!r} would refuse every fire (TaskRefused) and fail it "
-            "unrun.",
-            f"Drop QUEUE to use the task's own queue, name one of {shown}, or declare the "
-            f"task for it: @task(queue_name={queue!r}), or with django_ledger.tasks.task, "
-            f"queues=[..., {queue!r}].",
+            gettext(
+                "QUEUE %(queue)r is not a queue %(module_path)s is declared for (%(shown)s): a "
+                "worker of %(queue)r would refuse every fire (TaskRefused) and fail it unrun."
+            )
+            % {"queue": queue, "module_path": task.module_path, "shown": shown},
+            gettext(
+                "Drop QUEUE to use the task's own queue, name one of %(shown)s, or declare the "
+                "task for it: @task(queue_name=%(queue)r), or with django_ledger.tasks.task, "
+                "queues=[..., %(queue)r]."
+            )
+            % {"shown": shown, "queue": queue},
             where(key, "QUEUE"),
         )
     ]
@@ -138,10 +147,16 @@ def _argument_problems(key: str, config: dict[str, Any], task: Any) -> list[Prob
         return [
             Problem(
                 91,
-                f"ARGS and KWARGS do not fit {task.module_path}({', '.join(signature.parameters)}):"
-                f" {exc}.",
-                "Give the arguments the task function takes: every fire would fail with "
-                "this TypeError.",
+                gettext("ARGS and KWARGS do not fit %(module_path)s(%(names)s): %(exc)s.")
+                % {
+                    "module_path": task.module_path,
+                    "names": ", ".join(signature.parameters),
+                    "exc": exc,
+                },
+                gettext(
+                    "Give the arguments the task function takes: every fire would fail with this "
+                    "TypeError."
+                ),
                 where(key),
             )
         ]
@@ -164,10 +179,15 @@ def _size_problems(
     return [
         Problem(
             92,
-            f"A fire's payload is at least {size:,} bytes, over the MAX_PAYLOAD_BYTES "
-            f"({limit:,}) of queue {queue!r}: every fire would be REJECTED.",
-            "Pass less in ARGS and KWARGS (an id to look the data up by, say), or raise the "
-            "queue's MAX_PAYLOAD_BYTES.",
+            gettext(
+                "A fire's payload is at least %(size)s bytes, over the MAX_PAYLOAD_BYTES "
+                "(%(limit)s) of queue %(queue)r: every fire would be REJECTED."
+            )
+            % {"size": f"{size:,}", "limit": f"{limit:,}", "queue": queue},
+            gettext(
+                "Pass less in ARGS and KWARGS (an id to look the data up by, say), or raise "
+                "the queue's MAX_PAYLOAD_BYTES."
+            ),
             where(key, "ARGS"),
         )
     ]

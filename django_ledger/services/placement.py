@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from ..conf import get_ledger
 from ..core.errors import LedgerError
-from ..core.ledger import Ledger
 from ..core.results import Stats
+from ..core.sharded import AnyLedger
 from .repair import configured_queues
 
 __all__ = ["Placement", "crowded_masters", "place_ledger", "place_queues"]
@@ -60,7 +60,7 @@ def place_queues(requested: Iterable[str] = ()) -> list[Placement]:
     return placed
 
 
-def place_ledger(ledger: Ledger) -> list[Placement]:
+def place_ledger(ledger: AnyLedger) -> list[Placement]:
     """Place one queue's shards (one for a queue of one shard)."""
     sharded = len(ledger.shards) > 1
     placed = []

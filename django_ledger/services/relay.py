@@ -37,7 +37,7 @@ from ..outbox.models import OutboxEntry
 from ..outbox.options import transaction_options
 from ..outbox.tables import outbox_ready
 from ..outbox.target import LEGACY, outbox_target
-from ..tasks.store import queues
+from ..queues import queues
 from .worker import _backend_paths
 
 __all__ = [

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from ..conf import get_ledger, ledger_settings
 from ..core.errors import LedgerError
-from ..core.ledger import Ledger
 from ..core.results import RepairReport
+from ..core.sharded import AnyLedger
 
 __all__ = ["QueueRepair", "configured_queues", "repair_queue", "repair_queues"]
 
@@ -37,7 +37,7 @@ PageCallback = Callable[[QueueRepair, RepairReport], None]
 
 
 def repair_queue(
-    ledger: Ledger,
+    ledger: AnyLedger,
     count: int = 100,
     *,
     should_stop: Callable[[], bool] = lambda: False,

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..conf import build_ledger, ledger_settings
 from ..core.errors import LedgerError
 from ..core.layout import homes_key, layout_key, stored_shards
-from ..core.ledger import Ledger
+from ..core.sharded import AnyLedger
 from .formats import read_jsonl
 from .transfer import ImportResult, export_queue, import_lines
 
@@ -57,7 +57,7 @@ def reshard_queue(queue: str, backup: Path, dry_run: bool = False) -> ReshardRes
     """
     target = ledger_settings.queue(queue).shards
     probe = build_ledger(queue, 1)
-    before = stored_shards(probe.runner, probe.namespace, queue)
+    before = stored_shards(probe.shards[0].runner, probe.namespace, queue)
     result = ReshardResult(queue, before, target)
     if before == target:
         return result
@@ -108,7 +108,7 @@ def results_path(backup: Path) -> Path:
     return backup.with_name(backup.name + ".results")
 
 
-def restore_results(ledger: Ledger, path: Path) -> int:
+def restore_results(ledger: AnyLedger, path: Path) -> int:
     """Write the results saved in ``path`` into ``ledger``, each on its id's shard."""
     pending: dict[int, list[bytes | str]] = {}
     count = 0
@@ -142,7 +142,7 @@ def _refusal(claimed: int, quarantined: int) -> None:
         )
 
 
-def _write_backup(ledger: Ledger, backup: Path) -> int:
+def _write_backup(ledger: AnyLedger, backup: Path) -> int:
     """Write every record to ``backup`` and make it durable before anything is deleted."""
     with backup.open("x", encoding="utf-8", newline="") as out:
         exported = export_queue(ledger, out, "jsonl")
@@ -151,7 +151,7 @@ def _write_backup(ledger: Ledger, backup: Path) -> int:
     return exported.records
 
 
-def _write_results(ledger: Ledger, path: Path) -> int:
+def _write_results(ledger: AnyLedger, path: Path) -> int:
     """Write every stored result (base64, by request id) to ``path``, durably."""
     count = 0
     with path.open("x", encoding="utf-8") as out:
@@ -167,7 +167,7 @@ def _write_results(ledger: Ledger, path: Path) -> int:
     return count
 
 
-def _delete(ledger: Ledger) -> None:
+def _delete(ledger: AnyLedger) -> None:
     """Delete every key of every shard of the old layout, and the layout's own keys."""
     for shard in ledger.shards:
         shard.runner.write("DEL", *shard.keys)

@@ -13,6 +13,7 @@ from ..core.importing import FIELDS, prepare_import, record_to_fields
 from ..core.ledger import Ledger
 from ..core.records import Record, decode_record
 from ..core.results import AdmissionStatus
+from ..core.sharded import AnyLedger
 from .formats import Row
 
 __all__ = [
@@ -84,7 +85,7 @@ class _Checked:
 
 
 def import_lines(
-    ledger: Ledger,
+    ledger: AnyLedger,
     lines: Iterable[Row],
     batch_size: int = 1000,
     dry_run: bool = False,
@@ -127,7 +128,7 @@ def import_lines(
 
 
 def _import(
-    ledger: Ledger,
+    ledger: AnyLedger,
     lines: Iterable[Row],
     batch_size: int,
     result: ImportResult,
@@ -150,7 +151,7 @@ def _import(
         _flush(ledger, batch, result, now)
 
 
-def _flush(ledger: Ledger, batch: list[Row], result: ImportResult, now: int) -> None:
+def _flush(ledger: AnyLedger, batch: list[Row], result: ImportResult, now: int) -> None:
     if result.dry_run or result.bad_lines:
         # A dry run, or after a bad line: validate only (the queue keeps an exact prefix).
         checked = _validate(ledger, batch, result, now)
@@ -190,7 +191,9 @@ def _flush(ledger: Ledger, batch: list[Row], result: ImportResult, now: int) -> 
     _verify(ledger, check, result)
 
 
-def _validate(ledger: Ledger, batch: list[Row], result: ImportResult, now: int) -> list[_Checked]:
+def _validate(
+    ledger: AnyLedger, batch: list[Row], result: ImportResult, now: int
+) -> list[_Checked]:
     """Validate each line on its own; note the bad ones and return the good ones."""
     checked = []
     for row in batch:
@@ -208,7 +211,7 @@ def _validate(ledger: Ledger, batch: list[Row], result: ImportResult, now: int) 
     return checked
 
 
-def _verify(ledger: Ledger, check: list[tuple[Row, Record]], result: ImportResult) -> None:
+def _verify(ledger: AnyLedger, check: list[tuple[Row, Record]], result: ImportResult) -> None:
     """Read every written or agreeing identity back; it must be the record the import saw."""
     stored = _read(ledger, [record.request_id for _, record in check])
     for (row, expected), found in zip(check, stored, strict=True):
@@ -224,7 +227,7 @@ def _verify(ledger: Ledger, check: list[tuple[Row, Record]], result: ImportResul
         result.failed.append(LineProblem(row.line, expected.request_id, problem))
 
 
-def _compare(ledger: Ledger, batch: list[_Checked], result: ImportResult) -> None:
+def _compare(ledger: AnyLedger, batch: list[_Checked], result: ImportResult) -> None:
     """Dry run: say what importing the batch would do, from what the queue holds."""
     stored = _read(ledger, [item.record.request_id for item in batch])
     for item, found in zip(batch, stored, strict=True):
@@ -242,7 +245,7 @@ def _compare(ledger: Ledger, batch: list[_Checked], result: ImportResult) -> Non
                 result.duplicates += 1
 
 
-def _read(ledger: Ledger, ids: list[str]) -> list[Record | str | None]:
+def _read(ledger: AnyLedger, ids: list[str]) -> list[Record | str | None]:
     """Read records by id: the record, ``None`` if absent, or why the bytes are corrupt.
 
     One ``HMGET`` per shard that holds some of ``ids`` (a plain queue: one).
@@ -296,7 +299,7 @@ class ExportResult:
 
 
 def export_queue(
-    ledger: Ledger, out: IO[str], fmt: str = "jsonl", count: int = 1000
+    ledger: AnyLedger, out: IO[str], fmt: str = "jsonl", count: int = 1000
 ) -> ExportResult:
     """Write every record of ``ledger`` to ``out`` in the import format.
 

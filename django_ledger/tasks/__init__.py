@@ -33,29 +33,33 @@ __all__ = [
     "task",
 ]
 
+#: Each name's module (relative to this package) and its name there.
 _HOMES = {
-    "LedgerBackend": "backend",
-    "LedgerTask": "ledger_task",
-    "LedgerTaskContext": "ledger_task",
-    "task": "ledger_task",
-    "enqueue_once": "calls",
-    "aenqueue_once": "calls",
-    "enqueue_many": "calls",
-    "aenqueue_many": "calls",
-    "Effects": "fenced",
-    "StaleAttempt": "fenced",
-    "effects": "fenced",
-    "flush_outbox": "fenced",
-    "EnqueueOutcomeUnknown": "exceptions",
-    "LeaseExpired": "exceptions",
-    "NotRun": "exceptions",
-    "QueueFull": "exceptions",
-    "ResultTooLarge": "exceptions",
-    "TaskIdConflict": "exceptions",
-    "UnknownTask": "exceptions",
+    "LedgerBackend": (".backend", "LedgerBackend"),
+    "LedgerTask": (".ledger_task", "LedgerTask"),
+    "LedgerTaskContext": (".ledger_task", "LedgerTaskContext"),
+    "task": (".ledger_task", "task"),
+    "enqueue_once": (".calls", "enqueue_once"),
+    "aenqueue_once": (".calls", "aenqueue_once"),
+    "enqueue_many": (".calls", "enqueue_many"),
+    "aenqueue_many": (".calls", "aenqueue_many"),
+    "effects": (".fencing", "effects"),
+    "Effects": ("..outbox.effects", "Effects"),
+    "StaleAttempt": ("..outbox.effects", "StaleAttempt"),
+    # Waits for the courier's deliveries of committed outbox rows.
+    "flush_outbox": ("..outbox.courier", "flush"),
+    "EnqueueOutcomeUnknown": (".exceptions", "EnqueueOutcomeUnknown"),
+    "LeaseExpired": (".exceptions", "LeaseExpired"),
+    "NotRun": (".exceptions", "NotRun"),
+    "QueueFull": (".exceptions", "QueueFull"),
+    "ResultTooLarge": (".exceptions", "ResultTooLarge"),
+    "TaskIdConflict": (".exceptions", "TaskIdConflict"),
+    "UnknownTask": (".exceptions", "UnknownTask"),
 }
 
 if TYPE_CHECKING:
+    from ..outbox.courier import flush as flush_outbox
+    from ..outbox.effects import Effects, StaleAttempt
     from .backend import LedgerBackend
     from .calls import aenqueue_many, aenqueue_once, enqueue_many, enqueue_once
     from .exceptions import (
@@ -67,7 +71,7 @@ if TYPE_CHECKING:
         TaskIdConflict,
         UnknownTask,
     )
-    from .fenced import Effects, StaleAttempt, effects, flush_outbox
+    from .fencing import effects
     from .ledger_task import LedgerTask, LedgerTaskContext, task
 
 
@@ -75,6 +79,7 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    module, attribute = home
+    value = getattr(importlib.import_module(module, __name__), attribute)
     globals()[name] = value
     return value

@@ -23,13 +23,14 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 from ..connections import CLUSTER_RETRIES
 from ..core.errors import LedgerUnavailable, NotReplicated
-from ..core.ledger import Ledger
 from ..core.results import Admission, AdmissionStatus
+from ..core.sharded import AnyLedger
+from ..queues import QueueEntry
 from .compat import InvalidTask, Task, TaskResult, task_enqueued
 from .exceptions import EnqueueOutcomeUnknown, QueueFull, TaskIdConflict
 from .heard import heard
 from .results import instant, task_of, task_result
-from .store import QueueEntry, read_tasks
+from .store import read_tasks
 
 __all__ = ["ADMISSION_BACKOFF", "ADMISSION_TRIES", "admitted", "answered", "retried"]
 
@@ -46,7 +47,11 @@ ADMISSION_BACKOFF = 0.1
 
 
 def retried(
-    error: LedgerUnavailable, ledger: Ledger, path: str, ids: Sequence[str], admit: Callable[[], _T]
+    error: LedgerUnavailable,
+    ledger: AnyLedger,
+    path: str,
+    ids: Sequence[str],
+    admit: Callable[[], _T],
 ) -> _T:
     """Try ``admit`` again after its first try raised ``error``; raise when Redis stays away.
 

@@ -33,8 +33,9 @@ from ..outbox.options import (
     TransactionOptions,
     transaction_options,
 )
-from ..outbox.staging import defer, in_transaction, readable_staged_result, stage
+from ..outbox.staging import in_transaction
 from ..outbox.tables import outbox_ready
+from ..queues import QueueEntry, queues
 from .admission import admitted, answered, retried
 from .compat import (
     DEFAULT_TASK_QUEUE_NAME,
@@ -56,8 +57,9 @@ from .options import (
 from .plans import Call, Plan, delay, payload_options, request
 from .resolve import declared_task
 from .results import task_of, task_result
+from .staged import readable_staged_result, stage_calls
 from .state import TaskState
-from .store import QueueEntry, queues, read_tasks
+from .store import read_tasks
 
 __all__ = ["Call", "LedgerBackend"]
 
@@ -123,8 +125,8 @@ class LedgerBackend(BaseTaskBackend):
         return options.mode == "on_commit" or outbox_ready(options.database)
 
     def check(self, **kwargs: Any) -> list[Any]:
-        """This backend's system checks: its queues and options (``checks/tasks.py``)."""
-        from ..checks.tasks import check_backend
+        """This backend's system checks: its queues and options (``backend_checks.py``)."""
+        from .backend_checks import check_backend
 
         return check_backend(self.alias, {"QUEUES": self.queue_order, "OPTIONS": self.options})
 
@@ -294,27 +296,15 @@ class LedgerBackend(BaseTaskBackend):
             if timezone.is_naive(run_after):  # only without USE_TZ: validate_task says so
                 run_after = timezone.make_aware(run_after)
             run_after_ms = instant_ms(run_after, "run_after")
-        options = self.transactions
-        queue = plan.entry.ledger.queue
-        if options.mode == "outbox":
-            stage(
-                options.database,
-                self.alias,
-                queue,
-                requests,
-                delay_ms=delay_ms,
-                run_after_ms=run_after_ms,
-                priority=task.priority,
-            )
-        else:
-            defer(
-                options.database,
-                queue,
-                requests,
-                delay_ms=delay_ms,
-                run_after_ms=run_after_ms,
-                priority=task.priority,
-            )
+        stage_calls(
+            self.transactions,
+            self.alias,
+            plan.entry.ledger.queue,
+            requests,
+            delay_ms=delay_ms,
+            run_after_ms=run_after_ms,
+            priority=task.priority,
+        )
 
     def _plan(self, task: Task[..., Any]) -> Plan:
         """Check ``task`` and return what its calls share, kept for a declared task."""

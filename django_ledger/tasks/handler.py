@@ -20,6 +20,7 @@ from django.utils.module_loading import autodiscover_modules, import_string
 from ..core.jobs import Attempt, decode_task
 from ..core.records import State
 from ..core.worker.handler import Job, Outcome, Plan
+from ..queues import QueueEntry, queues
 from .attempt import (
     KEPT_TRACEBACKS,
     TRACEBACK_LIMIT,
@@ -36,7 +37,6 @@ from .compat import Task, task_backends
 from .ledger_task import LedgerTask
 from .options import TaskOptions, check_queue, resolve_options, tighten
 from .resolve import resolve_task
-from .store import QueueEntry, queues
 
 __all__ = ["KEPT_TRACEBACKS", "TRACEBACK_LIMIT", "TaskHandler", "TaskPlan", "_bounded"]
 

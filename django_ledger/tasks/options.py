@@ -34,7 +34,6 @@ __all__ = [
     "DEFAULT_RETRY_ON",
     "OPTION_NAMES",
     "PAYLOAD_BACKOFF_MOST",
-    "QUEUE_OPTION_KEYS",
     "TaskOptions",
     "TaskRefused",
     "backend_option_problem",
@@ -51,15 +50,6 @@ __all__ = [
 #: Exceptions that retry unless a task or queue says otherwise: any ``Exception`` (not
 #: ``SystemExit`` or ``KeyboardInterrupt``).
 DEFAULT_RETRY_ON: tuple[str, ...] = ("builtins.Exception",)
-#: ``LEDGER['QUEUES'][name]`` keys of task options (``MAX_ATTEMPTS`` and ``LEASE`` are
-#: the ledger's own queue settings, read as task options too).
-QUEUE_OPTION_KEYS: dict[str, str] = {
-    "BACKOFF_BASE": "backoff_base",
-    "BACKOFF_CAP": "backoff_cap",
-    "RETRY_ON": "retry_on",
-    "TIMEOUT": "timeout",
-    "UNIQUE": "unique",
-}
 #: ``TASKS[alias]['OPTIONS']`` of a ``LedgerBackend``, and their defaults.
 BACKEND_OPTION_DEFAULTS: dict[str, Any] = {
     # The most UTF-8 bytes a task's JSON return value may take; past it the attempt

@@ -17,11 +17,11 @@ from django.utils import timezone
 from ..core.jobs import PayloadTemplate, argument_problem
 from ..core.records import id_problem
 from ..core.timing import instant_ms
+from ..queues import QueueEntry
 from .compat import InvalidTask, Task, TaskResult
 from .ledger_task import LedgerTask
 from .resolve import random_id, unique_id
 from .results import new_result, plain_call, ready_result
-from .store import QueueEntry
 
 __all__ = ["Call", "Plan", "checked_id", "delay", "payload_options", "request"]
 

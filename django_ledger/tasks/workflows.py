@@ -45,15 +45,16 @@ from ..core.flows import (
 )
 from ..core.flows import cancel_workflow as cancel_flow
 from ..core.results import AdmissionStatus
-from ..outbox.staging import defer, stage
+from ..outbox.models import OutboxKind
+from ..outbox.workflow_rows import row_id, row_of
+from ..queues import queues
 from .backend import LedgerBackend
 from .calls import _backend
 from .compat import DEFAULT_TASK_BACKEND_ALIAS, InvalidTask, Task, TaskException, task_backends
 from .exceptions import QueueFull
 from .plans import request
 from .resolve import random_id
-from .store import queues
-from .workflow_rows import row_id, row_of
+from .staged import stage_calls
 from .workflow_state import STEP_STATES, WorkflowState, WorkflowStep, state_of
 
 __all__ = [
@@ -383,20 +384,8 @@ def _enqueue(planned: list[_Planned], workflow_id: str | None, queue: str | None
 
 def _stage(backend: LedgerBackend, queue: str, flow_id: str, steps: list[FlowStep]) -> None:
     """One outbox row (or one on_commit admission) carrying the whole workflow."""
-    options = backend.transactions
     requests = [(row_id(flow_id), row_of(flow_id, steps))]
-    if options.mode == "outbox":
-        stage(
-            options.database,
-            backend.alias,
-            queue,
-            requests,
-            delay_ms=0,
-            run_after_ms=None,
-            priority=0,
-        )
-    else:
-        defer(options.database, queue, requests, delay_ms=0, run_after_ms=None, priority=0)
+    stage_calls(backend.transactions, backend.alias, queue, requests, kind=OutboxKind.WORKFLOW)
 
 
 def _queues(queue: str | None, backend: str) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext, gettext_lazy
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -120,12 +121,14 @@ def admission_response(admission: Admission, max_payload_bytes: int | None = Non
     reason = admission.reason or status.value.lower()
     details = {"request_id": admission.request_id, "reason": reason}
     if status is AdmissionStatus.CONFLICT:
-        raise ApiError(409, reason, _CONFLICTS.get(reason, "The id is taken."), details)
+        raise ApiError(
+            409, reason, str(_CONFLICTS.get(reason, gettext("The id is taken."))), details
+        )
     if status is AdmissionStatus.FULL:
         raise ApiError(
             503,
             "ledger_full",
-            "The queue holds its maximum number of records; retry later.",
+            gettext("The queue holds its maximum number of records; retry later."),
             details,
             wait=api_settings.full_retry_after,
         )
@@ -143,35 +146,45 @@ def carries_tasks(queue: str) -> bool:
 def refusal_message(reason: str, max_payload_bytes: int | None = None) -> str:
     """Say in words why an admission was refused, with the limit it passed."""
     if reason == "payload_too_large" and max_payload_bytes is not None:
-        return (
-            f"The payload is over this queue's limit of {max_payload_bytes:,} bytes "
-            "(UTF-8); raise the queue's MAX_PAYLOAD_BYTES or send less."
-        )
-    return _REFUSALS.get(reason, f"The request was refused ({reason}).")
+        return gettext(
+            "The payload is over this queue's limit of %(max)s bytes (UTF-8); raise the "
+            "queue's MAX_PAYLOAD_BYTES or send less."
+        ) % {"max": f"{max_payload_bytes:,}"}
+    if reason in _REFUSALS:
+        # Every refusal is formatted: the limits it names are filled in, the rest ignored.
+        return str(_REFUSALS[reason]) % {
+            "max_id_bytes": MAX_ID_BYTES,
+            "max_depth": MAX_PAYLOAD_DEPTH,
+        }
+    return gettext("The request was refused (%(reason)s).") % {"reason": reason}
 
 
 _REFUSALS = {
-    "id_empty": "The request id is empty.",
-    "id_too_long": f"The request id is over {MAX_ID_BYTES} UTF-8 bytes.",
-    "id_not_utf8": "The request id is not valid Unicode (it holds a lone surrogate).",
-    "id_control_character": (
+    "id_empty": gettext_lazy("The request id is empty."),
+    "id_too_long": gettext_lazy("The request id is over %(max_id_bytes)s UTF-8 bytes."),
+    "id_not_utf8": gettext_lazy("The request id is not valid Unicode (it holds a lone surrogate)."),
+    "id_control_character": gettext_lazy(
         "The request id holds a control character (U+0000 to U+001F, U+007F to U+009F, "
         "U+2028 or U+2029)."
     ),
-    "payload_not_utf8": "The payload is not valid Unicode (it holds a lone surrogate).",
-    "payload_too_deep": (
-        f"The task payload nests deeper than {MAX_PAYLOAD_DEPTH} levels of arrays and "
-        "objects (its own object and its args count two), which no reader takes."
+    "payload_not_utf8": gettext_lazy(
+        "The payload is not valid Unicode (it holds a lone surrogate)."
     ),
-    "traceparent_invalid": "The traceparent is not W3C trace context (00-<32 hex>-<16 hex>-<2 hex>).",
+    "payload_too_deep": gettext_lazy(
+        "The task payload nests deeper than %(max_depth)s levels of arrays and objects (its "
+        "own object and its args count two), which no reader takes."
+    ),
+    "traceparent_invalid": gettext_lazy(
+        "The traceparent is not W3C trace context (00-<32 hex>-<16 hex>-<2 hex>)."
+    ),
 }
 
 
 _CONFLICTS = {
-    "payload_differs": "The id was admitted with another payload.",
-    "quarantined": "The id is quarantined: an operator must discard or restore it.",
-    "corrupt": "The id's stored record is corrupt.",
-    "workflow_step": (
+    "payload_differs": gettext_lazy("The id was admitted with another payload."),
+    "quarantined": gettext_lazy("The id is quarantined: an operator must discard or restore it."),
+    "corrupt": gettext_lazy("The id's stored record is corrupt."),
+    "workflow_step": gettext_lazy(
         "The id is a workflow's step waiting for its parents: only its workflow releases it."
     ),
 }
@@ -182,15 +195,15 @@ def _request_id(body: str | None, header: str | None) -> str:
         raise ApiError(
             400,
             "idempotency_key_mismatch",
-            "The Idempotency-Key header and the body's request_id differ.",
+            gettext("The Idempotency-Key header and the body's request_id differ."),
         )
     request_id = body if body is not None else header
     if request_id is None:
         raise ApiError(
             400,
             "invalid",
-            "The request is not valid: see details.",
-            {"request_id": ["Send request_id in the body or the Idempotency-Key header."]},
+            gettext("The request is not valid: see details."),
+            {"request_id": [gettext("Send request_id in the body or the Idempotency-Key header.")]},
         )
     return request_id
 
@@ -199,6 +212,7 @@ def _batch_too_large(details: dict[str, int]) -> ApiError:
     return ApiError(
         413,
         "batch_too_large",
-        f"A batch holds at most {MAX_BATCH} items and {MAX_BATCH_BYTES} bytes; split it.",
+        gettext("A batch holds at most %(items)s items and %(bytes)s bytes; split it.")
+        % {"items": MAX_BATCH, "bytes": MAX_BATCH_BYTES},
         details,
     )

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any, ClassVar
 
+from django.utils.translation import gettext
 from rest_framework import viewsets
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.metadata import SimpleMetadata
@@ -24,7 +25,7 @@ from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from ... import conf
-from ...core.ledger import Ledger
+from ...core.sharded import AnyLedger
 from ..conf import THROTTLE_SCOPES
 from ..errors import ApiError, exception_handler
 from ..parsers import LedgerJSONParser, LedgerJSONRenderer
@@ -81,7 +82,7 @@ class LedgerAPIView(APIView):
             raise ApiError(
                 413,
                 "body_too_large",
-                "The request body is larger than this endpoint accepts.",
+                gettext("The request body is larger than this endpoint accepts."),
                 {"max_bytes": limit * 6 + BODY_SLACK},
             )
 
@@ -119,6 +120,6 @@ class LedgerViewSet(LedgerAPIView, viewsets.ViewSet):
         return rules[0] if rules else (None, "read")
 
     @cached_property
-    def ledger(self) -> Ledger:
+    def ledger(self) -> AnyLedger:
         """The ledger of the queue in the URL (the permission check has vetted it)."""
         return conf.get_ledger(self.kwargs["queue"])

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ...conf import ledger_settings
-from ...core.ledger import MAX_BATCH, Ledger
+from ...core.ledger import MAX_BATCH
 from ...core.records import State, owner_problem
 from ...core.results import Claim, Settlement, SettlementStatus
+from ...core.sharded import AnyLedger
 from ..errors import ApiError
 from ..representations import settlement_data
 from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
@@ -60,7 +62,11 @@ class ClaimViewSet(LedgerViewSet):
         data = self.validated(ClaimRequestSerializer, request.data)
         problem = owner_problem(data["owner"])
         if problem is not None:
-            raise ApiError(400, problem, f"The owner is not usable ({problem}).")
+            raise ApiError(
+                400,
+                problem,
+                gettext("The owner is not usable (%(problem)s).") % {"problem": problem},
+            )
         lease = data.get("lease", ledger_settings.queue(queue).lease)
         claims = ledger.claim_many(data["owner"], data["limit"], lease)
         if not claims:
@@ -147,7 +153,7 @@ class ClaimViewSet(LedgerViewSet):
         return Response({"results": [settlement_data(r) for r in results]})
 
 
-def _claim_data(ledger: Ledger, claim: Claim) -> dict[str, Any]:
+def _claim_data(ledger: AnyLedger, claim: Claim) -> dict[str, Any]:
     return {
         "token": issue_token(ledger, claim),
         "request_id": claim.request_id,
@@ -166,7 +172,8 @@ def _settlement_response(claim: Claim, settlement: Settlement) -> Response:
         raise ApiError(
             409,
             "claim_lost",
-            f"The claim of {claim.request_id!r} is lost ({reason}); nothing changed.",
+            gettext("The claim of %(request_id)r is lost (%(reason)s); nothing changed.")
+            % {"request_id": claim.request_id, "reason": reason},
             {"request_id": claim.request_id, "reason": reason},
         )
     return Response(settlement_data(settlement))
@@ -178,12 +185,12 @@ def _check_batch_count(data: Any) -> None:
         raise ApiError(
             413,
             "batch_too_large",
-            f"A batch holds at most {MAX_BATCH} items; split it.",
+            gettext("A batch holds at most %(items)s items; split it.") % {"items": MAX_BATCH},
             {"max_items": MAX_BATCH, "items": len(items)},
         )
 
 
-def _read_tokens(ledger: Ledger, items: list[dict[str, Any]]) -> list[Claim]:
+def _read_tokens(ledger: AnyLedger, items: list[dict[str, Any]]) -> list[Claim]:
     claims = []
     for index, item in enumerate(items):
         try:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -54,7 +55,10 @@ class DispatchViewSet(LedgerViewSet):
             raise ApiError(
                 403,
                 "dispatch_key_forbidden",
-                f"The dispatch key {key!r} is not yours to use (LEDGER['DISPATCH']['GROUPS']).",
+                gettext(
+                    "The dispatch key %(key)r is not yours to use (LEDGER['DISPATCH']['GROUPS'])."
+                )
+                % {"key": key},
                 {"key": key},
             )
         return fire
@@ -89,7 +93,7 @@ class DispatchViewSet(LedgerViewSet):
         registry = conf.get_dispatch_registry()
         dispatch = _call(registry.find_dispatch, data["key"], data["fire_time"])
         if dispatch is None:
-            raise ApiError(404, "dispatch_not_found", "No dispatch of this fire is kept.")
+            raise ApiError(404, "dispatch_not_found", gettext("No dispatch of this fire is kept."))
         return Response(dispatch_data(dispatch))
 
     @extend_schema(
@@ -128,7 +132,7 @@ class DispatchViewSet(LedgerViewSet):
             raise ApiError(
                 409,
                 "dispatch_taken",
-                "Another node has claimed this fire.",
+                gettext("Another node has claimed this fire."),
                 {"dispatch": None if holder is None else dispatch_data(holder)},
             )
         return Response({"won": True, "dispatch": dispatch_data(holder)}, status=201)

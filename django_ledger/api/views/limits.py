@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.translation import gettext
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -174,7 +175,10 @@ class LimitsViewSet(LedgerViewSet):
             use = change_limits(queue, change, actor=f"API user {request.user.get_username()}")
         except (ValueError, ImproperlyConfigured) as exc:
             raise ApiError(
-                400, "invalid", "The request is not valid: see details.", {"limits": [str(exc)]}
+                400,
+                "invalid",
+                gettext("The request is not valid: see details."),
+                {"limits": [str(exc)]},
             ) from exc
         body = _body(queue, use)
         if not can(request.user, "view_queue", queue):

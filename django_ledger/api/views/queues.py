@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from django.utils.translation import gettext
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ...conf import ledger_settings
 from ...core.errors import CorruptRecord
-from ...core.ledger import Ledger
 from ...core.records import decode_record
+from ...core.sharded import AnyLedger
 from ...permissions import can, can_reach_queue
 from ..errors import ApiError
 from ..pagination import QuarantinePagination
@@ -93,7 +94,10 @@ class QueueViewSet(LedgerViewSet):
             report = self.ledger.repair_page(data["cursor"], data["count"])
         except ValueError as exc:  # a shard this queue does not have
             raise ApiError(
-                400, "invalid", "The request is not valid: see details.", {"cursor": [str(exc)]}
+                400,
+                "invalid",
+                gettext("The request is not valid: see details."),
+                {"cursor": [str(exc)]},
             ) from exc
         body = {"cursor": report.cursor, "done": report.cursor == "0", "counts": report.counts()}
         return Response(RepairReportSerializer(body).data)
@@ -135,9 +139,10 @@ class QuarantineViewSet(LedgerViewSet):
         if len(ledger.shards) > 1:
             items = _sharded_quarantine(request, ledger, paginator, {"q": queue})
         else:
-            with ledger.translate_errors():
+            single = ledger.shards[0]
+            with single.translate_errors():
                 items = paginator.paginate_hash(
-                    request, ledger.redis, ledger.quarantine_key, bind={"q": queue}
+                    request, single.redis, single.quarantine_key, bind={"q": queue}
                 )
         entries = []
         for member, raw in items:
@@ -160,7 +165,7 @@ class QuarantineViewSet(LedgerViewSet):
 
 
 def _sharded_quarantine(
-    request: Request, ledger: Ledger, paginator: QuarantinePagination, bind: dict[str, Any]
+    request: Request, ledger: AnyLedger, paginator: QuarantinePagination, bind: dict[str, Any]
 ) -> list[tuple[bytes, bytes]]:
     """A page of a sharded queue's quarantine: the shards' quarantines one after another.
 
@@ -177,7 +182,7 @@ def _sharded_quarantine(
         or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in position)
         or position[0] >= len(ledger.shards)
     ):
-        raise ApiError(400, "cursor_invalid", "The cursor is not one this server issued.")
+        raise ApiError(400, "cursor_invalid", gettext("The cursor is not one this server issued."))
     index, cursor = position
     items: dict[bytes, bytes] = {}
     with ledger.translate_errors():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
@@ -12,6 +13,7 @@ from rest_framework.response import Response
 from ...core.errors import CorruptRecord
 from ...core.ledger import MAX_BATCH, Ledger
 from ...core.records import Record, State, decode_record, id_problem
+from ...core.sharded import AnyLedger
 from ..errors import ApiError
 from ..pagination import (
     RecordPagination,
@@ -69,15 +71,16 @@ class RecordViewSet(LedgerViewSet):
         if len(ledger.shards) > 1:
             members, raws = _sharded_page(request, ledger, paginator, state, descending, bind)
         else:
-            with ledger.translate_errors():
+            single = ledger.shards[0]
+            with single.translate_errors():
                 members = paginator.paginate_index(
                     request,
-                    ledger.redis,
-                    _index_key(ledger, state),
+                    single.redis,
+                    _index_key(single, state),
                     descending=descending,
                     bind=bind,
                 )
-                raws = ledger.redis.hmget(ledger.records_key, members) if members else []
+                raws = single.redis.hmget(single.records_key, members) if members else []
         records: list[Record] = []
         for member, raw in zip(members, raws, strict=True):
             if raw is None:
@@ -98,11 +101,18 @@ class RecordViewSet(LedgerViewSet):
         """Resolve one record, verified by its checksum."""
         problem = id_problem(request_id)
         if problem is not None:
-            raise ApiError(400, problem, f"The request id is not usable ({problem}).")
+            raise ApiError(
+                400,
+                problem,
+                gettext("The request id is not usable (%(problem)s).") % {"problem": problem},
+            )
         record = self.ledger.resolve(request_id)  # corrupt: 409 record_corrupt
         if record is None:
             raise ApiError(
-                404, "record_not_found", "No record has this id.", {"request_id": request_id}
+                404,
+                "record_not_found",
+                gettext("No record has this id."),
+                {"request_id": request_id},
             )
         return Response(record_data(record))
 
@@ -136,7 +146,11 @@ class RecordViewSet(LedgerViewSet):
             problem = id_problem(request_id)
             if problem is not None:
                 raise ApiError(
-                    400, problem, f"Request id {index} is not usable ({problem}).", {"index": index}
+                    400,
+                    problem,
+                    gettext("Request id %(index)s is not usable (%(problem)s).")
+                    % {"index": index, "problem": problem},
+                    {"index": index},
                 )
         raws = _read_raw(ledger, ids)
         results = []
@@ -164,12 +178,12 @@ def _index_key(shard: Ledger, state: State) -> str:
     return indexes[state]
 
 
-def _read_raw(ledger: Ledger, ids: list[str]) -> list[bytes | None]:
+def _read_raw(ledger: AnyLedger, ids: list[str]) -> list[bytes | None]:
     """The stored bytes of ``ids``, in order: one ``HMGET`` per shard that holds some."""
     return _hmget(ledger, [(ledger.shard_for(request_id), request_id) for request_id in ids])
 
 
-def _hmget(ledger: Ledger, fields: list[tuple[Ledger, str | bytes]]) -> list[bytes | None]:
+def _hmget(ledger: AnyLedger, fields: list[tuple[Ledger, str | bytes]]) -> list[bytes | None]:
     """The records of (shard, id) pairs, in order: one ``HMGET`` per shard named."""
     groups: dict[int, list[int]] = {}
     for position, (shard, _) in enumerate(fields):
@@ -187,7 +201,7 @@ def _hmget(ledger: Ledger, fields: list[tuple[Ledger, str | bytes]]) -> list[byt
 
 def _sharded_page(
     request: Request,
-    ledger: Ledger,
+    ledger: AnyLedger,
     paginator: RecordPagination,
     state: State,
     descending: bool,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -115,19 +116,29 @@ class TaskResultViewSet(LedgerViewSet):
         """Read one task's result, from its record and its stored result document."""
         problem = id_problem(request_id)
         if problem is not None:
-            raise ApiError(400, problem, f"The request id is not usable ({problem}).")
+            raise ApiError(
+                400,
+                problem,
+                gettext("The request id is not usable (%(problem)s).") % {"problem": problem},
+            )
         state = read_tasks([self.ledger], [request_id])[0]  # corrupt: 409 record_corrupt
         if state is None:
             raise ApiError(
-                404, "record_not_found", "No record has this id.", {"request_id": request_id}
+                404,
+                "record_not_found",
+                gettext("No record has this id."),
+                {"request_id": request_id},
             )
         if state.payload is None:
-            reason = payload_problem(state.record.payload) or "it changed while read"
+            reason = payload_problem(state.record.payload) or gettext("it changed while read")
             raise ApiError(
                 404,
                 "not_a_task",
-                "The record's payload is not a task document (see 'Keys and record encoding' "
-                f"in the django-ledger docs): {reason}.",
+                gettext(
+                    "The record's payload is not a task document (see 'Keys and record "
+                    "encoding' in the django-ledger docs): %(reason)s."
+                )
+                % {"reason": reason},
                 {"request_id": request_id, "reason": reason},
             )
         return Response(result_data(state))

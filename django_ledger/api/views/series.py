@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -129,8 +130,12 @@ class SeriesViewSet(LedgerViewSet):
             raise ApiError(
                 400,
                 "invalid",
-                "The request is not valid: see details.",
-                {"window": [f"must be one of {', '.join(WINDOWS)}"]},
+                gettext("The request is not valid: see details."),
+                {
+                    "window": [
+                        gettext("must be one of %(windows)s") % {"windows": ", ".join(WINDOWS)}
+                    ]
+                },
             )
         ledger = self.ledger
         with ledger.translate_errors():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth import authenticate
+from django.utils.translation import gettext
 from rest_framework.parsers import FormParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -54,7 +55,7 @@ class TokenView(LedgerAPIView):
             raise ApiError(
                 400,
                 "credentials_invalid",
-                "No active user has this username and password.",
+                gettext("No active user has this username and password."),
             )
         key, _ = user_token(user)
         return Response({"token": key})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
@@ -143,15 +144,19 @@ class WorkflowViewSet(LedgerViewSet):
         """Read one workflow's steps from the queue's flows hash and their records."""
         problem = id_problem(workflow_id)
         if problem is not None:
-            raise ApiError(400, problem, f"The workflow id is not usable ({problem}).")
+            raise ApiError(
+                400,
+                problem,
+                gettext("The workflow id is not usable (%(problem)s).") % {"problem": problem},
+            )
         offset = _number(request, "offset", 0)
         limit = min(_number(request, "limit", api_settings.page_size), api_settings.max_page_size)
         if limit < 1:
             raise ApiError(
                 400,
                 "invalid",
-                "The request is not valid: see details.",
-                {"limit": ["A positive integer is required."]},
+                gettext("The request is not valid: see details."),
+                {"limit": [gettext("A positive integer is required.")]},
             )
         if len(self.ledger.shards) != 1:
             status = None  # a sharded queue holds no workflows
@@ -161,7 +166,7 @@ class WorkflowViewSet(LedgerViewSet):
             raise ApiError(
                 404,
                 "workflow_not_found",
-                "No workflow has this id on this queue.",
+                gettext("No workflow has this id on this queue."),
                 {"workflow_id": workflow_id},
             )
         return Response(workflow_data(state_of(status)))
@@ -175,7 +180,7 @@ def _number(request: Request, name: str, default: int) -> int:
         raise ApiError(
             400,
             "invalid",
-            "The request is not valid: see details.",
-            {name: ["An integer of at least 0 (and at most 999,999,999) is required."]},
+            gettext("The request is not valid: see details."),
+            {name: [gettext("An integer of at least 0 (and at most 999,999,999) is required.")]},
         )
     return int(raw)

@@ -1,6 +1,6 @@
--- flow_release.lua: the reference path's release (flow.lua): after its compare-and-set
--- ended record ARGV[2], move that step's waiting dependants on, as the fused scripts do in
--- the settling call itself.
+-- flow_release.lua: the release (flow.lua) after an operator's compare-and-set
+-- (mark_failed) ended record ARGV[2]: move that step's waiting dependants on, as the
+-- fused scripts do in the settling call itself.
 -- KEYS: the standard list (codec.lua). ARGV[1] skew, ARGV[2] request id.
 -- Returns 1 if the record is a step that has ended, else 0.
 local now = server_now()

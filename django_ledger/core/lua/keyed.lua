@@ -33,7 +33,7 @@ local KEYED_PAGE = 1024  -- ready entries brought into the pool per call at most
 
 -- Bring what fell due since the last call from the ready index into the pool. A pool
 -- with no key in turn looks from the start: a due record it missed (put back in the ready
--- index by hand, or by a reference claim cut short) comes in then.
+-- index by hand) comes in then.
 local function keyed_promote(now)
   local wm = tonumber(redis.call('HGET', KEYS[12], 'wm') or '0')
   if not redis.call('ZRANGEBYLEX', KEYS[14], '[r', '(s', 'LIMIT', 0, 1)[1] then wm = 0 end

@@ -9,7 +9,7 @@ nothing meanwhile but the blocking calls.
 
 from __future__ import annotations
 
-from ..ledger import Ledger
+from ..sharded import AnyLedger
 from ..wake import Waker
 from .state import WorkerState
 
@@ -79,7 +79,7 @@ class Idle:
         self.quiet.pop(queue, None)
 
 
-def wake_keys(ledger: Ledger) -> list[tuple[object, str]]:
+def wake_keys(ledger: AnyLedger) -> list[tuple[object, str]]:
     """The (client, wake key) pairs of a queue (a sharded one: of every shard)."""
     keys = getattr(ledger, "wake_keys", None)
     return list(keys()) if callable(keys) else []

@@ -38,9 +38,9 @@ from collections import defaultdict
 from ..arguments import SettleItem
 from ..errors import LedgerError
 from ..lane import borrowed
-from ..ledger import Ledger
 from ..records import State
 from ..results import Claim, Claims, Settlement, SettlementStatus, earliest
+from ..sharded import AnyLedger
 from ..transport import MAX_BATCH
 from .config import Metrics, WorkerConfig, default_worker_id
 from .handler import Handler, Job, Outcome
@@ -61,7 +61,7 @@ class Worker:
 
     def __init__(
         self,
-        ledgers: dict[str, Ledger],
+        ledgers: dict[str, AnyLedger],
         handlers: dict[str, Handler],
         leases: dict[str, float],
         config: WorkerConfig | None = None,

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..ledger import Ledger
 from ..results import RepairReport
+from ..sharded import AnyLedger
 from .config import Metrics, NoMetrics, WorkerConfig
 from .handler import Handler, Job, Outcome, Plan
 
@@ -85,7 +85,7 @@ class WorkerState:
 
     def __init__(
         self,
-        ledgers: dict[str, Ledger],
+        ledgers: dict[str, AnyLedger],
         handlers: dict[str, Handler],
         leases: dict[str, float],
         config: WorkerConfig,

@@ -6,6 +6,7 @@ from typing import IO, Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.translation import gettext, gettext_lazy
 
 from django_ledger.conf import get_ledger
 from django_ledger.core.errors import LedgerError
@@ -13,22 +14,27 @@ from django_ledger.services import ExportResult, export_queue
 
 
 class Command(BaseCommand):
-    help = (
+    help = gettext_lazy(
         "Write every record of a queue, every field, as JSON Lines (or CSV), so that "
         "ledger_import reproduces the queue exactly. Quarantined and corrupt ids are "
         "listed on stderr and skipped."
-    )
+    )  # type: ignore[assignment]  # lazy: the language of each run
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--queue", default="default", help="queue to export (default: default)")
         parser.add_argument(
-            "-o", "--output", default="-", help="file to write (default: - for standard output)"
+            "--queue", default="default", help=gettext("queue to export (default: default)")
+        )
+        parser.add_argument(
+            "-o",
+            "--output",
+            default="-",
+            help=gettext("file to write (default: - for standard output)"),
         )
         parser.add_argument(
             "--format",
             choices=("jsonl", "csv"),
             default=None,
-            help="output format (default: csv for a .csv file, else jsonl)",
+            help=gettext("output format (default: csv for a .csv file, else jsonl)"),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -45,16 +51,25 @@ class Command(BaseCommand):
                 try:
                     handle = open(output, "w", encoding="utf-8", newline="")  # noqa: SIM115
                 except OSError as exc:
-                    raise CommandError(f"cannot write {output}: {exc.strerror}") from exc
+                    raise CommandError(
+                        gettext("cannot write %(output)s: %(strerror)s")
+                        % {"output": output, "strerror": exc.strerror}
+                    ) from exc
                 with handle:
                     result = export_queue(ledger, handle, fmt)
         except LedgerError as exc:
-            raise CommandError(f"export of queue {ledger.queue!r} failed: {exc}") from exc
+            raise CommandError(
+                gettext("export of queue %(queue)r failed: %(exc)s")
+                % {"queue": ledger.queue, "exc": exc}
+            ) from exc
         self._summary(result, output)
         if result.corrupt:
             raise CommandError(
-                f"{len(result.corrupt)} record(s) failed their checksum and were not exported; "
-                "run ledger_repair to quarantine them"
+                gettext(
+                    "%(count)s record(s) failed their checksum and were not exported; run "
+                    "ledger_repair to quarantine them"
+                )
+                % {"count": len(result.corrupt)}
             )
 
     def _stdout_stream(self) -> IO[str]:
@@ -63,7 +78,10 @@ class Command(BaseCommand):
 
     def _summary(self, result: ExportResult, output: str) -> None:
         where = "standard output" if output == "-" else output
-        self.stderr.write(f"exported {result.records} record(s) of queue {result.queue} to {where}")
+        self.stderr.write(
+            gettext("exported %(records)s record(s) of queue %(queue)s to %(where)s")
+            % {"records": result.records, "queue": result.queue, "where": where}
+        )
         if result.quarantined:
             self.stderr.write(
                 f"skipped {len(result.quarantined)} quarantined id(s): "

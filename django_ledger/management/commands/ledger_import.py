@@ -10,6 +10,7 @@ from typing import IO, Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.translation import gettext, gettext_lazy
 
 from django_ledger.conf import get_ledger
 from django_ledger.services import ImportAborted, ImportResult, import_lines, read_csv, read_jsonl
@@ -18,50 +19,64 @@ MAX_BATCH_SIZE = 100_000
 
 
 class Command(BaseCommand):
-    help = (
-        "Import records into a queue from a JSON Lines or CSV file ('-' for standard input). "
-        "Closes the queue's gate, imports in batches, reads every record back, and opens the "
-        "gate only when every line agreed. Re-running the same file is harmless."
-    )
+    help = gettext_lazy(
+        "Import records into a queue from a JSON Lines or CSV file ('-' for standard "
+        "input). Closes the queue's gate, imports in batches, reads every record back, "
+        "and opens the gate only when every line agreed. Re-running the same file is "
+        "harmless."
+    )  # type: ignore[assignment]  # lazy: the language of each run
     # call_command(..., stdin=stream) feeds "-" in tests.
     stealth_options = ("stdin",)
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("path", help="file to import, or - for standard input")
+        parser.add_argument("path", help=gettext("file to import, or - for standard input"))
         parser.add_argument(
-            "--queue", default="default", help="queue to import into (default: default)"
+            "--queue", default="default", help=gettext("queue to import into (default: default)")
         )
         parser.add_argument(
             "--format",
             choices=("jsonl", "csv"),
             default=None,
-            help="input format (default: csv for a .csv file, else jsonl)",
+            help=gettext("input format (default: csv for a .csv file, else jsonl)"),
         )
         parser.add_argument(
             "--batch-size",
             type=int,
             default=1000,
-            help=f"lines validated, written and read back together, 1 to {MAX_BATCH_SIZE} (default 1000)",
+            help=(
+                gettext(
+                    "lines validated, written and read back together, 1 to %(max)s (default 1000)"
+                )
+                % {"max": MAX_BATCH_SIZE}
+            ),
         )
         parser.add_argument(
             "--dry-run",
             action="store_true",
-            help="validate every line and compare with the queue; write nothing, leave the gate alone",
+            help=gettext(
+                "validate every line and compare with the queue; write nothing, leave the gate "
+                "alone"
+            ),
         )
         parser.add_argument(
-            "--keep-gate", action="store_true", help="leave the gate closed even when all went well"
+            "--keep-gate",
+            action="store_true",
+            help=gettext("leave the gate closed even when all went well"),
         )
         parser.add_argument(
             "--progress-every",
             type=int,
             default=10_000,
-            help="report progress on stderr every N lines (0: never; default 10000)",
+            help=gettext("report progress on stderr every N lines (0: never; default 10000)"),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         batch_size = options["batch_size"]
         if not 1 <= batch_size <= MAX_BATCH_SIZE:
-            raise CommandError(f"--batch-size must be from 1 to {MAX_BATCH_SIZE}, got {batch_size}")
+            raise CommandError(
+                gettext("--batch-size must be from 1 to %(max)s, got %(batch_size)s")
+                % {"max": MAX_BATCH_SIZE, "batch_size": batch_size}
+            )
         try:
             ledger = get_ledger(options["queue"])
         except ImproperlyConfigured as exc:
@@ -82,13 +97,19 @@ class Command(BaseCommand):
             except ImportAborted as exc:
                 self._summary(exc.result)
                 raise CommandError(
-                    f"{exc}\nThe import stopped; run the same command again to resume "
-                    "(lines already imported answer DUPLICATE)."
+                    gettext(
+                        "%(exc)s\nThe import stopped; run the same command again to resume (lines "
+                        "already imported answer DUPLICATE)."
+                    )
+                    % {"exc": exc}
                 ) from exc
             except KeyboardInterrupt:
                 raise CommandError(
-                    f"interrupted; the gate of queue {ledger.queue!r} stays closed. Run the same "
-                    "command again to resume (lines already imported answer DUPLICATE)."
+                    gettext(
+                        "interrupted; the gate of queue %(queue)r stays closed. Run the same command "
+                        "again to resume (lines already imported answer DUPLICATE)."
+                    )
+                    % {"queue": ledger.queue}
                 ) from None
         self._summary(result)
         if not result.ok:
@@ -115,7 +136,10 @@ class Command(BaseCommand):
         try:
             handle = open(path, "rb")  # noqa: SIM115 - closed below
         except OSError as exc:
-            raise CommandError(f"cannot read {path}: {exc.strerror}") from exc
+            raise CommandError(
+                gettext("cannot read %(path)s: %(strerror)s")
+                % {"path": path, "strerror": exc.strerror}
+            ) from exc
         with handle:
             yield handle
 
@@ -127,32 +151,66 @@ class Command(BaseCommand):
             if result.lines % every:
                 return
             self.stderr.write(
-                f"{result.lines:,} lines read: {result.imported:,} imported, "
-                f"{result.duplicates:,} already present, {len(result.conflicts):,} conflicts, "
-                f"{len(result.bad_lines):,} bad"
+                gettext(
+                    "%(lines)s lines read: %(imported)s imported, %(duplicates)s already present, "
+                    "%(count)s conflicts, %(count2)s bad"
+                )
+                % {
+                    "lines": f"{result.lines:,}",
+                    "imported": f"{result.imported:,}",
+                    "duplicates": f"{result.duplicates:,}",
+                    "count": f"{len(result.conflicts):,}",
+                    "count2": f"{len(result.bad_lines):,}",
+                }
             )
 
         return report
 
     def _summary(self, result: ImportResult) -> None:
         for problem in result.bad_lines:
-            self.stderr.write(f"bad {problem}", self.style.ERROR)
+            self.stderr.write((gettext("bad %(problem)s") % {"problem": problem}), self.style.ERROR)
         for problem in result.conflicts:
-            self.stderr.write(f"conflict {problem}", self.style.ERROR)
+            self.stderr.write(
+                gettext("conflict %(problem)s") % {"problem": problem}, self.style.ERROR
+            )
         for problem in result.failed:
-            self.stderr.write(f"failed {problem}", self.style.ERROR)
+            self.stderr.write(
+                gettext("failed %(problem)s") % {"problem": problem}, self.style.ERROR
+            )
         if result.dry_run:
             self.stdout.write(
-                f"dry run of queue {result.queue}: {result.lines} line(s) read, "
-                f"{result.imported} would be imported, {result.duplicates} already present, "
-                f"{len(result.conflicts)} conflict(s), {len(result.bad_lines)} bad line(s); "
-                "nothing written"
+                gettext(
+                    "dry run of queue %(queue)s: %(lines)s line(s) read, %(imported)s would be "
+                    "imported, %(duplicates)s already present, %(count)s conflict(s), %(count2)s "
+                    "bad line(s); nothing written"
+                )
+                % {
+                    "queue": result.queue,
+                    "lines": result.lines,
+                    "imported": result.imported,
+                    "duplicates": result.duplicates,
+                    "count": len(result.conflicts),
+                    "count2": len(result.bad_lines),
+                }
             )
             return
         self.stdout.write(
-            f"queue {result.queue}: {result.lines} line(s) read, {result.imported} imported, "
-            f"{result.duplicates} already present, {result.verified} verified, "
-            f"{len(result.conflicts)} conflict(s), {len(result.bad_lines)} bad line(s), "
-            f"{len(result.failed)} failed; written through line {result.written_through}; "
-            f"gate {result.gate}"
+            gettext(
+                "queue %(queue)s: %(lines)s line(s) read, %(imported)s imported, "
+                "%(duplicates)s already present, %(verified)s verified, %(count)s conflict(s), "
+                "%(count2)s bad line(s), %(count3)s failed; written through line "
+                "%(written_through)s; gate %(gate)s"
+            )
+            % {
+                "queue": result.queue,
+                "lines": result.lines,
+                "imported": result.imported,
+                "duplicates": result.duplicates,
+                "verified": result.verified,
+                "count": len(result.conflicts),
+                "count2": len(result.bad_lines),
+                "count3": len(result.failed),
+                "written_through": result.written_through,
+                "gate": result.gate,
+            }
         )

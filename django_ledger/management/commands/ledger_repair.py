@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.translation import gettext, gettext_lazy
 
 from django_ledger.core.results import RepairReport
 from django_ledger.services import QueueRepair, configured_queues, repair_queues
@@ -20,46 +21,60 @@ BAR_WIDTH = 30
 
 
 class Command(BaseCommand):
-    help = (
+    help = gettext_lazy(
         "Repair the ledger: quarantine corrupt records, give back expired leases (DEAD "
-        "after MAX_ATTEMPTS), rebuild indexes and purge terminal records past RETENTION. "
-        "Runs one full cycle over every configured queue unless told otherwise."
-    )
+        "after MAX_ATTEMPTS), rebuild indexes and purge terminal records past "
+        "RETENTION. Runs one full cycle over every configured queue unless told "
+        "otherwise."
+    )  # type: ignore[assignment]  # lazy: the language of each run
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "queues", nargs="*", metavar="queue", help="queues to repair (default: all configured)"
+            "queues",
+            nargs="*",
+            metavar="queue",
+            help=gettext("queues to repair (default: all configured)"),
         )
         parser.add_argument(
             "--count",
             type=int,
             default=100,
-            help="records per HSCAN page, 1 to 10000 (default 100)",
+            help=gettext("records per HSCAN page, 1 to 10000 (default 100)"),
         )
         parser.add_argument(
-            "--loop", action="store_true", help="repeat cycles until stopped (SIGINT or SIGTERM)"
+            "--loop",
+            action="store_true",
+            help=gettext("repeat cycles until stopped (SIGINT or SIGTERM)"),
         )
         parser.add_argument(
             "--interval",
             type=float,
             default=60.0,
-            help="seconds to wait between cycles (default 60)",
+            help=gettext("seconds to wait between cycles (default 60)"),
         )
         parser.add_argument(
             "--max-cycles",
             type=int,
             default=None,
-            help="stop after this many cycles (default: 1, or unbounded with --loop)",
+            help=gettext("stop after this many cycles (default: 1, or unbounded with --loop)"),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         count, interval, max_cycles = options["count"], options["interval"], options["max_cycles"]
         if not 1 <= count <= 10_000:
-            raise CommandError(f"--count must be from 1 to 10000, got {count}")
+            raise CommandError(
+                gettext("--count must be from 1 to 10000, got %(count)s") % {"count": count}
+            )
         if interval < 0:
-            raise CommandError(f"--interval must not be negative, got {interval}")
+            raise CommandError(
+                gettext("--interval must not be negative, got %(interval)s")
+                % {"interval": interval}
+            )
         if max_cycles is not None and max_cycles < 1:
-            raise CommandError(f"--max-cycles must be at least 1, got {max_cycles}")
+            raise CommandError(
+                gettext("--max-cycles must be at least 1, got %(max_cycles)s")
+                % {"max_cycles": max_cycles}
+            )
         try:
             queues = configured_queues(options["queues"])
         except ImproperlyConfigured as exc:
@@ -82,9 +97,12 @@ class Command(BaseCommand):
                     break
                 _sleep(interval, stop)
         if stop.is_set():
-            self.stdout.write("stopped on signal, after the page in hand")
+            self.stdout.write(gettext("stopped on signal, after the page in hand"))
         if failures:
-            raise CommandError(f"repair failed {failures} time(s); see the lines above")
+            raise CommandError(
+                gettext("repair failed %(failures)s time(s); see the lines above")
+                % {"failures": failures}
+            )
 
     def _report(self, cycle: int, result: QueueRepair) -> None:
         if self.stdout.isatty():
@@ -92,9 +110,16 @@ class Command(BaseCommand):
         counts = " ".join(f"{name}={value}" for name, value in result.report.counts().items())
         line = f"cycle {cycle} queue {result.queue}: {counts}"
         if result.error is not None:
-            self.stderr.write(f"{line} ERROR: {result.error}", self.style.ERROR)
+            self.stderr.write(
+                gettext("%(line)s ERROR: %(error)s") % {"line": line, "error": result.error},
+                self.style.ERROR,
+            )
         elif not result.complete:
-            self.stdout.write(f"{line} (stopped after {result.pages} page(s))", self.style.WARNING)
+            self.stdout.write(
+                gettext("%(line)s (stopped after %(pages)s page(s))")
+                % {"line": line, "pages": result.pages},
+                self.style.WARNING,
+            )
         else:
             self.stdout.write(line)
 
@@ -108,7 +133,14 @@ class Command(BaseCommand):
             done = min(result.report.scanned, total)
             filled = BAR_WIDTH * done // total
             bar = "#" * filled + "-" * (BAR_WIDTH - filled)
-            self.stdout.write(f"\r{result.queue} [{bar}] {done}/{result.total} records", ending="")
+            self.stdout.write(
+                (
+                    "\r"
+                    + gettext("%(queue)s [%(bar)s] %(done)s/%(total)s records")
+                    % {"queue": result.queue, "bar": bar, "done": done, "total": result.total}
+                ),
+                ending="",
+            )
             self.stdout.flush()
 
         return draw

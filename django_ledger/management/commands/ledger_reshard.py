@@ -7,28 +7,34 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.translation import gettext, gettext_lazy
 
 from django_ledger.core.errors import LedgerError
 from django_ledger.services.reshard import reshard_queue
 
 
 class Command(BaseCommand):
-    help = (
-        "Lay a queue's records out again in the number of shards LEDGER['QUEUES'][name]"
-        "['SHARDS'] now gives: with the gate closed and no record claimed, write every "
-        "record to a backup file, delete the old shards, import the file into the new "
-        "ones and read every record back. Stop the queue's workers first."
-    )
+    help = gettext_lazy(
+        "Lay a queue's records out again in the number of shards "
+        "LEDGER['QUEUES'][name]['SHARDS'] now gives: with the gate closed and no "
+        "record claimed, write every record to a backup file, delete the old shards, "
+        "import the file into the new ones and read every record back. Stop the "
+        "queue's workers first."
+    )  # type: ignore[assignment]  # lazy: the language of each run
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--queue", default="default", help="the queue (default: default)")
+        parser.add_argument(
+            "--queue", default="default", help=gettext("the queue (default: default)")
+        )
         parser.add_argument(
             "--backup",
             required=True,
-            help="a new file that receives every record first (JSON Lines, as ledger_export)",
+            help=gettext(
+                "a new file that receives every record first (JSON Lines, as ledger_export)"
+            ),
         )
         parser.add_argument(
-            "--yes", action="store_true", help="do it (without it: say what would be done)"
+            "--yes", action="store_true", help=gettext("do it (without it: say what would be done)")
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -46,14 +52,20 @@ class Command(BaseCommand):
                 )
             raise CommandError(message) from exc
         if result.before == result.after:
-            self.stdout.write(f"queue {queue} is laid out in {result.after} shard(s) already")
+            self.stdout.write(
+                gettext("queue %(queue)s is laid out in %(after)s shard(s) already")
+                % {"queue": queue, "after": result.after}
+            )
             return
         plan = (
             f"queue {queue}: {result.records} record(s) from {result.before} shard(s) "
             f"to {result.after}"
         )
         if not options["yes"]:
-            self.stdout.write(f"would move {plan}, backup in {backup}; run again with --yes")
+            self.stdout.write(
+                gettext("would move %(plan)s, backup in %(backup)s; run again with --yes")
+                % {"plan": plan, "backup": backup}
+            )
             return
         imported = result.imported
         if imported is None or not imported.ok:
@@ -63,13 +75,31 @@ class Command(BaseCommand):
                 else imported.bad_lines + imported.conflicts + imported.failed
             )
             raise CommandError(
-                f"moved {plan}, but the import did not agree line for line "
-                f"({len(problems)} problem(s), first: {problems[:1]}); the gate stays "
-                f"closed; fix and re-run: python manage.py ledger_import --queue {queue} "
-                f"{backup}"
+                gettext(
+                    "moved %(plan)s, but the import did not agree line for line (%(count)s "
+                    "problem(s), first: %(problems)s); the gate stays closed; fix and re-run: "
+                    "python manage.py ledger_import --queue %(queue)s %(backup)s"
+                )
+                % {
+                    "plan": plan,
+                    "count": len(problems),
+                    "problems": problems[:1],
+                    "queue": queue,
+                    "backup": backup,
+                }
             )
         self.stdout.write(
-            f"moved {plan}: {imported.imported} written, {imported.verified} read back as "
-            f"exported, {result.results} stored result(s) written back; the gate "
-            f"{imported.gate}; backup in {backup}"
+            gettext(
+                "moved %(plan)s: %(imported)s written, %(verified)s read back as exported, "
+                "%(results)s stored result(s) written back; the gate %(gate)s; backup in "
+                "%(backup)s"
+            )
+            % {
+                "plan": plan,
+                "imported": imported.imported,
+                "verified": imported.verified,
+                "results": result.results,
+                "gate": imported.gate,
+                "backup": backup,
+            }
         )

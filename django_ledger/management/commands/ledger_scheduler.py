@@ -16,6 +16,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.translation import gettext, gettext_lazy
 
 from ...core.errors import LedgerError
 from ...core.schedule import TickReport, datetime_of
@@ -23,26 +24,29 @@ from ...services import scheduler
 
 
 class Command(BaseCommand):
-    help = "Admit the fires of LEDGER['SCHEDULES'], once each, until stopped."
+    help = gettext_lazy("Admit the fires of LEDGER['SCHEDULES'], once each, until stopped.")  # type: ignore[assignment]  # lazy: the language of each run
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--once", action="store_true", help="run one tick, then exit")
+        parser.add_argument("--once", action="store_true", help=gettext("run one tick, then exit"))
         parser.add_argument(
-            "--explain", metavar="KEY", default=None, help="print the next fires of KEY and exit"
+            "--explain",
+            metavar="KEY",
+            default=None,
+            help=gettext("print the next fires of KEY and exit"),
         )
         parser.add_argument(
-            "--count", type=int, default=10, help="fires --explain prints (default 10)"
+            "--count", type=int, default=10, help=gettext("fires --explain prints (default 10)")
         )
         parser.add_argument(
             "--interval",
             type=float,
             default=1.0,
-            help="the most seconds between two ticks (default 1)",
+            help=gettext("the most seconds between two ticks (default 1)"),
         )
         parser.add_argument(
             "--node-id",
             default=None,
-            help="this node's id (default: DISPATCH NODE_ID, or host:pid)",
+            help=gettext("this node's id (default: DISPATCH NODE_ID, or host:pid)"),
         )
 
     verbosity = 1
@@ -59,55 +63,89 @@ class Command(BaseCommand):
                 report = runner.tick()
                 self._report(report)
                 self.stdout.write(
-                    f"one tick at {datetime_of(report.now_ms // 1000).isoformat()}: "
-                    f"{report.admitted} admitted, {report.duplicates} already admitted, "
-                    f"{report.recovered} recovered for other nodes, {len(report.errors)} errors"
+                    gettext(
+                        "one tick at %(time)s: %(admitted)s admitted, %(duplicates)s already "
+                        "admitted, %(recovered)s recovered for other nodes, %(count)s errors"
+                    )
+                    % {
+                        "time": datetime_of(report.now_ms // 1000).isoformat(),
+                        "admitted": report.admitted,
+                        "duplicates": report.duplicates,
+                        "recovered": report.recovered,
+                        "count": len(report.errors),
+                    }
                 )
                 return
             self._loop(runner, options["interval"])
         except (ImproperlyConfigured, LookupError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         except LedgerError as exc:
-            raise CommandError(f"the ledger is unavailable: {exc}") from exc
+            raise CommandError(
+                gettext("the ledger is unavailable: %(exc)s") % {"exc": exc}
+            ) from exc
 
     def _loop(self, runner: scheduler.Scheduler, interval: float) -> None:
         if not interval > 0:
-            raise CommandError("--interval must be more than 0")
+            raise CommandError(gettext("--interval must be more than 0"))
         stop = threading.Event()
         names = ", ".join(scheduler.schedules()) or "none"
         with _stop_on_signals(stop):
             # Said once the signals are ours: a stop asked from here on is a clean one.
-            self.stdout.write(f"scheduler {runner.node_id}: schedules {names}")
+            self.stdout.write(
+                gettext("scheduler %(node_id)s: schedules %(names)s")
+                % {"node_id": runner.node_id, "names": names}
+            )
             self.stdout.flush()
             ticks = runner.run(
                 stop,
                 interval=interval,
                 on_report=self._report,
-                on_error=lambda exc: self.stderr.write(f"tick failed: {exc}"),
+                on_error=lambda exc: self.stderr.write(
+                    gettext("tick failed: %(exc)s") % {"exc": exc}
+                ),
             )
-        self.stdout.write(f"scheduler {runner.node_id}: stopped after {ticks} ticks")
+        self.stdout.write(
+            gettext("scheduler %(node_id)s: stopped after %(ticks)s ticks")
+            % {"node_id": runner.node_id, "ticks": ticks}
+        )
 
     def _report(self, report: TickReport) -> None:
         if self.verbosity == 0:
             return
         for line in scheduler.report_lines(report):
-            self.stdout.write(f"{line} node={report.node_id}")
+            self.stdout.write(
+                gettext("%(line)s node=%(node_id)s") % {"line": line, "node_id": report.node_id}
+            )
         self.stdout.flush()
 
     def _explain(self, key: str, count: int) -> None:
         if count < 1:
-            raise CommandError("--count must be at least 1")
+            raise CommandError(gettext("--count must be at least 1"))
         found = scheduler.explain(key, count)
         config = found.config
-        when = f"cron {config.cron!r}" if config.cron is not None else f"every {config.every} s"
-        self.stdout.write(f"{key}: {config.task} on queue {config.queue!r}, {when}")
+        if config.cron is not None:
+            when = gettext("cron %(cron)r") % {"cron": config.cron}
+        else:
+            when = gettext("every %(every)s s") % {"every": config.every}
+        self.stdout.write(
+            gettext("%(key)s: %(task)s on queue %(queue)r, %(when)s")
+            % {"key": key, "task": config.task, "queue": config.queue, "when": when}
+        )
         self.stdout.write(f"  {found.words}")
         self.stdout.write(
-            f"  misfire {config.misfire}, grace {config.grace}, "
-            f"{'enabled' if config.enabled else 'disabled'}"
+            "  "
+            + (
+                gettext("misfire %(misfire)s, grace %(grace)s, enabled")
+                if config.enabled
+                else gettext("misfire %(misfire)s, grace %(grace)s, disabled")
+            )
+            % {"misfire": config.misfire, "grace": config.grace}
         )
-        clock = "the Redis server's clock" if found.server_clock else "this machine's clock"
-        self.stdout.write(f"next {len(found.fires)} fires, from {clock}:")
+        if found.server_clock:
+            heading = gettext("next %(count)s fires, from the Redis server's clock:")
+        else:
+            heading = gettext("next %(count)s fires, from this machine's clock:")
+        self.stdout.write(heading % {"count": len(found.fires)})
         self.stdout.write(f"  {'UTC':<25}  {config.timezone}")
         for utc, local in found.rows():
             self.stdout.write(

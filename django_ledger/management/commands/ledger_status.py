@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.translation import gettext, gettext_lazy
 
 from django_ledger.services.placement import (
     Placement,
@@ -18,26 +19,29 @@ COLUMNS = ("queue", "slot", "master", "due", "later", "claimed", "ended", "quara
 
 
 class Command(BaseCommand):
-    help = (
-        "Show where each queue lives (its Redis Cluster slot and the master serving it; "
-        "a row per shard of a sharded queue) with its counters, and a hint when two busy "
-        "queues or shards share one master."
-    )
+    help = gettext_lazy(
+        "Show where each queue lives (its Redis Cluster slot and the master serving "
+        "it; a row per shard of a sharded queue) with its counters, and a hint when "
+        "two busy queues or shards share one master."
+    )  # type: ignore[assignment]  # lazy: the language of each run
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--queue", action="append", default=[], help="a queue to show (repeatable; default all)"
+            "--queue",
+            action="append",
+            default=[],
+            help=gettext("a queue to show (repeatable; default all)"),
         )
         parser.add_argument(
             "--busy",
             type=int,
             default=1,
-            help="live records (pending or claimed) that make a queue busy (default 1)",
+            help=gettext("live records (pending or claimed) that make a queue busy (default 1)"),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["busy"] < 1:
-            raise CommandError("--busy must be at least 1")
+            raise CommandError(gettext("--busy must be at least 1"))
         try:
             placed = place_queues(options["queue"])
         except ImproperlyConfigured as exc:
@@ -52,14 +56,17 @@ class Command(BaseCommand):
             )
         for placement in placed:
             if placement.error is not None:
-                self.stderr.write(f"queue {placement.name}: {placement.error}")
+                self.stderr.write(
+                    gettext("queue %(queue)s: %(error)s")
+                    % {"queue": placement.name, "error": placement.error}
+                )
         read = [placement for placement in placed if placement.error is None]
         if read and all(placement.slot is None for placement in read):
-            self.stdout.write("one Redis server: every queue is on it (no cluster slots).")
+            self.stdout.write(gettext("one Redis server: every queue is on it (no cluster slots)."))
         for node, queues in crowded_masters(placed, options["busy"]).items():
             self.stdout.write(self.style.WARNING(crowding_hint(node, queues)))
         if any(placement.error is not None for placement in placed):
-            raise CommandError("some queues could not be read (above)")
+            raise CommandError(gettext("some queues could not be read (above)"))
 
 
 def _row(placement: Placement) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.translation import gettext, gettext_lazy
 
 from ...core.worker.upkeep import Room
 from ...services.worker import MAX_PORT, WorkerOptions, build_worker, worker_queues
@@ -28,65 +29,82 @@ CHILD_ENV = "DJANGO_LEDGER_WORKER_CHILD"
 
 
 class Command(BaseCommand):
-    help = "Run the ledger's tasks: claim, run, renew, settle and repair, until stopped."
+    help = gettext_lazy(
+        "Run the ledger's tasks: claim, run, renew, settle and repair, until stopped."
+    )  # type: ignore[assignment]  # lazy: the language of each run
     #: Set when the stop left jobs running past --shutdown-timeout: exit without joining them.
     _abandoned = False
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("queues", nargs="*", help="queues to serve (default: every task queue)")
+        parser.add_argument(
+            "queues", nargs="*", help=gettext("queues to serve (default: every task queue)")
+        )
         parser.add_argument(
             "--concurrency",
             type=int,
             default=None,
-            help="jobs at once (default 8, 1 with --processes)",
+            help=gettext("jobs at once (default 8, 1 with --processes)"),
         )
-        parser.add_argument("--processes", type=int, default=0, help="run N worker processes")
+        parser.add_argument(
+            "--processes", type=int, default=0, help=gettext("run N worker processes")
+        )
         parser.add_argument(
             "--prefetch",
             type=int,
             default=None,
-            help="claims held ready beyond the running ones (default: --concurrency)",
-        )
-        parser.add_argument("--burst", action="store_true", help="run what is due now, then exit 0")
-        parser.add_argument(
-            "--max-tasks", type=int, default=None, help="exit 0 after this many tasks"
+            help=gettext("claims held ready beyond the running ones (default: --concurrency)"),
         )
         parser.add_argument(
-            "--worker-id", default=None, help="this worker's id (default: host:pid:random)"
+            "--burst", action="store_true", help=gettext("run what is due now, then exit 0")
+        )
+        parser.add_argument(
+            "--max-tasks", type=int, default=None, help=gettext("exit 0 after this many tasks")
+        )
+        parser.add_argument(
+            "--worker-id", default=None, help=gettext("this worker's id (default: host:pid:random)")
         )
         parser.add_argument(
             "--shutdown-timeout",
             type=float,
             default=30.0,
-            help="seconds running tasks get to finish on a stop (default 30)",
+            help=gettext("seconds running tasks get to finish on a stop (default 30)"),
         )
         parser.add_argument(
-            "--no-repair", action="store_true", help="do not run repair sweeps in this worker"
+            "--no-repair",
+            action="store_true",
+            help=gettext("do not run repair sweeps in this worker"),
         )
         parser.add_argument(
             "--no-relay",
             action="store_true",
-            help="do not deliver outbox rows in this worker (ledger_relay does it then)",
+            help=gettext("do not deliver outbox rows in this worker (ledger_relay does it then)"),
         )
         parser.add_argument(
             "--no-counters",
             action="store_true",
-            help="keep no counters for the admin's charts (LEDGER['COUNTERS'] = False does too)",
+            help=gettext(
+                "keep no counters for the admin's charts (LEDGER['COUNTERS'] = False does too)"
+            ),
         )
         parser.add_argument(
-            "--reload", action="store_true", help="restart when code changes (development)"
+            "--reload", action="store_true", help=gettext("restart when code changes (development)")
         )
         parser.add_argument(
-            "--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port"
+            "--metrics-port",
+            type=int,
+            default=None,
+            help=gettext("serve Prometheus metrics on this port"),
         )
         parser.add_argument(
             "--metrics-address",
             default=None,
-            help="the address --metrics-port listens on (default 127.0.0.1: this host only; "
-            "0.0.0.0 for every interface)",
+            help=gettext(
+                "the address --metrics-port listens on (default 127.0.0.1: this host only; "
+                "0.0.0.0 for every interface)"
+            ),
         )
         parser.add_argument(
-            "--scheduler", action="store_true", help="run the scheduler in this worker too"
+            "--scheduler", action="store_true", help=gettext("run the scheduler in this worker too")
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -154,7 +172,9 @@ class Command(BaseCommand):
         try:
             from ...services.scheduler import start_scheduler_thread
         except ImportError as exc:
-            raise CommandError(f"the scheduler is not available: {exc}") from exc
+            raise CommandError(
+                gettext("the scheduler is not available: %(exc)s") % {"exc": exc}
+            ) from exc
         stop = threading.Event()
         start_scheduler_thread(stop)
         return stop
@@ -174,13 +194,16 @@ class Command(BaseCommand):
         """Run N children and restart one that ends on a time-out (or dies) until stopped."""
         count = options["processes"]
         if count < 1:
-            raise CommandError("--processes must be at least 1")
+            raise CommandError(gettext("--processes must be at least 1"))
         worker_queues(options["queues"])  # refuse unknown queues before starting anything
         port = options["metrics_port"]
         if port and port + count - 1 > MAX_PORT:  # child k serves on port + k
             raise CommandError(
-                f"--metrics-port {port} with --processes {count} needs ports {port} to "
-                f"{port + count - 1}, past {MAX_PORT}: give a lower port"
+                gettext(
+                    "--metrics-port %(port)s with --processes %(count)s needs ports %(port)s to "
+                    "%(last)s, past %(max_port)s: give a lower port"
+                )
+                % {"port": port, "count": count, "last": port + count - 1, "max_port": MAX_PORT}
             )
         env = {**os.environ, CHILD_ENV: "1"}
         stopping = threading.Event()
@@ -216,7 +239,8 @@ class Command(BaseCommand):
                     if stopping.is_set() or options["burst"] or options["max_tasks"]:
                         continue
                     self.stderr.write(
-                        f"worker process {child.pid} ended ({code}); starting another"
+                        gettext("worker process %(pid)s ended (%(code)s); starting another")
+                        % {"pid": child.pid, "code": code}
                     )
                     start(slot)
                     alive = True

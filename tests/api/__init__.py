@@ -1,0 +1,1 @@
+"""The REST API: every route, its contract, schema, authentication and parsing."""

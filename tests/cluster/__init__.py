@@ -1,0 +1,1 @@
+"""Redis Cluster: the suite's cluster mode, durability, failover, and sharded queues."""

@@ -1,0 +1,1 @@
+"""The management commands: export, import, repair, reshard, tokens and the demo."""

@@ -1,0 +1,1 @@
+"""The ``LEDGER`` setting, its system checks, and the connections it names."""

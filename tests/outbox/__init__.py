@@ -1,0 +1,1 @@
+"""The transactional outbox: tasks enqueued with the caller's transaction, fenced effects."""

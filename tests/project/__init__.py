@@ -1,0 +1,1 @@
+"""The project as a user meets it: packaging, docs, README, demo, layering, dependency floors."""

@@ -1,0 +1,1 @@
+"""Schedules and the scheduler: fire times, misfires, checks and ``ledger_scheduler``."""

@@ -1,0 +1,1 @@
+"""What the tests share: fixtures, servers, helpers, worker processes, test apps and settings."""

@@ -1,0 +1,1 @@
+"""The Django task backend: enqueue, results, the task handler and workflows of tasks."""

@@ -22,10 +22,24 @@ from django_ledger.core.flows import (
     read_workflow,
 )
 from django_ledger.operations import purge, retry_now, snapshot
-from tests.core.test_flows import ADMITTED, CONFLICT, claim_all, error_doc, result_doc, states, step
+from tests.core.test_flows import (
+    ADMITTED,
+    CONFLICT,
+    claim_all,
+    error_doc,
+    result_doc,
+    states,
+    step,
+)
 from tests.support.ledger_helpers import expire_and_repair
 
 pytest_plugins = ["tests.support.ledger_fixtures"]
+
+
+@pytest.fixture
+def optimized() -> bool:
+    """The fused path: workflows run there only (a reference ledger refuses them)."""
+    return True
 
 
 def retry(ledger: Ledger, request_id: str) -> None:

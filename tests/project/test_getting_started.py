@@ -127,6 +127,6 @@ def test_the_first_task_runs_and_its_result_reads_back(
         "ADMIN /admin/django_ledger/worker/ 200 False",
     ]
     # The worker wrote under the page's namespace, in the test's Redis.
-    keys = [key.decode() for key in redis_server.client().keys("*")]
+    keys = [os.fsdecode(key) for key in redis_server.client().keys("*")]
     assert keys and all(key.startswith(("mysite", "{mysite")) for key in keys)
     assert request_id

@@ -121,7 +121,7 @@ def test_an_option_the_command_lacks_is_refused() -> None:
 def test_every_option_the_prose_names_belongs_to_a_command() -> None:
     """An ``--option`` in the page's text is one of the commands' (or docker's)."""
     commands = ("ledger_worker", "ledger_scheduler", "ledger_relay", "ledger_repair")
-    known = {"--time", "--deploy"}  # docker stop --time; manage.py check --deploy
+    known = {"--time", "--init", "--deploy"}  # docker stop, docker run; manage.py check
     for name in commands:
         parser = load_command_class("django_ledger", name).create_parser("manage.py", name)
         known.update(flag for action in parser._actions for flag in action.option_strings)

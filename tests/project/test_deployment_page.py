@@ -1,0 +1,134 @@
+"""The Deployment page's units, image and manifests: they parse, and say what the code does.
+
+Every ```ini block is a systemd unit, every ```yaml block Kubernetes manifests, the
+```dockerfile block the image. Each ``manage.py`` command line in them (a unit's
+``ExecStart``, the image's entrypoint and command, a container's ``args`` after that
+entrypoint) is parsed by the command's own parser, so an option the command lacks, or a
+value it refuses, fails here. The stop each gives a worker outlasts its drain.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import get_commands, load_command_class
+from django.core.management.base import CommandError
+
+from tests.support.settings_reference_loader import ROOT
+
+yaml = pytest.importorskip("yaml")
+
+PAGE = (ROOT / "docs" / "deployment.md").read_text(encoding="utf-8")
+
+
+def blocks(language: str, text: str = PAGE) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```$", text, re.M | re.S)
+
+
+UNITS = blocks("ini")
+MANIFESTS = [doc for block in blocks("yaml") for doc in yaml.safe_load_all(block) if doc]
+(DOCKERFILE,) = blocks("dockerfile")
+
+
+def unit(text: str) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None, comment_prefixes=("#",))
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(text)
+    return parser
+
+
+def instruction(name: str) -> list[str]:
+    """An exec-form instruction of the image (``ENTRYPOINT ["python", ...]``)."""
+    (line,) = re.findall(rf"^{name} (\[.*\])$", DOCKERFILE, re.M)
+    value: list[str] = json.loads(line)
+    return value
+
+
+ENTRYPOINT = instruction("ENTRYPOINT")
+
+
+def parse(argv: list[str]) -> tuple[str, dict[str, Any]]:
+    """The options ``manage.py NAME ...`` gets, as its own parser reads them."""
+    name, *rest = argv[argv.index("manage.py") + 1 :]
+    command = load_command_class(get_commands()[name], name)
+    options = vars(command.create_parser("manage.py", name).parse_args(rest))
+    return name, options
+
+
+def containers() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(manifest, container) for every container of the page's manifests."""
+    found: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for manifest in MANIFESTS:
+        spec = manifest["spec"]["template"]["spec"]
+        found.extend((manifest, container) for container in spec["containers"])
+    return found
+
+
+def test_the_page_has_units_an_image_and_manifests() -> None:
+    assert len(UNITS) == 2 and len(MANIFESTS) == 3
+    assert {m["kind"] for m in MANIFESTS} == {"Deployment", "Job"}
+    assert ENTRYPOINT == ["python", "manage.py"]
+
+
+@pytest.mark.parametrize("text", UNITS, ids=["worker", "scheduler"])
+def test_each_unit_restarts_and_stops_with_sigterm_after_the_drain(text: str) -> None:
+    service = unit(text)["Service"]
+    name, options = parse(shlex.split(service["ExecStart"]))
+    assert service["KillSignal"] == "SIGTERM" and service["Restart"] == "always"
+    assert name in {"ledger_worker", "ledger_scheduler"}
+    if name == "ledger_worker":
+        assert service["KillMode"] == "mixed"
+        assert float(service["TimeoutStopSec"]) > options["shutdown_timeout"]
+
+
+def test_the_image_runs_a_worker_by_default() -> None:
+    name, options = parse(ENTRYPOINT + instruction("CMD"))
+    assert name == "ledger_worker" and options["shutdown_timeout"] == 30
+
+
+def test_every_container_runs_a_command_that_takes_its_options() -> None:
+    names = []
+    for manifest, container in containers():
+        name, options = parse(ENTRYPOINT + container["args"])
+        names.append(name)
+        spec = manifest["spec"]["template"]["spec"]
+        if name == "ledger_worker":
+            # SIGKILL comes after the grace period: the drain must fit in it.
+            assert spec["terminationGracePeriodSeconds"] > options["shutdown_timeout"]
+            assert manifest["spec"]["replicas"] >= 2
+            probe = container["livenessProbe"]["httpGet"]
+            port = {p["name"]: p["containerPort"] for p in container["ports"]}[probe["port"]]
+            assert options["metrics_port"] == port and options["metrics_address"] == "0.0.0.0"
+        if name == "ledger_scheduler":
+            # No singleton: several schedulers admit each fire once.
+            assert manifest["spec"]["replicas"] >= 2
+    assert sorted(names) == ["ledger_scheduler", "ledger_worker", "migrate"]
+
+
+def test_an_option_the_command_lacks_is_refused() -> None:
+    with pytest.raises(CommandError, match="--drain-timeout"):
+        parse(["python", "manage.py", "ledger_worker", "--drain-timeout", "30"])
+    with pytest.raises(CommandError):
+        parse(["python", "manage.py", "ledger_worker", "--concurrency", "eight"])
+
+
+def test_every_option_the_prose_names_belongs_to_a_command() -> None:
+    """An ``--option`` in the page's text is one of the commands' (or docker's)."""
+    commands = ("ledger_worker", "ledger_scheduler", "ledger_relay", "ledger_repair")
+    known = {"--time", "--init", "--deploy"}  # docker stop, docker run; manage.py check
+    for name in commands:
+        parser = load_command_class("django_ledger", name).create_parser("manage.py", name)
+        known.update(flag for action in parser._actions for flag in action.option_strings)
+    prose = re.sub(r"^```.*?^```$", "", PAGE, flags=re.M | re.S)
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", prose))
+    assert named and named - known == set()
+
+
+def test_the_page_is_in_the_navigation() -> None:
+    assert "deployment.md" in Path(ROOT / "mkdocs.yml").read_text(encoding="utf-8")

@@ -5,15 +5,17 @@ from __future__ import annotations
 from typing import IO, Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from django_ledger.conf import get_ledger
 from django_ledger.core.errors import LedgerError
 from django_ledger.services import ExportResult, export_queue
 
+from ..base import LedgerCommand
 
-class Command(BaseCommand):
+
+class Command(LedgerCommand):
     help = gettext_lazy(
         "Write every record of a queue, every field, as JSON Lines (or CSV), so that "
         "ledger_import reproduces the queue exactly. Quarantined and corrupt ids are "

@@ -9,16 +9,18 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from django_ledger.conf import get_ledger
 from django_ledger.services import ImportAborted, ImportResult, import_lines, read_csv, read_jsonl
 
+from ..base import LedgerCommand
+
 MAX_BATCH_SIZE = 100_000
 
 
-class Command(BaseCommand):
+class Command(LedgerCommand):
     help = gettext_lazy(
         "Import records into a queue from a JSON Lines or CSV file ('-' for standard "
         "input). Closes the queue's gate, imports in batches, reads every record back, "

@@ -6,14 +6,16 @@ import getpass
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from django_ledger.core.errors import LedgerError
 from django_ledger.services.limits import KEEP, LimitChange, change_limits, describe, parse_rate
 
+from ..base import LedgerCommand
 
-class Command(BaseCommand):
+
+class Command(LedgerCommand):
     help = gettext_lazy(
         "Show a queue's flow limits (stored in Redis, the settings their default) and "
         "their use now: tokens left, slots taken. --rate and --concurrency change them "

@@ -10,13 +10,14 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from ...services.relay import DEFAULT_BATCH, DEFAULT_INTERVAL, Relay, outbox_databases
+from ..base import LedgerCommand
 
 
-class Command(BaseCommand):
+class Command(LedgerCommand):
     help = gettext_lazy(
         "Deliver the tasks waiting in the transactional outbox (see 'Transactions' in "
         "the django-ledger docs)."

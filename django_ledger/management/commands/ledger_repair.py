@@ -11,16 +11,18 @@ from types import FrameType
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from django_ledger.core.results import RepairReport
 from django_ledger.services import QueueRepair, configured_queues, repair_queues
 
+from ..base import LedgerCommand
+
 BAR_WIDTH = 30
 
 
-class Command(BaseCommand):
+class Command(LedgerCommand):
     help = gettext_lazy(
         "Repair the ledger: quarantine corrupt records, give back expired leases (DEAD "
         "after MAX_ATTEMPTS), rebuild indexes and purge terminal records past "

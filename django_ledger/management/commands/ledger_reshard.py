@@ -6,14 +6,16 @@ from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from django_ledger.core.errors import LedgerError
 from django_ledger.services.reshard import reshard_queue
 
+from ..base import LedgerCommand
 
-class Command(BaseCommand):
+
+class Command(LedgerCommand):
     help = gettext_lazy(
         "Lay a queue's records out again in the number of shards "
         "LEDGER['QUEUES'][name]['SHARDS'] now gives: with the gate closed and no "

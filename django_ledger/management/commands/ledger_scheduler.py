@@ -15,15 +15,16 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from ...core.errors import LedgerError
 from ...core.schedule import TickReport, datetime_of
 from ...services import scheduler
+from ..base import LedgerCommand
 
 
-class Command(BaseCommand):
+class Command(LedgerCommand):
     help = gettext_lazy("Admit the fires of LEDGER['SCHEDULES'], once each, until stopped.")  # type: ignore[assignment]  # lazy: the language of each run
 
     def add_arguments(self, parser: CommandParser) -> None:

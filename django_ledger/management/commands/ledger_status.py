@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from django_ledger.services.placement import (
@@ -15,10 +15,12 @@ from django_ledger.services.placement import (
     place_queues,
 )
 
+from ..base import LedgerCommand
+
 COLUMNS = ("queue", "slot", "master", "due", "later", "claimed", "ended", "quarantined", "gate")
 
 
-class Command(BaseCommand):
+class Command(LedgerCommand):
     help = gettext_lazy(
         "Show where each queue lives (its Redis Cluster slot and the master serving "
         "it; a row per shard of a sharded queue) with its counters, and a hint when "

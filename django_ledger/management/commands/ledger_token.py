@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from django_ledger.api.user_tokens import UnknownUser, token_for_username
 
+from ..base import LedgerCommand
 
-class Command(BaseCommand):
+
+class Command(LedgerCommand):
     help = gettext_lazy(
         "Print the API token of a user (for 'Authorization: Token <token>'), creating "
         "it if the user has none. --reset replaces it: the old token stops working."

@@ -18,17 +18,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from ...core.worker.upkeep import Room
 from ...services.worker import MAX_PORT, WorkerOptions, build_worker, worker_queues
+from ..base import LedgerCommand
 
 #: Set in the environment of the children ``--processes`` starts.
 CHILD_ENV = "DJANGO_LEDGER_WORKER_CHILD"
 
 
-class Command(BaseCommand):
+class Command(LedgerCommand):
     help = gettext_lazy(
         "Run the ledger's tasks: claim, run, renew, settle and repair, until stopped."
     )  # type: ignore[assignment]  # lazy: the language of each run

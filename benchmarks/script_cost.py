@@ -56,7 +56,7 @@ def server_time(client: Any, command: str, calls: int, call: Callable[[int], obj
 
 def steps(client: Any, calls: int) -> list[tuple[str, float]]:
     from django_ledger import Ledger, State
-    from django_ledger.core.scripts import SCRIPT_NAMES, prelude, source
+    from django_ledger.core.scripts import SCRIPT_NAMES, key_line, prelude, source
 
     for name in SCRIPT_NAMES:
         client.script_load(source(name))
@@ -109,7 +109,8 @@ def steps(client: Any, calls: int) -> list[tuple[str, float]]:
         ("empty script", server_time(client, "evalsha", calls, lambda i: client.evalsha(bare, 0)))
     )
     folder = resources.files("django_ledger.core") / "lua"
-    lua = "\n".join((folder / part).read_text(encoding="utf-8") for part in prelude("settle_claim"))
+    parts = [(folder / part).read_text(encoding="utf-8") for part in prelude("settle_claim")]
+    lua = "\n".join([key_line("settle_claim"), *parts])
     carried = client.script_load(lua + "\nreturn 1")
     rows.append(
         (

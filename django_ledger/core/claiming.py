@@ -167,7 +167,7 @@ class Claiming(LedgerBase):
         if not self.optimized:
             settled = self._settle_batch(work)
             with self.translate_errors():
-                limited = self.redis.exists(self.runner.keys[11])
+                limited = self.redis.exists(self.runner.keys.limits)
             if limited:
                 # Held claims started or ended: a rate stops counting them (settle_claim.lua).
                 done = zip(work, settled, strict=True)
@@ -223,7 +223,7 @@ class Claiming(LedgerBase):
 
     def wake_keys(self) -> list[tuple[Any, str]]:
         """The client and key an idle worker blocks on for this queue (docs/worker.md)."""
-        return [(self.runner.redis, self.runner.keys[10])]
+        return [(self.runner.redis, self.runner.keys.wake)]
 
     def _settle_batch(self, work: list[Work]) -> list[Settlement]:
         results: list[Settlement] = []

@@ -51,7 +51,7 @@ from .counter_series import (
     rounded,
 )
 from .layout import MAX_SHARDS, layout_key, shard_queues
-from .scripts import source
+from .scripts import call, script
 
 _CODE, _NAME = OUTCOME_CODES, CODE_OUTCOMES
 
@@ -154,7 +154,7 @@ class Counters:
     def __init__(self, redis: Any, namespace: str) -> None:
         self.redis = redis
         self.namespace = namespace
-        self._script = redis.register_script(source("counters"))
+        self._counters = script("counters")
         self._last_flush = 0.0
         #: When each queue's depth was last sampled (``time.monotonic``).
         self._sampled: dict[str, float] = {}
@@ -189,6 +189,9 @@ class Counters:
             names = self._shards[queue] = shard_queues(self.namespace, queue, count)
         return names
 
+    def _script(self, keys: list[str], args: list[Any]) -> Any:
+        return call(self.redis, self._counters, keys, args)
+
     def schedules_prefix(self) -> str:
         """The start of the scheduler's counter keys (the schedule state's hash tag)."""
         return "{%s}:schedules:counts" % self.namespace  # noqa: UP031 - the hash tag
@@ -198,16 +201,14 @@ class Counters:
         args: list[Any] = [0, int(now_ms), "add", 0, 0]
         for name, value in counts.items():
             args += [name, int(value)]
-        self._script(keys=[self.schedules_prefix()], args=args)
+        self._script([self.schedules_prefix()], args)
 
     def schedule_counts(self, window: str = "hour", now_ms: int = 0) -> dict[str, dict[str, int]]:
         """Each schedule's fired, skipped and misfired counts over ``window``: one call."""
         if window not in WINDOWS:
             raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
         resolution, count, _ = WINDOWS[window]
-        reply = self._script(
-            keys=[self.schedules_prefix()], args=[0, int(now_ms), "read", resolution, count]
-        )
+        reply = self._script([self.schedules_prefix()], [0, int(now_ms), "read", resolution, count])
         found: dict[str, dict[str, int]] = {}
         for flat in reply[1 : count + 1]:
             for raw, value in _pairs(flat):
@@ -239,7 +240,7 @@ class Counters:
         for name, value in counts.items():
             args += [name, int(value)]
         keys = self.depth_keys(queue) if sample else [self.prefix(queue)]
-        reply = self._script(keys=keys, args=args)
+        reply = self._script(keys, args)
         return Depth(*(int(v) for v in reply[1:5])) if sample else None
 
     def flush(self, tally: Tally, *, force: bool = False, queues: Iterable[str] = ()) -> bool:
@@ -313,7 +314,7 @@ class Counters:
             raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
         resolution, count, seconds = WINDOWS[window]
         args = [0, int(now_ms), "read", resolution, count]
-        reply = self._script(keys=[self.prefix(queue)], args=args)
+        reply = self._script([self.prefix(queue)], args)
         now = int(reply[0])
         step = seconds * 1000
         first = (now // step - count + 1) * step
@@ -323,7 +324,7 @@ class Counters:
         if shards > 1:
             args[1] = now  # every shard's buckets at the same time
             for shard in shard_queues(self.namespace, queue, shards)[1:]:
-                theirs = self._script(keys=[self.prefix(shard)], args=args)
+                theirs = self._script([self.prefix(shard)], args)
                 for position, flat in enumerate(theirs[1 : count + 1]):
                     found, mine = _depth(flat), depth[position]
                     depth[position] = found if mine is None else mine.plus(found or _ZERO)

@@ -1,8 +1,8 @@
 """A queue's flow limits: a rate (a token bucket) and a concurrency, held in Redis.
 
-The claim scripts apply them (``lua/limits.lua``, per key ``lua/keyed.lua``) in the same
-call that picks work; this module reads and writes the limits key (``KEYS[12]``) through
-``lua/limit.lua``, and computes a request's key from its payload. docs/limits.md
+The claim scripts apply them (``lua/lib/limits_accounting.lua``, per key ``lua/lib/keyed_claim.lua``) in the same
+call that picks work; this module reads and writes the limits key (``QueueKeys.limits``, ``K.limits`` in Lua) through
+``lua/scripts/limits_control.lua``, and computes a request's key from its payload. docs/limits.md
 describes the model.
 """
 
@@ -211,7 +211,7 @@ def _int(value: Any) -> int | None:
 def read_limits(runner: Runner, keys: int = 20) -> LimitUse:
     """Read a queue's limits and their use, with the first ``keys`` keys in turn (one
     script call)."""
-    reply = runner.run(runner.scripts.limit, ["read", keys])
+    reply = runner.run(runner.scripts.limits_control, ["read", keys])
     _, limit, period, burst, concurrency, source, left, taken, key = reply[:9]
     waiting, due_now, room = reply[9:12]
     rate = None
@@ -241,7 +241,7 @@ def read_limits(runner: Runner, keys: int = 20) -> LimitUse:
 
 def read_key_limits(runner: Runner) -> tuple[KeyLimits, ...]:
     """Every key's limits of its own (``Ledger.set_key_limits``), by key."""
-    reply = runner.run(runner.scripts.limit, ["keylist"])
+    reply = runner.run(runner.scripts.limits_control, ["keylist"])
     found = []
     for i in range(0, len(reply), 6):
         limit, period, burst, concurrency = (_int(v) for v in reply[i + 1 : i + 5])
@@ -279,7 +279,7 @@ def store_key_limits(
         source,
         "1" if force else "0",
     ]
-    return int(runner.run(runner.scripts.limit, args)[0]) == 1
+    return int(runner.run(runner.scripts.limits_control, args)[0]) == 1
 
 
 def store_limits(runner: Runner, limits: Limits, source: str, *, force: bool) -> bool:
@@ -301,14 +301,14 @@ def store_limits(runner: Runner, limits: Limits, source: str, *, force: bool) ->
         "1" if force else "0",
         limits.key or "",
     ]
-    return int(runner.run(runner.scripts.limit, args)[0]) == 1
+    return int(runner.run(runner.scripts.limits_control, args)[0]) == 1
 
 
 def take(runner: Runner, want: int, start: int | None = None) -> tuple[int, int]:
     """Take up to ``want`` claims the limits allow now as the claim script would, their
     tokens spent (reference path): how many start at once (at most ``start``) and how
     many more may be held (prefetched: only from headroom, docs/limits.md)."""
-    reply = runner.run(runner.scripts.limit, ["take", want, "" if start is None else start])
+    reply = runner.run(runner.scripts.limits_control, ["take", want, "" if start is None else start])
     return int(reply[0]), int(reply[1])
 
 
@@ -316,7 +316,7 @@ def refund(runner: Runner, unused: int, held: list[str] | None = None) -> int | 
     """Give back ``unused`` tokens and count the ``held`` claims made; answer when the next
     claim may be made (server ms, -1: a freed slot wakes a worker), or ``None`` when the
     limits let one be made now."""
-    answer = runner.run(runner.scripts.limit, ["refund", unused, *(held or [])])[0]
+    answer = runner.run(runner.scripts.limits_control, ["refund", unused, *(held or [])])[0]
     return None if answer in (b"", "") else int(answer)
 
 
@@ -324,24 +324,24 @@ def unhold(runner: Runner, request_ids: list[str]) -> None:
     """Held claims that started or ended (the reference path's settlements): their wait is
     over, the rate stops counting them held."""
     if request_ids:
-        runner.run(runner.scripts.limit, ["unhold", *request_ids])
+        runner.run(runner.scripts.limits_control, ["unhold", *request_ids])
 
 
 def pick(runner: Runner, want: int, start: int | None = None) -> tuple[int, list[str]]:
     """Pick up to ``want`` due records of a KEY queue as its claim would (reference path):
     their tokens spent, their slots taken; those after the first ``start`` are to be held
-    (as keyed.lua takes them). Answers the next due time as the claim script answers it,
+    (as keyed_claim.lua takes them). Answers the next due time as the claim script answers it,
     and the ids."""
-    reply = runner.run(runner.scripts.limit, ["pick", want, "" if start is None else start])
+    reply = runner.run(runner.scripts.limits_control, ["pick", want, "" if start is None else start])
     return int(reply[0]), [raw.decode("utf-8") for raw in reply[1:]]
 
 
 def unpick(runner: Runner, request_ids: list[str]) -> None:
     """Give back what ``pick`` took for records the reference path could not claim."""
     if request_ids:
-        runner.run(runner.scripts.limit, ["unpick", *request_ids])
+        runner.run(runner.scripts.limits_control, ["unpick", *request_ids])
 
 
 def map_key(runner: Runner, request_id: str, key: str) -> None:
     """Store a request's key before its reference-path admission (kept if it has a record)."""
-    runner.run(runner.scripts.limit, ["map", request_id, key])
+    runner.run(runner.scripts.limits_control, ["map", request_id, key])

@@ -136,12 +136,12 @@ def _next_band(runner: Runner, start: int | str) -> tuple[int, int, int] | None:
     return low, score - low, low + PRIORITY_STEP
 
 
-#: While the gate is closed, an idle worker looks again after this long (ops.lua's rule).
+#: While the gate is closed, an idle worker looks again after this long (claiming.lua's rule).
 _GATED_MS = 1000
 
 
 def _next_due(runner: Runner, now: int) -> tuple[bool, int | None]:
-    """Whether a PENDING record is due at ``now``, and the earliest due after it (ops.lua)."""
+    """Whether a PENDING record is due at ``now``, and the earliest due after it (claiming.lua)."""
     due_now, best = False, None
     band = _next_band(runner, "-inf")
     while band is not None:
@@ -161,7 +161,7 @@ def _next_due(runner: Runner, now: int) -> tuple[bool, int | None]:
 
 
 def _woken(runner: Runner, claims: list[Claim], limit: int, budget: int) -> Claims:
-    """The wake key after a claim, as claim_due (ops.lua) leaves it; the next due time.
+    """The wake key after a claim, as claim_due (claiming.lua) leaves it; the next due time.
 
     These are several calls, not one script, so the marker is cleared before the claim
     reads the index (``_claim_due``), never after: an admission that comes in between is
@@ -172,7 +172,7 @@ def _woken(runner: Runner, claims: list[Claim], limit: int, budget: int) -> Clai
     if budget <= 0 and len(claims) < limit:
         return Claims(claims)  # corrupt records at the head: repair's to clear
     if len(claims) >= limit and due_now:
-        runner.write("ZADD", runner.keys[10], now, "w")  # more is due: another worker wakes
+        runner.write("ZADD", runner.keys.wake, now, "w")  # more is due: another worker wakes
         return Claims.of(claims, 0)
     return Claims.of(claims, None if best is None else max(0, best - now))
 
@@ -180,18 +180,18 @@ def _woken(runner: Runner, claims: list[Claim], limit: int, budget: int) -> Clai
 def _clear_wake(runner: Runner) -> None:
     """Delete the wake marker, if there is one, before a claim reads the ready index."""
     with runner.translate_errors():
-        stale = runner.redis.exists(runner.keys[10])
+        stale = runner.redis.exists(runner.keys.wake)
     if stale:
-        runner.write("DEL", runner.keys[10])
+        runner.write("DEL", runner.keys.wake)
 
 
 def claim(
     runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
 ) -> Claims:
     """Claim up to ``limit``, under the queue's limits when it has any
-    (``reference_limits.claim_limited``, limits.lua's ``claim_limited``)."""
+    (``reference_limits.claim_limited``, limits_accounting.lua's ``claim_limited``)."""
     with runner.translate_errors():
-        limited = runner.redis.exists(runner.keys[11])
+        limited = runner.redis.exists(runner.keys.limits)
     if not limited:
         return _claim_due(runner, owner, limit, lease_ms, start)
     steps = reference_limits.Steps(_claim_due, _claim_one)
@@ -201,7 +201,7 @@ def claim(
 def _claim_due(
     runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
 ) -> Claims:
-    """Claim up to ``limit``; those after the first ``start`` are held (ops.lua's rule)."""
+    """Claim up to ``limit``; those after the first ``start`` are held (claiming.lua's rule)."""
     start = limit if start is None else start
     claims: list[Claim] = []
     with runner.translate_errors():
@@ -311,7 +311,7 @@ def settle_many(
 def trim_ended(runner: Runner, max_retained: int, budget: int) -> int:
     """Purge the oldest ended records past ``max_retained``, looking at most at ``budget``
     index entries; answer how many records went. ``write.lua`` called with no id: the
-    same ``trim_ended`` (store.lua) as the fused path's, ties and all."""
+    same ``trim_ended`` (indexes.lua) as the fused path's, ties and all."""
     args = ["", "", "", "", "", "", budget, "", "", "", "", max_retained, ""]
     return int(runner.run(runner.scripts.write, args))
 
@@ -378,7 +378,7 @@ def _settle(
             result=result,
         )
         if written == 1:
-            if new.state.terminal:  # a workflow step moves its dependants on (flow.lua)
+            if new.state.terminal:  # a workflow step moves its dependants on (workflows.lua)
                 runner.run(runner.scripts.flow_release, [claim.request_id])
             renewal = target in ("C", "S")
             status = SettlementStatus.RENEWED if renewal else SettlementStatus.SETTLED

@@ -1,0 +1,259 @@
+-- limits_control.lua: read, set, take from and give back to a queue's limits (limits_accounting.lua, keyed_claim.lua).
+-- KEYS: the standard fourteen (codec.lua).
+-- ARGV[1] skew, ARGV[2] op:
+--   'read'           ARGV[3] how many keys to describe -> {now, rate_limit, rate_period,
+--                    rate_burst, concurrency, source, tokens left (text), slots taken, key,
+--                    keys in turn, records due now, claims the limits allow now ('': no
+--                    bound), then per key (the first ARGV[3] in turn): key, records due,
+--                    slots taken, tokens left ('': no rate)}; '' for what is not set
+--   'set'            ARGV[3] rate_limit or '', ARGV[4] rate_period ms, ARGV[5] burst,
+--                    ARGV[6] concurrency or '', ARGV[7] source, ARGV[8] '1': write even
+--                    over an operator's limits, ARGV[9] key or '' -> {1 written / 0 kept}
+--   'take'           ARGV[3] n, ARGV[4] how many start at once ('': all) -> {starts,
+--                    held}: the claims the limits allow now as claim_limited takes them,
+--                    their tokens spent and counted held (the reference path's claim; it
+--                    gives back the rest)
+--   'refund'         ARGV[3] n tokens not used, ARGV[4..] the ids claimed held -> {next
+--                    due as claim_limited answers it, or '' when the limits do not hold
+--                    the rest}
+--   'unhold'         ARGV[3..] ids of held claims started or ended -> {n}
+--   'pick'           (a queue with a KEY) ARGV[3] n, ARGV[4] how many start at once
+--                    ('': all) -> {next due as claim_limited answers it, id, id, ...}:
+--                    up to n due records picked as keyed_claim would
+--                    claim them, their tokens spent and slots taken; the reference path
+--                    claims them, and gives back with 'unpick' those it could not
+--   'unpick'         ARGV[3..] ids picked and not claimed -> {n}: their tokens and slots
+--                    back, a PENDING one back in its key's pool
+--   'map'            ARGV[3] id, ARGV[4] key -> {1 stored / 0 the id has a record}: the
+--                    reference path's admission stores the key first
+--   'keyset'         ARGV[3] key, ARGV[4] rate_limit or '', ARGV[5] rate_period ms,
+--                    ARGV[6] burst, ARGV[7] concurrency or '' (all four '': remove),
+--                    ARGV[8] source, ARGV[9] '1': write even over an operator's ->
+--                    {1 written / 0 kept}: the key's own limits ('L' .. key, keyed_claim.lua)
+--   'keylist'        -> {key, rate_limit, rate_period, rate_burst, concurrency, source,
+--                    ...}: every key's own limits, '' for a part not set
+local now = server_now()
+local op = ARGV[2]
+local L = limits_read()
+local LIMIT_FIELDS = {'rate_limit', 'rate_period', 'rate_burst', 'concurrency', 'source',
+  'tokens', 'at', 'key', 'held'}
+
+-- Records due now (the ready index, every band).
+local function due_count()
+  local n = 0
+  local low, earliest, after = next_band('-inf')
+  while low do
+    if earliest <= now then n = n + redis.call('ZCOUNT', K.ready, exact(low), exact(low + now)) end
+    low, earliest, after = next_band(after)
+  end
+  return n
+end
+
+-- Claims of `key` whose records are CLAIMED (read only: keyed_use drops the others).
+local function key_taken(key)
+  local claims = redis.call('ZRANGEBYLEX', K.keyed, '[c' .. key .. '\0', '(c' .. key .. '\1')
+  if #claims == 0 then return 0 end
+  local ids = {}
+  for k, m in ipairs(claims) do ids[k] = string.sub(m, #key + 3) end
+  local n = 0
+  for _, raw in ipairs(redis.call('HMGET', K.records, unpack(ids))) do
+    if raw and string.sub(raw, 10, 10) == 'C' then n = n + 1 end
+  end
+  return n
+end
+
+if op == 'read' then
+  local taken = redis.call('ZCARD', K.leases)
+  if not L then return {now, '', '', '', '', '', '', taken, '', 0, due_count(), ''} end
+  local out = {now, L.limit or '', L.period or '', L.burst or '', L.conc or '', L.source or ''}
+  if not L.key then
+    out[7] = L.limit and string.format('%.3f', limits_tokens(L, now)) or ''
+    local room = limits_room(L, now)
+    out[8], out[9], out[10], out[11] = taken, '', 0, due_count()
+    out[12] = room == math.huge and '' or room
+    return out
+  end
+  out[7], out[8], out[9] = '', taken, L.key
+  out[10] = redis.call('ZLEXCOUNT', K.keyed, '[r', '(s')
+  out[11], out[12] = due_count(), ''
+  local turns = redis.call('ZRANGEBYLEX', K.keyed, '[r', '(s', 'LIMIT', 0, tonumber(ARGV[3]))
+  for _, head in ipairs(turns) do
+    local key = string.sub(head, 18)
+    -- Its own limits over the queue's (read only: its claims counted, none dropped).
+    local E = keyed_limits(L, L.kl and redis.call('HGET', K.limits, 'L' .. key) or nil)
+    local u = keyed_use({limit = E.limit, period = E.period, burst = E.burst}, key, now, {})
+    out[#out + 1] = key
+    out[#out + 1] = redis.call('ZLEXCOUNT', K.keyed, '[i' .. key .. '\0', '(i' .. key .. '\1')
+    out[#out + 1] = E.conc and key_taken(key) or 0
+    out[#out + 1] = E.limit and string.format('%.3f', u.left) or ''
+  end
+  return out
+elseif op == 'set' then
+  if L and L.source == 'operator' and ARGV[8] ~= '1' then return {0} end
+  -- The same limits again (every process writes its settings once) change nothing.
+  local same = (L and tostring(L.limit or '') == ARGV[3] and tostring(L.conc or '') == ARGV[6]
+    and L.source == ARGV[7] and (L.key or '') == ARGV[9] and (ARGV[3] == ''
+    or (tostring(L.period) == ARGV[4] and tostring(L.burst) == ARGV[5])))
+    or (not L and ARGV[3] == '' and ARGV[6] == '' and ARGV[9] == '')
+  if same then return {0} end
+  -- The bucket carries over, clamped to the new burst less the held claims; a new rate
+  -- starts full. Without a rate (or with a KEY) no held claim is counted.
+  local tokens
+  if L and L.limit and ARGV[3] ~= '' and not L.key and ARGV[9] == '' then
+    tokens = math.max(0, math.min(tonumber(ARGV[5]) - L.held, limits_tokens(L, now)))
+  else
+    redis.call('DEL', K.held)
+    -- Held claims counted by versions before K.held was a key of its own (in the keyed
+    -- pool, under the same 'h' prefix): cleared with the new ones.
+    redis.call('ZREMRANGEBYLEX', K.keyed, '[h', '(i')
+  end
+  -- The limits' own fields only: the keys' use and the requests' keys (keyed_claim.lua) stay.
+  redis.call('HDEL', K.limits, unpack(LIMIT_FIELDS))
+  if ARGV[3] ~= '' then
+    redis.call('HSET', K.limits, 'rate_limit', ARGV[3], 'rate_period', ARGV[4],
+      'rate_burst', ARGV[5])
+    if tokens then
+      redis.call('HSET', K.limits, 'tokens', string.format('%.17g', tokens), 'at', exact(now),
+        'held', L.held)
+    end
+  end
+  if ARGV[6] ~= '' then redis.call('HSET', K.limits, 'concurrency', ARGV[6]) end
+  if ARGV[9] ~= '' then redis.call('HSET', K.limits, 'key', ARGV[9]) end
+  if ARGV[3] ~= '' or ARGV[6] ~= '' or ARGV[9] ~= '' then
+    redis.call('HSET', K.limits, 'source', ARGV[7])
+  end
+  -- Raised or lifted limits may let a waiting worker claim: wake one when work is due.
+  if due_now(now) then wake(now) end
+  return {1}
+elseif op == 'take' then
+  -- claim_limited's choice (limits_accounting.lua), the claims to be made by the caller: the
+  -- held ones are counted before they exist (too many only lowers the ceiling).
+  local want = tonumber(ARGV[3])
+  local starts = want
+  if ARGV[4] and ARGV[4] ~= '' and tonumber(ARGV[4]) < want then starts = tonumber(ARGV[4]) end
+  if not L then return {starts, want - starts} end
+  local room = limits_room(L, now)
+  local take = math.min(starts, room)
+  local extra = 0
+  if L.limit or take == starts then extra = limits_extra(L, want, take, take < starts) end
+  if take < starts then extra = 0 end
+  limits_spend(L, now, take + extra, L.limit and L.counted + extra or nil)
+  return {take, extra}
+elseif op == 'refund' then
+  if not L then return {''} end
+  local room = limits_room(L, now)
+  local back = tonumber(ARGV[3])
+  if L.limit then
+    local members = {}
+    for i = 4, #ARGV do
+      members[#members + 1] = 0
+      members[#members + 1] = 'h' .. ARGV[i]
+    end
+    if #members > 0 then redis.call('ZADD', K.held, unpack(members)) end
+    -- The held claims counted now, this caller's among them ('take' counted them ahead).
+    local held = limits_held(false)
+    if back > 0 or held ~= L.held then
+      L.held = held
+      L.left = math.min(L.burst - held, L.left + back)
+      redis.call('HSET', K.limits, 'tokens', string.format('%.17g', L.left), 'at', exact(now),
+        'held', held)
+      room = limits_room(L, now)
+    end
+  end
+  if room > 0 then return {''} end
+  return {limits_next(L, now)}
+elseif op == 'unhold' then
+  if not L or not L.limit or L.key then return {0} end
+  local members = {}
+  for i = 3, #ARGV do members[#members + 1] = 'h' .. ARGV[i] end
+  if #members == 0 then return {0} end
+  return {redis.call('ZREM', K.held, unpack(members))}
+elseif op == 'pick' then
+  if not L or not L.key then return redis.error_reply('pick: the queue has no KEY') end
+  local out = {0}
+  if redis.call('EXISTS', K.gate) == 1 then
+    out[1] = now + 1000
+    return out
+  end
+  -- keyed_claim's choice: held claims (beyond ARGV[4]) only without a RATE.
+  local want = tonumber(ARGV[3])
+  local starts = want
+  if ARGV[4] and ARGV[4] ~= '' and tonumber(ARGV[4]) < want then starts = tonumber(ARGV[4]) end
+  if L.limit then want = starts end
+  local _, next_at = keyed_take(L, now, want, function(ids)
+    local claimed = {}
+    for _, id in ipairs(ids) do
+      local raw = redis.call('HGET', K.records, id)
+      local r = raw and decode(id, raw)
+      if r and r.s == 'P' and r.due <= now then
+        out[#out + 1] = id
+        claimed[id] = true
+      end
+    end
+    return claimed
+  end, starts)
+  out[1] = next_at
+  return out
+elseif op == 'unpick' then
+  if not L or not L.key then return {0} end
+  for i = 3, #ARGV do
+    local id = ARGV[i]
+    local key = redis.call('HGET', K.limits, '@' .. id) or ''
+    local u = keyed_use(L, key, now, {})
+    if u.L.limit then
+      redis.call('HSET', K.limits, 'T' .. key, string.format('%.17g', math.min(u.L.burst, u.left + 1)),
+        'A' .. key, exact(now))
+    end
+    redis.call('ZREM', K.keyed, 'c' .. key .. '\0' .. id)
+    local raw = redis.call('HGET', K.records, id)
+    local r = raw and decode(id, raw)
+    if r and r.s == 'P' and r.due <= now then keyed_add({id}, {score_of(r)}) end
+  end
+  if due_now(now) then wake(now) end
+  return {#ARGV - 2}
+elseif op == 'map' then
+  if redis.call('HEXISTS', K.records, ARGV[3]) == 1 then return {0} end
+  redis.call('HSET', K.limits, '@' .. ARGV[3], ARGV[4])
+  return {1}
+elseif op == 'keyset' then
+  local key = ARGV[3]
+  local field = 'L' .. key
+  local old = redis.call('HGET', K.limits, field)
+  if old and string.match(old, ',operator$') and ARGV[9] ~= '1' then return {0} end
+  local listed = {}
+  for k in string.gmatch(redis.call('HGET', K.limits, 'kl') or '', '[^\n]+') do
+    if k ~= key then listed[#listed + 1] = k end
+  end
+  if ARGV[4] == '' and ARGV[7] == '' then
+    if not old then return {0} end
+    redis.call('HDEL', K.limits, field)
+  else
+    local value = table.concat({ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]}, ',')
+    if old == value then return {0} end
+    redis.call('HSET', K.limits, field, value)
+    listed[#listed + 1] = key
+    if not old then
+      -- A new rate of its own starts full: a bucket kept from the queue's rate goes.
+      redis.call('HDEL', K.limits, 'T' .. key, 'A' .. key)
+    end
+  end
+  if #listed > 0 then
+    redis.call('HSET', K.limits, 'kl', table.concat(listed, '\n'))
+  else
+    redis.call('HDEL', K.limits, 'kl')
+  end
+  -- Raised or lifted limits may let a waiting worker claim: wake one when work is due.
+  if due_now(now) then wake(now) end
+  return {1}
+elseif op == 'keylist' then
+  local out = {}
+  for key in string.gmatch(redis.call('HGET', K.limits, 'kl') or '', '[^\n]+') do
+    local raw = redis.call('HGET', K.limits, 'L' .. key)
+    if raw then
+      out[#out + 1] = key
+      for part in string.gmatch(raw .. ',', '([^,]*),') do out[#out + 1] = part end
+    end
+  end
+  return out
+end
+return redis.error_reply('unknown limit op ' .. tostring(op))

@@ -54,8 +54,19 @@ SCRIPT_NAMES: tuple[str, ...] = tuple(
 #: not named here takes a queue's keys (``layout.QueueKeys``).
 KEY_NAMES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(SCRIPT_NAMES, QUEUE_KEY_NAMES),
-    # A queue's counter prefix (core/counters.py), then the indexes a depth sample reads.
-    "counters": ("prefix", "ready", "leases", "dead"),
+    # A queue's counters (core/counters.py), then the indexes a depth sample reads.
+    "counters": (
+        "minute",
+        "hour",
+        "old_minute",
+        "old_hour",
+        "errors",
+        "minute_index",
+        "hour_index",
+        "ready",
+        "leases",
+        "dead",
+    ),
     "schedule_commit": ("state",),
     "schedule_snapshot": ("state",),
     "schedule_publish": ("node", "nodes"),

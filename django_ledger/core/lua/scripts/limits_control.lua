@@ -89,6 +89,10 @@ if op == 'read' then
   end
   return out
 elseif op == 'set' then
+  -- Held claims that versions before K.held kept in the keyed pool (under the same 'h'
+  -- prefix; never on a queue with a KEY) go at the next write of the limits (a process
+  -- writes its settings' limits when it starts); K.held counts only claims made since.
+  if not (L and L.key) then redis.call('ZREMRANGEBYLEX', K.keyed, '[h', '(i') end
   if L and L.source == 'operator' and ARGV[8] ~= '1' then return {0} end
   -- The same limits again (every process writes its settings once) change nothing.
   local same = (L and tostring(L.limit or '') == ARGV[3] and tostring(L.conc or '') == ARGV[6]
@@ -103,9 +107,6 @@ elseif op == 'set' then
     tokens = math.max(0, math.min(tonumber(ARGV[5]) - L.held, limits_tokens(L, now)))
   else
     redis.call('DEL', K.held)
-    -- Held claims counted by versions before K.held was a key of its own (in the keyed
-    -- pool, under the same 'h' prefix): cleared with the new ones.
-    redis.call('ZREMRANGEBYLEX', K.keyed, '[h', '(i')
   end
   -- The limits' own fields only: the keys' use and the requests' keys (keyed_claim.lua) stay.
   redis.call('HDEL', K.limits, unpack(LIMIT_FIELDS))

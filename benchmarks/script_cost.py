@@ -119,9 +119,10 @@ def steps(client: Any, calls: int) -> list[tuple[str, float]]:
         )
     )
     # KEYS and ARGV are the prelude's globals in a script; in a library they would be
-    # upvalues set by each function. This one sets them and returns.
+    # upvalues set by each function (and K, built from KEYS at load here, rebuilt by
+    # each call: one table of fifteen keys). This one sets them and returns.
     library = (
-        "#!lua name=cost_probe\nlocal KEYS, ARGV\n"
+        "#!lua name=cost_probe\nlocal KEYS, ARGV = {}, {}\n"
         + lua
         + "\nredis.register_function('cost_probe', function(keys, args)"
         + " KEYS, ARGV = keys, args return 1 end)\n"

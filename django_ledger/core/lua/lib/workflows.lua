@@ -37,13 +37,14 @@ local function flow_hmget(key, fields)
   return out
 end
 
-local FLOW_ESCAPES = {['"'] = '\\"', ['\\'] = '\\\\', ['\n'] = '\\n', ['\r'] = '\\r',
+local JSON_ESCAPES = {['"'] = '\\"', ['\\'] = '\\\\', ['\n'] = '\\n', ['\r'] = '\\r',
   ['\t'] = '\\t', ['\b'] = '\\b', ['\f'] = '\\f'}
 
--- A JSON string as Python's json.dumps(ensure_ascii=False) writes it.
-local function flow_json(s)
+-- A JSON string as Python's json.dumps(ensure_ascii=False) writes it: the library's one
+-- JSON encoder (repair.lua's lost attempts and the workflows' errors use it).
+local function json_string(s)
   local escaped = string.gsub(s, '[%z\1-\31"\\]', function(c)
-    return FLOW_ESCAPES[c] or string.format('\\u%04x', string.byte(c))
+    return JSON_ESCAPES[c] or string.format('\\u%04x', string.byte(c))
   end)
   return '"' .. escaped .. '"'
 end
@@ -81,7 +82,7 @@ local function flow_add_error(now, id, text, class)
   local attempt = '{"worker_id":"","started_at":' .. exact(now) .. ',"finished_at":' ..
     exact(now) .. ',"error":{"exception_class_path":"' ..
     (class or 'django_ledger.tasks.workflows.StepCancelled') .. '","traceback":' ..
-    flow_json(text) .. '}}'
+    json_string(text) .. '}}'
   local doc = redis.call('HGET', K.results, id)
   if doc and string.sub(doc, 1, 19) == '{"v":1,"attempts":[' and string.sub(doc, -2) == ']}' then
     local sep = ','

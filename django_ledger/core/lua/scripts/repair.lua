@@ -18,17 +18,6 @@ local function quarantine(id, raw)
   return 5
 end
 
-local ESCAPES = {['"'] = '\\"', ['\\'] = '\\\\', ['\n'] = '\\n', ['\r'] = '\\r',
-  ['\t'] = '\\t', ['\b'] = '\\b', ['\f'] = '\\f'}
-
--- A JSON string as Python's json.dumps(ensure_ascii=False) writes it.
-local function json_string(s)
-  local escaped = string.gsub(s, '[%z\1-\31"\\]', function(c)
-    return ESCAPES[c] or string.format('\\u%04x', string.byte(c))
-  end)
-  return '"' .. escaped .. '"'
-end
-
 -- Append the lost attempt of r (its lease expired unsettled) to the stored result
 -- document: only one of exactly v 1 and attempts, as workers write it (history.py's
 -- with_attempt); any other is left alone.

@@ -42,13 +42,16 @@ def test_no_python_module_reads_a_key_by_its_position() -> None:
 def test_the_naming_line_is_the_only_positional_access_and_matches_python() -> None:
     line = key_line("claim")
     assert line.count("\n") == 0
-    named = re.findall(r"(\w+) = KEYS\[(\d+)\]", line)
+    fields, _, values = line.partition(" = ")
+    named = list(
+        zip(re.findall(r"KEYS\.(\w+)", fields), re.findall(r"KEYS\[(\d+)\]", values), strict=True)
+    )
     assert [name for name, _ in named] == list(QUEUE_KEY_NAMES)
     assert [int(i) for _, i in named] == list(range(1, len(QUEUE_KEY_NAMES) + 1))
     keys = QueueKeys.of("ns", "q")
     assert keys.held == "{ns:q}:held" and keys.keyed == "{ns:q}:keyed"
     assert len(set(keys)) == len(keys)  # one meaning, one key
-    assert all(script(name).script.startswith("local K = {") for name in SCRIPT_NAMES)
+    assert all(script(name).script.startswith("KEYS.") for name in SCRIPT_NAMES)
 
 
 def test_each_queue_key_is_described_in_the_encoding_page() -> None:
@@ -61,7 +64,7 @@ def test_every_script_names_the_keys_it_is_given() -> None:
     assert set(KEY_NAMES) == set(SCRIPT_NAMES)
     for name in SCRIPT_NAMES:
         body = (LUA / "scripts" / f"{name}.lua").read_text(encoding="utf-8")
-        used = set(re.findall(r"\bK\.(\w+)", body))
+        used = set(re.findall(r"\bKEYS\.(\w+)", body))
         assert used <= set(KEY_NAMES[name]), (name, used - set(KEY_NAMES[name]))
 
 
@@ -113,6 +116,6 @@ def test_a_script_error_names_its_lua_file_and_line(
     assert found, message
     path, line = found.group(1), int(found.group(2))
     text = (LUA / path).read_text(encoding="utf-8").splitlines()[line - 1]
-    assert "redis.call(" in text and "K.ready" in text, (message, text)
+    assert "redis.call(" in text and "KEYS.ready" in text, (message, text)
     assert "script claim" in message
     redis_client.delete(ledger.ready_key)

@@ -63,7 +63,7 @@ def split(name: str) -> tuple[str, str]:
 
 
 def test_sources_are_their_parts_in_order() -> None:
-    assert BODIES == list(SCRIPT_NAMES)
+    assert list(SCRIPT_NAMES) == BODIES
     lib = {f"lib/{e.name}" for e in (LUA / "lib").iterdir() if e.name.endswith(".lua")}
     assert lib == PRELUDE_FILES  # every part of lib/ is used, and only those are parts
     assert not [e.name for e in LUA.iterdir() if e.name.endswith(".lua")]  # none loose

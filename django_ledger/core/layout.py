@@ -43,7 +43,7 @@ MAX_SHARDS = 64
 class QueueKeys(NamedTuple):
     """A queue's keys, in the order every queue script receives them in ``KEYS``.
 
-    Lua names them alike (``K.records``, ``K.ready``, ...: the registry prepends one line
+    Lua names them alike (``KEYS.records``, ``KEYS.ready``, ...: the registry prepends one line
     built from these fields, ``core/scripts.py``); docs/encoding.md says what each holds.
     """
 

@@ -1,9 +1,10 @@
 """A queue's flow limits: a rate (a token bucket) and a concurrency, held in Redis.
 
-The claim scripts apply them (``lua/lib/limits_accounting.lua``, per key ``lua/lib/keyed_claim.lua``) in the same
-call that picks work; this module reads and writes the limits key (``QueueKeys.limits``, ``K.limits`` in Lua) through
-``lua/scripts/limits_control.lua``, and computes a request's key from its payload. docs/limits.md
-describes the model.
+The claim scripts apply them (``lua/lib/limits_accounting.lua``, per key
+``lua/lib/keyed_claim.lua``) in the same call that picks work; this module reads and
+writes the limits key (``QueueKeys.limits``, ``KEYS.limits`` in Lua) through
+``lua/scripts/limits_control.lua``, and computes a request's key from its payload.
+docs/limits.md describes the model.
 """
 
 from __future__ import annotations
@@ -308,7 +309,9 @@ def take(runner: Runner, want: int, start: int | None = None) -> tuple[int, int]
     """Take up to ``want`` claims the limits allow now as the claim script would, their
     tokens spent (reference path): how many start at once (at most ``start``) and how
     many more may be held (prefetched: only from headroom, docs/limits.md)."""
-    reply = runner.run(runner.scripts.limits_control, ["take", want, "" if start is None else start])
+    reply = runner.run(
+        runner.scripts.limits_control, ["take", want, "" if start is None else start]
+    )
     return int(reply[0]), int(reply[1])
 
 
@@ -332,7 +335,9 @@ def pick(runner: Runner, want: int, start: int | None = None) -> tuple[int, list
     their tokens spent, their slots taken; those after the first ``start`` are to be held
     (as keyed_claim.lua takes them). Answers the next due time as the claim script answers it,
     and the ids."""
-    reply = runner.run(runner.scripts.limits_control, ["pick", want, "" if start is None else start])
+    reply = runner.run(
+        runner.scripts.limits_control, ["pick", want, "" if start is None else start]
+    )
     return int(reply[0]), [raw.decode("utf-8") for raw in reply[1:]]
 
 

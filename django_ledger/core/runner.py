@@ -110,7 +110,11 @@ class Runner:
     @property
     def terminal_keys(self) -> dict[State, str]:
         """The indexes of terminal records, scored by when they ended."""
-        return {State.COMPLETED: self.keys.completed, State.FAILED: self.keys.failed, State.DEAD: self.keys.dead}
+        return {
+            State.COMPLETED: self.keys.completed,
+            State.FAILED: self.keys.failed,
+            State.DEAD: self.keys.dead,
+        }
 
     def run(self, script: Any, args: Sequence[Any]) -> Any:
         """Run one of this queue's scripts, with errors in the ledger's terms.

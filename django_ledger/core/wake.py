@@ -105,7 +105,9 @@ class Waker:
         self.stop_key = f"{self._groups[0].wake_keys[0]}:stop:{owner}" if self._groups else ""
         #: The key the loop pushes to end a waker thread's call and block in its place
         #: (one group only: the loop blocks itself only then).
-        self.hand_key = f"{self._groups[0].wake_keys[0]}:hand:{owner}" if len(self._groups) == 1 else ""
+        self.hand_key = (
+            f"{self._groups[0].wake_keys[0]}:hand:{owner}" if len(self._groups) == 1 else ""
+        )
 
     @property
     def blocks(self) -> bool:

@@ -23,16 +23,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
-
-import redis as redis_py
+from typing import Any
 
 from ..scripts import LuaScript, call, script
 from ..transport import Translate
 from .running import Running, decode_running, encode_running, running_index_key, running_key
 
 __all__ = ["Pause", "Pending", "ScheduleStore", "Snapshot", "state_key"]
-
 
 
 def state_key(namespace: str) -> str:

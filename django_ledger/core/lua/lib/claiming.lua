@@ -12,7 +12,7 @@ local keyed_claim
 -- `start` of the call are held (claimed, not started), except a record whose last held
 -- claim repair gave back: its claim counts as started, so an attempt is spent.
 local function claim_ids(ids, now, owner, lease, out, got, skipped, budget, start)
-  local stored = redis.call('HMGET', K.records, unpack(ids))
+  local stored = redis.call('HMGET', KEYS.records, unpack(ids))
   local records, taken, leases = {}, {}, {}
   for k, id in ipairs(ids) do
     budget = budget - 1
@@ -25,7 +25,7 @@ local function claim_ids(ids, now, owner, lease, out, got, skipped, budget, star
       skipped = skipped + 1  -- corrupt: left for repair to quarantine
     elseif r.s ~= 'P' or r.due > now then
       -- The index disagrees with the record: put the entry where the record says.
-      redis.call('ZREM', K.ready, id)
+      redis.call('ZREM', KEYS.ready, id)
       redis.call('ZADD', INDEX_OF[r.s], score_of(r), id)
     else
       r.s, r.owner, r.att, r.fence = 'C', owner, r.att + 1, next_fence(r.fence)
@@ -47,9 +47,9 @@ local function claim_ids(ids, now, owner, lease, out, got, skipped, budget, star
     end
   end
   -- Records first, then the indexes they derive (one command each for the round).
-  if #records > 0 then redis.call('HSET', K.records, unpack(records)) end
-  if #taken > 0 then redis.call('ZREM', K.ready, unpack(taken)) end
-  if #leases > 0 then redis.call('ZADD', K.leases, unpack(leases)) end
+  if #records > 0 then redis.call('HSET', KEYS.records, unpack(records)) end
+  if #taken > 0 then redis.call('ZREM', KEYS.ready, unpack(taken)) end
+  if #leases > 0 then redis.call('ZADD', KEYS.leases, unpack(leases)) end
   return got, skipped, budget
 end
 
@@ -63,7 +63,7 @@ local function claim_due(now, owner, lease, limit, out, start)
   start = start or limit
   -- The gate is checked here, in the same atomic step as the claim itself.
   -- Closed: look again in a second (opening the gate writes no wake key).
-  if redis.call('EXISTS', K.gate) == 1 then return 0, now + 1000 end
+  if redis.call('EXISTS', KEYS.gate) == 1 then return 0, now + 1000 end
   local got, skipped = 0, 0
   -- Bound the work one call may do when the head of the index holds corrupt records.
   local budget = limit * 4 + 64
@@ -72,7 +72,7 @@ local function claim_due(now, owner, lease, limit, out, start)
   while low and got < limit and budget > 0 do
     local ids = {}
     if earliest <= now then
-      ids = redis.call('ZRANGEBYSCORE', K.ready, exact(low), exact(low + now),
+      ids = redis.call('ZRANGEBYSCORE', KEYS.ready, exact(low), exact(low + now),
         'LIMIT', skipped, limit - got)
     end
     if #ids == 0 then
@@ -90,7 +90,7 @@ local function claim_due(now, owner, lease, limit, out, start)
   end
   -- Nothing (more) is due now: a marker left is stale. Deleting a key that is not there
   -- writes nothing, so a claim that finds nothing changes nothing.
-  redis.call('DEL', K.wake)
+  redis.call('DEL', KEYS.wake)
   return got, next_due(now) or -1
 end
 
@@ -115,7 +115,7 @@ local function claim_limited(now, owner, lease, limit, out, start, L, known)
   local got, next_at = claim_due(now, owner, lease, take + extra, out, take)
   limits_spend(L, now, got, limits_hold(L, out, from))
   if got >= room and next_at == now then
-    redis.call('DEL', K.wake)
+    redis.call('DEL', KEYS.wake)
     next_at = limits_next(L, now)
   elseif next_at == now and take == starts and extra < limit - take then
     -- More is due, and only the headroom rule stopped this call's held claims: a worker

@@ -1,17 +1,17 @@
 -- codec.lua: the prelude shared by every ledger script (prepended when loaded).
 --
 -- Every writing script receives the same KEYS, all with the queue's hash tag:
---   K.records records (hash)    K.ready ready (zset)      K.leases leases (zset)
---   K.gate gate (string)     K.quarantine quarantine (hash) K.completed completed (zset)
---   K.failed failed (zset)     K.dead dead (zset)       K.fences fences (string counter)
---   K.results results (hash: request_id -> the result a settlement stored with it)
---   K.wake wake (zset of one member, 'w': there while something may be due that no
+--   KEYS.records records (hash)    KEYS.ready ready (zset)      KEYS.leases leases (zset)
+--   KEYS.gate gate (string)     KEYS.quarantine quarantine (hash) KEYS.completed completed (zset)
+--   KEYS.failed failed (zset)     KEYS.dead dead (zset)       KEYS.fences fences (string counter)
+--   KEYS.results results (hash: request_id -> the result a settlement stored with it)
+--   KEYS.wake wake (zset of one member, 'w': there while something may be due that no
 --            worker has claimed yet; an idle worker blocks on it with BZPOPMIN)
---   K.limits limits (hash: a queue's RATE and CONCURRENCY and the rate's bucket;
+--   KEYS.limits limits (hash: a queue's RATE and CONCURRENCY and the rate's bucket;
 --            limits_accounting.lua; with a KEY, each request's key and each key's use: keyed_claim.lua)
---   K.flows flows (hash: the queue's workflows: each step's spec, its dependants, the
+--   KEYS.flows flows (hash: the queue's workflows: each step's spec, its dependants, the
 --            parents a waiting step still waits for; workflows.lua)
---   K.keyed keyed (zset: a KEY queue's pool, keyed_claim.lua)
+--   KEYS.keyed keyed (zset: a KEY queue's pool, keyed_claim.lua)
 -- and ARGV[1] = a clock skew in ms (0 outside tests) added to the server clock.
 --
 -- Record encoding version 1 (records.py and docs/encoding.md describe the same bytes):
@@ -23,8 +23,6 @@
 -- and covers every other byte. One digest per read and one per write: sha1hex costs
 -- about the same for 60 bytes as for 600, so one digest beats two smaller ones.
 
--- The state letters a record may hold.
-local STATES = {P = true, C = true, K = true, F = true, D = true}
 local LAYOUT = '>c8c1I8I8I8I8I8I8I2I1'
 local BODY = '>c1I8I8I8I8I8I8I2I1'
 
@@ -109,7 +107,7 @@ local function decode(id, raw)
     owner_at, bound = 64, '3'
   end
   local tail_at = owner_at + olen
-  if #raw < tail_at - 1 + tlen or not STATES[s] or (s == 'C') ~= (lease > 0) then return nil end
+  if #raw < tail_at - 1 + tlen or not string.find('PCKFD', s, 1, true) or (s == 'C') ~= (lease > 0) then return nil end
   -- The tail (traceparent .. payload) is cut once and reused, for the digest and after.
   local tail = string.sub(raw, tail_at)
   if digest(id .. '\0' .. bound .. string.sub(raw, 10, tail_at - 1) .. tail) ~= h then return nil end
@@ -170,7 +168,7 @@ end
 -- Live records make a queue full: PENDING and CLAIMED (counted by their indexes) and
 -- quarantined ids. Ended records never do; they are bounded apart (trim_ended).
 local function live_count()
-  return redis.call('ZCARD', K.ready) + redis.call('ZCARD', K.leases) + redis.call('HLEN', K.quarantine)
+  return redis.call('ZCARD', KEYS.ready) + redis.call('ZCARD', KEYS.leases) + redis.call('HLEN', KEYS.quarantine)
 end
 
 -- Whether an id holds a control character: C0, DEL, C1 (U+0080..U+009F) or the line and
@@ -183,5 +181,5 @@ end
 -- Tell an idle worker to look: the wake key's one member (BZPOPMIN returns at once for a
 -- worker blocked on it). `at`: when what was written falls due (informational).
 local function wake(at)
-  redis.call('ZADD', K.wake, exact(at), 'w')
+  redis.call('ZADD', KEYS.wake, exact(at), 'w')
 end

@@ -1,10 +1,10 @@
 -- keyed_claim.lua: limits per key of a task's arguments, and fair share among the keys
 -- (prepended after limits_accounting.lua and keyed_pool.lua, the pool's entries). A queue whose
--- limits hash (K.limits) holds `key` (its KEY setting, e.g. 'kwargs.tenant_id') applies
+-- limits hash (KEYS.limits) holds `key` (its KEY setting, e.g. 'kwargs.tenant_id') applies
 -- its RATE and CONCURRENCY to each key apart, and its claims take the keys in turn: one
 -- claim per key per turn, so a key with a million due records does not delay one with ten.
--- The admission (Python) computes each request's key and stores it in K.limits as
--- '@' .. id (admit.lua). K.keyed, the keyed pool, is a sorted set read by lex range
+-- The admission (Python) computes each request's key and stores it in KEYS.limits as
+-- '@' .. id (admit.lua). KEYS.keyed, the keyed pool, is a sorted set read by lex range
 -- (every score 0) holding:
 --   'i' .. key .. '\0' .. SCORE .. id   a due PENDING record of key; SCORE its ready score
 --                                       plus KEYED_OFFSET, 16 digits (the key's own order)
@@ -18,7 +18,7 @@
 --                                       whose claims still run. A key is in the turns only
 --                                       while it has due records in the pool, so neither the
 --                                       turns nor the state grow with the keys ever seen.
--- More K.limits fields: 'R' .. key (the key's turn now), 'T' .. key and 'A' .. key (its
+-- More KEYS.limits fields: 'R' .. key (the key's turn now), 'T' .. key and 'A' .. key (its
 -- bucket: tokens as of server ms), 'turn' (the last turn given), 'wm' (how far, in due
 -- ms, the ready index has been brought into the pool),
 -- 'L' .. key (the key's own limits: 'rate_limit,rate_period,rate_burst,concurrency,source',
@@ -35,13 +35,13 @@ local KEYED_PAGE = 1024  -- ready entries brought into the pool per call at most
 -- with no key in turn looks from the start: a due record it missed (put back in the ready
 -- index by hand, or by a reference claim cut short) comes in then.
 local function keyed_promote(now)
-  local wm = tonumber(redis.call('HGET', K.limits, 'wm') or '0')
-  if not redis.call('ZRANGEBYLEX', K.keyed, '[r', '(s', 'LIMIT', 0, 1)[1] then wm = 0 end
+  local wm = tonumber(redis.call('HGET', KEYS.limits, 'wm') or '0')
+  if not redis.call('ZRANGEBYLEX', KEYS.keyed, '[r', '(s', 'LIMIT', 0, 1)[1] then wm = 0 end
   local mark = now
   local low, earliest, after = next_band('-inf')
   while low do
     if earliest <= now then
-      local got = redis.call('ZRANGEBYSCORE', K.ready, exact(low + math.max(wm, earliest)),
+      local got = redis.call('ZRANGEBYSCORE', KEYS.ready, exact(low + math.max(wm, earliest)),
         exact(low + now), 'WITHSCORES', 'LIMIT', 0, KEYED_PAGE)
       local ids, scores = {}, {}
       for k = 1, #got, 2 do
@@ -55,7 +55,7 @@ local function keyed_promote(now)
     end
     low, earliest, after = next_band(after)
   end
-  redis.call('HSET', K.limits, 'wm', exact(mark))
+  redis.call('HSET', KEYS.limits, 'wm', exact(mark))
 end
 
 -- The limits of a key: its own ('L' .. key, `raw`) over the queue's L, part by part (a
@@ -80,12 +80,12 @@ end
 -- pool. The state letter (offset 9) is enough: a claim is a slot while its record is
 -- CLAIMED, and a record keeps its key.
 local function keyed_held(key)
-  local claims = redis.call('ZRANGEBYLEX', K.keyed, '[c' .. key .. '\0', '(c' .. key .. '\1')
+  local claims = redis.call('ZRANGEBYLEX', KEYS.keyed, '[c' .. key .. '\0', '(c' .. key .. '\1')
   local held, gone = {}, {}
   if #claims == 0 then return held end
   local ids = {}
   for k, m in ipairs(claims) do ids[k] = string.sub(m, #key + 3) end
-  local raws = redis.call('HMGET', K.records, unpack(ids))
+  local raws = redis.call('HMGET', KEYS.records, unpack(ids))
   for k = 1, #claims do
     if raws[k] and string.sub(raws[k], 10, 10) == 'C' then
       held[#held + 1] = ids[k]
@@ -93,7 +93,7 @@ local function keyed_held(key)
       gone[#gone + 1] = claims[k]
     end
   end
-  if #gone > 0 then redis.call('ZREM', K.keyed, unpack(gone)) end
+  if #gone > 0 then redis.call('ZREM', KEYS.keyed, unpack(gone)) end
   return held
 end
 
@@ -103,15 +103,15 @@ local function keyed_use(L, key, now, cache)
   u = {taken = 0, L = L}
   local b
   if L.kl then
-    b = redis.call('HMGET', K.limits, 'T' .. key, 'A' .. key, 'L' .. key)
+    b = redis.call('HMGET', KEYS.limits, 'T' .. key, 'A' .. key, 'L' .. key)
     u.L = keyed_limits(L, b[3])
   elseif L.limit then
-    b = redis.call('HMGET', K.limits, 'T' .. key, 'A' .. key)
+    b = redis.call('HMGET', KEYS.limits, 'T' .. key, 'A' .. key)
   end
   local E = u.L
   if E.conc then u.taken = #keyed_held(key) end
   if E.limit then
-    if not b then b = redis.call('HMGET', K.limits, 'T' .. key, 'A' .. key) end
+    if not b then b = redis.call('HMGET', KEYS.limits, 'T' .. key, 'A' .. key) end
     u.left = E.burst
     if b[2] then
       u.left = math.min(E.burst, tonumber(b[1]) + math.max(0, now - tonumber(b[2])) * E.limit / E.period)
@@ -138,16 +138,16 @@ end
 -- of its state goes. A key back in the turns is left to its visits, and gets an entry
 -- when it leaves again.
 local function keyed_sweep(L, now, n)
-  local due = redis.call('ZRANGEBYLEX', K.keyed, '[z', '(z' .. keyed_digits(now + 1),
+  local due = redis.call('ZRANGEBYLEX', KEYS.keyed, '[z', '(z' .. keyed_digits(now + 1),
     'LIMIT', 0, n)
   if #due == 0 then return end
-  redis.call('ZREM', K.keyed, unpack(due))
+  redis.call('ZREM', KEYS.keyed, unpack(due))
   local again, seen = {}, {}
   for _, entry in ipairs(due) do
     local key, step = string.sub(entry, 19), string.byte(entry, 18) - 48
     if not seen[key] then
       seen[key] = true
-      local f = redis.call('HMGET', K.limits, 'R' .. key, 'T' .. key, 'A' .. key, 'L' .. key)
+      local f = redis.call('HMGET', KEYS.limits, 'R' .. key, 'T' .. key, 'A' .. key, 'L' .. key)
       if not f[1] then
         local at, running = 0, 0
         local held = keyed_held(key)
@@ -155,7 +155,7 @@ local function keyed_sweep(L, now, n)
           -- A slot until its record leaves CLAIMED (a settlement, or repair after its
           -- lease): looked at again soon, then less often, never after the lease ends.
           for _, id in ipairs(held) do
-            local lease = tonumber(redis.call('ZSCORE', K.leases, id) or '0')
+            local lease = tonumber(redis.call('ZSCORE', KEYS.leases, id) or '0')
             running = math.max(running, lease > now and lease + 1 or 0)
           end
           local wait = now + 250 * 2 ^ (step + 1)
@@ -168,7 +168,7 @@ local function keyed_sweep(L, now, n)
           if full and full > now then
             at = math.max(at, full)
           else
-            redis.call('HDEL', K.limits, 'T' .. key, 'A' .. key)
+            redis.call('HDEL', KEYS.limits, 'T' .. key, 'A' .. key)
           end
         end
         if at > 0 then
@@ -178,7 +178,7 @@ local function keyed_sweep(L, now, n)
       end
     end
   end
-  if #again > 0 then redis.call('ZADD', K.keyed, unpack(again)) end
+  if #again > 0 then redis.call('ZADD', KEYS.keyed, unpack(again)) end
 end
 
 -- How many claims of the key its limits allow now.
@@ -211,13 +211,13 @@ local function keyed_take(L, now, take, claim, starts)
   local refused = 0
   keyed_promote(now)
   keyed_sweep(L, now, take * 2 + 16)
-  local size = redis.call('ZLEXCOUNT', K.keyed, '[r', '(s')
+  local size = redis.call('ZLEXCOUNT', KEYS.keyed, '[r', '(s')
   local budget = take * 4 + 64
   -- The turns, read in pages as the call goes: `ring` holds the keys in turn order, read
   -- so far; `again` the keys this call visited, for their next turn after all of those.
   local reach, ring, again = math.min(size, budget), {}, {}
   local function read_turns()
-    local page = redis.call('ZRANGEBYLEX', K.keyed, '[r', '(s', 'LIMIT', #ring,
+    local page = redis.call('ZRANGEBYLEX', KEYS.keyed, '[r', '(s', 'LIMIT', #ring,
       math.min(reach - #ring, take + 8))
     for _, head in ipairs(page) do
       ring[#ring + 1] = {string.sub(head, 2, 17), string.sub(head, 18)}
@@ -248,7 +248,7 @@ local function keyed_take(L, now, take, claim, starts)
       -- what it picked leaves the pool below). One more is read than used, so the call
       -- knows whether its picks empty the key.
       local base = mine and mine.base + #mine.list or 0
-      local list = redis.call('ZRANGEBYLEX', K.keyed, '[i' .. key .. '\0', '(i' .. key .. '\1',
+      local list = redis.call('ZRANGEBYLEX', KEYS.keyed, '[i' .. key .. '\0', '(i' .. key .. '\1',
         'LIMIT', base, per + 1)
       local more = #list > per
       if more then list[#list] = nil end
@@ -302,7 +302,7 @@ local function keyed_take(L, now, take, claim, starts)
       ids[#ids + 1] = string.sub(item, #key + 19)
       members[#members + 1] = item
     end
-    redis.call('ZREM', K.keyed, unpack(members))
+    redis.call('ZREM', KEYS.keyed, unpack(members))
     local claimed = claim(ids)
     got = 0
     local tokens, slots = {}, {}
@@ -317,7 +317,7 @@ local function keyed_take(L, now, take, claim, starts)
         end
       end
     end
-    if #slots > 0 then redis.call('ZADD', K.keyed, unpack(slots)) end
+    if #slots > 0 then redis.call('ZADD', KEYS.keyed, unpack(slots)) end
     for key, n in pairs(spent) do
       if cache[key].L.limit then
         -- u.left counted every pick; a pick not claimed spends no token.
@@ -327,7 +327,7 @@ local function keyed_take(L, now, take, claim, starts)
         tokens[#tokens + 1] = exact(now)
       end
     end
-    if #tokens > 0 then redis.call('HSET', K.limits, unpack(tokens)) end
+    if #tokens > 0 then redis.call('HSET', KEYS.limits, unpack(tokens)) end
   end
   -- A key this call's picks emptied leaves the turns now, as one found empty does: it
   -- comes back last when a record of it next enters the pool (keyed_add), so the turns
@@ -355,7 +355,7 @@ local function keyed_take(L, now, take, claim, starts)
       looks[#looks + 1] = 0
       looks[#looks + 1] = keyed_look(at, 0, key)
     end
-    redis.call('ZADD', K.keyed, unpack(looks))
+    redis.call('ZADD', KEYS.keyed, unpack(looks))
   end
   -- The turns: keys with nothing due out, keys visited to the back (the last visit of a
   -- key visited twice gives its place).
@@ -365,7 +365,7 @@ local function keyed_take(L, now, take, claim, starts)
       old[#old + 1] = 'r' .. gone[k] .. gone[k + 1]
       fields[#fields + 1] = 'R' .. gone[k + 1]
     end
-    if #fields > 0 then redis.call('HDEL', K.limits, unpack(fields)) end
+    if #fields > 0 then redis.call('HDEL', KEYS.limits, unpack(fields)) end
     local order = {}
     if size > 1 then
       for k = 1, #moved, 2 do last[moved[k + 1]] = k end
@@ -379,9 +379,9 @@ local function keyed_take(L, now, take, claim, starts)
         end
       end
     end
-    if #old > 0 then redis.call('ZREM', K.keyed, unpack(old)) end
+    if #old > 0 then redis.call('ZREM', KEYS.keyed, unpack(old)) end
     if #order > 0 then
-      local top = redis.call('HINCRBY', K.limits, 'turn', #order)
+      local top = redis.call('HINCRBY', KEYS.limits, 'turn', #order)
       local adds, turns = {}, {}
       for k, key in ipairs(order) do
         local turn = keyed_digits(top - #order + k)
@@ -390,8 +390,8 @@ local function keyed_take(L, now, take, claim, starts)
         turns[#turns + 1] = 'R' .. key
         turns[#turns + 1] = turn
       end
-      redis.call('ZADD', K.keyed, unpack(adds))
-      redis.call('HSET', K.limits, unpack(turns))
+      redis.call('ZADD', KEYS.keyed, unpack(adds))
+      redis.call('HSET', KEYS.limits, unpack(turns))
     end
   end
   if got >= take and size > 0 or budget <= 0 and held < size and got > 0 then
@@ -418,13 +418,13 @@ local function keyed_take(L, now, take, claim, starts)
     -- A whole budget of keys held by their limits, none claimed: no worker asks again at
     -- once (it would only spin). Those keys went to the back of the turns, so the next
     -- claim (woken by a settlement, an admission, or the next token) looks further on.
-    redis.call('DEL', K.wake)
+    redis.call('DEL', KEYS.wake)
     return got, wait or -1
   end
   -- Every key in the pool is held by its limits, or the pool is empty: no worker could
   -- claim now. The wake key goes; the answer is the earliest of a key's next token and
   -- the next record to fall due (which enters the pool then).
-  redis.call('DEL', K.wake)
+  redis.call('DEL', KEYS.wake)
   local later = next_due(now)
   if later and (not wait or later < wait) then wait = later end
   return got, wait or -1
@@ -437,7 +437,7 @@ keyed_claim = function(L, now, owner, lease, limit, out, start)
   local starts = (start and start < limit) and start or limit
   if L.limit then limit = starts end
   -- The gate, checked in the same atomic step as the claim (claim_due's rule).
-  if redis.call('EXISTS', K.gate) == 1 then return 0, now + 1000 end
+  if redis.call('EXISTS', KEYS.gate) == 1 then return 0, now + 1000 end
   return keyed_take(L, now, limit, function(ids)
     local before = #out
     claim_ids(ids, now, owner, lease, out, 0, 0, #ids, starts)

@@ -1,5 +1,5 @@
--- keyed_pool.lua: the keyed pool's entries (K.keyed and the '@' .. id and 'R' .. key
--- fields of K.limits, keyed_claim.lua describes them), prepended before keyed_claim.lua and to
+-- keyed_pool.lua: the keyed pool's entries (KEYS.keyed and the '@' .. id and 'R' .. key
+-- fields of KEYS.limits, keyed_claim.lua describes them), prepended before keyed_claim.lua and to
 -- admit.lua, which stores each admitted request's key and brings those due now into the
 -- pool: the admission carries these few functions, not the claim's.
 
@@ -11,10 +11,10 @@ end
 
 -- Put `key` at the back of the turns; `old` its turn now (nil: it has none).
 local function keyed_back(key, old)
-  local turn = keyed_digits(redis.call('HINCRBY', K.limits, 'turn', 1))
-  if old then redis.call('ZREM', K.keyed, 'r' .. old .. key) end
-  redis.call('ZADD', K.keyed, 0, 'r' .. turn .. key)
-  redis.call('HSET', K.limits, 'R' .. key, turn)
+  local turn = keyed_digits(redis.call('HINCRBY', KEYS.limits, 'turn', 1))
+  if old then redis.call('ZREM', KEYS.keyed, 'r' .. old .. key) end
+  redis.call('ZADD', KEYS.keyed, 0, 'r' .. turn .. key)
+  redis.call('HSET', KEYS.limits, 'R' .. key, turn)
 end
 
 -- Bring due PENDING records (ids, their ready scores) into the pool under their keys
@@ -22,7 +22,7 @@ end
 local function keyed_add(ids, scores)
   local fields = {}
   for k, id in ipairs(ids) do fields[k] = '@' .. id end
-  local keys = redis.call('HMGET', K.limits, unpack(fields))
+  local keys = redis.call('HMGET', KEYS.limits, unpack(fields))
   local members, fresh, seen = {}, {}, {}
   for k, id in ipairs(ids) do
     local key = keys[k] or ''
@@ -33,10 +33,10 @@ local function keyed_add(ids, scores)
       fresh[#fresh + 1] = key
     end
   end
-  redis.call('ZADD', K.keyed, unpack(members))
+  redis.call('ZADD', KEYS.keyed, unpack(members))
   local turns = {}
   for k, key in ipairs(fresh) do turns[k] = 'R' .. key end
-  turns = redis.call('HMGET', K.limits, unpack(turns))
+  turns = redis.call('HMGET', KEYS.limits, unpack(turns))
   for k, key in ipairs(fresh) do
     if not turns[k] then keyed_back(key, nil) end
   end
@@ -45,7 +45,7 @@ end
 -- Store the keys of records just admitted (pairs id, key) and bring those due now into
 -- the pool (`score`: their ready score, `due`: their due time).
 local function keyed_admitted(pairs, score, due, now)
-  redis.call('HSET', K.limits, unpack(pairs))
+  redis.call('HSET', KEYS.limits, unpack(pairs))
   if due > now then return end  -- keyed_promote brings it in when it falls due
   local ids, scores = {}, {}
   for k = 1, #pairs, 2 do

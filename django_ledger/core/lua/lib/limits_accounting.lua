@@ -1,6 +1,6 @@
 -- limits_accounting.lua: a queue's flow limits as the claims spend them: tokens, held
 -- (prefetched) claims, when the next claim may be made. Read by claiming.lua's
--- claim_limited (after limits_read.lua). K.limits is the queue's limits hash:
+-- claim_limited (after limits_read.lua). KEYS.limits is the queue's limits hash:
 --   rate_limit, rate_period (ms), rate_burst  a token bucket: rate_limit tokens each
 --                     rate_period ms, at most rate_burst kept; one token per claim
 --   concurrency       at most this many records CLAIMED at once (the leases index)
@@ -12,21 +12,21 @@
 --   kl                the keys with limits of their own ('L' .. key, keyed_claim.lua), one a
 --                     line; absent: none
 -- No field: no limit. docs/limits.md describes the model.
--- Under a RATE, K.held holds 'h' .. id for each claim taken held (prefetched): the held
+-- Under a RATE, KEYS.held holds 'h' .. id for each claim taken held (prefetched): the held
 -- claims whose tokens are spent and whose work has not started (limits_held).
 
--- The held claims of a rate-limited queue: how many entries K.held keeps ('h' .. id).
+-- The held claims of a rate-limited queue: how many entries KEYS.held keeps ('h' .. id).
 -- An entry whose claim started or ended by another path than settle_claim.lua stays
 -- until checked: `check` true checks each against its record (still CLAIMED and held)
 -- and drops the rest. Counting too many only lowers the bucket's ceiling.
 local function limits_held(check)
-  if not check then return redis.call('ZLEXCOUNT', K.held, '[h', '(i') end
-  local members = redis.call('ZRANGEBYLEX', K.held, '[h', '(i')
+  if not check then return redis.call('ZLEXCOUNT', KEYS.held, '[h', '(i') end
+  local members = redis.call('ZRANGEBYLEX', KEYS.held, '[h', '(i')
   if #members == 0 then return 0 end
   local ids = {}
   for k, m in ipairs(members) do ids[k] = string.sub(m, 2) end
   local stale, n = {}, 0
-  for k, raw in ipairs(redis.call('HMGET', K.records, unpack(ids))) do
+  for k, raw in ipairs(redis.call('HMGET', KEYS.records, unpack(ids))) do
     -- Version 3, CLAIMED, flags 1 (codec.lua's layout): still held.
     if raw and string.byte(raw, 1) == 51 and string.sub(raw, 10, 10) == 'C'
         and string.byte(raw, 63) == 1 then
@@ -35,7 +35,7 @@ local function limits_held(check)
       stale[#stale + 1] = members[k]
     end
   end
-  if #stale > 0 then redis.call('ZREM', K.held, unpack(stale)) end
+  if #stale > 0 then redis.call('ZREM', KEYS.held, unpack(stale)) end
   return n
 end
 
@@ -52,7 +52,7 @@ local function limits_settled(L, first, last, out, code)
     if ARGV[i + 3] ~= 'C' and out[code] ~= 0 then members[#members + 1] = 'h' .. ARGV[i] end
     code = code + 2
   end
-  if #members > 0 then redis.call('ZREM', K.held, unpack(members)) end
+  if #members > 0 then redis.call('ZREM', KEYS.held, unpack(members)) end
 end
 
 -- Spend a token per claim made (nothing is written when none was made and the held
@@ -62,7 +62,7 @@ local function limits_spend(L, now, got, held)
   if not L.limit or (got <= 0 and (held or L.held) == L.held) then return end
   L.left = L.left - got
   if held then L.held = held end
-  redis.call('HSET', K.limits, 'tokens', string.format('%.17g', L.left), 'at', exact(now),
+  redis.call('HSET', KEYS.limits, 'tokens', string.format('%.17g', L.left), 'at', exact(now),
     'held', L.held)
 end
 
@@ -78,7 +78,7 @@ local function limits_extra(L, want, starts, stopped)
   if L.conc then extra = math.min(extra, math.floor(L.conc / 2) - L.claimed - starts) end
   if L.limit then
     local n = L.held > 0 and limits_held(false) or 0
-    if n > 0 and (stopped or n > redis.call('ZCARD', K.leases)) then n = limits_held(true) end
+    if n > 0 and (stopped or n > redis.call('ZCARD', KEYS.leases)) then n = limits_held(true) end
     L.counted = n
     extra = math.min(extra, math.floor(L.left - starts - L.burst / 2 + 1e-9))
   end
@@ -86,7 +86,7 @@ local function limits_extra(L, want, starts, stopped)
 end
 
 -- Count this call's held claims (out from `from` on, seven fields a claim, held last)
--- under K.held; answer the held claims counted now.
+-- under KEYS.held; answer the held claims counted now.
 local function limits_hold(L, out, from)
   if not L.limit then return nil end
   local members = {}
@@ -96,14 +96,14 @@ local function limits_hold(L, out, from)
       members[#members + 1] = 'h' .. out[k]
     end
   end
-  if #members > 0 then redis.call('ZADD', K.held, unpack(members)) end
+  if #members > 0 then redis.call('ZADD', KEYS.held, unpack(members)) end
   return L.counted + #members / 2
 end
 
 -- When the limits let the next claim be made, after this call's: -1 while every slot is
 -- taken (a settlement that frees one wakes a worker), else when the next token is due.
 local function limits_next(L, now)
-  if L.conc and redis.call('ZCARD', K.leases) >= L.conc then return -1 end
+  if L.conc and redis.call('ZCARD', KEYS.leases) >= L.conc then return -1 end
   if not L.limit then return -1 end
   local short = 1 - (L.left or limits_tokens(L, now))
   if short <= 0 then return now end

@@ -1,10 +1,10 @@
 -- limits_read.lua: a queue's limits as a call reads them (limits_accounting.lua describes the
--- fields of K.limits), shared by settle.lua (a settlement that frees a slot wakes a
+-- fields of KEYS.limits), shared by settle.lua (a settlement that frees a slot wakes a
 -- worker) and the claims (prepended before limits_accounting.lua).
 
 -- The queue's limits, or nil when it has none (one HMGET).
 local function limits_read()
-  local f = redis.call('HMGET', K.limits, 'rate_limit', 'rate_period', 'rate_burst',
+  local f = redis.call('HMGET', KEYS.limits, 'rate_limit', 'rate_period', 'rate_burst',
     'concurrency', 'tokens', 'at', 'source', 'key', 'held', 'kl')
   if not f[1] and not f[4] and not f[8] then return nil end
   return {
@@ -30,7 +30,7 @@ end
 local function limits_room(L, now)
   local room = math.huge
   if L.conc then
-    L.claimed = redis.call('ZCARD', K.leases)
+    L.claimed = redis.call('ZCARD', KEYS.leases)
     room = math.max(0, L.conc - L.claimed)
   end
   if L.limit then

@@ -16,7 +16,7 @@ local function settle_items(now, first, last, out)
   if #ids == 0 then return 0 end
   -- One read for the batch; `latest` holds what this batch already wrote, so an id that
   -- comes twice is judged against its newest bytes, as if the items ran one by one.
-  local stored = redis.call('HMGET', K.records, unpack(ids))
+  local stored = redis.call('HMGET', KEYS.records, unpack(ids))
   local latest, final, order, results = {}, {}, {}, {}
   local due = false
   for k, id in ipairs(ids) do
@@ -76,7 +76,7 @@ local function settle_items(now, first, last, out)
   if #order > 0 then
     -- Records first, then their indexes: every applied id was CLAIMED (in leases) before
     -- this batch, and ends in the index its last state calls for.
-    local records, adds = {}, {[K.ready] = {}, [K.leases] = {}, [K.completed] = {}, [K.failed] = {}}
+    local records, adds = {}, {[KEYS.ready] = {}, [KEYS.leases] = {}, [KEYS.completed] = {}, [KEYS.failed] = {}}
     for _, id in ipairs(order) do
       records[#records + 1] = id
       records[#records + 1] = latest[id]
@@ -84,11 +84,11 @@ local function settle_items(now, first, last, out)
       local add = adds[index]
       add[#add + 1] = score_of(final[id])
       add[#add + 1] = id
-      if ENDED[final[id].s] then ended = ended + 1 end
+      if string.find('KFD', final[id].s, 1, true) then ended = ended + 1 end
     end
-    redis.call('HSET', K.records, unpack(records))
-    if #results > 0 then redis.call('HSET', K.results, unpack(results)) end
-    redis.call('ZREM', K.leases, unpack(order))
+    redis.call('HSET', KEYS.records, unpack(records))
+    if #results > 0 then redis.call('HSET', KEYS.results, unpack(results)) end
+    redis.call('ZREM', KEYS.leases, unpack(order))
     for index, add in pairs(adds) do
       if #add > 0 then redis.call('ZADD', index, unpack(add)) end
     end

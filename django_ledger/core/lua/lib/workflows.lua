@@ -1,6 +1,6 @@
 -- workflows.lua: workflows (docs/workflows.md), prepended after indexes.lua to the scripts that
 -- end records (settling.lua's settle_items, repair.lua) and to the flow_*.lua scripts.
--- A workflow lives in one queue, so in one hash slot. K.flows (the flows hash) holds, for
+-- A workflow lives in one queue, so in one hash slot. KEYS.flows (the flows hash) holds, for
 -- workflow F and step id S (core/flows.py writes the JSON):
 --   m:F  the manifest: the workflow's steps in order, with their parents and rules
 --   k:F  how many of its steps still have entries (forget in codec.lua counts it down;
@@ -55,7 +55,7 @@ local function flow_cause(pid, pstate)
     return 'parent step ' .. pid .. ' ended DEAD (the ledger gave up on it after its attempts)'
   end
   local what = 'no error recorded'
-  local doc = redis.call('HGET', K.results, pid)
+  local doc = redis.call('HGET', KEYS.results, pid)
   if doc then
     local ok, d = pcall(cjson.decode, doc)
     if ok and type(d) == 'table' and type(d.attempts) == 'table' then
@@ -83,7 +83,7 @@ local function flow_add_error(now, id, text, class)
     exact(now) .. ',"error":{"exception_class_path":"' ..
     (class or 'django_ledger.tasks.workflows.StepCancelled') .. '","traceback":' ..
     json_string(text) .. '}}'
-  local doc = redis.call('HGET', K.results, id)
+  local doc = redis.call('HGET', KEYS.results, id)
   if doc and string.sub(doc, 1, 19) == '{"v":1,"attempts":[' and string.sub(doc, -2) == ']}' then
     local sep = ','
     if doc == '{"v":1,"attempts":[]}' then sep = '' end
@@ -91,15 +91,15 @@ local function flow_add_error(now, id, text, class)
   else
     doc = '{"v":1,"attempts":[' .. attempt .. ']}'
   end
-  redis.call('HSET', K.results, id, doc)
+  redis.call('HSET', KEYS.results, id, doc)
 end
 
 -- Write a step's first record (PENDING due now, or FAILED when cancelled), then its index.
 local function flow_record(now, id, state, payload)
-  if redis.call('HEXISTS', K.records, id) == 1 then return end  -- never over another record
+  if redis.call('HEXISTS', KEYS.records, id) == 1 then return end  -- never over another record
   local r = {s = state, due = now, att = 0, fence = 0, created = now, updated = now,
     owner = '', tlen = 0, tail = payload, prio = 0}
-  redis.call('HSET', K.records, id, encode(id, r))
+  redis.call('HSET', KEYS.records, id, encode(id, r))
   redis.call('ZADD', INDEX_OF[state], score_of(r), id)
 end
 
@@ -109,10 +109,10 @@ local function flow_unwait(spec)
   if not spec.p then return end
   local fields = {}
   for i, parent in ipairs(spec.p) do fields[i] = 'w:' .. parent end
-  local readers = flow_hmget(K.flows, fields)
+  local readers = flow_hmget(KEYS.flows, fields)
   for i, parent in ipairs(spec.p) do
-    if readers[i] and redis.call('HINCRBY', K.flows, fields[i], -1) <= 0 then
-      redis.call('HDEL', K.flows, fields[i], 'o:' .. parent)
+    if readers[i] and redis.call('HINCRBY', KEYS.flows, fields[i], -1) <= 0 then
+      redis.call('HDEL', KEYS.flows, fields[i], 'o:' .. parent)
       flow_gone(spec.f)
     end
   end
@@ -128,16 +128,16 @@ local function flow_inputs(spec)
   local n = #spec.p
   for first = 1, n, FLOW_READ_CHUNK do
     local last = math.min(first + FLOW_READ_CHUNK - 1, n)
-    local docs = redis.call('HMGET', K.results, unpack(spec.p, first, last))
+    local docs = redis.call('HMGET', KEYS.results, unpack(spec.p, first, last))
     for k = first, last do
       local parent, doc = spec.p[k], docs[k - first + 1]
       local out
       if doc then
         out = flow_output(doc)
       else
-        out = redis.call('HGET', K.flows, 'o:' .. parent)
+        out = redis.call('HGET', KEYS.flows, 'o:' .. parent)
         if not out then
-          if redis.call('HEXISTS', K.records, parent) == 0 then
+          if redis.call('HEXISTS', KEYS.records, parent) == 0 then
             return nil, parent, 'parent step ' .. parent .. ' was purged (RETENTION or ' ..
               'MAX_RETAINED) before this step was released, and its result with it'
           end
@@ -182,10 +182,10 @@ end
 -- End step `id` (waiting, or a PENDING record) as cancelled: a FAILED record whose error
 -- says why; `cause_id` is the parent that ended it ('' the operator).
 local function flow_cancel_step(now, id, spec, cause_id, text)
-  if redis.call('HEXISTS', K.records, id) == 0 then flow_unwait(spec) end  -- it was waiting
+  if redis.call('HEXISTS', KEYS.records, id) == 0 then flow_unwait(spec) end  -- it was waiting
   flow_record(now, id, 'F', spec.x or '')
   flow_add_error(now, id, 'StepCancelled: ' .. text .. '\n')
-  redis.call('HSET', K.flows, 'c:' .. id, cause_id)
+  redis.call('HSET', KEYS.flows, 'c:' .. id, cause_id)
 end
 
 -- Step `id` ended as `state` ('K', 'F', 'D'); `deps` its dependants (JSON). Each waiting
@@ -203,23 +203,23 @@ local function flow_ended(now, id, state, deps)
     for _, pair in ipairs(children) do
       local child, rule = pair[1], pair[2]
       local waiting = 'n:' .. child
-      if redis.call('HEXISTS', K.flows, waiting) == 1 then
+      if redis.call('HEXISTS', KEYS.flows, waiting) == 1 then
         -- A child's spec (its parents' ids: large for a chord's callback) is read only
         -- when it is released or cancelled, never per parent.
         local ended = false
         if pstate ~= 'K' and rule ~= 'continue' then
-          redis.call('HDEL', K.flows, waiting)
+          redis.call('HDEL', KEYS.flows, waiting)
           cause = cause or flow_cause(pid, pstate)
-          local spec = cjson.decode(redis.call('HGET', K.flows, 's:' .. child))
+          local spec = cjson.decode(redis.call('HGET', KEYS.flows, 's:' .. child))
           flow_cancel_step(now, child, spec, pid, cause)
           ended = true
-        elseif redis.call('HINCRBY', K.flows, waiting, -1) <= 0 then
-          redis.call('HDEL', K.flows, waiting)
-          local spec = cjson.decode(redis.call('HGET', K.flows, 's:' .. child))
+        elseif redis.call('HINCRBY', KEYS.flows, waiting, -1) <= 0 then
+          redis.call('HDEL', KEYS.flows, waiting)
+          local spec = cjson.decode(redis.call('HGET', KEYS.flows, 's:' .. child))
           ended = flow_release(now, child, spec) ~= nil
         end
         if ended then
-          local more = redis.call('HGET', K.flows, 'd:' .. child)
+          local more = redis.call('HGET', KEYS.flows, 'd:' .. child)
           if more then work[#work + 1] = {child, 'F', more} end
         end
       end
@@ -240,7 +240,7 @@ local function flow_settled(now, ids, final)
     end
   end
   if #ended == 0 then return end
-  local deps = redis.call('HMGET', K.flows, unpack(fields))
+  local deps = redis.call('HMGET', KEYS.flows, unpack(fields))
   for i, id in ipairs(ended) do
     if deps[i] then flow_ended(now, id, final[id].s, deps[i]) end
   end

@@ -14,7 +14,7 @@
 local rows = {}
 
 local function add_row(id)
-  local raw = redis.call('HGET', K.records, id)
+  local raw = redis.call('HGET', KEYS.records, id)
   -- An index entry whose record is gone is skipped: repair owns the indexes.
   if not raw then return end
   -- The same verification as every writing script: a corrupt record is shown as such.
@@ -48,7 +48,7 @@ end
 
 local skip, want, descending = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
 for i = 6, #ARGV, 3 do
-  local key, low, high = K[ARGV[i]], ARGV[i + 1], ARGV[i + 2]
+  local key, low, high = KEYS[ARGV[i]], ARGV[i + 1], ARGV[i + 2]
   local count = redis.call('ZCOUNT', key, low, high)
   counts[#counts + 1] = count
   if want > 0 and skip < count then

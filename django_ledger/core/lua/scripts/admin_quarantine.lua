@@ -7,17 +7,17 @@
 -- hash holds for it now (nil once discarded).
 -- A page walks HSCAN from the start, so a deep page costs its offset: the quarantine
 -- holds the rare corrupt record, never the queue's records.
-local out = {redis.call('HLEN', K.quarantine)}
+local out = {redis.call('HLEN', KEYS.quarantine)}
 
 local function add(id, quarantined)
   out[#out + 1] = id
   out[#out + 1] = quarantined
-  out[#out + 1] = redis.call('HGET', K.records, id)
+  out[#out + 1] = redis.call('HGET', KEYS.records, id)
 end
 
 if #ARGV > 3 then
   for i = 4, #ARGV do
-    local quarantined = redis.call('HGET', K.quarantine, ARGV[i])
+    local quarantined = redis.call('HGET', KEYS.quarantine, ARGV[i])
     if quarantined then add(ARGV[i], quarantined) end
   end
   return out
@@ -27,7 +27,7 @@ local skip, want = tonumber(ARGV[2]), tonumber(ARGV[3])
 local seen = {}
 local cursor = '0'
 while want > 0 do
-  local reply = redis.call('HSCAN', K.quarantine, cursor, 'COUNT', 100)
+  local reply = redis.call('HSCAN', KEYS.quarantine, cursor, 'COUNT', 100)
   cursor = reply[1]
   local page = reply[2]
   for i = 1, #page, 2 do

@@ -19,11 +19,11 @@ local ids, first, step = {}, 6, 2
 if ARGV[6] == '' then first, step = 7, 3 end  -- '' is no request id: ids are never empty
 for i = first, #ARGV, step do ids[#ids + 1] = ARGV[i] end
 -- One read for the whole batch; ids admitted earlier in this batch are in `fresh`.
-local stored = redis.call('HMGET', K.records, unpack(ids))
+local stored = redis.call('HMGET', KEYS.records, unpack(ids))
 -- Ids that a workflow's waiting step holds have no record yet, and are not free: one
 -- HMGET of the flows hash for the batch's new ids, only in a queue that has workflows.
 local held = {}
-if redis.call('EXISTS', K.flows) == 1 then
+if redis.call('EXISTS', KEYS.flows) == 1 then
   local fields, at = {}, {}
   for k, id in ipairs(ids) do
     if not stored[k] then
@@ -32,7 +32,7 @@ if redis.call('EXISTS', K.flows) == 1 then
     end
   end
   if #fields > 0 then
-    local found = redis.call('HMGET', K.flows, unpack(fields))
+    local found = redis.call('HMGET', KEYS.flows, unpack(fields))
     for j, k in ipairs(at) do held[k] = found[j] ~= false end
   end
 end
@@ -50,7 +50,7 @@ for k, id in ipairs(ids) do
     local r = decode(id, raw)
     if not r then
       -- Quarantined ids stay in records so their identity is remembered.
-      if redis.call('HEXISTS', K.quarantine, id) == 1 then code = 5 else code = 6 end
+      if redis.call('HEXISTS', KEYS.quarantine, id) == 1 then code = 5 else code = 6 end
     elseif payload_of(r) == payload then
       code, detail = 2, raw
     else
@@ -85,8 +85,8 @@ end
 -- The records are the truth and go first: if the index write were lost, repair would
 -- rebuild it from them; an index entry without its record is never left behind.
 if #records > 0 then
-  redis.call('HSET', K.records, unpack(records))
-  redis.call('ZADD', K.ready, unpack(index))
+  redis.call('HSET', KEYS.records, unpack(records))
+  redis.call('ZADD', KEYS.ready, unpack(index))
   if #keyed > 0 then keyed_admitted(keyed, index[1], due, now) end
   -- An idle worker wakes: to claim what is due now, or to learn when this falls due.
   wake(due)

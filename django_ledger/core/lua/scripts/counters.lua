@@ -17,7 +17,7 @@
 -- any sample in the bucket saw (several workers sample the same queue: the max is the
 -- bucket's peak, whichever worker saw it, and does not grow with the number of workers).
 -- ARGV[1] skew in ms (added to the server clock), ARGV[2] the buckets' time in epoch ms,
--- ARGV[3] how many errors E, ARGV[4] most tasks K.errors keeps, then E pairs task, error
+-- ARGV[3] how many errors E, ARGV[4] most tasks KEYS.errors keeps, then E pairs task, error
 -- (overwriting that task's last error; a new task past the bound is not kept), then
 -- field, count, field, count...: added to this minute and this hour.
 -- Returns {time}; with the indexes, {time, pending, due, claimed, dead} (what it sampled).
@@ -37,31 +37,31 @@ for i = first, #ARGV - 1, 2 do
   end
 end
 if errors > 0 then
-  local held = redis.call('HLEN', K.errors)
+  local held = redis.call('HLEN', KEYS.errors)
   for i = 5, first - 1, 2 do
-    if held < most or redis.call('HEXISTS', K.errors, ARGV[i]) == 1 then
-      if redis.call('HSET', K.errors, ARGV[i], ARGV[i + 1]) == 1 then held = held + 1 end
+    if held < most or redis.call('HEXISTS', KEYS.errors, ARGV[i]) == 1 then
+      if redis.call('HSET', KEYS.errors, ARGV[i], ARGV[i + 1]) == 1 then held = held + 1 end
     end
   end
-  redis.call('EXPIRE', K.errors, KEEP_HOURS * 3600)
+  redis.call('EXPIRE', KEYS.errors, KEEP_HOURS * 3600)
 end
 for i = first, #ARGV - 1, 2 do
-  redis.call('HINCRBY', K.minute, ARGV[i], ARGV[i + 1])
-  redis.call('HINCRBY', K.hour, ARGV[i], ARGV[i + 1])
+  redis.call('HINCRBY', KEYS.minute, ARGV[i], ARGV[i + 1])
+  redis.call('HINCRBY', KEYS.hour, ARGV[i], ARGV[i + 1])
 end
 local result = {now}
-if K.dead then
+if KEYS.dead then
   -- Due against the server's clock (the records' times), whatever the bucket's time.
   local at, due = server_now(), 0
   local low, earliest, after = next_band('-inf')
   while low do
-    due = due + redis.call('ZCOUNT', K.ready, exact(low), exact(low + at))
+    due = due + redis.call('ZCOUNT', KEYS.ready, exact(low), exact(low + at))
     low, earliest, after = next_band(after)
   end
-  local sample = {redis.call('ZCARD', K.ready), due, redis.call('ZCARD', K.leases),
-    redis.call('ZCARD', K.dead)}
+  local sample = {redis.call('ZCARD', KEYS.ready), due, redis.call('ZCARD', KEYS.leases),
+    redis.call('ZCARD', KEYS.dead)}
   local names = {'q:pending', 'q:due', 'q:claimed', 'q:dead'}
-  for _, key in ipairs({K.minute, K.hour}) do
+  for _, key in ipairs({KEYS.minute, KEYS.hour}) do
     local held = redis.call('HMGET', key, unpack(names))
     for i = 1, 4 do
       local old = tonumber(held[i])
@@ -72,10 +72,10 @@ if K.dead then
   result = sample
 end
 -- A backstop for a queue nobody writes any more: the keys go by themselves.
-redis.call('EXPIRE', K.minute, KEEP_MINUTES * 60 + 3600)
-redis.call('EXPIRE', K.hour, KEEP_HOURS * 3600 + 86400)
-redis.call('DEL', K.old_minute, K.old_hour)
-for _, r in ipairs({{K.minute_index, minute, KEEP_MINUTES}, {K.hour_index, hour, KEEP_HOURS}}) do
+redis.call('EXPIRE', KEYS.minute, KEEP_MINUTES * 60 + 3600)
+redis.call('EXPIRE', KEYS.hour, KEEP_HOURS * 3600 + 86400)
+redis.call('DEL', KEYS.old_minute, KEYS.old_hour)
+for _, r in ipairs({{KEYS.minute_index, minute, KEEP_MINUTES}, {KEYS.hour_index, hour, KEEP_HOURS}}) do
   redis.call('ZADD', r[1], r[2], r[2])
   redis.call('ZREMRANGEBYSCORE', r[1], '-inf', '(' .. (r[2] - r[3] + 1))
   redis.call('EXPIRE', r[1], KEEP_HOURS * 3600 + 86400)

@@ -8,7 +8,7 @@
 -- 4 full (the live records and this workflow's steps would pass max records).
 local now = server_now()
 local flow, manifest = ARGV[3], ARGV[4]
-local stored = redis.call('HGET', K.flows, 'm:' .. flow)
+local stored = redis.call('HGET', KEYS.flows, 'm:' .. flow)
 if stored then
   if stored == manifest then return {now, 2, ''} end
   return {now, 3, 'workflow_differs'}
@@ -19,7 +19,7 @@ for i = 5, #ARGV, 5 do
   specs[#specs + 1] = 's:' .. ARGV[i]
 end
 -- Every step id is new: no record and no other workflow's step under it.
-local records, taken = flow_hmget(K.records, ids), flow_hmget(K.flows, specs)
+local records, taken = flow_hmget(KEYS.records, ids), flow_hmget(KEYS.flows, specs)
 for k, id in ipairs(ids) do
   if records[k] or taken[k] then return {now, 3, id} end
 end
@@ -48,13 +48,13 @@ for i = 5, #ARGV, 5 do
   end
 end
 for i = 1, #fields, 2 * FLOW_CHUNK do
-  redis.call('HSET', K.flows, unpack(fields, i, math.min(i + 2 * FLOW_CHUNK - 1, #fields)))
+  redis.call('HSET', KEYS.flows, unpack(fields, i, math.min(i + 2 * FLOW_CHUNK - 1, #fields)))
 end
 for i = 1, #roots, 2 * FLOW_CHUNK do
-  redis.call('HSET', K.records, unpack(roots, i, math.min(i + 2 * FLOW_CHUNK - 1, #roots)))
+  redis.call('HSET', KEYS.records, unpack(roots, i, math.min(i + 2 * FLOW_CHUNK - 1, #roots)))
 end
 for i = 1, #index, 2 * FLOW_CHUNK do
-  redis.call('ZADD', K.ready, unpack(index, i, math.min(i + 2 * FLOW_CHUNK - 1, #index)))
+  redis.call('ZADD', KEYS.ready, unpack(index, i, math.min(i + 2 * FLOW_CHUNK - 1, #index)))
 end
 if #roots > 0 then wake(now) end
 return {now, 1, ''}

@@ -5,8 +5,8 @@
 -- Returns 1 if the record is a step that has ended, else 0.
 local now = server_now()
 local id = ARGV[2]
-local raw = redis.call('HGET', K.records, id)
+local raw = redis.call('HGET', KEYS.records, id)
 local r = raw and decode(id, raw)
-if not r or not ENDED[r.s] then return 0 end
+if not r or not string.find('KFD', r.s, 1, true) then return 0 end
 flow_settled(now, {id}, {[id] = r})
 return 1

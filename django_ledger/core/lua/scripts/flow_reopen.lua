@@ -15,33 +15,33 @@
 local id = ARGV[2]
 if ARGV[4] then
   -- The compare-and-set of write.lua's retry, with the same writes: record, then index.
-  if redis.call('HGET', K.records, id) ~= ARGV[3] then return -1 end
-  redis.call('HSET', K.records, id, ARGV[4])
-  redis.call('HDEL', K.quarantine, id)
+  if redis.call('HGET', KEYS.records, id) ~= ARGV[3] then return -1 end
+  redis.call('HSET', KEYS.records, id, ARGV[4])
+  redis.call('HDEL', KEYS.quarantine, id)
   unindex(id)
-  redis.call('ZADD', K.ready, ARGV[5], id)
+  redis.call('ZADD', KEYS.ready, ARGV[5], id)
   wake(server_now())
 end
-local spec = redis.call('HGET', K.flows, 's:' .. id)
+local spec = redis.call('HGET', KEYS.flows, 's:' .. id)
 if not spec then return 0 end  -- no workflow's step
-redis.call('HDEL', K.flows, 'c:' .. id)
-if redis.call('HEXISTS', K.flows, 'x:' .. cjson.decode(spec).f) == 1 then return 0 end
+redis.call('HDEL', KEYS.flows, 'c:' .. id)
+if redis.call('HEXISTS', KEYS.flows, 'x:' .. cjson.decode(spec).f) == 1 then return 0 end
 local reopened = 0
 local work = {id}
 while #work > 0 do
   local pid = table.remove(work)
-  local deps = redis.call('HGET', K.flows, 'd:' .. pid)
+  local deps = redis.call('HGET', KEYS.flows, 'd:' .. pid)
   if deps then
     for _, pair in ipairs(cjson.decode(deps)) do
       local child = pair[1]
-      if redis.call('HGET', K.flows, 'c:' .. child) == pid then
-        local spec = cjson.decode(redis.call('HGET', K.flows, 's:' .. child))
-        local raws = flow_hmget(K.records, spec.p)
+      if redis.call('HGET', KEYS.flows, 'c:' .. child) == pid then
+        local spec = cjson.decode(redis.call('HGET', KEYS.flows, 's:' .. child))
+        local raws = flow_hmget(KEYS.records, spec.p)
         local waits, blocked = 0, false
         for i, parent in ipairs(spec.p) do
           local r = raws[i] and decode(parent, raws[i])
           if not raws[i] then
-            if redis.call('HEXISTS', K.flows, 'n:' .. parent) == 1 then waits = waits + 1 end
+            if redis.call('HEXISTS', KEYS.flows, 'n:' .. parent) == 1 then waits = waits + 1 end
           elseif not r or r.s == 'P' or r.s == 'C' then
             waits = waits + 1
           elseif r.s ~= 'K' and spec.o ~= 'continue' then
@@ -50,15 +50,15 @@ while #work > 0 do
         end
         if not blocked and waits > 0 then
           -- Its cancelled record and error go; it waits, as it did before, for no record.
-          redis.call('HDEL', K.records, child)
-          redis.call('HDEL', K.results, child)
+          redis.call('HDEL', KEYS.records, child)
+          redis.call('HDEL', KEYS.results, child)
           unindex(child)
-          redis.call('HDEL', K.flows, 'c:' .. child)
-          redis.call('HSET', K.flows, 'n:' .. child, waits)
+          redis.call('HDEL', KEYS.flows, 'c:' .. child)
+          redis.call('HSET', KEYS.flows, 'n:' .. child, waits)
           -- It reads the outputs kept for its purged parents again (flow_unwait).
           for _, parent in ipairs(spec.p) do
-            if redis.call('HEXISTS', K.flows, 'w:' .. parent) == 1 then
-              redis.call('HINCRBY', K.flows, 'w:' .. parent, 1)
+            if redis.call('HEXISTS', KEYS.flows, 'w:' .. parent) == 1 then
+              redis.call('HINCRBY', KEYS.flows, 'w:' .. parent, 1)
             end
           end
           reopened = reopened + 1

@@ -6,27 +6,27 @@
 -- 4 full, 6 the given bytes do not decode (nothing written), 7 a workflow's waiting step
 -- holds the id (workflows.lua).
 -- The gate is checked here, atomically with the writes: imports only run offline.
-if redis.call('EXISTS', K.gate) == 0 then return {-2} end
+if redis.call('EXISTS', KEYS.gate) == 0 then return {-2} end
 local max = tonumber(ARGV[2])
 local size = live_count()
 local out, due = {}, false
 for i = 3, #ARGV, 2 do
   local id, raw = ARGV[i], ARGV[i + 1]
-  local old = redis.call('HGET', K.records, id)
+  local old = redis.call('HGET', KEYS.records, id)
   local code, detail = 1, ''
   if old then
     code, detail = 2, old
-  elseif redis.call('HEXISTS', K.flows, 'n:' .. id) == 1 then
+  elseif redis.call('HEXISTS', KEYS.flows, 'n:' .. id) == 1 then
     code = 7
   else
     local r = decode(id, raw)
-    local live = r and not ENDED[r.s]
+    local live = r and not string.find('KFD', r.s, 1, true)
     if not r then
       code = 6
     elseif live and size >= max then
       code = 4  -- only live records make a queue full
     else
-      redis.call('HSET', K.records, id, raw)
+      redis.call('HSET', KEYS.records, id, raw)
       redis.call('ZADD', INDEX_OF[r.s], score_of(r), id)
       if live then size = size + 1 end
       due = due or r.s == 'P'

@@ -43,7 +43,7 @@ local function due_count()
   local n = 0
   local low, earliest, after = next_band('-inf')
   while low do
-    if earliest <= now then n = n + redis.call('ZCOUNT', K.ready, exact(low), exact(low + now)) end
+    if earliest <= now then n = n + redis.call('ZCOUNT', KEYS.ready, exact(low), exact(low + now)) end
     low, earliest, after = next_band(after)
   end
   return n
@@ -51,19 +51,19 @@ end
 
 -- Claims of `key` whose records are CLAIMED (read only: keyed_use drops the others).
 local function key_taken(key)
-  local claims = redis.call('ZRANGEBYLEX', K.keyed, '[c' .. key .. '\0', '(c' .. key .. '\1')
+  local claims = redis.call('ZRANGEBYLEX', KEYS.keyed, '[c' .. key .. '\0', '(c' .. key .. '\1')
   if #claims == 0 then return 0 end
   local ids = {}
   for k, m in ipairs(claims) do ids[k] = string.sub(m, #key + 3) end
   local n = 0
-  for _, raw in ipairs(redis.call('HMGET', K.records, unpack(ids))) do
+  for _, raw in ipairs(redis.call('HMGET', KEYS.records, unpack(ids))) do
     if raw and string.sub(raw, 10, 10) == 'C' then n = n + 1 end
   end
   return n
 end
 
 if op == 'read' then
-  local taken = redis.call('ZCARD', K.leases)
+  local taken = redis.call('ZCARD', KEYS.leases)
   if not L then return {now, '', '', '', '', '', '', taken, '', 0, due_count(), ''} end
   local out = {now, L.limit or '', L.period or '', L.burst or '', L.conc or '', L.source or ''}
   if not L.key then
@@ -74,25 +74,25 @@ if op == 'read' then
     return out
   end
   out[7], out[8], out[9] = '', taken, L.key
-  out[10] = redis.call('ZLEXCOUNT', K.keyed, '[r', '(s')
+  out[10] = redis.call('ZLEXCOUNT', KEYS.keyed, '[r', '(s')
   out[11], out[12] = due_count(), ''
-  local turns = redis.call('ZRANGEBYLEX', K.keyed, '[r', '(s', 'LIMIT', 0, tonumber(ARGV[3]))
+  local turns = redis.call('ZRANGEBYLEX', KEYS.keyed, '[r', '(s', 'LIMIT', 0, tonumber(ARGV[3]))
   for _, head in ipairs(turns) do
     local key = string.sub(head, 18)
     -- Its own limits over the queue's (read only: its claims counted, none dropped).
-    local E = keyed_limits(L, L.kl and redis.call('HGET', K.limits, 'L' .. key) or nil)
+    local E = keyed_limits(L, L.kl and redis.call('HGET', KEYS.limits, 'L' .. key) or nil)
     local u = keyed_use({limit = E.limit, period = E.period, burst = E.burst}, key, now, {})
     out[#out + 1] = key
-    out[#out + 1] = redis.call('ZLEXCOUNT', K.keyed, '[i' .. key .. '\0', '(i' .. key .. '\1')
+    out[#out + 1] = redis.call('ZLEXCOUNT', KEYS.keyed, '[i' .. key .. '\0', '(i' .. key .. '\1')
     out[#out + 1] = E.conc and key_taken(key) or 0
     out[#out + 1] = E.limit and string.format('%.3f', u.left) or ''
   end
   return out
 elseif op == 'set' then
-  -- Held claims that versions before K.held kept in the keyed pool (under the same 'h'
+  -- Held claims that versions before KEYS.held kept in the keyed pool (under the same 'h'
   -- prefix; never on a queue with a KEY) go at the next write of the limits (a process
-  -- writes its settings' limits when it starts); K.held counts only claims made since.
-  if not (L and L.key) then redis.call('ZREMRANGEBYLEX', K.keyed, '[h', '(i') end
+  -- writes its settings' limits when it starts); KEYS.held counts only claims made since.
+  if not (L and L.key) then redis.call('ZREMRANGEBYLEX', KEYS.keyed, '[h', '(i') end
   if L and L.source == 'operator' and ARGV[8] ~= '1' then return {0} end
   -- The same limits again (every process writes its settings once) change nothing.
   local same = (L and tostring(L.limit or '') == ARGV[3] and tostring(L.conc or '') == ARGV[6]
@@ -106,22 +106,22 @@ elseif op == 'set' then
   if L and L.limit and ARGV[3] ~= '' and not L.key and ARGV[9] == '' then
     tokens = math.max(0, math.min(tonumber(ARGV[5]) - L.held, limits_tokens(L, now)))
   else
-    redis.call('DEL', K.held)
+    redis.call('DEL', KEYS.held)
   end
   -- The limits' own fields only: the keys' use and the requests' keys (keyed_claim.lua) stay.
-  redis.call('HDEL', K.limits, unpack(LIMIT_FIELDS))
+  redis.call('HDEL', KEYS.limits, unpack(LIMIT_FIELDS))
   if ARGV[3] ~= '' then
-    redis.call('HSET', K.limits, 'rate_limit', ARGV[3], 'rate_period', ARGV[4],
+    redis.call('HSET', KEYS.limits, 'rate_limit', ARGV[3], 'rate_period', ARGV[4],
       'rate_burst', ARGV[5])
     if tokens then
-      redis.call('HSET', K.limits, 'tokens', string.format('%.17g', tokens), 'at', exact(now),
+      redis.call('HSET', KEYS.limits, 'tokens', string.format('%.17g', tokens), 'at', exact(now),
         'held', L.held)
     end
   end
-  if ARGV[6] ~= '' then redis.call('HSET', K.limits, 'concurrency', ARGV[6]) end
-  if ARGV[9] ~= '' then redis.call('HSET', K.limits, 'key', ARGV[9]) end
+  if ARGV[6] ~= '' then redis.call('HSET', KEYS.limits, 'concurrency', ARGV[6]) end
+  if ARGV[9] ~= '' then redis.call('HSET', KEYS.limits, 'key', ARGV[9]) end
   if ARGV[3] ~= '' or ARGV[6] ~= '' or ARGV[9] ~= '' then
-    redis.call('HSET', K.limits, 'source', ARGV[7])
+    redis.call('HSET', KEYS.limits, 'source', ARGV[7])
   end
   -- Raised or lifted limits may let a waiting worker claim: wake one when work is due.
   if due_now(now) then wake(now) end
@@ -150,13 +150,13 @@ elseif op == 'refund' then
       members[#members + 1] = 0
       members[#members + 1] = 'h' .. ARGV[i]
     end
-    if #members > 0 then redis.call('ZADD', K.held, unpack(members)) end
+    if #members > 0 then redis.call('ZADD', KEYS.held, unpack(members)) end
     -- The held claims counted now, this caller's among them ('take' counted them ahead).
     local held = limits_held(false)
     if back > 0 or held ~= L.held then
       L.held = held
       L.left = math.min(L.burst - held, L.left + back)
-      redis.call('HSET', K.limits, 'tokens', string.format('%.17g', L.left), 'at', exact(now),
+      redis.call('HSET', KEYS.limits, 'tokens', string.format('%.17g', L.left), 'at', exact(now),
         'held', held)
       room = limits_room(L, now)
     end
@@ -168,11 +168,11 @@ elseif op == 'unhold' then
   local members = {}
   for i = 3, #ARGV do members[#members + 1] = 'h' .. ARGV[i] end
   if #members == 0 then return {0} end
-  return {redis.call('ZREM', K.held, unpack(members))}
+  return {redis.call('ZREM', KEYS.held, unpack(members))}
 elseif op == 'pick' then
   if not L or not L.key then return redis.error_reply('pick: the queue has no KEY') end
   local out = {0}
-  if redis.call('EXISTS', K.gate) == 1 then
+  if redis.call('EXISTS', KEYS.gate) == 1 then
     out[1] = now + 1000
     return out
   end
@@ -184,7 +184,7 @@ elseif op == 'pick' then
   local _, next_at = keyed_take(L, now, want, function(ids)
     local claimed = {}
     for _, id in ipairs(ids) do
-      local raw = redis.call('HGET', K.records, id)
+      local raw = redis.call('HGET', KEYS.records, id)
       local r = raw and decode(id, raw)
       if r and r.s == 'P' and r.due <= now then
         out[#out + 1] = id
@@ -199,57 +199,57 @@ elseif op == 'unpick' then
   if not L or not L.key then return {0} end
   for i = 3, #ARGV do
     local id = ARGV[i]
-    local key = redis.call('HGET', K.limits, '@' .. id) or ''
+    local key = redis.call('HGET', KEYS.limits, '@' .. id) or ''
     local u = keyed_use(L, key, now, {})
     if u.L.limit then
-      redis.call('HSET', K.limits, 'T' .. key, string.format('%.17g', math.min(u.L.burst, u.left + 1)),
+      redis.call('HSET', KEYS.limits, 'T' .. key, string.format('%.17g', math.min(u.L.burst, u.left + 1)),
         'A' .. key, exact(now))
     end
-    redis.call('ZREM', K.keyed, 'c' .. key .. '\0' .. id)
-    local raw = redis.call('HGET', K.records, id)
+    redis.call('ZREM', KEYS.keyed, 'c' .. key .. '\0' .. id)
+    local raw = redis.call('HGET', KEYS.records, id)
     local r = raw and decode(id, raw)
     if r and r.s == 'P' and r.due <= now then keyed_add({id}, {score_of(r)}) end
   end
   if due_now(now) then wake(now) end
   return {#ARGV - 2}
 elseif op == 'map' then
-  if redis.call('HEXISTS', K.records, ARGV[3]) == 1 then return {0} end
-  redis.call('HSET', K.limits, '@' .. ARGV[3], ARGV[4])
+  if redis.call('HEXISTS', KEYS.records, ARGV[3]) == 1 then return {0} end
+  redis.call('HSET', KEYS.limits, '@' .. ARGV[3], ARGV[4])
   return {1}
 elseif op == 'keyset' then
   local key = ARGV[3]
   local field = 'L' .. key
-  local old = redis.call('HGET', K.limits, field)
+  local old = redis.call('HGET', KEYS.limits, field)
   if old and string.match(old, ',operator$') and ARGV[9] ~= '1' then return {0} end
   local listed = {}
-  for k in string.gmatch(redis.call('HGET', K.limits, 'kl') or '', '[^\n]+') do
+  for k in string.gmatch(redis.call('HGET', KEYS.limits, 'kl') or '', '[^\n]+') do
     if k ~= key then listed[#listed + 1] = k end
   end
   if ARGV[4] == '' and ARGV[7] == '' then
     if not old then return {0} end
-    redis.call('HDEL', K.limits, field)
+    redis.call('HDEL', KEYS.limits, field)
   else
     local value = table.concat({ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]}, ',')
     if old == value then return {0} end
-    redis.call('HSET', K.limits, field, value)
+    redis.call('HSET', KEYS.limits, field, value)
     listed[#listed + 1] = key
     if not old then
       -- A new rate of its own starts full: a bucket kept from the queue's rate goes.
-      redis.call('HDEL', K.limits, 'T' .. key, 'A' .. key)
+      redis.call('HDEL', KEYS.limits, 'T' .. key, 'A' .. key)
     end
   end
   if #listed > 0 then
-    redis.call('HSET', K.limits, 'kl', table.concat(listed, '\n'))
+    redis.call('HSET', KEYS.limits, 'kl', table.concat(listed, '\n'))
   else
-    redis.call('HDEL', K.limits, 'kl')
+    redis.call('HDEL', KEYS.limits, 'kl')
   end
   -- Raised or lifted limits may let a waiting worker claim: wake one when work is due.
   if due_now(now) then wake(now) end
   return {1}
 elseif op == 'keylist' then
   local out = {}
-  for key in string.gmatch(redis.call('HGET', K.limits, 'kl') or '', '[^\n]+') do
-    local raw = redis.call('HGET', K.limits, 'L' .. key)
+  for key in string.gmatch(redis.call('HGET', KEYS.limits, 'kl') or '', '[^\n]+') do
+    local raw = redis.call('HGET', KEYS.limits, 'L' .. key)
     if raw then
       out[#out + 1] = key
       for part in string.gmatch(raw .. ',', '([^,]*),') do out[#out + 1] = part end

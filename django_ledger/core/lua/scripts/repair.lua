@@ -6,15 +6,15 @@
 -- A held claim (its work never started) whose lease expired goes back PENDING with its
 -- attempt given back (code 3 too), marked so that its next claim is not held.
 -- An unheld (started) claim's attempt is lost: it is appended to the task's result
--- document in K.results (core/history.py: the same bytes), with the owner, updated_at as
+-- document in KEYS.results (core/history.py: the same bytes), with the owner, updated_at as
 -- its start and the lease's expiry as its end: the next claim overwrites both.
 local now = server_now()
 local retention, max_attempts = tonumber(ARGV[2]), tonumber(ARGV[3])
 
 local function quarantine(id, raw)
   unindex(id)
-  if redis.call('HGET', K.quarantine, id) == raw then return 1 end
-  redis.call('HSET', K.quarantine, id, raw)
+  if redis.call('HGET', KEYS.quarantine, id) == raw then return 1 end
+  redis.call('HSET', KEYS.quarantine, id, raw)
   return 5
 end
 
@@ -30,7 +30,7 @@ local function record_lost(id, r)
     string.format('%d', r.updated) .. ',"finished_at":' .. string.format('%d', r.lease) ..
     ',"error":{"exception_class_path":"django_ledger.tasks.exceptions.LeaseExpired",' ..
     '"traceback":' .. json_string(text) .. '}}'
-  local doc = redis.call('HGET', K.results, id)
+  local doc = redis.call('HGET', KEYS.results, id)
   if not doc then
     doc = '{"v":1,"attempts":[' .. attempt .. ']}'
   else
@@ -44,7 +44,7 @@ local function record_lost(id, r)
     if #d.attempts == 0 then sep = '' end
     doc = string.sub(doc, 1, -3) .. sep .. attempt .. ']}'
   end
-  redis.call('HSET', K.results, id, doc)
+  redis.call('HSET', KEYS.results, id, doc)
 end
 
 local function repair(id, raw)
@@ -52,7 +52,7 @@ local function repair(id, raw)
   if not r then return quarantine(id, raw) end
   -- Bytes that decode again (put right by hand) are back in service: a quarantined copy
   -- of what they were is obsolete.
-  local restored = redis.call('HDEL', K.quarantine, id)
+  local restored = redis.call('HDEL', KEYS.quarantine, id)
   if r.s == 'C' and now >= r.lease then
     local code = 3
     if not r.held then record_lost(id, r) end
@@ -64,21 +64,21 @@ local function repair(id, raw)
     else
       r.s, r.due = 'P', now
     end
-    redis.call('HSET', K.records, id, encode(id, r))
+    redis.call('HSET', KEYS.records, id, encode(id, r))
     unindex(id)
     redis.call('ZADD', INDEX_OF[r.s], score_of(r), id)
     if r.s == 'P' then wake(now) end  -- due now: an idle worker claims it at once
     if r.s == 'D' then flow_settled(now, {id}, {[id] = r}) end  -- a workflow step moves on
     return code
   end
-  if ENDED[r.s] and r.updated + retention <= now then
+  if string.find('KFD', r.s, 1, true) and r.updated + retention <= now then
     forget(id)
     unindex(id)
     return 6
   end
   local own = INDEX_OF[r.s]
   local changed = restored + redis.call('ZADD', own, 'CH', score_of(r), id)
-  for _, k in ipairs(INDEXES) do
+  for _, k in ipairs({KEYS.ready, KEYS.leases, KEYS.completed, KEYS.failed, KEYS.dead}) do
     if k ~= own then changed = changed + redis.call('ZREM', k, id) end
   end
   if changed > 0 then return 2 end
@@ -89,7 +89,7 @@ local out = {}
 for i = 4, #ARGV, 2 do
   local id, seen = ARGV[i], ARGV[i + 1]
   -- Compare-and-set on the observed bytes: a stale pass never overwrites a newer claim.
-  if redis.call('HGET', K.records, id) ~= seen then
+  if redis.call('HGET', KEYS.records, id) ~= seen then
     out[#out + 1] = 0
   else
     out[#out + 1] = repair(id, seen)

@@ -7,14 +7,14 @@ local now = server_now()
 local due, oldest_at = 0, -1
 local low, earliest, after = next_band('-inf')
 while low do
-  due = due + redis.call('ZCOUNT', K.ready, exact(low), exact(low + now))
+  due = due + redis.call('ZCOUNT', KEYS.ready, exact(low), exact(low + now))
   if oldest_at < 0 or earliest < oldest_at then oldest_at = earliest end
   low, earliest, after = next_band(after)
 end
 return {
-  now, due, redis.call('ZCARD', K.ready) - due,
-  redis.call('ZCARD', K.leases), redis.call('ZCOUNT', K.leases, '-inf', now),
-  redis.call('ZCARD', K.completed), redis.call('ZCARD', K.failed), redis.call('ZCARD', K.dead),
-  redis.call('HLEN', K.quarantine), redis.call('HLEN', K.records), redis.call('EXISTS', K.gate),
+  now, due, redis.call('ZCARD', KEYS.ready) - due,
+  redis.call('ZCARD', KEYS.leases), redis.call('ZCOUNT', KEYS.leases, '-inf', now),
+  redis.call('ZCARD', KEYS.completed), redis.call('ZCARD', KEYS.failed), redis.call('ZCARD', KEYS.dead),
+  redis.call('HLEN', KEYS.quarantine), redis.call('HLEN', KEYS.records), redis.call('EXISTS', KEYS.gate),
   oldest_at,
 }

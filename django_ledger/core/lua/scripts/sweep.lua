@@ -17,7 +17,7 @@ local function visit(index, upto, collect)
   for _, id in ipairs(ids) do
     if not seen[id] then
       seen[id] = true
-      local raw = redis.call('HGET', K.records, id)
+      local raw = redis.call('HGET', KEYS.records, id)
       if not raw then
         unindex(id)
         dropped = dropped + 1
@@ -31,12 +31,12 @@ local function visit(index, upto, collect)
   end
 end
 
-visit(K.ready, now, false)  -- due entries: only orphans matter here, claims take the rest
+visit(KEYS.ready, now, false)  -- due entries: only orphans matter here, claims take the rest
 -- Due records nobody has claimed: wake an idle worker. The safety net of the wake key, for
 -- a worker that learnt a due time (a retry's) and stopped before it came.
 if due then wake(now) end
-visit(K.leases, now, true)   -- expired leases
+visit(KEYS.leases, now, true)   -- expired leases
 local ended = now - tonumber(ARGV[2])
-for _, index in ipairs({K.completed, K.failed, K.dead}) do visit(index, ended, true) end
+for _, index in ipairs({KEYS.completed, KEYS.failed, KEYS.dead}) do visit(index, ended, true) end
 out[1] = dropped
 return out

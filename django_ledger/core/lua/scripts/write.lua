@@ -17,13 +17,13 @@
 local id = ARGV[2]
 if id == '' then return trim_ended(tonumber(ARGV[13]), tonumber(ARGV[8])) end
 -- The gate comes first: an import while it is open writes nothing and says so.
-local gate = redis.call('EXISTS', K.gate)
+local gate = redis.call('EXISTS', KEYS.gate)
 if ARGV[12] == 'open' and gate == 1 then return -2 end
 if ARGV[12] == 'closed' and gate == 0 then return -2 end
-local old = redis.call('HGET', K.records, id)
+local old = redis.call('HGET', KEYS.records, id)
 if ARGV[3] == '' then
   if old then return 0 end
-  if redis.call('HEXISTS', K.flows, 'n:' .. id) == 1 then return -3 end
+  if redis.call('HEXISTS', KEYS.flows, 'n:' .. id) == 1 then return -3 end
   if ARGV[11] ~= '' and live_count() >= tonumber(ARGV[11]) then return -1 end
 elseif old ~= ARGV[3] then
   return 0
@@ -36,20 +36,20 @@ if ARGV[10] ~= '' and now < tonumber(ARGV[10]) then return 0 end
 if ARGV[4] == '' then
   forget(id)
 else
-  redis.call('HSET', K.records, id, ARGV[4])
-  if ARGV[14] ~= '' then redis.call('HSET', K.results, id, ARGV[14]) end
+  redis.call('HSET', KEYS.records, id, ARGV[4])
+  if ARGV[14] ~= '' then redis.call('HSET', KEYS.results, id, ARGV[14]) end
 end
 -- Whatever the record now holds was written whole by this script: any quarantined
 -- copy of older bytes is obsolete (this is how an operator restores or discards).
-redis.call('HDEL', K.quarantine, id)
+redis.call('HDEL', KEYS.quarantine, id)
 unindex(id)
 if ARGV[5] ~= '' then
-  redis.call('ZADD', K.ready, ARGV[5], id)
+  redis.call('ZADD', KEYS.ready, ARGV[5], id)
   -- PENDING now (admitted, retried, given back): an idle worker wakes to claim it or to
   -- learn when it falls due.
   wake(now)
 end
-if ARGV[6] ~= '' then redis.call('ZADD', K.leases, ARGV[6], id) end
+if ARGV[6] ~= '' then redis.call('ZADD', KEYS.leases, ARGV[6], id) end
 if ARGV[7] ~= '' then
   redis.call('ZADD', INDEX_OF[ARGV[7]], ARGV[8], id)
   if ARGV[13] ~= '' then trim_ended(tonumber(ARGV[13]), 17) end

@@ -189,7 +189,7 @@ def located(exc: redis_py.ResponseError) -> redis_py.ResponseError:
     """Return a script error whose message names the ``.lua`` file and line, else ``exc``.
 
     Redis names a line of the whole source (``user_script:812``) and the script's SHA-1;
-    the new message names ``lua/lib/claiming.lua:24`` and the script, ``claim``.
+    the new message names ``django_ledger/core/lua/lib/claiming.lua:15`` and the script.
     """
     message = str(exc)
     found = _SHA.search(message)

@@ -13,7 +13,8 @@ from redis.cluster import RedisCluster
 from django_ledger import Ledger
 from django_ledger.core.errors import LedgerError
 from django_ledger.core.layout import QUEUE_KEY_NAMES, QueueKeys
-from django_ledger.core.scripts import KEY_NAMES, SCRIPT_NAMES, LuaScript, key_line, script
+from django_ledger.core.scripts import KEY_NAMES, SCRIPT_NAMES, LuaScript, call, key_line, script
+from tests.ledger_helpers import servers
 
 PACKAGE = Path(__file__).resolve().parent.parent / "django_ledger"
 LUA = PACKAGE / "core" / "lua"
@@ -119,3 +120,14 @@ def test_a_script_error_names_its_lua_file_and_line(
     assert "redis.call(" in text and "KEYS.ready" in text, (message, text)
     assert "script claim" in message
     redis_client.delete(ledger.ready_key)
+
+
+def test_a_flushed_script_cache_never_reaches_a_caller_of_the_registry(
+    redis_client: redis.Redis | RedisCluster, namespace: str
+) -> None:
+    key = f"{{{namespace}}}:clock"
+    seconds, _ = call(redis_client, script("server_time"), [key], [])
+    for server in servers(redis_client):
+        server.script_flush()
+    again, micros = call(redis_client, script("server_time"), [key], [])
+    assert int(again) >= int(seconds) and 0 <= int(micros) < 1_000_000

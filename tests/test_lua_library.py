@@ -131,3 +131,15 @@ def test_a_flushed_script_cache_never_reaches_a_caller_of_the_registry(
         server.script_flush()
     again, micros = call(redis_client, script("server_time"), [key], [])
     assert int(again) >= int(seconds) and 0 <= int(micros) < 1_000_000
+
+
+def test_no_script_builds_a_key_name() -> None:
+    """Every key a script touches arrives in KEYS: none is joined from parts (``..``)."""
+    built = re.compile(r"redis\.call\('[A-Z]+',\s*[^,)']*\.\.")
+    found = [
+        f"{path.relative_to(LUA)}:{number}: {line.strip()}"
+        for path in sorted(LUA.rglob("*.lua"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if built.search(line)
+    ]
+    assert not found, "\n".join(found)

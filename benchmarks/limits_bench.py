@@ -12,7 +12,7 @@ itself (and the worker processes it starts) to CPU 1. Three queues, the same no-
 * ``limited``: ``RATE`` 1,000,000,000 a second (burst the same) and ``CONCURRENCY``
   1,000,000,000: limits that never bind, so what is measured is their bookkeeping;
 * ``keyed``: the same limits per key of ``kwargs.tenant_id``, over 100 tenants (every
-  claim goes through keyed.lua's pool and turns).
+  claim goes through keyed_claim.lua's pool and turns).
 
 Two drains per queue per round, in an order that turns by one each round:
 

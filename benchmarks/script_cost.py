@@ -56,7 +56,7 @@ def server_time(client: Any, command: str, calls: int, call: Callable[[int], obj
 
 def steps(client: Any, calls: int) -> list[tuple[str, float]]:
     from django_ledger import Ledger, State
-    from django_ledger.core.scripts import SCRIPT_NAMES, prelude, source
+    from django_ledger.core.scripts import SCRIPT_NAMES, key_line, prelude, source
 
     for name in SCRIPT_NAMES:
         client.script_load(source(name))
@@ -109,7 +109,8 @@ def steps(client: Any, calls: int) -> list[tuple[str, float]]:
         ("empty script", server_time(client, "evalsha", calls, lambda i: client.evalsha(bare, 0)))
     )
     folder = resources.files("django_ledger.core") / "lua"
-    lua = "\n".join((folder / part).read_text(encoding="utf-8") for part in prelude("settle_claim"))
+    parts = [(folder / part).read_text(encoding="utf-8") for part in prelude("settle_claim")]
+    lua = "\n".join([key_line("settle_claim"), *parts])
     carried = client.script_load(lua + "\nreturn 1")
     rows.append(
         (
@@ -118,9 +119,10 @@ def steps(client: Any, calls: int) -> list[tuple[str, float]]:
         )
     )
     # KEYS and ARGV are the prelude's globals in a script; in a library they would be
-    # upvalues set by each function. This one sets them and returns.
+    # upvalues set by each function (and K, built from KEYS at load here, rebuilt by
+    # each call: one table of fifteen keys). This one sets them and returns.
     library = (
-        "#!lua name=cost_probe\nlocal KEYS, ARGV\n"
+        "#!lua name=cost_probe\nlocal KEYS, ARGV = {}, {}\n"
         + lua
         + "\nredis.register_function('cost_probe', function(keys, args)"
         + " KEYS, ARGV = keys, args return 1 end)\n"

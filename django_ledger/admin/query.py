@@ -17,7 +17,7 @@ from django.db.models import Q
 
 from ..conf import get_ledger
 from ..core.ledger import Ledger
-from ..core.scripts import source
+from ..core.scripts import script
 from ..core.sharded import AnyLedger
 from ..models import LedgerEntry
 from .lookups import SCORE_FIELD, Spec, UnsupportedLookup
@@ -30,12 +30,11 @@ _ORDER_FIELDS = frozenset({"score", *SCORE_FIELD.values()})
 
 
 def run_script(ledger: Ledger, name: str, args: Sequence[Any]) -> Any:
-    """Run one of the admin's scripts (``core/lua/<name>.lua``) on one shard.
+    """Run one of the admin's scripts (``core/lua/scripts/<name>.lua``) on one shard.
 
     ``ledger`` is a one-shard ledger: a plain queue's, or one of ``ledger.shards``.
     """
-    script = ledger.redis.register_script(source(name))
-    return ledger.run(script, args)
+    return ledger.run(script(name), args)
 
 
 class _QueryInfo:

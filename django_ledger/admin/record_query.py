@@ -21,6 +21,14 @@ from .shard_merge import Segment, merged_rows
 __all__ = ["RecordQuery"]
 
 _BY_LETTER = {state.letter: state for state in ALL_STATES}
+#: The queue key (``QueueKeys``' field, Lua's ``K``) that indexes each state's records.
+_INDEX_NAMES = {
+    State.PENDING: "ready",
+    State.CLAIMED: "leases",
+    State.COMPLETED: "completed",
+    State.FAILED: "failed",
+    State.DEAD: "dead",
+}
 
 
 class RecordQuery(LedgerQuery):
@@ -38,13 +46,10 @@ class RecordQuery(LedgerQuery):
 
         ``ledger`` is a one-shard ledger; ``segments`` defaults to the spec's.
         """
-        keys = ledger.keys
-        index_key = {State.PENDING: ledger.ready_key, State.CLAIMED: ledger.leases_key}
-        index_key.update(ledger.terminal_keys)
         args: list[Any] = []
         for state, low, high in self.spec.segments() if segments is None else segments:
             args += (
-                keys.index(index_key[state]) + 1,
+                _INDEX_NAMES[state],
                 "-inf" if low is None else low,
                 "+inf" if high is None else high,
             )

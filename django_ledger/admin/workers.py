@@ -22,6 +22,7 @@ from django.urls import reverse
 from django.utils.translation import gettext, gettext_lazy
 
 from .. import permissions
+from ..core.scripts import call, script
 from ..core.transport import Translate
 from ..core.worker.heartbeat import Heartbeats, WorkerInfo
 from ..models import Worker
@@ -224,7 +225,7 @@ def _read() -> tuple[int, list[WorkerInfo]]:
     with Translate("the worker heartbeats"):
         # TIME from a script on the heartbeats' key: on a cluster, the clock of the node
         # that holds them (a bare TIME goes to whichever node the client picks).
-        seconds, micros = beats.redis.eval("return redis.call('TIME')", 1, beats.index_key)
+        seconds, micros = call(beats.redis, script("server_time"), [beats.index_key], [])
         found = beats.live()
     return int(seconds) * 1000 + int(micros) // 1000, found
 

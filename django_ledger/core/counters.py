@@ -5,8 +5,8 @@ flushes the tally, at most once every ``FLUSH_EVERY`` seconds, with one ``counte
 call per queue. The script adds the counts to the queue's hash of this minute and of
 this hour, both under the queue's hash tag (``{ns:queue}:counts:...``), so on a Redis
 Cluster a queue's counters live on the node that holds the queue. Minutes are kept a
-day and hours 30 days; older ones are deleted by the same script (and by key expiry
-for a queue nobody writes any more).
+day and hours 30 days: the bucket that falls out is deleted by the same script (every
+key it touches is named in its call), the rest by key expiry.
 
 A worker killed between two flushes loses the counts of its unflushed tally (at most
 one beat's worth); a flush is one script call, so nothing is ever counted twice.
@@ -21,7 +21,7 @@ queue's shards beyond the first are sampled into their own slots' counters (one 
 each, at most every ``SAMPLE_EVERY`` s) and summed when read.
 
 ``Counters.read(queue, window)`` reads a window (``hour``: 60 one-minute buckets;
-``day``: 24 one-hour buckets; ``week``: 168 one-hour buckets) in one script call; what
+``day``: 24 one-hour buckets; ``week``: 168 one-hour buckets) in one pipeline; what
 it reads back as (``Series``, ``Stat``, ``Depth``) is ``core/counter_series.py``'s,
 re-exported here.
 """
@@ -51,7 +51,7 @@ from .counter_series import (
     rounded,
 )
 from .layout import MAX_SHARDS, layout_key, shard_queues
-from .scripts import source
+from .scripts import call, script
 
 _CODE, _NAME = OUTCOME_CODES, CODE_OUTCOMES
 
@@ -76,6 +76,10 @@ __all__ = [
 FLUSH_EVERY = 2.0
 #: Seconds between two depth samples of a queue that had nothing else to flush.
 SAMPLE_EVERY = 10.0
+#: Minutes and hours kept: ``counters.lua`` deletes the bucket that falls out of them.
+KEEP_MINUTES, KEEP_HOURS = 1440, 720
+#: Seconds between two reads of the server clock the counters' buckets follow.
+CLOCK_EVERY = 300.0
 #: The task name counted when a settlement has none (a raw handler's job).
 NO_NAME = "-"
 #: What the scheduler counts per schedule (``schedule/ticker.py``): field code -> name.
@@ -154,7 +158,9 @@ class Counters:
     def __init__(self, redis: Any, namespace: str) -> None:
         self.redis = redis
         self.namespace = namespace
-        self._script = redis.register_script(source("counters"))
+        self._counters = script("counters")
+        #: The server clock less this host's (ms), and when it was read (monotonic).
+        self._offset: tuple[float, float] | None = None
         self._last_flush = 0.0
         #: When each queue's depth was last sampled (``time.monotonic``).
         self._sampled: dict[str, float] = {}
@@ -176,6 +182,47 @@ class Counters:
         tag = "{%s:%s}" % (self.namespace, queue)  # noqa: UP031 - the hash tag
         return [self.prefix(queue), f"{tag}:ready", f"{tag}:leases", f"{tag}:dead"]
 
+    def add_keys(self, prefix: str, at_ms: int, indexes: Iterable[str] = ()) -> list[str]:
+        """The keys ``counters.lua`` writes for a time: buckets, the ones that fall out, errors.
+
+        ``indexes``: the queue's ready, leases and dead indexes, for a depth sample.
+        """
+        minute, hour = at_ms // 60_000, at_ms // 3_600_000
+        return [
+            f"{prefix}:m:{minute}",
+            f"{prefix}:h:{hour}",
+            f"{prefix}:m:{minute - KEEP_MINUTES}",
+            f"{prefix}:h:{hour - KEEP_HOURS}",
+            f"{prefix}:e",
+            f"{prefix}:mi",
+            f"{prefix}:hi",
+            *indexes,
+        ]
+
+    def _now(self, prefix: str, now_ms: int) -> int:
+        """``now_ms``, or (0) the server clock as last read, read again every ``CLOCK_EVERY`` s.
+
+        The buckets follow the server's clock, as every worker's counts must; it is read
+        from the node holding ``prefix`` (one call), then kept as an offset to this host's.
+        """
+        if now_ms:
+            return int(now_ms)
+        local = time.time() * 1000
+        if self._offset is None or time.monotonic() - self._offset[1] > CLOCK_EVERY:
+            seconds, micros = call(self.redis, script("server_time"), [prefix], [])
+            self._offset = (int(seconds) * 1000 + int(micros) / 1000 - local, time.monotonic())
+        return int(local + self._offset[0])
+
+    def _read(self, prefix: str, resolution: str, count: int, now_ms: int) -> list[Any]:
+        """``[now, one flat field, count list per bucket (oldest first), the last errors]``."""
+        now = self._now(prefix, now_ms)
+        at = now // (60_000 if resolution == "m" else 3_600_000)
+        pipe = self.redis.pipeline(transaction=False)
+        for bucket in range(at - count + 1, at + 1):
+            pipe.hgetall(f"{prefix}:{resolution}:{bucket}")
+        pipe.hgetall(f"{prefix}:e")
+        return [now, *([x for pair in d.items() for x in pair] for d in pipe.execute())]
+
     def shards_of(self, queue: str) -> tuple[str, ...]:
         """The queue's shard names, shard 0 first (its layout key, read once and kept)."""
         names = self._shards.get(queue)
@@ -189,25 +236,28 @@ class Counters:
             names = self._shards[queue] = shard_queues(self.namespace, queue, count)
         return names
 
+    def _add(self, prefix: str, now_ms: int, args: list[Any], indexes: Iterable[str] = ()) -> Any:
+        at = self._now(prefix, now_ms)
+        keys = self.add_keys(prefix, at, indexes)
+        return call(self.redis, self._counters, keys, [0, at, *args])
+
     def schedules_prefix(self) -> str:
         """The start of the scheduler's counter keys (the schedule state's hash tag)."""
         return "{%s}:schedules:counts" % self.namespace  # noqa: UP031 - the hash tag
 
     def add_schedules(self, counts: dict[str, int], now_ms: int = 0) -> None:
         """Add the scheduler's counts (``F:<key>`` fired, ``S:`` skipped, ``M:`` misfired)."""
-        args: list[Any] = [0, int(now_ms), "add", 0, 0]
+        args: list[Any] = [0, 0]
         for name, value in counts.items():
             args += [name, int(value)]
-        self._script(keys=[self.schedules_prefix()], args=args)
+        self._add(self.schedules_prefix(), now_ms, args)
 
     def schedule_counts(self, window: str = "hour", now_ms: int = 0) -> dict[str, dict[str, int]]:
         """Each schedule's fired, skipped and misfired counts over ``window``: one call."""
         if window not in WINDOWS:
             raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
         resolution, count, _ = WINDOWS[window]
-        reply = self._script(
-            keys=[self.schedules_prefix()], args=[0, int(now_ms), "read", resolution, count]
-        )
+        reply = self._read(self.schedules_prefix(), resolution, count, now_ms)
         found: dict[str, dict[str, int]] = {}
         for flat in reply[1 : count + 1]:
             for raw, value in _pairs(flat):
@@ -233,13 +283,13 @@ class Counters:
         ``queue`` (one shard: its own indexes) into both buckets and returns it.
         """
         errors = errors or {}
-        args: list[Any] = [0, int(now_ms), "add", len(errors), MAX_ERROR_TASKS]
+        args: list[Any] = [len(errors), MAX_ERROR_TASKS]
         for name, text in errors.items():
             args += [name, text]
         for name, value in counts.items():
             args += [name, int(value)]
-        keys = self.depth_keys(queue) if sample else [self.prefix(queue)]
-        reply = self._script(keys=keys, args=args)
+        indexes = self.depth_keys(queue)[1:] if sample else ()
+        reply = self._add(self.prefix(queue), now_ms, args, indexes)
         return Depth(*(int(v) for v in reply[1:5])) if sample else None
 
     def flush(self, tally: Tally, *, force: bool = False, queues: Iterable[str] = ()) -> bool:
@@ -305,15 +355,14 @@ class Counters:
                 self.on_sample(queue, depth)
 
     def read(self, queue: str, window: str = "hour", now_ms: int = 0, shards: int = 1) -> Series:
-        """One window of ``queue``'s counters, in one script call (one more per shard).
+        """One window of ``queue``'s counters, in one pipeline (one more per shard).
 
         ``shards``: the queue's number of shards, whose depth samples are summed.
         """
         if window not in WINDOWS:
             raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
         resolution, count, seconds = WINDOWS[window]
-        args = [0, int(now_ms), "read", resolution, count]
-        reply = self._script(keys=[self.prefix(queue)], args=args)
+        reply = self._read(self.prefix(queue), resolution, count, now_ms)
         now = int(reply[0])
         step = seconds * 1000
         first = (now // step - count + 1) * step
@@ -321,9 +370,9 @@ class Counters:
         by_task: dict[str, list[Stat]] = {}
         depth = [_depth(flat) for flat in reply[1 : count + 1]]
         if shards > 1:
-            args[1] = now  # every shard's buckets at the same time
             for shard in shard_queues(self.namespace, queue, shards)[1:]:
-                theirs = self._script(keys=[self.prefix(shard)], args=args)
+                # Every shard's buckets at the same time.
+                theirs = self._read(self.prefix(shard), resolution, count, now)
                 for position, flat in enumerate(theirs[1 : count + 1]):
                     found, mine = _depth(flat), depth[position]
                     depth[position] = found if mine is None else mine.plus(found or _ZERO)

@@ -4,7 +4,7 @@ A workflow is a list of ``FlowStep``s admitted together under one workflow id, i
 queue (so in one Redis Cluster hash slot). Each step's request id is
 ``<workflow id>:<step name>``. A step without parents is admitted PENDING and due; a
 step with parents waits: it has no record yet, only entries in the queue's flows hash
-(``flow.lua`` says which), so no claim, index or repair can see it. The settlement that
+(``workflows.lua`` says which), so no claim, index or repair can see it. The settlement that
 ends its last parent releases it in the same script call, its payload built from its
 parents' results; a parent that fails cancels its ``cancel`` dependants at once.
 
@@ -64,7 +64,7 @@ MAX_FLOW_STEPS = 50_000
 MAX_FLOW_EDGES = 100_000
 #: The most bytes a released step's payload may come to: its own arguments and its
 #: parents' results, which its release reads and joins inside the settling script call
-#: (flow.lua's FLOW_MAX_INPUT_BYTES, the same). Past it the step ends FAILED with a
+#: (workflows.lua's FLOW_MAX_INPUT_BYTES, the same). Past it the step ends FAILED with a
 #: ``StepReleaseFailed`` error instead (docs/workflows.md, "Size").
 MAX_STEP_INPUT_BYTES = 4 * 1024 * 1024
 ON_FAILURE = ("cancel", "continue")

@@ -18,14 +18,16 @@ holds records.
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from .errors import LedgerError
 
 __all__ = [
+    "QUEUE_KEY_NAMES",
     "LayoutMismatch",
+    "QueueKeys",
     "check_layout",
     "homes_key",
     "layout_key",
@@ -34,8 +36,42 @@ __all__ = [
     "stored_shards",
 ]
 
-#: The most shards one queue may have (each is 12 keys and one script call per visit).
+#: The most shards one queue may have (each is 15 keys and one script call per visit).
 MAX_SHARDS = 64
+
+
+class QueueKeys(NamedTuple):
+    """A queue's keys, in the order every queue script receives them in ``KEYS``.
+
+    Lua names them alike (``KEYS.records``, ``KEYS.ready``, ...: the registry prepends one line
+    built from these fields, ``core/scripts.py``); docs/encoding.md says what each holds.
+    """
+
+    records: str  # hash: request id -> the record's bytes
+    ready: str  # zset: PENDING ids by priority band and due time
+    leases: str  # zset: CLAIMED ids by lease expiry
+    gate: str  # string: exists while the queue is closed to claims
+    quarantine: str  # hash: request id -> corrupt bytes set aside
+    completed: str  # zset: COMPLETED ids by when they ended
+    failed: str  # zset: FAILED ids by when they ended
+    dead: str  # zset: DEAD ids by when they ended
+    fences: str  # string: the highest fence given
+    results: str  # hash: request id -> its result document
+    wake: str  # zset of one member: something may be due that no worker claimed yet
+    limits: str  # hash: RATE, CONCURRENCY, KEY and their state
+    flows: str  # hash: the queue's workflows
+    keyed: str  # zset: a queue with a KEY: its pool of due records by key, and turns
+    held: str  # zset: a queue with a RATE: its held (prefetched) claims, 'h' .. id
+
+    @classmethod
+    def of(cls, namespace: str, queue: str) -> QueueKeys:
+        """Return the keys of queue ``queue`` of ``namespace``, all under its hash tag."""
+        tag = _tag(namespace, queue)
+        return cls(*(f"{tag}:{name}" for name in cls._fields))
+
+
+#: The names of a queue's keys, in ``KEYS`` order.
+QUEUE_KEY_NAMES: tuple[str, ...] = QueueKeys._fields
 
 
 class LayoutMismatch(LedgerError):

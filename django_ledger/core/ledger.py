@@ -207,7 +207,7 @@ class Ledger(LedgerBase):
 
     def wake_keys(self) -> list[tuple[Any, str]]:
         """The client and key an idle worker blocks on for this queue (docs/worker.md)."""
-        return [(self.runner.redis, self.runner.keys[10])]
+        return [(self.runner.redis, self.runner.keys.wake)]
 
     # -- reads (reading.py) -----------------------------------------------------------
 

@@ -1,9 +1,10 @@
 """A queue's flow limits: a rate (a token bucket) and a concurrency, held in Redis.
 
-The claim scripts apply them (``lua/limits.lua``, per key ``lua/keyed.lua``) in the same
-call that picks work; this module reads and writes the limits key (``KEYS[12]``) through
-``lua/limit.lua``, and computes a request's key from its payload. docs/limits.md
-describes the model.
+The claim scripts apply them (``lua/lib/limits_accounting.lua``, per key
+``lua/lib/keyed_claim.lua``) in the same call that picks work; this module reads and
+writes the limits key (``QueueKeys.limits``, ``KEYS.limits`` in Lua) through
+``lua/scripts/limits_control.lua``, and computes a request's key from its payload.
+docs/limits.md describes the model.
 """
 
 from __future__ import annotations
@@ -211,7 +212,7 @@ def _int(value: Any) -> int | None:
 def read_limits(runner: Runner, keys: int = 20) -> LimitUse:
     """Read a queue's limits and their use, with the first ``keys`` keys in turn (one
     script call)."""
-    reply = runner.run(runner.scripts.limit, ["read", keys])
+    reply = runner.run(runner.scripts.limits_control, ["read", keys])
     _, limit, period, burst, concurrency, source, left, taken, key = reply[:9]
     waiting, due_now, room = reply[9:12]
     rate = None
@@ -241,7 +242,7 @@ def read_limits(runner: Runner, keys: int = 20) -> LimitUse:
 
 def read_key_limits(runner: Runner) -> tuple[KeyLimits, ...]:
     """Every key's limits of its own (``Ledger.set_key_limits``), by key."""
-    reply = runner.run(runner.scripts.limit, ["keylist"])
+    reply = runner.run(runner.scripts.limits_control, ["keylist"])
     found = []
     for i in range(0, len(reply), 6):
         limit, period, burst, concurrency = (_int(v) for v in reply[i + 1 : i + 5])
@@ -279,7 +280,7 @@ def store_key_limits(
         source,
         "1" if force else "0",
     ]
-    return int(runner.run(runner.scripts.limit, args)[0]) == 1
+    return int(runner.run(runner.scripts.limits_control, args)[0]) == 1
 
 
 def store_limits(runner: Runner, limits: Limits, source: str, *, force: bool) -> bool:
@@ -301,4 +302,4 @@ def store_limits(runner: Runner, limits: Limits, source: str, *, force: bool) ->
         "1" if force else "0",
         limits.key or "",
     ]
-    return int(runner.run(runner.scripts.limit, args)[0]) == 1
+    return int(runner.run(runner.scripts.limits_control, args)[0]) == 1

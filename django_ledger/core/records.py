@@ -1,7 +1,7 @@
 """The canonical record, its states, and its versioned byte encoding.
 
 Encoding version 1 (``docs/encoding.md`` documents it for other languages; the Lua
-scripts in ``core/lua/codec.lua`` read and write the same bytes)::
+scripts in ``core/lua/lib/codec.lua`` read and write the same bytes)::
 
     offset size field
     0      1    b"1" (the version)

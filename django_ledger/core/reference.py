@@ -147,7 +147,7 @@ def settle_many(
 def trim_ended(runner: Runner, max_retained: int, budget: int) -> int:
     """Purge the oldest ended records past ``max_retained``, looking at most at ``budget``
     index entries; answer how many records went. ``write.lua`` called with no id: the
-    same ``trim_ended`` (store.lua) as the fused path's, ties and all."""
+    same ``trim_ended`` (indexes.lua) as the fused path's, ties and all."""
     args = ["", "", "", "", "", "", budget, "", "", "", "", max_retained, ""]
     return int(runner.run(runner.scripts.write, args))
 

@@ -1,6 +1,6 @@
 """The reference path's claims: reads of the ready index, then one compare-and-set per record.
 
-As ``claim.lua``/``ops.lua`` claim (priority bands, earliest due first, held claims after
+As ``scripts/claim.lua``/``lib/claiming.lua`` claim (priority bands, earliest due first, held claims after
 the first ``start``, the wake key and the next due time), in several calls: the record is
 read, decided on in Python and written with ``reference.write``, checked against the
 server clock and the gate in that one step.
@@ -32,12 +32,12 @@ def _next_band(runner: Runner, start: int | str) -> tuple[int, int, int] | None:
     return low, score - low, low + PRIORITY_STEP
 
 
-#: While the gate is closed, an idle worker looks again after this long (ops.lua's rule).
+#: While the gate is closed, an idle worker looks again after this long (claiming.lua's rule).
 _GATED_MS = 1000
 
 
 def _next_due(runner: Runner, now: int) -> tuple[bool, int | None]:
-    """Whether a PENDING record is due at ``now``, and the earliest due after it (ops.lua)."""
+    """Whether a PENDING record is due at ``now``, and the earliest due after it (claiming.lua)."""
     due_now, best = False, None
     band = _next_band(runner, "-inf")
     while band is not None:
@@ -57,7 +57,7 @@ def _next_due(runner: Runner, now: int) -> tuple[bool, int | None]:
 
 
 def _woken(runner: Runner, claims: list[Claim], limit: int, budget: int) -> Claims:
-    """The wake key after a claim, as claim_due (ops.lua) leaves it; the next due time.
+    """The wake key after a claim, as claim_due (claiming.lua) leaves it; the next due time.
 
     These are several calls, not one script, so the marker is cleared before the claim
     reads the index (``_claim_due``), never after: an admission that comes in between is
@@ -68,7 +68,7 @@ def _woken(runner: Runner, claims: list[Claim], limit: int, budget: int) -> Clai
     if budget <= 0 and len(claims) < limit:
         return Claims(claims)  # corrupt records at the head: repair's to clear
     if len(claims) >= limit and due_now:
-        runner.write("ZADD", runner.keys[10], now, "w")  # more is due: another worker wakes
+        runner.write("ZADD", runner.keys.wake, now, "w")  # more is due: another worker wakes
         return Claims.of(claims, 0)
     return Claims.of(claims, None if best is None else max(0, best - now))
 
@@ -76,9 +76,9 @@ def _woken(runner: Runner, claims: list[Claim], limit: int, budget: int) -> Clai
 def _clear_wake(runner: Runner) -> None:
     """Delete the wake marker, if there is one, before a claim reads the ready index."""
     with runner.translate_errors():
-        stale = runner.redis.exists(runner.keys[10])
+        stale = runner.redis.exists(runner.keys.wake)
     if stale:
-        runner.write("DEL", runner.keys[10])
+        runner.write("DEL", runner.keys.wake)
 
 
 def claim(
@@ -87,7 +87,7 @@ def claim(
     """Claim up to ``limit``, refused on a queue with flow limits stored (by a fused
     ledger): the fused claim scripts alone apply them."""
     with runner.translate_errors():
-        limited = runner.redis.exists(runner.keys[11])
+        limited = runner.redis.exists(runner.keys.limits)
     if limited:
         raise FusedPathOnly("claims of a queue with flow limits")
     return _claim_due(runner, owner, limit, lease_ms, start)
@@ -96,7 +96,7 @@ def claim(
 def _claim_due(
     runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
 ) -> Claims:
-    """Claim up to ``limit``; those after the first ``start`` are held (ops.lua's rule)."""
+    """Claim up to ``limit``; those after the first ``start`` are held (claiming.lua's rule)."""
     start = limit if start is None else start
     claims: list[Claim] = []
     with runner.translate_errors():

@@ -21,32 +21,24 @@ from redis.crc import key_slot
 
 from .errors import NotReplicated
 from .lane import MISSED, current
+from .layout import QUEUE_KEY_NAMES, QueueKeys
 from .records import State
-from .scripts import SCRIPT_NAMES, Scripts
+from .scripts import SCRIPT_NAMES, SCRIPTS, Scripts
 from .transport import Translate
 
 __all__ = ["KEY_NAMES", "WRITE_SCRIPTS", "Runner"]
 
 #: The suffixes of a queue's keys, in the order every script takes them in ``KEYS``.
-KEY_NAMES = (
-    "records",
-    "ready",
-    "leases",
-    "gate",
-    "quarantine",
-    "completed",
-    "failed",
-    "dead",
-    "fences",
-    "results",
-    "wake",
-    "limits",
-    "flows",
-    # KEYS[14]: a queue with a KEY: its pool of due records by key and its turns (keyed.lua).
-    "keyed",
-)
+KEY_NAMES = QUEUE_KEY_NAMES
 #: The ledger's scripts that may write: with durability on, each is followed by ``WAIT``.
-WRITE_SCRIPTS = frozenset(SCRIPT_NAMES) - {"stats", "now"}
+WRITE_SCRIPTS = frozenset(SCRIPT_NAMES) - {
+    "stats",
+    "now",
+    "admin_page",
+    "admin_quarantine",
+    "server_time",
+    "schedule_snapshot",
+}
 #: Attempts of a replicated write whose slot moved (MOVED after a failover) before giving up.
 _REDIRECTS = 3
 
@@ -65,9 +57,8 @@ class Runner:
         durability_timeout_ms: int = 1000,
     ) -> None:
         self.redis = redis
-        tag = "{%s:%s}" % (namespace, queue)  # noqa: UP031 - braces are the hash tag
-        self.keys: tuple[str, ...] = tuple(f"{tag}:{name}" for name in KEY_NAMES)
-        self.scripts = Scripts(redis)
+        self.keys = QueueKeys.of(namespace, queue)
+        self.scripts: Scripts = SCRIPTS
         self.label = label
         #: Test seam: milliseconds added to the Redis server clock inside every script.
         self.clock_skew_ms = 0
@@ -78,48 +69,52 @@ class Runner:
         #: The queue's name as messages give it (``namespace:queue``).
         self.queue_name = f"{namespace}:{queue}"
         #: The queue's cluster slot: a scope's call on a cluster goes to the node serving it.
-        self._slot = key_slot(self.keys[0].encode())
+        self._slot = key_slot(self.keys.records.encode())
 
     def __repr__(self) -> str:
         return self.label
 
     @property
     def records_key(self) -> str:
-        return self.keys[0]
+        return self.keys.records
 
     @property
     def ready_key(self) -> str:
-        return self.keys[1]
+        return self.keys.ready
 
     @property
     def leases_key(self) -> str:
-        return self.keys[2]
+        return self.keys.leases
 
     @property
     def gate_key(self) -> str:
-        return self.keys[3]
+        return self.keys.gate
 
     @property
     def quarantine_key(self) -> str:
-        return self.keys[4]
+        return self.keys.quarantine
 
     @property
     def fences_key(self) -> str:
-        return self.keys[8]
+        return self.keys.fences
 
     @property
     def results_key(self) -> str:
-        return self.keys[9]
+        return self.keys.results
 
     @property
     def flows_key(self) -> str:
-        """The queue's workflows (``flow.lua``): specs, dependants, waiting counts."""
-        return self.keys[12]
+        """The queue's workflows (``workflows.lua``): specs, dependants, waiting counts."""
+        return self.keys.flows
 
     @property
     def terminal_keys(self) -> dict[State, str]:
         """The indexes of terminal records, scored by when they ended."""
-        return {State.COMPLETED: self.keys[5], State.FAILED: self.keys[6], State.DEAD: self.keys[7]}
+        return {
+            State.COMPLETED: self.keys.completed,
+            State.FAILED: self.keys.failed,
+            State.DEAD: self.keys.dead,
+        }
 
     def run(self, script: Any, args: Sequence[Any]) -> Any:
         """Run one of this queue's scripts, with errors in the ledger's terms.
@@ -205,7 +200,7 @@ class Runner:
         if isinstance(self.redis, redis_py.RedisCluster):
             node_of: Callable[[str], Any] = self.redis.get_node_from_key  # untyped in redis-py
             with self.translate_errors():
-                return key_slot(self.keys[0].encode()), str(node_of(self.keys[0]).name)
+                return key_slot(self.keys.records.encode()), str(node_of(self.keys.records).name)
         kwargs = getattr(getattr(self.redis, "connection_pool", None), "connection_kwargs", {})
         if kwargs.get("path"):
             return None, str(kwargs["path"])
@@ -223,7 +218,7 @@ class Runner:
         if not isinstance(self.redis, redis_py.RedisCluster):
             return self.redis
         node_of: Callable[[str], Any] = self.redis.get_node_from_key  # untyped in redis-py
-        return self.redis.get_redis_connection(node_of(self.keys[0]))
+        return self.redis.get_redis_connection(node_of(self.keys.records))
 
     def _refresh_slots(self) -> None:
         manager = getattr(self.redis, "nodes_manager", None)

@@ -51,7 +51,7 @@ def _t(
 TRANSITIONS: tuple[Transition, ...] = tuple(
     # The reference ledger's contract.
     _t("admit", (None,), P, ("admit",), ("admit",))
-    + _t("claim", (P,), C, ("ops",), ("_claim_one",))
+    + _t("claim", (P,), C, ("claiming",), ("_claim_one",))
     + _t("renew", (C,), C)  # the lease moves on; the state is not written
     + _t("settle", (C,), K, ("settling",), ("_settle",))
     + _t("settle", (C,), F, ("settling",), ("_settle",))
@@ -66,9 +66,9 @@ TRANSITIONS: tuple[Transition, ...] = tuple(
     + _t("import", (None,), D)
     # Workflows (the fused path only).
     + _t("admit_workflow", (None,), P, ("flow_admit",))  # its roots
-    + _t("release_step", (None,), P, ("flow",))  # its last parent ended
-    + _t("release_step", (None,), F, ("flow",))  # its inputs could not be built
-    + _t("cancel_step", (None, P), F, ("flow", "flow_cancel"))
+    + _t("release_step", (None,), P, ("workflows",))  # its last parent ended
+    + _t("release_step", (None,), F, ("workflows",))  # its inputs could not be built
+    + _t("cancel_step", (None, P), F, ("workflows", "flow_cancel"))
     # Operator actions (operations.py: a compare-and-set on the bytes shown).
     + _t("retry_now", (P, C, K, F, D), P)
     + _t("mark_failed", (P, C), F)

@@ -8,6 +8,7 @@ from typing import Any
 import redis as redis_py
 
 from .errors import LedgerError, LedgerUnavailable
+from .scripts import located
 
 __all__ = [
     "MAX_BATCH",
@@ -121,6 +122,8 @@ class Translate:
             return
         if unavailable(exc):
             raise LedgerUnavailable(unavailable_message(self.ledger, exc)) from exc
+        if isinstance(exc, redis_py.ResponseError):
+            exc = located(exc)  # a script's error: at its .lua file and line
         if isinstance(exc, redis_py.RedisError | redis_py.exceptions.RedisClusterException):
             raise LedgerError(f"Redis refused a call of {self.ledger!r}: {exc}") from exc
 

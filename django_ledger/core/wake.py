@@ -66,7 +66,7 @@ class _Group:
 
     client: Any
     block: float
-    keys: list[str] = field(default_factory=list)
+    wake_keys: list[str] = field(default_factory=list)
     queues: dict[str, str] = field(default_factory=dict)  # key -> queue
 
 
@@ -97,15 +97,17 @@ class Waker:
                 group = groups.get((id(client), slot))
                 if group is None:
                     group = groups[(id(client), slot)] = _Group(client, block_for(client, most))
-                group.keys.append(key)
+                group.wake_keys.append(key)
                 group.queues[key] = queue
         self._groups = list(groups.values())
         self._threads: list[threading.Thread] = []
         #: The key a stop pushes to end the loop's own block (in the first wake key's slot).
-        self.stop_key = f"{self._groups[0].keys[0]}:stop:{owner}" if self._groups else ""
+        self.stop_key = f"{self._groups[0].wake_keys[0]}:stop:{owner}" if self._groups else ""
         #: The key the loop pushes to end a waker thread's call and block in its place
         #: (one group only: the loop blocks itself only then).
-        self.hand_key = f"{self._groups[0].keys[0]}:hand:{owner}" if len(self._groups) == 1 else ""
+        self.hand_key = (
+            f"{self._groups[0].wake_keys[0]}:hand:{owner}" if len(self._groups) == 1 else ""
+        )
 
     @property
     def blocks(self) -> bool:
@@ -186,7 +188,7 @@ class Waker:
             if stopping.is_set() or self._wake.is_set():
                 return
             try:
-                popped = group.client.bzpopmin([*group.keys, self.stop_key], wait)
+                popped = group.client.bzpopmin([*group.wake_keys, self.stop_key], wait)
             except Exception as exc:  # Redis away: the main loop's own calls say so
                 log.debug("wake-up wait failed: %s", exc)
                 self._done.wait(wait)
@@ -230,7 +232,7 @@ class Waker:
                 if self._done.is_set():
                     return
                 self._calling += 1
-            keys = [*group.keys, self.hand_key] if self.hand_key else group.keys
+            keys = [*group.wake_keys, self.hand_key] if self.hand_key else group.wake_keys
             try:
                 popped = group.client.bzpopmin(keys, group.block)
             except Exception as exc:  # Redis away: the main loop's own calls say so

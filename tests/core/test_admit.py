@@ -149,7 +149,7 @@ def test_unusual_ids_are_admitted_and_never_reach_a_key_name(
     assert {key.decode() for key in namespace_keys(redis_client, namespace)} == {
         ledger.records_key,
         ledger.ready_key,
-        ledger.runner.keys[10],  # the wake key: an admission due now wakes an idle worker
+        ledger.runner.keys.wake,  # the wake key: an admission due now wakes an idle worker
     }
 
 

@@ -32,7 +32,7 @@ VARIABLES: dict[str, set[State]] = {
     # settling.lua: a settlement's target ('C' and 'S' renew and never reach this
     # assignment; 'R' writes 'P' itself).
     "target": {P, K, F},
-    # flow.lua's flow_record(now, id, state, payload): its callers name the state.
+    # workflows.lua's flow_record(now, id, state, payload): its callers name the state.
     "state": set(),
     # codec.lua's decoder: the state read from the bytes, not a write.
     "s": set(),
@@ -119,10 +119,10 @@ def test_each_reference_writer_writes_the_states_the_table_gives_it() -> None:
 
 def test_the_scan_sees_each_form_of_a_state_write() -> None:
     lua = lua_writes()
-    assert lua["ops"] == {C}  # r.s, r.owner, ... = 'C', ...
+    assert lua["claiming"] == {C}  # r.s, r.owner, ... = 'C', ...
     assert lua["admit"] == {P}  # a table built over several lines
     assert lua["settling"] == {P, K, F}  # r.s = target
-    assert lua["flow"] == {P, F}  # flow_record(now, id, 'F', ...)
+    assert lua["workflows"] == {P, F}  # flow_record(now, id, 'F', ...)
     assert lua["codec"] == set()  # decoding is no write
     assert reference_writes()["_settle"] == {P, K, F}  # a choice of two in one write
 

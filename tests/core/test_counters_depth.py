@@ -200,7 +200,8 @@ def test_a_month_of_depth_samples_stays_within_the_stated_bytes(
     sha = server.script_load(source("counters"))
     pipe = server.pipeline(transaction=False)
     for minute in range(31 * 24 * 60):
-        pipe.evalsha(sha, 4, *keys4, 0, T0 + minute * MINUTE, "add", 0, 1000)
+        keys = counters.add_keys(keys4[0], T0 + minute * MINUTE, keys4[1:])
+        pipe.evalsha(sha, len(keys), *keys, 0, T0 + minute * MINUTE, 0, 1000)
         if minute % 1000 == 999:
             pipe.execute()
     pipe.execute()

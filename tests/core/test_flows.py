@@ -1,4 +1,4 @@
-"""Workflows in the core (core/flows.py, flow.lua): admission, release, failure, retry, cancel.
+"""Workflows in the core (core/flows.py, workflows.lua): admission, release, failure, retry, cancel.
 
 Every test runs on the fused path (the only one with workflows). A step's payload here
 is JSON text; its result a result document (core/jobs.py), so the release builds inputs

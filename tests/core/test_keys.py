@@ -39,18 +39,20 @@ def test_key_names_carry_the_hash_tag(ledger: Ledger, namespace: str) -> None:
         *ledger.terminal_keys.values(),
         ledger.fences_key,
         ledger.results_key,
-        ledger.runner.keys[10],
-        ledger.runner.keys[11],
+        ledger.runner.keys.wake,
+        ledger.runner.keys.limits,
         ledger.runner.flows_key,
-        ledger.runner.keys[13],
+        ledger.runner.keys.keyed,
+        ledger.runner.keys.held,
     }
     assert ledger.fences_key == f"{tag}:fences"
     assert ledger.results_key == f"{tag}:results"
-    assert ledger.runner.keys[10] == f"{tag}:wake"
-    assert ledger.runner.keys[11] == f"{tag}:limits"
+    assert ledger.runner.keys.wake == f"{tag}:wake"
+    assert ledger.runner.keys.limits == f"{tag}:limits"
     assert ledger.runner.flows_key == f"{tag}:flows"
-    assert ledger.runner.keys[13] == f"{tag}:keyed"
-    assert len(ledger.keys) == 14
+    assert ledger.runner.keys.keyed == f"{tag}:keyed"
+    assert ledger.runner.keys.held == f"{tag}:held"
+    assert len(ledger.keys) == 15
 
 
 def test_every_key_of_a_queue_is_in_one_cluster_slot(ledger: Ledger) -> None:

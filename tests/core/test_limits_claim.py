@@ -22,7 +22,7 @@ def optimized() -> bool:
 
 
 def woken(ledger: Ledger, client: redis.Redis) -> bool:
-    return bool(client.exists(ledger.runner.keys[10]))
+    return bool(client.exists(ledger.runner.keys.wake))
 
 
 def fill(ledger: Ledger, n: int) -> None:
@@ -141,7 +141,7 @@ def test_raising_a_limit_wakes_a_worker_and_lifting_it_claims_all(
     assert len(ledger.claim_many("w", 4)) == 2
     assert ledger.set_limits(Limits())
     assert len(ledger.claim_many("w", 4)) == 1
-    assert not redis_client.exists(ledger.runner.keys[11])
+    assert not redis_client.exists(ledger.runner.keys.limits)
 
 
 def test_settings_do_not_overwrite_an_operators_limits(ledger: Ledger) -> None:

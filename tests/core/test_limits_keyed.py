@@ -154,7 +154,7 @@ def test_an_unlimited_queue_writes_no_limits_state(
 ) -> None:
     admit(ledger, "a", 3)
     ledger.claim_many("w", 3)
-    assert not redis_client.exists(ledger.runner.keys[11], ledger.runner.keys[13])
+    assert not redis_client.exists(ledger.runner.keys.limits, ledger.runner.keys.keyed)
 
 
 def test_a_turn_of_held_keys_does_not_spin_and_moves_on(
@@ -168,7 +168,7 @@ def test_a_turn_of_held_keys_does_not_spin_and_moves_on(
         running += len(claims)
     assert running == 150  # one per key: every key is at its limit now
     assert ledger.claim_many("w", 8).due_in_ms is None
-    assert not redis_client.exists(ledger.runner.keys[10])  # nobody is told to look again
+    assert not redis_client.exists(ledger.runner.keys.wake)  # nobody is told to look again
     admit(ledger, "fresh", 1)  # behind 150 held keys in the turns
     calls = []
     for _ in range(3):
@@ -218,7 +218,7 @@ def test_a_call_that_only_drops_stale_turns_asks_to_be_called_again(
     # Turns left by an older version (keys with nothing due): a call that spends its
     # budget dropping them says "look again now", so a worker does not sleep on due work.
     ledger.set_limits(Limits(concurrency=2, key=KEY))
-    pool, limits_key = ledger.runner.keys[13], ledger.runner.keys[11]
+    pool, limits_key = ledger.runner.keys.keyed, ledger.runner.keys.limits
     stale = {f"r{n:016d}gone{n}": 0 for n in range(1, 301)}
     redis_client.zadd(pool, stale)
     redis_client.hset(limits_key, mapping={f"Rgone{n}": f"{n:016d}" for n in range(1, 301)})
@@ -245,7 +245,7 @@ def test_old_keys_leave_no_limits_state_behind(
     ledger: Ledger, redis_client: redis.Redis, limits: Limits
 ) -> None:
     ledger.set_limits(limits)
-    pool, limits_key = ledger.runner.keys[13], ledger.runner.keys[11]
+    pool, limits_key = ledger.runner.keys.keyed, ledger.runner.keys.limits
     for k in range(300):
         admit(ledger, f"old{k}", 1)
     assert drain(ledger) == 300

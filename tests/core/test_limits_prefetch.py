@@ -35,12 +35,12 @@ def fill(ledger: Ledger, n: int) -> None:
 
 
 def woken(ledger: Ledger, client: redis.Redis) -> bool:
-    return bool(client.exists(ledger.runner.keys[10]))
+    return bool(client.exists(ledger.runner.keys.wake))
 
 
 def counted_held(client: redis.Redis, ledger: Ledger) -> int:
-    """The held claims the rate counts (limits.lua's 'h' entries)."""
-    return int(client.zlexcount(ledger.runner.keys[13], "[h", "(i"))
+    """The held claims the rate counts (the held key's 'h' entries)."""
+    return int(client.zlexcount(ledger.runner.keys.held, "[h", "(i"))
 
 
 def test_limits_that_do_not_bind_prefetch_as_no_limits_do(ledger: Ledger) -> None:

@@ -1,4 +1,5 @@
-"""The scripts' sources (``core/scripts.py``): each one loads, and its prelude fits its body.
+"""The Lua library (``core/scripts.py``): each script loads, its prelude fits its body,
+its keys go by name, and an error inside it names its ``.lua`` file and line.
 
 A script's source is its prelude files and then its body. A prelude function a script
 calls but its parts leave out is a global name to Lua, an error only on the path that
@@ -17,16 +18,16 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from django_ledger.core.scripts import SCRIPT_NAMES, prelude, source
+from django_ledger.core.scripts import SCRIPT_NAMES, key_line, prelude, source
 from tests.support.ledger_helpers import servers
 
 LUA = resources.files("django_ledger.core") / "lua"
-#: Files that are some script's prelude; every other file is a script's body.
+#: Files that are some script's prelude: every file of lib/, and no other.
 PRELUDE_FILES = frozenset(part for name in SCRIPT_NAMES for part in prelude(name))
 BODIES = sorted(
     entry.name.removesuffix(".lua")
-    for entry in LUA.iterdir()
-    if entry.name.endswith(".lua") and entry.name not in PRELUDE_FILES
+    for entry in (LUA / "scripts").iterdir()
+    if entry.name.endswith(".lua")
 )
 #: Scripts whose prelude holds nothing they do not call: the admission runs once per
 #: task enqueued, so what its source builds is paid on every enqueue.
@@ -36,7 +37,7 @@ _NOISE = re.compile(r"""'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"|--[^\n]*""")
 #: A name, not a field (``r.due``) or a method (``s:sub``).
 _NAME = re.compile(r"(?<![.:\w])[A-Za-z_]\w*")
 #: What a prelude file defines at its top level: locals, and a forward-declared local's
-#: later assignment (limits.lua's ``keyed_claim``).
+#: later assignment (limits_accounting.lua's ``keyed_claim``).
 _DEFINITION = re.compile(r"^(?:local function (\w+)|local (\w+)\b|(\w+) = function\b)", re.M)
 
 
@@ -48,21 +49,29 @@ def code(text: str) -> str:
 def definitions(text: str) -> list[tuple[str, int, str]]:
     """Return (name, offset, text up to the next definition) per top-level definition."""
     found = [(next(g for g in m.groups() if g), m.start()) for m in _DEFINITION.finditer(text)]
+    if not found:
+        return []
     ends = [offset for _, offset in found[1:]] + [len(text)]
     return [(name, start, text[start:end]) for (name, start), end in zip(found, ends, strict=True)]
 
 
 def split(name: str) -> tuple[str, str]:
     """Return script ``name``'s prelude and body, as ``code`` leaves them."""
-    parts = [(LUA / part).read_text(encoding="utf-8") for part in (*prelude(name), f"{name}.lua")]
+    parts = [(LUA / p).read_text(encoding="utf-8") for p in (*prelude(name), f"scripts/{name}.lua")]
+    # The keys' naming line (``K``'s fields) defines no function: not scanned.
     return code("\n".join(parts[:-1])), code(parts[-1])
 
 
 def test_sources_are_their_parts_in_order() -> None:
+    assert list(SCRIPT_NAMES) == BODIES
+    lib = {f"lib/{e.name}" for e in (LUA / "lib").iterdir() if e.name.endswith(".lua")}
+    assert lib == PRELUDE_FILES  # every part of lib/ is used, and only those are parts
+    assert not [e.name for e in LUA.iterdir() if e.name.endswith(".lua")]  # none loose
     for name in BODIES:
-        parts = (*prelude(name), f"{name}.lua")
-        assert source(name) == "\n".join((LUA / p).read_text(encoding="utf-8") for p in parts)
-        assert prelude(name)[0] == "codec.lua"
+        parts = (*prelude(name), f"scripts/{name}.lua")
+        texts = [key_line(name), *((LUA / p).read_text(encoding="utf-8") for p in parts)]
+        assert source(name) == "\n".join(texts)
+        assert prelude(name)[:1] in (("lib/codec.lua",), ())
 
 
 @pytest.mark.parametrize("name", BODIES)

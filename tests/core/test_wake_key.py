@@ -14,7 +14,7 @@ pytest_plugins = ["tests.support.ledger_fixtures"]
 
 
 def wake_key(ledger: Ledger) -> str:
-    return ledger.runner.keys[10]
+    return ledger.runner.keys.wake
 
 
 def woken(ledger: Ledger, client: redis.Redis) -> bool:

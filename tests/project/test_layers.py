@@ -393,6 +393,7 @@ NOT_REDIS_PY = {
     "_meta",
     "_default_manager",
     "_asdict",
+    "_fields",
     "_exit",
     "_request",
     "_out",

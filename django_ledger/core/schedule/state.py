@@ -12,9 +12,9 @@ Each node also publishes what it runs, at each tick, under keys of its own with 
 (``running``: ``publish`` and ``running`` here).
 
 A decision moves ``through`` and adds its pending fires in one script call, a
-compare-and-set on the ``through`` the node read (``lua/schedule_commit.lua``); the
+compare-and-set on the ``through`` the node read (``lua/scripts/schedule_commit.lua``); the
 other writes are single commands. The server clock is read with ``TIME`` in a script on
-the state's key (``lua/schedule_snapshot.lua``), so on a Redis Cluster it is the clock of
+the state's key (``lua/scripts/schedule_snapshot.lua``), so on a Redis Cluster it is the clock of
 the node that holds the state.
 """
 
@@ -23,19 +23,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from importlib import resources
-from typing import Any, Final
+from typing import Any
 
-import redis as redis_py
-
+from ..scripts import LuaScript, call, script
 from ..transport import Translate
 from .running import Running, decode_running, encode_running, running_index_key, running_key
 
 __all__ = ["Pause", "Pending", "ScheduleStore", "Snapshot", "state_key"]
-
-_COMMIT: Final = "schedule_commit.lua"
-_SNAPSHOT: Final = "schedule_snapshot.lua"
-_PUBLISH: Final = "schedule_publish.lua"
 
 
 def state_key(namespace: str) -> str:
@@ -81,10 +75,9 @@ class ScheduleStore:
         self.redis = redis
         self.namespace = namespace
         self.key = state_key(namespace)
-        folder = resources.files("django_ledger.core") / "lua"
-        self._commit = redis.register_script((folder / _COMMIT).read_text(encoding="utf-8"))
-        self._snapshot = redis.register_script((folder / _SNAPSHOT).read_text(encoding="utf-8"))
-        self._publish = redis.register_script((folder / _PUBLISH).read_text(encoding="utf-8"))
+        self._commit = script("schedule_commit")
+        self._snapshot = script("schedule_snapshot")
+        self._publish = script("schedule_publish")
         #: Test seam: milliseconds added to the Redis server clock as this store reads it.
         self.clock_skew_ms = 0
 
@@ -94,14 +87,11 @@ class ScheduleStore:
     def _translate(self) -> Translate:
         return Translate(self)
 
-    def _run(self, script: Any, *args: str, keys: tuple[str, ...] = ()) -> Any:
+    def _run(self, lua: LuaScript, *args: str, keys: tuple[str, ...] = ()) -> Any:
         """Run a script on the state's key (or ``keys``): EVALSHA, on NOSCRIPT one EVAL."""
         keys = keys or (self.key,)
         with self._translate():
-            try:
-                return self.redis.evalsha(script.sha, len(keys), *keys, *args)
-            except redis_py.exceptions.NoScriptError:
-                return self.redis.eval(script.script, len(keys), *keys, *args)
+            return call(self.redis, lua, keys, args)
 
     # -- reads ----------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ epoch lost, when and by which worker it was noticed), or reads the one another w
 began first. ``check --deploy``, the Workers page and the metrics read it from there.
 
 Fences need no epoch: a missing fence counter starts at the server clock in
-microseconds (``store.lua``), above every fence an earlier counter gave.
+microseconds (``indexes.lua``), above every fence an earlier counter gave.
 """
 
 from __future__ import annotations

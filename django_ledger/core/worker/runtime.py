@@ -288,7 +288,7 @@ class Worker:
         free = self._free_threads()
         marks = self._start_marks()
         # A queue whose wake key this worker popped gets its call even with no room: a
-        # call that claims none passes the wake-up on when something is due (ops.lua).
+        # call that claims none passes the wake-up on when something is due (claiming.lua).
         idle = self._idle
         popped = idle.waker.take_popped()
         waits: list[int | None] = []

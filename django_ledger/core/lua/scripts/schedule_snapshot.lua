@@ -1,0 +1,12 @@
+-- schedule_snapshot.lua: the server clock of the state's own node, and the state itself.
+-- KEYS.state the scheduler's state hash ({namespace}:schedules).
+-- ARGV[1]  "state" to read the whole hash too; anything else reads the clock alone.
+-- Returns {seconds, microseconds} or {seconds, microseconds, {field, value, ...}}.
+-- A script, not a pipeline: on a cluster it runs on the master holding KEYS.state, so every
+-- tick reads the clock of the one node all schedulers write to (a bare TIME would go to
+-- whichever node the client picks), and the clock and the state are one reading.
+local now = redis.call('TIME')
+if ARGV[1] ~= 'state' then
+  return {now[1], now[2]}
+end
+return {now[1], now[2], redis.call('HGETALL', KEYS.state)}

@@ -96,7 +96,12 @@ def claim(
 def _claim_due(
     runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
 ) -> Claims:
-    """Claim up to ``limit``; those after the first ``start`` are held (claiming.lua's rule)."""
+    """Claim up to ``limit``; those after the first ``start`` are held (claiming.lua's rule).
+
+    Every claim of the call is taken at its one instant, as ``claim.lua`` takes a batch
+    in one script: claimed together, their leases run out together, so both modes agree
+    on the order in which repair ends them (ties: the lowest id).
+    """
     start = limit if start is None else start
     claims: list[Claim] = []
     with runner.translate_errors():
@@ -108,9 +113,9 @@ def _claim_due(
     budget = limit * 4 + 64
     # Priority bands, highest first (codec.lua's next_band); the earliest due first in each.
     band = _next_band(runner, "-inf")
+    now = runner.server_time_ms()
     while band is not None and len(claims) < limit and budget > 0:
         low, earliest, after = band
-        now = runner.server_time_ms()
         ids: list[bytes] = []
         if earliest <= now:
             with runner.translate_errors():
@@ -123,7 +128,7 @@ def _claim_due(
         for raw_id in ids:
             budget -= 1
             request_id = raw_id.decode("utf-8")
-            made = _claim_one(runner, request_id, owner, lease_ms, len(claims) >= start)
+            made = _claim_one(runner, request_id, owner, lease_ms, len(claims) >= start, now)
             if made == "stale":
                 # Step over an entry that stays in the index (corrupt, or disagreeing with
                 # its record: repair sorts it out), but not one a rival just claimed: that
@@ -139,12 +144,13 @@ def _claim_due(
 
 
 def _claim_one(
-    runner: Runner, request_id: str, owner: str, lease_ms: int, hold: bool
+    runner: Runner, request_id: str, owner: str, lease_ms: int, hold: bool, now: int
 ) -> Claim | str:
-    """Claim one due PENDING record (held when ``hold``, unless its held claim was given
-    back); else say why not: ``"stale"`` (not a due PENDING record), ``"gated"`` (the gate
-    closed), ``"refused"`` (it changed under the write)."""
-    now, raw = runner.now_and_raw(request_id)
+    """Claim one due PENDING record at the call's instant ``now`` (held when ``hold``,
+    unless its held claim was given back); else say why not: ``"stale"`` (not a due
+    PENDING record), ``"gated"`` (the gate closed), ``"refused"`` (it changed under the
+    write)."""
+    _, raw = runner.now_and_raw(request_id)  # the clock read is the call's, not this claim's
     try:
         record = None if raw is None else decode_record(request_id, raw)
     except CorruptRecord:

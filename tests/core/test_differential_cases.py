@@ -42,6 +42,50 @@ def test_records_ended_in_one_batch_end_at_its_one_instant(
     assert {record.updated_at for record in ledger.resolve_many(ids) if record} == ended
 
 
+def test_records_claimed_in_one_batch_are_claimed_at_its_one_instant(
+    ledger_factory: Callable[..., Ledger],
+) -> None:
+    # The root of the case below: a batch claimed in one script takes its records at one
+    # instant, the reference path took them a millisecond or so apart, so their leases
+    # ran out in another order.
+    ledger = ledger_factory()
+    ids = [f"r{i:02d}" for i in range(40)]
+    claims = _claimed(ledger, ids)
+    leases = {claim.lease_until for claim in claims.values()}
+    assert len(leases) == 1
+    records = [record for record in ledger.resolve_many(ids) if record is not None]
+    assert {record.lease_until for record in records} == leases
+    assert {record.updated_at for record in records} == {leases.pop() - 60_000}
+
+
+def test_repair_ends_expired_claims_of_one_batch_lowest_id_first(
+    ledger_factory: Callable[..., Ledger],
+) -> None:
+    # Found as records DEAD in one mode and purged past max_retained in the other: the
+    # claims of one batch expire together, so a repair bounded by count ends the lowest
+    # ids first (ties: the lowest id), and those are the oldest ended records to purge.
+    ledger = ledger_factory(max_attempts=1, max_retained=4)
+    ids = ["r05", "r04", "r03", "r02", "r01", "r00"]
+    for delay, request_id in enumerate(ids):  # due, and so claimed, in this order
+        ledger.admit(request_id, "p", delay=delay)
+    advance(ledger, 10_000)
+    _claimed(ledger, ids)
+    advance(ledger, 61_000)
+    assert ledger.sweep(count=2).dead == 2
+    dead = [
+        record.request_id
+        for record in ledger.resolve_many(ids)
+        if record and record.state is State.DEAD
+    ]
+    assert sorted(dead) == ["r00", "r01"]
+    advance(ledger, 1000)
+    assert ledger.sweep(count=100).dead == 4
+    advance(ledger, 1000)
+    assert ledger.sweep(count=100).purged == 2
+    assert ledger.resolve_many(["r00", "r01"]) == [None, None]
+    assert all(record and record.state is State.DEAD for record in ledger.resolve_many(ids[:4]))
+
+
 @pytest.mark.parametrize("damaged", [False, True], ids=["intact", "r03_corrupt"])
 def test_trim_past_max_retained_purges_the_oldest_batch_by_lowest_id(
     ledger_factory: Callable[..., Ledger], damaged: bool

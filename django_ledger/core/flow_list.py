@@ -31,7 +31,7 @@ __all__ = ["WORKFLOW_STATES", "WorkflowPage", "WorkflowSummary", "list_workflows
 #: completed; ended with a step not completed; cancelled by an operator.
 WORKFLOW_STATES = ("RUNNING", "COMPLETED", "FAILED", "CANCELLED")
 #: The hash's buckets one ``HSCAN`` visits (its ``COUNT``).
-SCAN_COUNT = 100
+SCAN_COUNT = 50
 #: The most ``HSCAN`` calls one page makes before it answers with what it found.
 MAX_SCANS = 20
 #: The most workflows one page lists.

@@ -44,9 +44,10 @@ def staff(make_user: Callable[..., User], *actions: str, **kw: Any) -> Client:
 def rows(response: Any) -> dict[str, tuple[str, str]]:
     """Workflow id -> (state, the row's cells as text), of one list page."""
     assert response.status_code == 200, response.status_code
-    text = html.unescape(response.content.decode())
+    text = response.content.decode()
     return {
-        flow: (state, re.sub(r"<[^>]+>", " ", cells)) for flow, state, cells in ROW.findall(text)
+        html.unescape(flow): (state, html.unescape(re.sub(r"<[^>]+>", " ", cells)))
+        for flow, state, cells in ROW.findall(text)
     }
 
 
@@ -219,3 +220,23 @@ def test_cancel_needs_operate_and_refuses_hostile_ids(api_make_user: Callable[..
     assert operator.post(cancel_url("wf", queue="nope")).status_code == 404
     assert not get_workflow("wf").cancelled
     assert not LogEntry.objects.exists()
+
+
+def test_an_id_with_url_characters_lists_and_links_to_its_page(
+    api_make_user: Callable[..., User],
+) -> None:
+    odd = 'a/b c?d=1&e#f<g>"_'
+    chain(sig(t.plus, 1)).enqueue(id=odd)
+    client = staff(api_make_user, "view", "operate")
+    listed = rows(client.get(workflow_list_url("default")))
+    assert list(listed) == [odd]
+    text = client.get(workflow_list_url("default")).content.decode()
+    link = re.search(r'<tr data-workflow="[^"]+" data-state="[^"]+">\s*<td><a href="([^"]+)"', text)
+    assert link is not None
+    assert html.unescape(link.group(1)) == workflow_url("default", odd)
+    page = client.get(html.unescape(link.group(1)))
+    assert page.status_code == 200 and html.escape(odd) in page.content.decode()
+    cancel = re.search(r'href="([^"]+)" id="cancel-workflow"', page.content.decode())
+    assert cancel is not None
+    assert client.post(html.unescape(cancel.group(1))).status_code == 302
+    assert get_workflow(odd).cancelled

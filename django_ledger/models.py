@@ -61,6 +61,8 @@ class LedgerEntry(models.Model):
     # Set on instances read from Redis, never stored: the record's index score (epoch
     # ms), and for a quarantined id its quarantined copy and the bytes stored now.
     score: int | None = None
+    #: The task path a Django task record's payload names ('' for a raw record).
+    task: str = ""
     quarantined_bytes: bytes | None = None
     stored_bytes: bytes | None = None
 

@@ -25,6 +25,7 @@ from .base import LedgerModelAdmin
 from .display import Label, bytes_text, count_text, duration_text, instant_text, period_text
 from .lookups import Spec
 from .record_query import RecordQuery
+from .workflow_list import workflow_list_url
 
 __all__ = ["QueueAdmin"]
 
@@ -122,6 +123,10 @@ class QueueAdmin(LedgerModelAdmin):
             )
         context = {
             "tasks_url": reverse("admin:django_ledger_queue_tasks"),
+            "workflow_links": [
+                (name, workflow_list_url(name))
+                for name in permissions.allowed_queues(request.user, "view")
+            ],
             **self.admin_site.each_context(request),
             "title": gettext("Queues"),
             "subtitle": None,
@@ -207,6 +212,7 @@ class QueueAdmin(LedgerModelAdmin):
                 args=(quote(queue), "open" if stats.gate_closed else "close"),
             ),
             "history_url": reverse("admin:django_ledger_queue_history", args=(quote(queue),)),
+            "workflows_url": workflow_list_url(queue),
         }
         return TemplateResponse(request, "admin/django_ledger/queue_health.html", context)
 

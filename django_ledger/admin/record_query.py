@@ -168,12 +168,13 @@ class RecordQuery(LedgerQuery):
         )
 
     def build(self, queue: str, flat: list[Any]) -> list[LedgerEntry]:
-        """Turn ``admin_page.lua`` rows (11 values each) into model instances."""
+        """Turn ``admin_page.lua`` rows (12 values each) into model instances."""
         rows = []
-        for i in range(0, len(flat), 11):
-            raw_id, letter, due, lease, attempts, fence, created, updated, owner, trace, size = (
-                flat[i : i + 11]
-            )
+        for i in range(0, len(flat), 12):
+            raw_id, letter, due, lease, attempts, fence, created, updated, owner, trace = flat[
+                i : i + 10
+            ]
+            size, task = flat[i + 10 : i + 12]
             request_id = raw_id.decode("utf-8", "replace")
             state = _BY_LETTER.get(letter)
             row = self.model(
@@ -182,6 +183,7 @@ class RecordQuery(LedgerQuery):
                 queue=queue,
                 size=int(size),
             )
+            row.task = task.decode("utf-8", "replace")
             if state is None:
                 row.state = "CORRUPT"
                 row.error = "the stored bytes do not decode"

@@ -48,6 +48,8 @@ class RecordAdmin(ActionsAdmin):
         "fence",
         "lease",
         "updated",
+        # Last, so the sort parameters (?o=) of the columns before it keep their numbers.
+        "task_name",
     )
     list_display_links = ("request_id",)
     list_filter = (
@@ -77,6 +79,11 @@ class RecordAdmin(ActionsAdmin):
             obj.error,
             gettext("undecodable"),
         )
+
+    @admin.display(description=gettext_lazy("task"), empty_value="")
+    def task_name(self, obj: LedgerEntry) -> str:
+        """The task a Django task record runs, read with the row ('' for a raw record)."""
+        return obj.task
 
     @admin.display(description=gettext_lazy("due at (UTC)"), ordering="due_at")
     def due(self, obj: LedgerEntry) -> str:

@@ -1,33 +1,46 @@
 """A workflow's page: its steps in order, with their states, results and errors.
 
-Read from Redis (``core/flows.py``) on each view; nothing here writes (a step's own
-record page has the retry and fail actions). ``view_record`` on the workflow's queue
-shows it; each step links to its record page. Mounted by ``workflow_urls`` (the
-records' admin adds them to its URLs), at ``workflow/<queue>/<workflow id>/``.
+Read from Redis (``core/flows.py``) on each view (a step's own record page has the
+retry and fail actions). ``view_record`` on the workflow's queue shows it; each step
+links to its record page. "Cancel workflow" (``operate`` on the queue) asks first, then
+runs ``cancel_workflow`` and writes the queue's history. Mounted by ``workflow_urls``
+(the records' admin adds them to its URLs), at ``workflow/<queue>/<workflow id>/``,
+``workflow-cancel/<queue>/<workflow id>/`` and the list's ``workflows/<queue>/``.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.admin import AdminSite
-from django.contrib.admin.utils import quote
-from django.http import Http404, HttpRequest, HttpResponse
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.translation import gettext
+from django.utils.translation import gettext, ngettext
 
 from .. import permissions
 from ..conf import get_ledger, ledger_settings
 from ..core.errors import LedgerError
-from ..core.flows import read_workflow, workflow_of_step
-from ..models import Record
+from ..core.flows import cancel_workflow, read_workflow, workflow_of_step
+from ..models import Queue, Record
 from ..tasks.workflow_state import WorkflowStep, state_of
 from .lookups import join_key
+from .workflow_list import workflow_list_url, workflow_list_view
 
-__all__ = ["StepRow", "step_workflow_url", "workflow_url", "workflow_urls", "workflow_view"]
+__all__ = [
+    "StepRow",
+    "cancel_view",
+    "step_workflow_url",
+    "workflow_url",
+    "workflow_urls",
+    "workflow_view",
+]
 
 #: Characters of a return value the page shows before it cuts.
 VALUE_PREVIEW = 2000
@@ -67,8 +80,6 @@ def step_workflow_url(queue: str, request_id: str) -> str:
 
 def workflow_view(request: HttpRequest, queue: str, workflow_id: str) -> HttpResponse:
     """Show one workflow's steps, in the order they were given."""
-    from django.contrib.admin.utils import unquote
-
     workflow_id = unquote(workflow_id)
     if queue not in ledger_settings.queue_names or not permissions.can(request.user, "view", queue):
         raise Http404(gettext("No such workflow"))
@@ -104,6 +115,14 @@ def workflow_view(request: HttpRequest, queue: str, workflow_id: str) -> HttpRes
         "last_row": state.offset + len(rows),
         "previous_page": page - 1 if page > 1 else None,
         "next_page": page + 1 if page < pages else None,
+        "list_url": workflow_list_url(queue),
+        "cancel_url": reverse(
+            "admin:django_ledger_workflow_cancel", args=(queue, quote(workflow_id))
+        )
+        if permissions.can(request.user, "operate", queue)
+        and not state.finished
+        and not state.cancelled
+        else "",
     }
     return TemplateResponse(request, "admin/django_ledger/workflow_detail.html", context)
 
@@ -125,20 +144,81 @@ def _row(queue: str, step: WorkflowStep) -> StepRow:
     return StepRow(step, record_url, parents, value, cut)
 
 
+def cancel_view(
+    site: AdminSite, request: HttpRequest, queue: str, workflow_id: str
+) -> HttpResponse:
+    """GET: ask before cancelling a workflow; POST: cancel it and say how many steps."""
+    workflow_id = unquote(workflow_id)
+    if queue not in ledger_settings.queue_names or not permissions.can(request.user, "view", queue):
+        raise Http404(gettext("No such workflow"))
+    if not permissions.can(request.user, "operate", queue):
+        raise PermissionDenied
+    ledger = get_ledger(queue)
+    back = workflow_url(queue, workflow_id)
+    try:
+        if request.method == "POST":
+            cancelled = cancel_workflow(ledger, workflow_id)
+        else:
+            status = read_workflow(ledger, workflow_id, limit=0)
+            cancelled = None if status is None else status.total
+    except (LedgerError, TypeError) as exc:
+        raise Http404(gettext("The workflow cannot be read: %(reason)s") % {"reason": exc}) from exc
+    if cancelled is None:
+        raise Http404(gettext("No such workflow"))
+    if request.method == "POST":
+        done = ngettext(
+            "Cancelled workflow %(workflow_id)s: %(count)d step not yet started was cancelled.",
+            "Cancelled workflow %(workflow_id)s: %(count)d steps not yet started were cancelled.",
+            cancelled,
+        ) % {"workflow_id": workflow_id, "count": cancelled}
+        queue_admin = site.get_model_admin(Queue)
+        queue_admin.log_change(request, Queue(key=queue, queue=queue), done)
+        queue_admin.message_user(request, done, messages.SUCCESS)
+        return HttpResponseRedirect(back)
+    context = {
+        **site.each_context(request),
+        "title": gettext("Cancel workflow %(workflow_id)s: are you sure?")
+        % {"workflow_id": workflow_id},
+        "subtitle": None,
+        "opts": Record._meta,
+        "queue": queue,
+        "workflow_id": workflow_id,
+        "cancel_url": back,
+    }
+    return TemplateResponse(request, "admin/django_ledger/confirm_workflow_cancel.html", context)
+
+
 def workflow_urls(site: AdminSite) -> list[URLPattern]:
-    """The page's URL, each view behind the admin's login (``admin_site.admin_view``)."""
+    """The pages' URLs, each view behind the admin's login (``admin_site.admin_view``)."""
 
-    def view(request: HttpRequest, queue: str, workflow_id: str) -> HttpResponse:
-        response = workflow_view(request, queue, workflow_id)
-        context = getattr(response, "context_data", None)
-        if context is not None:
-            context.update(site.each_context(request))
-        return response
+    def with_site(page: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        def view(request: HttpRequest, **kwargs: str) -> HttpResponse:
+            response: HttpResponse = page(request, **kwargs)
+            context = getattr(response, "context_data", None)
+            if context is not None:
+                context.update(site.each_context(request))
+            return response
 
+        return view
+
+    def cancel(request: HttpRequest, queue: str, workflow_id: str) -> HttpResponse:
+        return cancel_view(site, request, queue, workflow_id)
+
+    view = with_site(workflow_view)
     return [
+        path(
+            "workflows/<str:queue>/",
+            site.admin_view(with_site(workflow_list_view)),
+            name="django_ledger_workflows",
+        ),
+        path(
+            "workflow-cancel/<str:queue>/<path:workflow_id>/",
+            site.admin_view(cancel),
+            name="django_ledger_workflow_cancel",
+        ),
         path(
             "workflow/<str:queue>/<path:workflow_id>/",
             site.admin_view(view),
             name="django_ledger_workflow",
-        )
+        ),
     ]

@@ -7,11 +7,22 @@
 --           segments form one list in the order given; the page is [offset, offset + limit).
 --   'ids':  ARGV[3..] request ids to read.
 -- Returns {counts, rows}: counts holds each segment's size ('rank'; empty for 'ids');
--- rows holds 11 values per record found: id, state letter ('X' when the bytes do not
+-- rows holds 12 values per record found: id, state letter ('X' when the bytes do not
 -- decode), due_at, lease_until (-1 for none), attempts, fence, created_at, updated_at,
--- owner, traceparent, size in bytes. Payloads stay in Redis: a page is small whatever
--- the records hold.
+-- owner, traceparent, size in bytes, task path ('' for none). Payloads stay in Redis: a
+-- page is small whatever the records hold.
 local rows = {}
+
+-- The most bytes a task path may take in the payload's suffix that task_of reads.
+local TASK_SUFFIX_BYTES = 300
+
+-- The task path a task document names, or '': a Django task's payload is canonical JSON
+-- (keys sorted), so it ends with ,"task":"<path>","v":1} and only its last bytes are read,
+-- never the whole payload (the arguments lead and may be large).
+local function task_of(tail)
+  local task = string.match(string.sub(tail, -TASK_SUFFIX_BYTES), ',"task":"([^"\\]+)","v":1}$')
+  return task or ''
+end
 
 local function add_row(id)
   local raw = redis.call('HGET', KEYS.records, id)
@@ -30,14 +41,17 @@ local function add_row(id)
     rows[#rows + 1] = r.updated
     rows[#rows + 1] = r.owner
     rows[#rows + 1] = traceparent_of(r)
+    rows[#rows + 1] = #raw
+    rows[#rows + 1] = task_of(r.tail)
   else
     rows[#rows + 1] = id
     rows[#rows + 1] = 'X'
     for _ = 1, 6 do rows[#rows + 1] = 0 end
     rows[#rows + 1] = ''
     rows[#rows + 1] = ''
+    rows[#rows + 1] = #raw
+    rows[#rows + 1] = ''
   end
-  rows[#rows + 1] = #raw
 end
 
 local counts = {}

@@ -156,3 +156,11 @@ def deep_result() -> list[Any]:
     for _ in range(100):
         value = [value]
     return value
+
+
+@task
+def usernames() -> list[str]:
+    """The users the database holds, as the task's own connection sees them."""
+    from django.contrib.auth.models import User
+
+    return sorted(User.objects.values_list("username", flat=True))

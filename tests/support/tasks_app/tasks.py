@@ -164,3 +164,10 @@ def usernames() -> list[str]:
     from django.contrib.auth.models import User
 
     return sorted(User.objects.values_list("username", flat=True))
+
+
+@task
+def enqueues_add(a: int, b: int) -> list[str]:
+    """Enqueue ``add(a, b)`` from inside a task: its id, and its status as seen from here."""
+    result = add.enqueue(a, b)
+    return [result.id, result.status]

@@ -302,7 +302,7 @@ def _steps(
 ) -> tuple[LedgerBackend, str, list[FlowStep]]:
     if not planned:
         raise ValueError("a workflow needs at least one step")
-    backend = _backend(planned[0].call.task)
+    backend = _backend(planned[0].call.task, workflow=True)
     names = {step.call.task.queue_name for step in planned}
     if queue is None:
         if len(names) > 1:

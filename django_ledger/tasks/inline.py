@@ -19,15 +19,13 @@ from typing import Any
 
 from django.db import transaction
 
-from ..conf import ledger_settings
 from ..core.records import State
 from ..core.worker.handler import Job, Outcome
 from ..queues import queues as ledger_queues
-from .compat import task_backends
 from .handler import TaskHandler
 from .store import read_tasks
 
-__all__ = ["RunReport", "TaskFailed", "run_due_tasks", "run_eagerly_after", "task_queues"]
+__all__ = ["RunReport", "TaskFailed", "run_due_tasks", "run_eagerly_after"]
 
 #: The worker id the runs record (``TaskResult.worker_ids``).
 WORKER_ID = "run-due-tasks"
@@ -62,43 +60,21 @@ class RunReport:
 _running = threading.local()
 
 
-def task_queues() -> list[str]:
-    """The task queues of every ``LedgerBackend`` in ``TASKS``, each once, in order.
-
-    A queue with a raw ``HANDLER`` is left out: its jobs are not Django tasks.
-    """
-    from .backend import LedgerBackend
-
-    raw = {name for name, options in ledger_settings.queues.items() if "HANDLER" in options}
-    names: list[str] = []
-    for alias in task_backends.settings:
-        backend = task_backends[alias]
-        if isinstance(backend, LedgerBackend):
-            for name in backend.lookup_queues():
-                if name not in names and name not in raw:
-                    names.append(name)
-    return names
-
-
 def run_due_tasks(
-    queues: Iterable[str] | None = None,
+    queues: Iterable[str],
     *,
     limit: int = DEFAULT_LIMIT,
     raise_errors: bool = True,
 ) -> RunReport:
-    """Run every task due on ``queues`` (default: all of ``TASKS``'s) until none is due.
+    """Run every task due on ``queues`` until none is due; the report says how each ended.
 
-    A task enqueued by a task, or a workflow step its settlement released, runs in the
-    same call. A retry waits for its backoff, as in production: it runs again in this
-    call only if it falls due before nothing else is (each failed attempt is listed in
-    ``retrying``). With ``raise_errors`` (the default) the first task that fails for good
-    raises ``TaskFailed`` with its error and traceback, the runs before it settled; so
-    does, at the end, a task that failed and still waits for its retry.
-    More than ``limit`` runs raise ``RuntimeError`` (a task that enqueues itself).
+    With ``raise_errors``, a task that fails for good raises ``TaskFailed`` at once, and
+    one left waiting for its retry raises it at the end. Past ``limit`` runs with tasks
+    still due: ``RuntimeError``.
     """
     if isinstance(queues, str):
         raise TypeError("queues must be a list of queue names, not one string")
-    names = task_queues() if queues is None else list(queues)
+    names = list(queues)
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
     handlers = {name: TaskHandler(name) for name in names}

@@ -9,6 +9,7 @@ payloads, so it sees what a worker would run, whoever enqueued it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,9 +43,11 @@ class Enqueued:
 def captured_tasks() -> Iterator[list[TaskResult[..., Any]]]:
     """Collect the ``TaskResult`` of each call admitted inside the block, in order."""
     seen: list[TaskResult[..., Any]] = []
+    lock = threading.Lock()  # enqueues from other threads are captured too
 
     def heard(sender: Any, task_result: TaskResult[..., Any], **kwargs: Any) -> None:
-        seen.append(task_result)
+        with lock:
+            seen.append(task_result)
 
     task_enqueued.connect(heard, weak=False)
     try:

@@ -397,6 +397,13 @@ API: dict[str, Entry] = {
 }
 
 OPTIONS: dict[str, Entry] = {
+    "EAGER": (
+        "bool",
+        "Tests only: each enqueue runs what it admitted at once, in the enqueuing process "
+        "([Testing](testing.md)).",
+        "`True` or `False`",
+        ("E061", "W067"),
+    ),
     "MAX_RESULT_BYTES": (
         "int",
         "The most UTF-8 bytes a task's JSON return value may take.",

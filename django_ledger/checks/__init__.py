@@ -35,12 +35,13 @@ def register_checks() -> None:
     checks.register(check_schedules, TAG)
     checks.register(check_handlers, TAG)
     # TASKS' LedgerBackends and task options: E060-E065, W060; the outbox: W065, W066.
-    from .tasks import check_outbox, check_tasks_once
+    from .tasks import check_eager, check_outbox, check_tasks_once
 
     checks.register(check_tasks_once, TAG)
     # Tagged "database": Django runs it only for the aliases given with --database
     # (Django 6 hands every check all aliases otherwise).
     checks.register(check_outbox, TAG, checks.Tags.database, deploy=True)
+    checks.register(check_eager, TAG, deploy=True)  # W067: OPTIONS['EAGER'] is for tests
     checks.register(check_rangefilter, TAG)
     checks.register(check_api, TAG, checks.Tags.urls)
     checks.register(check_redis, TAG, deploy=True)

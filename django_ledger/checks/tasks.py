@@ -264,3 +264,32 @@ def check_outbox(
                 )
             )
     return warnings
+
+
+def check_eager(
+    app_configs: Sequence[Any] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """With ``--deploy``: a ``LedgerBackend`` with ``OPTIONS['EAGER']`` on (W067).
+
+    Eager runs each task in the process that enqueues it (a web request would run it):
+    a setting for tests, never for a deployment.
+    """
+    tasks = getattr(settings, "TASKS", None)
+    if not isinstance(tasks, dict):
+        return []
+    return [
+        checks.Warning(
+            gettext(
+                "OPTIONS['EAGER'] is on: every task runs in the process that enqueues it, "
+                "not in a worker."
+            ),
+            hint=gettext("EAGER is for tests: leave it out of deployed settings (see 'Testing')."),
+            obj=f"TASKS[{alias!r}]",
+            id="django_ledger.W067",
+        )
+        for alias, params in tasks.items()
+        if isinstance(params, dict)
+        and _is_ledger_backend(params.get("BACKEND"))
+        and isinstance(params.get("OPTIONS"), dict)
+        and params["OPTIONS"].get("EAGER") is True
+    ]

@@ -23,6 +23,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from ..core.errors import LedgerUnavailable
 from ..core.jobs import PayloadTemplate
@@ -65,6 +66,7 @@ __all__ = ["Call", "LedgerBackend"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_T = TypeVar("_T")
 #: Plans kept per backend (declared tasks: module-level, so few); past it, all are dropped.
 _MAX_PLANS = 4096
 
@@ -112,6 +114,19 @@ class LedgerBackend(BaseTaskBackend):
             except ValueError as exc:
                 raise ImproperlyConfigured(f"TASKS[{self.alias!r}]['OPTIONS']: {exc}") from exc
         return self._transactions
+
+    @property
+    def eager(self) -> bool:
+        """``OPTIONS['EAGER']``: each enqueue runs what it admitted at once (tests only)."""
+        self.max_result_bytes  # noqa: B018 (checks every option: a bad EAGER raises)
+        return bool(self.options.get("EAGER", False))
+
+    def ran_eagerly(self, results: _T) -> _T:
+        """With ``EAGER``, run what is due now (at the commit, if staged): ``tasks/inline.py``."""
+        if self.eager:  # bound by path: the handler that runs the tasks reads this backend
+            run_eagerly_after = import_string("django_ledger.tasks.inline.run_eagerly_after")
+            run_eagerly_after(self, results if isinstance(results, list) else [results])
+        return results
 
     def staging(self) -> bool:
         """Whether an enqueue now joins the caller's transaction (outbox or on_commit).
@@ -186,13 +201,13 @@ class LedgerBackend(BaseTaskBackend):
         With Redis away, the admission is tried again under the same id
         (``admission.py``); ``EnqueueOutcomeUnknown`` says it stayed away, with the id.
         """
-        return self._enqueue_one(task, args, kwargs, None, given=False)
+        return self.ran_eagerly(self._enqueue_one(task, args, kwargs, None, given=False))
 
     def enqueue_once(
         self, task: Task[_P, _R], request_id: str, args: Sequence[Any], kwargs: Mapping[str, Any]
     ) -> TaskResult[_P, _R]:
         """Admit one call under ``request_id``, once: a repeat answers the existing result."""
-        return self._enqueue_one(task, args, kwargs, request_id, given=True)
+        return self.ran_eagerly(self._enqueue_one(task, args, kwargs, request_id, given=True))
 
     def _enqueue_one(
         self,
@@ -269,7 +284,7 @@ class LedgerBackend(BaseTaskBackend):
             now = timezone.now()
             for result in results:
                 object.__setattr__(result, "enqueued_at", now)
-            return results
+            return self.ran_eagerly(results)
         entry = plan.entry
         ledger = entry.ledger
         try:
@@ -283,8 +298,10 @@ class LedgerBackend(BaseTaskBackend):
                 lambda: ledger.admit_many(requests, delay(task, entry), priority=task.priority),
             )
             own = ids is None and not plan.unique
-            return answered(type(self), self.alias, task, entry, results, answers, own=own)
-        return answered(type(self), self.alias, task, entry, results, answers)
+            return self.ran_eagerly(
+                answered(type(self), self.alias, task, entry, results, answers, own=own)
+            )
+        return self.ran_eagerly(answered(type(self), self.alias, task, entry, results, answers))
 
     def _stage(self, task: Task[..., Any], plan: Plan, requests: list[tuple[str, str]]) -> None:
         """Write ``requests`` to the outbox (or defer them to the commit: ``on_commit``)."""

@@ -6,7 +6,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from .backend import Call, LedgerBackend
-from .compat import InvalidTask, Task, TaskResult
+from .compat import Task, TaskResult
+from .stand_ins import enqueue_many_on, enqueue_once_on, refusal, stand_in
 
 __all__ = ["aenqueue_many", "aenqueue_once", "enqueue_many", "enqueue_once"]
 
@@ -14,13 +15,10 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def _backend(task: Task[..., Any]) -> LedgerBackend:
+def _backend(task: Task[..., Any], *, workflow: bool = False) -> LedgerBackend:
     backend = task.get_backend()
     if not isinstance(backend, LedgerBackend):
-        raise InvalidTask(
-            f"Task backend {task.backend!r} is {type(backend).__name__}, not "
-            "django_ledger.tasks.LedgerBackend: only the ledger enqueues by id and in bulk."
-        )
+        raise refusal(task, backend, workflow=workflow)
     return backend
 
 
@@ -32,7 +30,11 @@ def enqueue_once(
     A repeat with the same task and arguments answers the existing ``TaskResult``
     (whatever its status) for as long as the queue keeps the record (its
     ``RETENTION``); a repeat with anything else raises ``TaskIdConflict`` naming the id.
+    Under ``DummyBackend`` and ``ImmediateBackend`` (tests): ``stand_ins.py``.
     """
+    backend = task.get_backend()
+    if stand_in(backend):
+        return enqueue_once_on(backend, task, request_id, args, kwargs)
     return _backend(task).enqueue_once(task, request_id, args, kwargs)
 
 
@@ -40,6 +42,9 @@ async def aenqueue_once(
     task: Task[_P, _R], request_id: str, /, *args: _P.args, **kwargs: _P.kwargs
 ) -> TaskResult[_P, _R]:
     """``enqueue_once`` without blocking the event loop."""
+    backend = task.get_backend()
+    if stand_in(backend):  # in memory: nothing to wait for
+        return enqueue_once_on(backend, task, request_id, args, kwargs)
     return await _backend(task).aenqueue_once(task, request_id, args, kwargs)
 
 
@@ -49,7 +54,11 @@ def enqueue_many(
     """Enqueue many calls of ``task``, ``(args, kwargs)`` each, 128 per Redis round trip.
 
     ``ids`` (one per call) makes each an ``enqueue_once``; a unique task derives them.
+    Under ``DummyBackend`` and ``ImmediateBackend`` (tests), a loop: ``stand_ins.py``.
     """
+    backend = task.get_backend()
+    if stand_in(backend):
+        return enqueue_many_on(backend, task, calls, ids)
     return _backend(task).enqueue_many(task, calls, ids)
 
 
@@ -57,4 +66,7 @@ async def aenqueue_many(
     task: Task[_P, _R], calls: Iterable[Call], *, ids: Sequence[str] | None = None
 ) -> list[TaskResult[_P, _R]]:
     """``enqueue_many`` without blocking the event loop."""
+    backend = task.get_backend()
+    if stand_in(backend):
+        return enqueue_many_on(backend, task, calls, ids)
     return await _backend(task).aenqueue_many(task, calls, ids)

@@ -55,6 +55,9 @@ BACKEND_OPTION_DEFAULTS: dict[str, Any] = {
     # The most UTF-8 bytes a task's JSON return value may take; past it the attempt
     # fails with ResultTooLarge. At most the smallest MAX_PAYLOAD_BYTES of its queues.
     "MAX_RESULT_BYTES": 65_536,
+    # Run each enqueue at once, in the enqueuing process, through the ledger (tests only:
+    # docs/testing.md). Ids, uniqueness, enqueue_once and workflows keep their meaning.
+    "EAGER": False,
 }
 
 #: The longest backoff (``backoff_base``, ``backoff_cap``) a payload may ask for, in
@@ -186,6 +189,8 @@ def backend_option_problem(name: str, value: Any) -> str | None:
     """Say what is wrong with one ``TASKS[alias]['OPTIONS']`` entry, or ``None``."""
     if name not in BACKEND_OPTION_DEFAULTS:
         return f"unknown option {name!r}; known: {', '.join(sorted(BACKEND_OPTION_DEFAULTS))}"
+    if name == "EAGER":
+        return None if isinstance(value, bool) else f"EAGER must be True or False, got {value!r}"
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 512 * 2**20:
         return f"MAX_RESULT_BYTES must be an int from 1 to 536,870,912, got {value!r}"
     return None

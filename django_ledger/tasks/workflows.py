@@ -302,7 +302,7 @@ def _steps(
 ) -> tuple[LedgerBackend, str, list[FlowStep]]:
     if not planned:
         raise ValueError("a workflow needs at least one step")
-    backend = _backend(planned[0].call.task)
+    backend = _backend(planned[0].call.task, workflow=True)
     names = {step.call.task.queue_name for step in planned}
     if queue is None:
         if len(names) > 1:
@@ -372,6 +372,7 @@ def _enqueue(planned: list[_Planned], workflow_id: str | None, queue: str | None
         # Refused now, as outside a transaction, not when the relay meets its row.
         check_workflow(ledger, flow_id, steps)
         _stage(backend, queue, flow_id, steps)
+        backend.ran_eagerly([])  # EAGER: the steps run at the commit
         return WorkflowResult(flow_id, queue, backend.alias, task_ids, True, staged=True)
     answer = admit_workflow(ledger, flow_id, steps)
     if answer.status is AdmissionStatus.CONFLICT:
@@ -379,6 +380,7 @@ def _enqueue(planned: list[_Planned], workflow_id: str | None, queue: str | None
     if answer.status is AdmissionStatus.FULL:
         raise QueueFull(f"queue {queue!r} has no room for the {len(steps):,} steps of {flow_id!r}")
     created = answer.status is AdmissionStatus.ADMITTED
+    backend.ran_eagerly([])  # EAGER: the steps run now, each released by the one before
     return WorkflowResult(flow_id, queue, backend.alias, task_ids, created)
 
 

@@ -29,7 +29,7 @@ ROWS = [
     "admin UI",
     "REST API",
 ]
-PLANNED = {"cancel a running task", "task progress", "bulk actions in a UI", "testing helpers"}
+PLANNED = {"cancel a running task", "task progress", "bulk actions in a UI"}
 
 
 def table() -> dict[str, dict[str, str]]:
@@ -54,6 +54,11 @@ def test_the_table_has_every_row_and_every_system() -> None:
 def test_what_is_being_built_here_says_planned() -> None:
     for name, row in table().items():
         assert (row["django-ledger"] == "planned") is (name in PLANNED), name
+
+
+def test_the_testing_helpers_point_at_the_testing_page() -> None:
+    assert "[Testing](testing.md)" in table()["testing helpers"]["django-ledger"]
+    assert "testing helpers: planned" not in PAGE
 
 
 def test_every_peer_with_a_checked_cell_names_its_pages() -> None:

@@ -80,6 +80,8 @@ LAYERS: dict[str, set[str]] = {
     "api": {"core", "conf", "permissions", "tasks", "services"},
     "management": {"core", "core.worker", "core.schedule", "conf", "services", "api"},
     "apps": {"checks"},
+    # The testing kit: runs tasks as the worker's handler does, reads what waits.
+    "testing": {"core", "core.worker", "conf", "queues", "tasks"},
     "migrations": set(),
     "templatetags": set(),
 }

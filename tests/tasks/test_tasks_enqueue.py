@@ -364,12 +364,13 @@ def test_enqueue_many_with_ids_answers_repeats(task_namespace: str) -> None:
 
 
 def test_enqueue_once_needs_a_ledger_backend(task_namespace: str) -> None:
-    dummy = {
+    # DummyBackend and ImmediateBackend have stand-ins (tests/tasks/test_tasks_stand_ins.py).
+    other = {
         "default": {"BACKEND": "django_ledger.tasks.LedgerBackend"},
-        "dummy": {"BACKEND": f"{task.__module__.rpartition('.')[0]}.backends.dummy.DummyBackend"},
+        "other": {"BACKEND": "tests.support.tasks_app.backends.ElsewhereBackend"},
     }
-    with override_settings(TASKS=dummy):
-        elsewhere = tasks.add.using(backend="dummy")
+    with override_settings(TASKS=other):
+        elsewhere = tasks.add.using(backend="other")
         with pytest.raises(InvalidTask, match=re.escape("not django_ledger.tasks.LedgerBackend")):
             enqueue_once(elsewhere, "x", 1, 2)
 

@@ -156,3 +156,18 @@ def deep_result() -> list[Any]:
     for _ in range(100):
         value = [value]
     return value
+
+
+@task
+def usernames() -> list[str]:
+    """The users the database holds, as the task's own connection sees them."""
+    from django.contrib.auth.models import User
+
+    return sorted(User.objects.values_list("username", flat=True))
+
+
+@task
+def enqueues_add(a: int, b: int) -> list[str]:
+    """Enqueue ``add(a, b)`` from inside a task: its id, and its status as seen from here."""
+    result = add.enqueue(a, b)
+    return [result.id, result.status]

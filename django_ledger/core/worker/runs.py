@@ -113,6 +113,9 @@ class Runs:
         with state.lock:
             if entry.finished:  # given back or lost before it started
                 return
+            if not state.may_start():  # recycling: the main loop gives it back
+                state.wake.set()
+                return
             entry.thread_id = threading.get_ident()
             entry.started = time.monotonic()
         if entry.job.claim.held:  # prefetched: the main loop's next call marks it started

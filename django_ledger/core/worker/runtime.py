@@ -42,10 +42,11 @@ from ..records import State
 from ..results import Claim, Claims, Settlement, SettlementStatus, earliest
 from ..sharded import AnyLedger
 from ..transport import MAX_BATCH
-from .config import Metrics, WorkerConfig, default_worker_id
+from .config import EXIT_RECYCLE, Metrics, WorkerConfig, default_worker_id
 from .handler import Handler, Job, Outcome
 from .idle import Idle
 from .outcomes import settled
+from .recycle import Recycle
 from .runs import Runs
 from .state import Entry, WorkerState
 from .stopping import Stop
@@ -93,6 +94,7 @@ class Worker:
         self._loop_error: BaseException | None = None
         #: The idle wait: due times, quiet queues, the waker (``idle.py``).
         self._idle = Idle(state)
+        self._recycle = Recycle(state)
 
     # -- the outside ----------------------------------------------------------------
 
@@ -156,7 +158,9 @@ class Worker:
         )
         if state.hard_exit.is_set():
             return 3
-        return 1 if state.forced.is_set() else 0
+        if state.forced.is_set():
+            return 1
+        return EXIT_RECYCLE if state.recycle and not state.stopping.is_set() else 0
 
     def _repair_summary(self) -> str:
         """What this worker's repairs did, for its last line (a burst run always says)."""
@@ -194,13 +198,17 @@ class Worker:
             state.wake.clear()
             self._linger()
             self._collect()
-            # A stop asked for gives back what never started; --max-tasks only stops claiming.
+            # A stop asked for gives back what never started, and so does a recycle (with
+            # no deadline: what started runs to its end); --max-tasks only stops claiming.
             asked = state.stopping.is_set()
-            stopping = asked or self._claims_left() == 0
+            recycling = self._recycle.due()
+            stopping = asked or recycling or self._claims_left() == 0
             if stopping and deadline is None:
-                deadline = float("inf")  # --max-tasks: the claimed ones all run
+                deadline = float("inf")  # --max-tasks, a recycle: the claimed ones all run
             if asked:
                 deadline = self._stop.begin()
+            elif recycling:
+                self._stop.release_unstarted()
             room = 0 if stopping else self._room()
             claimed, drained, worked = self._settle_and_claim(room)
             if state.metered:

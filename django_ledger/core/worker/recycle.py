@@ -17,6 +17,7 @@ from .state import WorkerState
 
 __all__ = ["Recycle", "resident_mib"]
 
+
 log = logging.getLogger("django_ledger.worker")
 
 MIB = 1024 * 1024

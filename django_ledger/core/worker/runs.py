@@ -79,9 +79,11 @@ class Runs:
                 continue
             if plan.timeout is None and not plan.is_async:
                 self.running_here = entry
+                self._state.loop_busy = True
                 try:
                     self._execute(entry)
                 finally:
+                    self._state.loop_busy = False
                     self.running_here = None
             else:
                 with self._state.lock:

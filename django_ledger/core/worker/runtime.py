@@ -44,6 +44,7 @@ from ..sharded import AnyLedger
 from ..transport import MAX_BATCH
 from .config import EXIT_RECYCLE, Metrics, WorkerConfig, default_worker_id
 from .handler import Handler, Job, Outcome
+from .health import stall_for_tests
 from .idle import Idle
 from .outcomes import settled
 from .recycle import Recycle
@@ -195,6 +196,8 @@ class Worker:
         state = self._state
         deadline: float | None = None
         while not state.forced.is_set() and not state.done.is_set():
+            state.loop_at = time.time()
+            stall_for_tests()
             state.wake.clear()
             self._linger()
             self._collect()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -115,6 +116,10 @@ class WorkerState:
         #: Tasks started (``max_tasks_per_child`` counts them), and why this worker
         #: recycles, once it does: it then starts no more.
         self.started = 0
+        #: When the main loop last turned (``time.time()``), and whether it is inside a
+        #: task it runs itself now (the heartbeat then counts the loop as turning).
+        self.loop_at = time.time()
+        self.loop_busy = False
         self.recycle: str | None = None
         #: Threads beside the main loop and the pool, joined when the worker ends.
         self.threads: list[threading.Thread] = []

@@ -10,6 +10,7 @@ from django.utils.translation import gettext, gettext_lazy
 
 from django_ledger.conf import get_ledger
 from django_ledger.core.errors import LedgerError
+from django_ledger.services.health import probe
 from django_ledger.services.placement import (
     Placement,
     crowded_masters,
@@ -54,9 +55,33 @@ class Command(LedgerCommand):
             ),
         )
 
+        parser.add_argument(
+            "--worker",
+            metavar="ID",
+            help=gettext(
+                "check worker ID only: exit 1 when it has no heartbeat, or its loop has not "
+                "turned within --max-age (an exec probe)"
+            ),
+        )
+        parser.add_argument(
+            "--worker-of",
+            metavar="QUEUE",
+            help=gettext("check the workers of QUEUE the same way: exit 1 unless one is fresh"),
+        )
+        parser.add_argument(
+            "--max-age",
+            type=float,
+            default=60.0,
+            metavar="SECONDS",
+            help=gettext("how long a fresh worker's loop may go without turning (default 60)"),
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
         if options["demand"] is not None:
             self.stdout.write(str(_demand(options["demand"])))
+            return
+        if options["worker"] is not None or options["worker_of"] is not None:
+            self.stdout.write(probe(options["worker"], options["worker_of"], options["max_age"]))
             return
         if options["busy"] < 1:
             raise CommandError(gettext("--busy must be at least 1"))

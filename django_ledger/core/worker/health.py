@@ -1,0 +1,39 @@
+"""A worker's health, seen from outside: is its main loop turning?
+
+The main loop notes each turn (``WorkerState.loop_at``) and every heartbeat carries it
+(``WorkerInfo.loop_at``); a beat while the loop runs a task itself counts as a turn, the
+renewals of that task holding. The renewer beats from a thread of its own, so a loop
+stuck in a call keeps beating: ``loop_at`` then falls behind ``beat_at``, and
+``manage.py ledger_status --worker ID --max-age S`` says so (``loop_age_s``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .heartbeat import WorkerInfo
+
+__all__ = ["STALL_FILE_ENV", "loop_age_s", "stall_for_tests"]
+
+#: A test seam: while the file this names exists, the main loop stands still (as a loop
+#: stuck in a call would), so a test can see a worker's loop fall behind.
+STALL_FILE_ENV = "DJANGO_LEDGER_TEST_STALL_FILE"
+
+
+def stall_for_tests() -> None:
+    """Stand still while ``$DJANGO_LEDGER_TEST_STALL_FILE`` exists (unset: return at once)."""
+    path = os.environ.get(STALL_FILE_ENV)
+    while path and os.path.exists(path):
+        time.sleep(0.05)
+
+
+def loop_age_s(info: WorkerInfo, now_ms: int) -> float:
+    """Seconds since the worker's loop last turned, as its last heartbeat and ``now`` say.
+
+    The older of the heartbeat and the loop's turn: a worker that stopped beating is as
+    stale as one whose loop stopped turning. A heartbeat of a version without
+    ``loop_at`` is judged by its beat alone.
+    """
+    turned = info.loop_at or info.beat_at
+    return max(0, now_ms - min(turned, info.beat_at)) / 1000

@@ -92,6 +92,9 @@ def test_each_unit_restarts_and_stops_with_sigterm_after_the_drain(text: str) ->
     if name == "ledger_worker":
         assert service["KillMode"] == "mixed"
         assert float(service["TimeoutStopSec"]) > options["shutdown_timeout"]
+        # The worker feeds systemd's watchdog (core/worker/health.py), children included.
+        assert (service["Type"], service["NotifyAccess"]) == ("notify", "all")
+        assert float(service["WatchdogSec"]) >= 10
 
 
 def test_the_image_runs_a_worker_by_default() -> None:

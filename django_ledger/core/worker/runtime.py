@@ -115,6 +115,11 @@ class Worker:
         """
         return self._stop.abandoned
 
+    def loop_age(self) -> float:
+        """Seconds since the main loop last turned (0 while it runs a task itself)."""
+        state = self._state
+        return 0.0 if state.loop_busy else max(0.0, time.time() - state.loop_at)
+
     def in_hand(self) -> list[Job]:
         with self._state.lock:
             return [entry.job for entry in self._state.in_hand.values()]

@@ -22,6 +22,7 @@ from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from ...core.worker.config import EXIT_RECYCLE
+from ...core.worker.health import notify_systemd
 from ...core.worker.upkeep import Room
 from ...services.worker import MAX_PORT, WorkerOptions, build_worker, worker_queues
 from ..base import LedgerCommand
@@ -180,11 +181,13 @@ class Command(LedgerCommand):
         scheduler = self._scheduler(options["scheduler"])
         if child:
             _stop_with_parent(worker.request_stop)
+        watchdog = notify_systemd(worker.loop_age)  # Type=notify, WatchdogSec=
         with _signals_stop(worker.request_stop):
             try:
                 code = worker.run()
                 self._abandoned = worker.abandoned
             finally:
+                watchdog.set()
                 if scheduler is not None:
                     scheduler.set()
         return code

@@ -212,6 +212,12 @@ class StatsSerializer(serializers.Serializer[Any]):
     gate_closed = serializers.BooleanField()
     now = serializers.IntegerField(help_text="The Redis server clock, epoch ms.")
     oldest_due_age_ms = serializers.IntegerField(allow_null=True)
+    demand = serializers.IntegerField(
+        help_text=(
+            "Records due now plus records claimed (pending_due + claimed): the number an "
+            "autoscaler scales workers on; 0 only when nothing is due or running."
+        )
+    )
 
 
 class QuarantinedSerializer(serializers.Serializer[Any]):

@@ -284,6 +284,15 @@ class Stats:
         return self.pending_due + self.pending_later
 
     @property
+    def demand(self) -> int:
+        """The workers this queue wants now: records due to run plus records running.
+
+        Records due later are left out (they need no worker yet); running ones are kept in,
+        so an autoscaler never scales to zero under a task that is still running.
+        """
+        return self.pending_due + self.claimed
+
+    @property
     def at_rest(self) -> bool:
         """Nothing PENDING or CLAIMED, and every record counted by an index or quarantine.
 

@@ -18,6 +18,7 @@ from django.utils.module_loading import import_string
 from ..conf import connection, get_ledger, ledger_settings
 from ..core.worker.handler import Backoff, CallableHandler, Handler
 from ..core.worker.heartbeat import Heartbeats
+from ..core.worker.recycle import resident_mib
 from ..core.worker.runtime import Metrics, Worker, WorkerConfig, default_worker_id
 from ..core.worker.upkeep import Room
 
@@ -26,6 +27,9 @@ __all__ = ["WorkerOptions", "build_worker", "heartbeats", "task_queues", "worker
 #: The highest TCP port: ``--metrics-port`` (and, with ``--processes``, each child's) is
 #: at most this.
 MAX_PORT = 65535
+
+#: ``--max-memory-per-child`` must leave a fresh worker this much of what it holds at start.
+START_HEADROOM = 1.2
 
 #: The task backend class this app provides (``TASKS[alias]['BACKEND']``).
 BACKEND_PATH = "django_ledger.tasks.LedgerBackend"
@@ -40,6 +44,10 @@ class WorkerOptions:
     prefetch: int | None = None
     burst: bool = False
     max_tasks: int | None = None
+    #: Recycle (exit ``EXIT_RECYCLE`` after a drain) after so many tasks started, or past
+    #: so many MiB resident: ``--max-tasks-per-child``, ``--max-memory-per-child``.
+    max_tasks_per_child: int | None = None
+    max_memory_per_child: float | None = None
     worker_id: str | None = None
     shutdown_timeout: float = 30.0
     repair: bool = True
@@ -161,6 +169,8 @@ def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
         prefetch=options.prefetch,
         burst=options.burst,
         max_tasks=options.max_tasks,
+        max_tasks_per_child=options.max_tasks_per_child,
+        max_memory_per_child=_memory_limit(options.max_memory_per_child),
         shutdown_timeout=options.shutdown_timeout,
         repair=options.repair,
         heartbeats=beats,
@@ -172,6 +182,19 @@ def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
         # The queue-records gauge is set from each depth sample the counters' flush takes.
         beats.counters.on_sample = metrics.records
     return Worker(ledgers, handlers, leases, config, metrics=metrics)
+
+
+def _memory_limit(limit: float | None) -> float | None:
+    """Refuse a memory limit a fresh worker (Django and the handlers loaded) nearly holds."""
+    if limit is None or not limit > 0:
+        return limit  # None, or refused by WorkerConfig
+    holds = resident_mib()
+    if limit < START_HEADROOM * holds:
+        raise ValueError(
+            f"--max-memory-per-child {limit:g} MiB leaves no room: a fresh worker already "
+            f"holds {holds:.0f} MiB; give at least {START_HEADROOM * holds:.0f}"
+        )
+    return limit
 
 
 def _metrics(options: WorkerOptions) -> Metrics | None:

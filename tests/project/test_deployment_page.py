@@ -15,11 +15,15 @@ import re
 import shlex
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.core.management import get_commands, load_command_class
 from django.core.management.base import CommandError
+from django.urls import resolve
+from rest_framework.authentication import TokenAuthentication
 
+from django_ledger.api.serializers import StatsSerializer
 from tests.support.settings_reference_loader import ROOT
 
 yaml = pytest.importorskip("yaml")
@@ -65,14 +69,17 @@ def containers() -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(manifest, container) for every container of the page's manifests."""
     found: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for manifest in MANIFESTS:
+        if "template" not in manifest.get("spec", {}):
+            continue  # a Secret or one of KEDA's objects: no pods
         spec = manifest["spec"]["template"]["spec"]
         found.extend((manifest, container) for container in spec["containers"])
     return found
 
 
 def test_the_page_has_units_an_image_and_manifests() -> None:
-    assert len(UNITS) == 2 and len(MANIFESTS) == 3
-    assert {m["kind"] for m in MANIFESTS} == {"Deployment", "Job"}
+    assert len(UNITS) == 2 and len(MANIFESTS) == 6
+    kinds = {"Deployment", "Job", "Secret", "TriggerAuthentication", "ScaledObject"}
+    assert {m["kind"] for m in MANIFESTS} == kinds
     assert ENTRYPOINT == ["python", "manage.py"]
 
 
@@ -85,6 +92,9 @@ def test_each_unit_restarts_and_stops_with_sigterm_after_the_drain(text: str) ->
     if name == "ledger_worker":
         assert service["KillMode"] == "mixed"
         assert float(service["TimeoutStopSec"]) > options["shutdown_timeout"]
+        # The worker feeds systemd's watchdog (core/worker/health.py), children included.
+        assert (service["Type"], service["NotifyAccess"]) == ("notify", "all")
+        assert float(service["WatchdogSec"]) >= 10
 
 
 def test_the_image_runs_a_worker_by_default() -> None:
@@ -121,6 +131,7 @@ def test_an_option_the_command_lacks_is_refused() -> None:
 def test_every_option_the_prose_names_belongs_to_a_command() -> None:
     """An ``--option`` in the page's text is one of the commands' (or docker's)."""
     commands = ("ledger_worker", "ledger_scheduler", "ledger_relay", "ledger_repair")
+    commands += ("ledger_status", "ledger_token")
     known = {"--time", "--init", "--deploy"}  # docker stop, docker run; manage.py check
     for name in commands:
         parser = load_command_class("django_ledger", name).create_parser("manage.py", name)
@@ -128,6 +139,41 @@ def test_every_option_the_prose_names_belongs_to_a_command() -> None:
     prose = re.sub(r"^```.*?^```$", "", PAGE, flags=re.M | re.S)
     named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", prose))
     assert named and named - known == set()
+
+
+def named(kind: str) -> dict[str, dict[str, Any]]:
+    return {m["metadata"]["name"]: m for m in MANIFESTS if m["kind"] == kind}
+
+
+def test_keda_scales_the_workers_on_the_demand_the_api_answers() -> None:
+    """The ScaledObject reads the stats' ``demand`` with a token the API accepts."""
+    (scaled,) = named("ScaledObject").values()
+    worker = named("Deployment")[scaled["spec"]["scaleTargetRef"]["name"]]
+    (container,) = worker["spec"]["template"]["spec"]["containers"]
+    _, options = parse(ENTRYPOINT + container["args"])
+    assert scaled["spec"]["minReplicaCount"] == 0 < scaled["spec"]["maxReplicaCount"]
+    # Down to zero only after the grace a stopping worker has to finish its tasks.
+    grace = worker["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert scaled["spec"]["cooldownPeriod"] > grace
+    (trigger,) = scaled["spec"]["triggers"]
+    meta = trigger["metadata"]
+    assert trigger["type"] == "metrics-api"
+    # One worker per --concurrency tasks of demand; the first as soon as there is any.
+    assert float(meta["targetValue"]) == options["concurrency"]
+    assert float(meta["activationTargetValue"]) == 0
+    match = resolve(urlsplit(meta["url"]).path)
+    assert match.url_name == "stats" and match.namespace == "django_ledger_api"
+    assert meta["valueLocation"] in StatsSerializer().fields
+    assert meta["valueLocation"] == "demand"
+    # apiKey in the Authorization header, "Token <key>": what TokenAuthentication reads.
+    assert (meta["authMode"], meta["method"]) == ("apiKey", "header")
+    assert meta["keyParamName"] == "Authorization"
+    auth = named("TriggerAuthentication")[trigger["authenticationRef"]["name"]]
+    (ref,) = auth["spec"]["secretTargetRef"]
+    assert ref["parameter"] == "apiKey"
+    value = named("Secret")[ref["name"]]["stringData"][ref["key"]]
+    keyword, key = value.split(" ")
+    assert keyword == TokenAuthentication.keyword and len(key) == 40
 
 
 def test_the_page_is_in_the_navigation() -> None:

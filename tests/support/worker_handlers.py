@@ -97,3 +97,14 @@ def wait_for_file(job: Job) -> str:
             raise TimeoutError(f"{path} never appeared")
         time.sleep(0.005)
     return "found"
+
+
+#: What ``hoard`` keeps: this worker process's memory grows with every task it runs.
+_HOARD: list[bytes] = []
+
+
+def hoard(job: Job) -> str:
+    """Complete, keeping 32 MiB more resident each time (a leak, for recycling)."""
+    _note(job)
+    _HOARD.append(b"x" * (32 * 1024 * 1024))
+    return "kept"

@@ -33,5 +33,6 @@ LEDGER = {
         "slow": {"HANDLER": H + "outlives_its_lease", "LEASE": timedelta(seconds=1)},
         "async": {"HANDLER": H + "coroutine"},
         "filewait": {"HANDLER": H + "wait_for_file", "LEASE": timedelta(seconds=1)},
+        "hoarding": {"HANDLER": H + "hoard"},
     },
 }

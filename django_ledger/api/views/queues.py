@@ -72,7 +72,7 @@ class QueueViewSet(LedgerViewSet):
     def stats(self, request: Request, queue: str) -> Response:
         """Return the queue's counters from one consistent snapshot of its indexes."""
         stats = self.ledger.stats()
-        data = {**stats.as_dict(), "queue": queue, "now": stats.now}
+        data = {**stats.as_dict(), "queue": queue, "now": stats.now, "demand": stats.demand}
         return Response(StatsSerializer(data).data)
 
     @extend_schema(

@@ -11,7 +11,11 @@ from typing import Protocol
 from .heartbeat import Heartbeats
 from .rooms import Room
 
-__all__ = ["Metrics", "NoMetrics", "WorkerConfig", "default_worker_id"]
+__all__ = ["EXIT_RECYCLE", "Metrics", "NoMetrics", "WorkerConfig", "default_worker_id"]
+
+#: What ``Worker.run`` returns after a recycle (``max_tasks_per_child`` or
+#: ``max_memory_per_child`` reached): ``EX_TEMPFAIL``, for a supervisor to start another.
+EXIT_RECYCLE = 75
 
 
 def default_worker_id() -> str:
@@ -61,6 +65,12 @@ class WorkerConfig:
     burst: bool = False
     #: Stop claiming after this many claims, finish them, then return 0.
     max_tasks: int | None = None
+    #: Recycle after starting this many tasks: start no more, give back the claims held
+    #: unstarted, let the running ones finish and settle, then return ``EXIT_RECYCLE``.
+    max_tasks_per_child: int | None = None
+    #: Recycle the same way once this process's resident memory passes this many MiB
+    #: (read after each settle round).
+    max_memory_per_child: float | None = None
     #: How long running jobs get to finish once a stop is asked for.
     shutdown_timeout: float = 30.0
     #: Run repair pages of every queue from inside the worker.
@@ -89,6 +99,14 @@ class WorkerConfig:
             raise ValueError(f"prefetch must be 0 or more, got {self.prefetch}")
         if self.max_tasks is not None and self.max_tasks < 1:
             raise ValueError(f"max_tasks must be at least 1, got {self.max_tasks}")
+        if self.max_tasks_per_child is not None and self.max_tasks_per_child < 1:
+            raise ValueError(
+                f"max_tasks_per_child must be at least 1, got {self.max_tasks_per_child}"
+            )
+        if self.max_memory_per_child is not None and not self.max_memory_per_child > 0:
+            raise ValueError(
+                f"max_memory_per_child must be more than 0 MiB, got {self.max_memory_per_child}"
+            )
         if not self.wake_block > 0:
             raise ValueError(f"wake_block must be more than 0, got {self.wake_block}")
         if self.shutdown_timeout < 0:

@@ -34,6 +34,9 @@ class WorkerInfo:
     concurrency: int
     started_at: int
     beat_at: int = 0
+    #: When the main loop last turned (epoch ms): a beat while the loop runs a task
+    #: itself, renewed, counts as a turn. A loop stuck elsewhere falls behind ``beat_at``.
+    loop_at: int = 0
     processed: int = 0
     failed: int = 0
     retried: int = 0

@@ -79,9 +79,11 @@ class Runs:
                 continue
             if plan.timeout is None and not plan.is_async:
                 self.running_here = entry
+                self._state.loop_busy = True
                 try:
                     self._execute(entry)
                 finally:
+                    self._state.loop_busy = False
                     self.running_here = None
             else:
                 with self._state.lock:
@@ -112,6 +114,9 @@ class Runs:
             return
         with state.lock:
             if entry.finished:  # given back or lost before it started
+                return
+            if not state.may_start():  # recycling: the main loop gives it back
+                state.wake.set()
                 return
             entry.thread_id = threading.get_ident()
             entry.started = time.monotonic()

@@ -42,10 +42,12 @@ from ..records import State
 from ..results import Claim, Claims, Settlement, SettlementStatus, earliest
 from ..sharded import AnyLedger
 from ..transport import MAX_BATCH
-from .config import Metrics, WorkerConfig, default_worker_id
+from .config import EXIT_RECYCLE, Metrics, WorkerConfig, default_worker_id
 from .handler import Handler, Job, Outcome
+from .health import stall_for_tests
 from .idle import Idle
 from .outcomes import settled
+from .recycle import Recycle
 from .runs import Runs
 from .state import Entry, WorkerState
 from .stopping import Stop
@@ -93,6 +95,7 @@ class Worker:
         self._loop_error: BaseException | None = None
         #: The idle wait: due times, quiet queues, the waker (``idle.py``).
         self._idle = Idle(state)
+        self._recycle = Recycle(state)
 
     # -- the outside ----------------------------------------------------------------
 
@@ -111,6 +114,11 @@ class Worker:
         Their leases bring them back; joining a stuck thread would hang the process.
         """
         return self._stop.abandoned
+
+    def loop_age(self) -> float:
+        """Seconds since the main loop last turned (0 while it runs a task itself)."""
+        state = self._state
+        return 0.0 if state.loop_busy else max(0.0, time.time() - state.loop_at)
 
     def in_hand(self) -> list[Job]:
         with self._state.lock:
@@ -156,7 +164,9 @@ class Worker:
         )
         if state.hard_exit.is_set():
             return 3
-        return 1 if state.forced.is_set() else 0
+        if state.forced.is_set():
+            return 1
+        return EXIT_RECYCLE if state.recycle and not state.stopping.is_set() else 0
 
     def _repair_summary(self) -> str:
         """What this worker's repairs did, for its last line (a burst run always says)."""
@@ -191,16 +201,22 @@ class Worker:
         state = self._state
         deadline: float | None = None
         while not state.forced.is_set() and not state.done.is_set():
+            state.loop_at = time.time()
+            stall_for_tests()
             state.wake.clear()
             self._linger()
             self._collect()
-            # A stop asked for gives back what never started; --max-tasks only stops claiming.
+            # A stop asked for gives back what never started, and so does a recycle (with
+            # no deadline: what started runs to its end); --max-tasks only stops claiming.
             asked = state.stopping.is_set()
-            stopping = asked or self._claims_left() == 0
+            recycling = self._recycle.due()
+            stopping = asked or recycling or self._claims_left() == 0
             if stopping and deadline is None:
-                deadline = float("inf")  # --max-tasks: the claimed ones all run
+                deadline = float("inf")  # --max-tasks, a recycle: the claimed ones all run
             if asked:
                 deadline = self._stop.begin()
+            elif recycling:
+                self._stop.release_unstarted()
             room = 0 if stopping else self._room()
             claimed, drained, worked = self._settle_and_claim(room)
             if state.metered:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -112,8 +113,27 @@ class WorkerState:
         self.forced = threading.Event()
         self.hard_exit = threading.Event()
         self.done = threading.Event()
+        #: Tasks started (``max_tasks_per_child`` counts them), and why this worker
+        #: recycles, once it does: it then starts no more.
+        self.started = 0
+        #: When the main loop last turned (``time.time()``), and whether it is inside a
+        #: task it runs itself now (the heartbeat then counts the loop as turning).
+        self.loop_at = time.time()
+        self.loop_busy = False
+        self.recycle: str | None = None
         #: Threads beside the main loop and the pool, joined when the worker ends.
         self.threads: list[threading.Thread] = []
+
+    def may_start(self) -> bool:
+        """Count a task about to start, unless the worker recycles (call holding ``lock``)."""
+        limit = self.config.max_tasks_per_child
+        if self.recycle is not None:
+            return False
+        self.started += 1
+        if limit is not None and self.started >= limit:
+            self.recycle = f"{limit} tasks started"
+            self.wake.set()
+        return True
 
     def request_stop(self) -> None:
         """Stop gracefully; a second call stops at once."""

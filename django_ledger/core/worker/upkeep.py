@@ -186,6 +186,7 @@ class Renewer:
             concurrency=state.config.concurrency,
             started_at=self._started_ms,
             beat_at=int(time.time() * 1000),
+            loop_at=int((time.time() if state.loop_busy else state.loop_at) * 1000),
             processed=state.counts.processed,
             failed=state.counts.failed,
             retried=state.counts.retried,

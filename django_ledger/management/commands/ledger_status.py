@@ -8,6 +8,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
+from django_ledger.conf import get_ledger
+from django_ledger.core.errors import LedgerError
+from django_ledger.services.health import probe
 from django_ledger.services.placement import (
     Placement,
     crowded_masters,
@@ -24,7 +27,9 @@ class Command(LedgerCommand):
     help = gettext_lazy(
         "Show where each queue lives (its Redis Cluster slot and the master serving "
         "it; a row per shard of a sharded queue) with its counters, and a hint when "
-        "two busy queues or shards share one master."
+        "two busy queues or shards share one master. --demand QUEUE prints one "
+        "number instead: the queue's records due now plus those running, what an "
+        "autoscaler scales workers on."
     )  # type: ignore[assignment]  # lazy: the language of each run
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -41,7 +46,43 @@ class Command(LedgerCommand):
             help=gettext("live records (pending or claimed) that make a queue busy (default 1)"),
         )
 
+        parser.add_argument(
+            "--demand",
+            metavar="QUEUE",
+            help=gettext(
+                "print only the demand of QUEUE (records due now plus records running, "
+                "every shard summed), as the API's stats answer it"
+            ),
+        )
+
+        parser.add_argument(
+            "--worker",
+            metavar="ID",
+            help=gettext(
+                "check worker ID only: exit 1 when it has no heartbeat, or its loop has not "
+                "turned within --max-age (an exec probe)"
+            ),
+        )
+        parser.add_argument(
+            "--worker-of",
+            metavar="QUEUE",
+            help=gettext("check the workers of QUEUE the same way: exit 1 unless one is fresh"),
+        )
+        parser.add_argument(
+            "--max-age",
+            type=float,
+            default=60.0,
+            metavar="SECONDS",
+            help=gettext("how long a fresh worker's loop may go without turning (default 60)"),
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["demand"] is not None:
+            self.stdout.write(str(_demand(options["demand"])))
+            return
+        if options["worker"] is not None or options["worker_of"] is not None:
+            self.stdout.write(probe(options["worker"], options["worker_of"], options["max_age"]))
+            return
         if options["busy"] < 1:
             raise CommandError(gettext("--busy must be at least 1"))
         try:
@@ -80,3 +121,15 @@ def _row(placement: Placement) -> tuple[str, ...]:
     gate = "closed" if stats.gate_closed else "open"
     counts = (stats.pending_due, stats.pending_later, stats.claimed, ended, stats.quarantined)
     return (placement.name, slot, placement.node, *(str(n) for n in counts), gate)
+
+
+def _demand(queue: str) -> int:
+    """Queue ``queue``'s demand, read from Redis (no worker needs to run)."""
+    try:
+        return get_ledger(queue).stats().demand
+    except ImproperlyConfigured as exc:
+        raise CommandError(str(exc)) from exc
+    except LedgerError as exc:
+        raise CommandError(
+            gettext("queue %(queue)s: %(error)s") % {"queue": queue, "error": exc}
+        ) from exc

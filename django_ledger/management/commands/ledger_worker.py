@@ -21,6 +21,8 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
+from ...core.worker.config import EXIT_RECYCLE
+from ...core.worker.health import notify_systemd
 from ...core.worker.upkeep import Room
 from ...services.worker import MAX_PORT, WorkerOptions, build_worker, worker_queues
 from ..base import LedgerCommand
@@ -60,6 +62,25 @@ class Command(LedgerCommand):
         )
         parser.add_argument(
             "--max-tasks", type=int, default=None, help=gettext("exit 0 after this many tasks")
+        )
+        parser.add_argument(
+            "--max-tasks-per-child",
+            type=int,
+            default=None,
+            help=gettext(
+                "after starting this many tasks, finish them, give back held claims and "
+                "exit 75; --processes starts a new process in its place"
+            ),
+        )
+        parser.add_argument(
+            "--max-memory-per-child",
+            type=float,
+            default=None,
+            metavar="MB",
+            help=gettext(
+                "once resident memory passes this many MiB, recycle the same way (checked "
+                "after each settle round)"
+            ),
         )
         parser.add_argument(
             "--worker-id", default=None, help=gettext("this worker's id (default: host:pid:random)")
@@ -135,6 +156,8 @@ class Command(LedgerCommand):
             prefetch=options["prefetch"],
             burst=options["burst"],
             max_tasks=options["max_tasks"],
+            max_tasks_per_child=options["max_tasks_per_child"],
+            max_memory_per_child=options["max_memory_per_child"],
             worker_id=options["worker_id"],
             shutdown_timeout=options["shutdown_timeout"],
             repair=not options["no_repair"],
@@ -158,11 +181,13 @@ class Command(LedgerCommand):
         scheduler = self._scheduler(options["scheduler"])
         if child:
             _stop_with_parent(worker.request_stop)
+        watchdog = notify_systemd(worker.loop_age)  # Type=notify, WatchdogSec=
         with _signals_stop(worker.request_stop):
             try:
                 code = worker.run()
                 self._abandoned = worker.abandoned
             finally:
+                watchdog.set()
                 if scheduler is not None:
                     scheduler.set()
         return code
@@ -235,6 +260,16 @@ class Command(LedgerCommand):
                 for slot, child in list(children.items()):
                     code = child.poll()
                     if code is None:
+                        alive = True
+                        continue
+                    if code == EXIT_RECYCLE and not stopping.is_set():
+                        # Recycled (--max-tasks-per-child, --max-memory-per-child): always
+                        # replaced, burst or not; a fresh interpreter, not a fork.
+                        self.stdout.write(
+                            gettext("worker process %(pid)s recycled; starting another")
+                            % {"pid": child.pid}
+                        )
+                        start(slot)
                         alive = True
                         continue
                     if stopping.is_set() or options["burst"] or options["max_tasks"]:

@@ -20,7 +20,7 @@ from ..queues import queues
 from .backend import LedgerBackend
 from .compat import TaskResultDoesNotExist, task_backends
 
-__all__ = ["CancelOutcome", "cancel"]
+__all__ = ["CancelOutcome", "cancel", "cancel_record"]
 
 
 @dataclass(frozen=True)
@@ -58,19 +58,43 @@ def cancel(
     if not isinstance(chosen, LedgerBackend):
         raise TypeError(f"backend {backend!r} is not a LedgerBackend")
     state = chosen.task_state(task_id)  # TaskResultDoesNotExist: no record in any queue
-    ledger = queues.get(state.queue).ledger.shard_for(task_id)
+    outcome = cancel_record(
+        state.queue,
+        task_id,
+        by=by or "django",
+        reason=reason,
+        database=chosen.transactions.database,
+    )
+    if outcome.status == CancelStatus.MISSING.value:  # purged between the read and the cancel
+        raise TaskResultDoesNotExist(task_id)
+    return outcome
+
+
+def cancel_record(
+    queue: str,
+    request_id: str,
+    *,
+    by: str,
+    reason: str = "",
+    database: str = "default",
+    expect: bytes | None = None,
+) -> CancelOutcome:
+    """Cancel record ``request_id`` of ``queue`` (a configured queue), fence first.
+
+    The one path of every Django face (``cancel``, the admin, the API, ``ledger_cancel``):
+    the effects of ``database`` are fenced before the record is cancelled. ``expect``: only
+    if the record is still these bytes (what an operator was shown).
+    """
+    ledger = queues.get(queue).ledger.shard_for(request_id)
     ledger.fused_only("cancel")
     fence = ledger.next_fence()
-    database = chosen.transactions.database
     committed: bool | None = None
     if outbox_ready(database):
-        committed = tombstone(task_id, fence, database)
-    answer = ledger.cancel(task_id, by=by or "django", reason=reason, fence_floor=fence)
-    if answer.status is CancelStatus.MISSING:  # purged between the read and the cancel
-        raise TaskResultDoesNotExist(task_id)
+        committed = tombstone(request_id, fence, database)
+    answer = ledger.cancel(request_id, by=by, reason=reason, fence_floor=fence, expect=expect)
     return CancelOutcome(
-        task_id,
-        state.queue,
+        request_id,
+        queue,
         answer.status.value,
         None if answer.was is None else answer.was.value,
         answer.fence,

@@ -20,7 +20,7 @@ from ..queues import queues
 from .backend import LedgerBackend
 from .compat import TaskResultDoesNotExist, task_backends
 
-__all__ = ["CancelOutcome", "cancel", "cancel_record"]
+__all__ = ["CancelOutcome", "cancel", "cancel_record", "effects_database"]
 
 
 @dataclass(frozen=True)
@@ -100,3 +100,12 @@ def cancel_record(
         answer.fence,
         committed,
     )
+
+
+def effects_database(backend: str = "default") -> str:
+    """The database of ``backend``'s fenced effects (``DATABASE``), else ``"default"``."""
+    try:
+        chosen = task_backends[backend]
+    except Exception:  # no such backend, or no task framework configured
+        return "default"
+    return chosen.transactions.database if isinstance(chosen, LedgerBackend) else "default"

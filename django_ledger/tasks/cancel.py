@@ -11,6 +11,7 @@ starts later claims a larger fence still, so the tombstone never blocks it.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from ..core.cancelling import CancelStatus
@@ -77,16 +78,25 @@ def cancel_record(
     by: str,
     reason: str = "",
     database: str = "default",
-    expect: bytes | None = None,
+    version: str | None = None,
 ) -> CancelOutcome:
     """Cancel record ``request_id`` of ``queue`` (a configured queue), fence first.
 
-    The one path of every Django face (``cancel``, the admin, the API, ``ledger_cancel``):
-    the effects of ``database`` are fenced before the record is cancelled. ``expect``: only
-    if the record is still these bytes (what an operator was shown).
+    The one path of every Django face (``cancel``, the API, ``ledger_cancel``): the
+    effects of ``database`` are fenced before the record is cancelled. ``version``: only
+    if the record is still the version an operator was shown (``operations.version_of``:
+    the first 32 hex digits of the SHA-256 of its bytes).
     """
     ledger = queues.get(queue).ledger.shard_for(request_id)
     ledger.fused_only("cancel")
+    expect: bytes | None = None
+    if version is not None:
+        with ledger.translate_errors():
+            stored = ledger.redis.hget(ledger.records_key, request_id)
+        if stored is not None:
+            if hashlib.sha256(stored).hexdigest()[:32] != version:
+                return CancelOutcome(request_id, queue, "changed", None, 0, None)
+            expect = stored
     fence = ledger.next_fence()
     committed: bool | None = None
     if outbox_ready(database):

@@ -16,8 +16,7 @@ from rest_framework.response import Response
 
 from ...core.cancelling import MAX_REASON_BYTES
 from ...core.records import id_problem
-from ...operations import snapshot
-from ...tasks.cancel import cancel_record, effects_database
+from ...services.cancelling import cancel_record, effects_database
 from ..errors import ApiError
 from ..schema import QUEUE, REQUEST_ID, RETRY_AFTER, errors, extend_schema
 from .base import LedgerViewSet
@@ -86,12 +85,6 @@ class CancelViewSet(LedgerViewSet):
                 gettext("The request is not valid: see details."),
                 {"reason": [gettext("At most 500 bytes (UTF-8).")]},
             )
-        expect = None
-        if "version" in data:
-            shown = snapshot(self.ledger, request_id)
-            if shown is not None and shown.version != data["version"]:
-                self._refuse("changed", request_id)
-            expect = None if shown is None else shown.raw
         user = request.user
         by = str(user.get_username()) if hasattr(user, "get_username") else str(user)
         outcome = cancel_record(
@@ -100,7 +93,7 @@ class CancelViewSet(LedgerViewSet):
             by=by,
             reason=data["reason"],
             database=effects_database(),
-            expect=expect or None,
+            version=data.get("version"),
         )
         if outcome.status != "cancelled":
             self._refuse(outcome.status, request_id, outcome.was)

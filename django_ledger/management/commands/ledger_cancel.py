@@ -10,7 +10,7 @@ from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from django_ledger.core.errors import LedgerError
-from django_ledger.tasks.cancel import cancel_record
+from django_ledger.services.cancelling import cancel_record
 
 from ..base import LedgerCommand
 

@@ -20,6 +20,7 @@ from django_ledger import Ledger, State
 from django_ledger.core.cancelling import CancelStatus
 from django_ledger.core.flows import FlowStep, admit_workflow, read_workflow
 from django_ledger.core.jobs import decode_result
+from django_ledger.core.limits import Limits
 from django_ledger.core.results import SettlementStatus
 from django_ledger.core.sharded import ShardedLedger
 from tests.support.ledger_helpers import corrupt, expire_and_repair, indexes_of, raw
@@ -296,3 +297,14 @@ def test_a_sharded_ledger_cancels_on_the_shard_that_holds_the_record(
         ]
         == "django_ledger.tasks.Cancelled"
     )
+
+
+def test_a_queued_record_of_a_keyed_queue_cancelled_is_never_claimed(ledger: Ledger) -> None:
+    ledger.set_limits(Limits(key="kwargs.tenant", concurrency=5))
+    payload = '{"args":[],"kwargs":{"tenant":"t1"},"options":{},"task":"x.y","v":1}'
+    ledger.admit("k1", payload)
+    ledger.admit("k2", payload)
+    assert ledger.cancel("k1", by="alice").status is CANCELLED
+    claims = ledger.claim_many("w", 10, lease=30)
+    assert [c.request_id for c in claims] == ["k2"]
+    assert ledger.claim_many("w", 10, lease=30) == []

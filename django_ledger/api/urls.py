@@ -16,6 +16,7 @@ from .views import (
     TaskResultViewSet,
     TokenView,
 )
+from .views.cancel import CancelViewSet
 from .views.limits import LimitsViewSet
 from .views.series import SeriesViewSet
 from .views.workflows import WorkflowViewSet
@@ -59,6 +60,13 @@ urlpatterns: list[URLPattern] = [
         name="settle-batch",
     ),
     path(Q + "records/", RecordViewSet.as_view({"get": "list"}), name="records"),
+    # Before records/<id>: a request id may hold "/" (the converter), so the action
+    # route must be tried first.
+    path(
+        Q + "records/<ledger_request_id:request_id>/cancel/",
+        CancelViewSet.as_view({"post": "cancel"}),
+        name="record-cancel",
+    ),
     path(
         Q + "records/<ledger_request_id:request_id>",
         RecordViewSet.as_view({"get": "retrieve"}),

@@ -17,8 +17,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
-from . import admission, claiming, operating, reading, repairing
+from . import admission, cancelling, claiming, operating, reading, repairing
 from .arguments import RenewItem, SettleItem, check_name, positive_int
+from .cancelling import Cancellation
 from .layout import check_layout
 from .ledger_base import LedgerBase
 from .limits import Limits, LimitUse
@@ -190,6 +191,24 @@ class Ledger(LedgerBase):
     ) -> tuple[list[Settlement], Claims]:
         """Settle ``items``, then claim up to ``limit`` (0: none) in the same script call."""
         return claiming.settle_and_claim(self, items, owner, limit, lease, hold_after=hold_after)
+
+    def cancel(
+        self,
+        request_id: str,
+        *,
+        by: str,
+        reason: str = "",
+        fence_floor: int = 0,
+        expect: bytes | None = None,
+    ) -> Cancellation:
+        """Cancel a record, queued or running, in one step (``cancelling.py``)."""
+        return cancelling.cancel(
+            self, request_id, by=by, reason=reason, fence_floor=fence_floor, expect=expect
+        )
+
+    def next_fence(self, floor: int = 0) -> int:
+        """Take a fence above every fence this queue gave before (and above ``floor``)."""
+        return cancelling.next_fence(self, floor)
 
     def limits(self) -> LimitUse:
         """The queue's flow limits as stored in Redis, and their use now (docs/limits.md)."""

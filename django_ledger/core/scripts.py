@@ -90,6 +90,7 @@ _PRELUDE: dict[str, tuple[str, ...]] = {
     "admit": ("lib/codec.lua", "lib/keyed_pool.lua"),
     "claim": (*_CODEC, *_CLAIM),
     "settle": (*_FLOWS, "lib/settling.lua", "lib/limits_read.lua"),
+    "cancel": (*_FLOWS, "lib/limits_read.lua"),
     **dict.fromkeys(("settle_claim", "limits_control"), (*_FLOWS, "lib/settling.lua", *_CLAIM)),
     **dict.fromkeys(("repair", "flow_admit", "flow_release", "flow_cancel", "flow_reopen"), _FLOWS),
     **dict.fromkeys(

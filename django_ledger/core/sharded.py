@@ -40,9 +40,10 @@ from .arguments import (
     renew_work,
     settle_work,
 )
+from .cancelling import Cancellation
 from .layout import check_layout, shard_index, shard_queues
 from .ledger import Ledger
-from .records import Record, State
+from .records import Record, State, id_problem
 from .results import Admission, Claim, Claims, RepairReport, Settlement, Stats
 from .sharded_claims import ShardedClaiming
 from .sharded_keys import PER_SHARD, PerShard
@@ -287,6 +288,28 @@ class ShardedLedger(ShardedClaiming):
     def resolve_many(self, request_ids: Iterable[str]) -> list[Record | None]:
         return self._routed(
             list(request_ids), lambda request_id: request_id, lambda s, g: s.resolve_many(g)
+        )
+
+    def cancel(
+        self,
+        request_id: str,
+        *,
+        by: str,
+        reason: str = "",
+        fence_floor: int = 0,
+        expect: bytes | None = None,
+    ) -> Cancellation:
+        """Cancel a record on the shard that holds it (``Ledger.cancel``).
+
+        ``fence_floor`` is a fence of that shard (``shard_for(request_id).next_fence()``).
+        """
+        problem = id_problem(request_id)
+        if problem is not None:
+            raise ValueError(problem)
+        self._laid_out()
+        shard = self.shard_for(request_id)
+        return shard.cancel(
+            request_id, by=by, reason=reason, fence_floor=fence_floor, expect=expect
         )
 
     def wake_keys(self) -> list[tuple[Any, str]]:

@@ -69,6 +69,9 @@ TRANSITIONS: tuple[Transition, ...] = tuple(
     + _t("release_step", (None,), P, ("workflows",))  # its last parent ended
     + _t("release_step", (None,), F, ("workflows",))  # its inputs could not be built
     + _t("cancel_step", (None, P), F, ("workflows", "flow_cancel"))
+    # A cancel (cancelling.py): queued or running, it ends FAILED; the running one under a
+    # new fence, so its run's renewals and settlement are refused.
+    + _t("cancel", (P, C), F, ("cancel",))
     # Operator actions (operations.py: a compare-and-set on the bytes shown).
     + _t("retry_now", (P, C, K, F, D), P)
     + _t("mark_failed", (P, C), F)

@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from .models import TaskEffect
 
-__all__ = ["Effects", "StaleAttempt", "fenced", "prune_effects"]
+__all__ = ["Effects", "StaleAttempt", "fenced", "prune_effects", "tombstone"]
 
 
 class StaleAttempt(Exception):
@@ -121,6 +121,45 @@ def _hold(database: str, task_id: str, fence: int) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(sql, [task_id, fence, True, "", now, fence, now, fence])
         return bool(cursor.rowcount == 1)
+
+
+def tombstone(task_id: str, fence: int, database: str) -> bool:
+    """Raise the effects row of ``task_id`` to ``fence``, not done: a cancel's first step.
+
+    Every attempt whose claim's fence is lower is then refused (``StaleAttempt``). An
+    attempt's block in flight holds the row, so this waits for it. Return whether the
+    effects had committed already (then nothing changes: they stay).
+    """
+    connection = connections[database]
+    quote = connection.ops.quote_name
+    table = quote(TaskEffect._meta.db_table)
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    columns = (
+        f"{table} ({quote('task_id')}, {quote('fence')}, {quote('done')}, {quote('result')}, "
+        f"{quote('updated_at')})"
+    )
+    guard = f"{table}.{quote('fence')} <= %s AND NOT {table}.{quote('done')}"
+    with transaction.atomic(using=database), connection.cursor() as cursor:
+        if connection.vendor == "mysql":
+            cursor.execute(
+                f"INSERT IGNORE INTO {columns} VALUES (%s, %s, FALSE, '', %s)",
+                [task_id, fence, now],
+            )
+            if cursor.rowcount != 1:
+                cursor.execute(
+                    f"UPDATE {table} SET {quote('fence')} = %s, {quote('updated_at')} = %s "
+                    f"WHERE {quote('task_id')} = %s AND {guard}",
+                    [fence, now, task_id, fence],
+                )
+        else:
+            cursor.execute(
+                f"INSERT INTO {columns} VALUES (%s, %s, FALSE, '', %s) ON CONFLICT "
+                f"({quote('task_id')}) DO UPDATE SET {quote('fence')} = %s, "
+                f"{quote('updated_at')} = %s WHERE {guard}",
+                [task_id, fence, now, fence, now, fence],
+            )
+        done = TaskEffect.objects.using(database).filter(pk=task_id, done=True).exists()
+    return done
 
 
 def _hold_mysql(connection: Any, table: str, task_id: str, fence: int, now: Any) -> bool:

@@ -12,6 +12,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
+    "CancelOutcome",
+    "Cancelled",
     "Effects",
     "EnqueueOutcomeUnknown",
     "LeaseExpired",
@@ -26,6 +28,7 @@ __all__ = [
     "UnknownTask",
     "aenqueue_many",
     "aenqueue_once",
+    "cancel",
     "effects",
     "enqueue_many",
     "enqueue_once",
@@ -49,6 +52,9 @@ _HOMES = {
     # Waits for the courier's deliveries of committed outbox rows.
     "flush_outbox": ("..outbox.courier", "flush"),
     "EnqueueOutcomeUnknown": (".exceptions", "EnqueueOutcomeUnknown"),
+    "Cancelled": (".exceptions", "Cancelled"),
+    "cancel": (".cancel", "cancel"),
+    "CancelOutcome": (".cancel", "CancelOutcome"),
     "LeaseExpired": (".exceptions", "LeaseExpired"),
     "NotRun": (".exceptions", "NotRun"),
     "QueueFull": (".exceptions", "QueueFull"),
@@ -62,7 +68,9 @@ if TYPE_CHECKING:
     from ..outbox.effects import Effects, StaleAttempt
     from .backend import LedgerBackend
     from .calls import aenqueue_many, aenqueue_once, enqueue_many, enqueue_once
+    from .cancel import CancelOutcome, cancel
     from .exceptions import (
+        Cancelled,
         EnqueueOutcomeUnknown,
         LeaseExpired,
         NotRun,

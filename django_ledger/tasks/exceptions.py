@@ -8,6 +8,7 @@ from ..core.errors import LedgerUnavailable
 from .compat import InvalidTask, TaskException
 
 __all__ = [
+    "Cancelled",
     "EnqueueOutcomeUnknown",
     "LeaseExpired",
     "NotRun",
@@ -81,3 +82,18 @@ class NotRun(Exception):
     Never raised: its payload named no task the worker could run, or did not decode (the
     worker's log line says which). It is the ``exception_class`` of that attempt's error.
     """
+
+
+class Cancelled(BaseException):
+    """A task cancelled (``django_ledger.tasks.cancel``): it ended FAILED and never runs again.
+
+    The ``exception_class`` of the error a cancelled task's result shows (its traceback
+    text names who cancelled it, when and why). A ``BaseException``, as ``TimedOut``, so
+    that a task's ``except Exception`` does not swallow it where it is raised.
+    """
+
+    def __init__(
+        self, message: str = "", *, by: str = "", at: int | None = None, reason: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.by, self.at, self.reason = by, at, reason

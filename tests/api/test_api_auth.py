@@ -71,6 +71,7 @@ ROUTES = [
     Route("quarantine", "GET", Q + "quarantine/", "view_quarantine"),
     Route("repair", "POST", Q + "repair/", "operate", {"cursor": "0"}),
     Route("gate", "POST", Q + "gate/", "operate", {"closed": True}),
+    Route("record-cancel", "POST", Q + "records/r1/cancel/", "operate", {}),
     Route("limits", "GET", Q + "limits/", "view_queue"),
     Route("limits-change", "POST", Q + "limits/change/", "limit", {"concurrency": 2}),
     Route("workflow", "GET", Q + "workflows/w1/", "view"),

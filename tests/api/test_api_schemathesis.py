@@ -100,7 +100,8 @@ TOKEN = "POST /api/token/"
 
 
 def test_the_schema_lists_every_operation() -> None:
-    assert len(OPERATIONS) == 25  # with GET results/{request_id}, series/, limits/, workflows/
+    # With GET results/{request_id}, series/, limits/, workflows/; POST records/{id}/cancel/.
+    assert len(OPERATIONS) == 26
     assert TOKEN in OPERATIONS
 
 

@@ -41,6 +41,7 @@ EXTRAS: list[tuple[str, str, Callable[[Ledger], Any]]] = [
         "admit_workflow",
         lambda ledger: admit_workflow(ledger, "order-1", [FlowStep("a", "{}")]),
     ),
+    ("cancel", "cancel", lambda ledger: ledger.cancel("order-1", by="alice")),
     (
         "workflows",
         "check_workflow",

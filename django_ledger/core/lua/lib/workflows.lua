@@ -78,11 +78,14 @@ end
 
 -- Append an error attempt of `class` (a dotted path) to id's result document (a new one if
 -- none; one with a return value is replaced: a step that is cancelled never returned).
-local function flow_add_error(now, id, text, class)
-  local attempt = '{"worker_id":"","started_at":' .. exact(now) .. ',"finished_at":' ..
+-- `run` (optional): {worker = owner, started = ms, extra = ',"name":<JSON>' in the error}.
+local function flow_add_error(now, id, text, class, run)
+  run = run or {}
+  local attempt = '{"worker_id":' .. json_string(run.worker or '') .. ',"started_at":' ..
+    exact(run.started or now) .. ',"finished_at":' ..
     exact(now) .. ',"error":{"exception_class_path":"' ..
     (class or 'django_ledger.tasks.workflows.StepCancelled') .. '","traceback":' ..
-    json_string(text) .. '}}'
+    json_string(text) .. (run.extra or '') .. '}}'
   local doc = redis.call('HGET', KEYS.results, id)
   if doc and string.sub(doc, 1, 19) == '{"v":1,"attempts":[' and string.sub(doc, -2) == ']}' then
     local sep = ','

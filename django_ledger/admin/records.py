@@ -82,8 +82,11 @@ class RecordAdmin(ActionsAdmin):
 
     @admin.display(description=gettext_lazy("task"), empty_value="")
     def task_name(self, obj: LedgerEntry) -> str:
-        """The task a Django task record runs, read with the row ('' for a raw record)."""
-        return obj.task
+        """The task a Django task record runs, read with the row ('' for a raw record): its
+        function's name, the whole dotted path on hover (the list fits a 1,280 px screen)."""
+        if not obj.task:
+            return ""
+        return format_html('<span title="{}">{}</span>', obj.task, obj.task.rsplit(".", 1)[-1])
 
     @admin.display(description=gettext_lazy("due at (UTC)"), ordering="due_at")
     def due(self, obj: LedgerEntry) -> str:

@@ -53,8 +53,8 @@ _HOMES = {
     "flush_outbox": ("..outbox.courier", "flush"),
     "EnqueueOutcomeUnknown": (".exceptions", "EnqueueOutcomeUnknown"),
     "Cancelled": (".exceptions", "Cancelled"),
-    "cancel": (".cancel", "cancel"),
-    "CancelOutcome": (".cancel", "CancelOutcome"),
+    "cancel": (".cancelling", "cancel"),
+    "CancelOutcome": (".cancelling", "CancelOutcome"),
     "LeaseExpired": (".exceptions", "LeaseExpired"),
     "NotRun": (".exceptions", "NotRun"),
     "QueueFull": (".exceptions", "QueueFull"),
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from ..outbox.effects import Effects, StaleAttempt
     from .backend import LedgerBackend
     from .calls import aenqueue_many, aenqueue_once, enqueue_many, enqueue_once
-    from .cancel import CancelOutcome, cancel
+    from .cancelling import CancelOutcome, cancel
     from .exceptions import (
         Cancelled,
         EnqueueOutcomeUnknown,

@@ -23,7 +23,8 @@ CHANGELIST = "/admin/django_ledger/record/"
 HEALTH = "/admin/django_ledger/queue/default/change/"
 CELL = re.compile(
     r'<th class="field-request_id"><a [^>]*>([^<]*)</a></th>.*?'
-    r'<td class="field-task_name">([^<]*)</td>',
+    # The function's name shows; its whole dotted path is the title (blank: no span).
+    r'<td class="field-task_name">(?:<span title="([^"]*)">([^<]*)</span>)?</td>',
     re.S,
 )
 
@@ -45,7 +46,12 @@ def admin_ledger(namespace: str, settings: Any) -> Ledger:
 def task_cells(client: Client, params: dict[str, str] | None = None) -> dict[str, str]:
     response = client.get(CHANGELIST, params or {})
     assert response.status_code == 200
-    return {rid: html.unescape(task) for rid, task in CELL.findall(response.content.decode())}
+    found = {}
+    for rid, task, shown in CELL.findall(response.content.decode()):
+        path = html.unescape(task)
+        assert html.unescape(shown) == path.rsplit(".", 1)[-1]
+        found[rid] = path
+    return found
 
 
 def test_the_list_names_each_records_task_and_leaves_raw_records_blank(

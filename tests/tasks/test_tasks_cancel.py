@@ -88,3 +88,18 @@ def test_cancelled_is_a_base_exception_a_task_cannot_swallow(task_namespace: str
     assert not issubclass(Cancelled, Exception)
     caught = Cancelled("stop", by="alice", at=5, reason="why")
     assert (caught.by, caught.at, caught.reason) == ("alice", 5, "why")
+
+
+def test_no_submodule_of_the_tasks_package_hides_a_public_name() -> None:
+    import importlib
+    import pkgutil
+    import types
+
+    import django_ledger.tasks as package
+
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"django_ledger.tasks.{module.name}")
+    hidden = [
+        name for name in package.__all__ if isinstance(getattr(package, name), types.ModuleType)
+    ]
+    assert hidden == []

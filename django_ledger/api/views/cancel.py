@@ -1,7 +1,7 @@
 """Cancel one record, queued or running: ``POST /api/queues/{q}/records/{id}/cancel/``.
 
 Needs the ``operate`` permission on the queue. The cancel goes the one Django path
-(``tasks/cancel.py``'s ``cancel_record``): the record's fenced effects first, then the
+(``tasks/cancelling.py``'s ``cancel_record``): the record's fenced effects first, then the
 record, so no effect of a cancelled run commits after the answer.
 """
 

@@ -154,7 +154,8 @@ class Courier:
                 self._done(pending.delete())
             elif taken is None:  # idle: give the connections back
                 for database in used:
-                    connections[database].close()
+                    if database in connections:  # an alias the settings dropped meanwhile
+                        connections[database].close()
                 used.clear()
 
 

@@ -51,37 +51,52 @@ def stall(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_the_probe_fails_while_the_loop_stands_still_and_after_a_kill(
-    redis_server: RedisServer, namespace: str, tmp_path: Path, stall: Path
+    redis_server: RedisServer,
+    redis_client: redis.Redis,
+    namespace: str,
+    tmp_path: Path,
+    stall: Path,
 ) -> None:
+    """Each state is awaited on the heartbeat in Redis, then the probe asked once."""
+
     def check(*args: str) -> subprocess.CompletedProcess[str]:
         return probe(redis_server, namespace, *args, "--max-age", MAX_AGE)
+
+    def loop_age_ms() -> int | None:
+        """How long ago, by the server's clock, the worker's loop last turned."""
+        raw = redis_client.get(f"{namespace}:worker:probed")
+        if raw is None:
+            return None
+        seconds, micros = redis_client.time()
+        return seconds * 1000 + micros // 1000 - int(json.loads(raw)["loop_at"])
+
+    def stale() -> bool:
+        age = loop_age_ms()
+        return age is None or age > 1000 * int(MAX_AGE) + 500
 
     # "blocking" leases last 2 s: the worker beats every 2/3 s.
     args = ["blocking", "--worker-id", "probed", "--no-repair"]
     worker = WorkerProcess(redis_server.url, namespace, args, tmp_path / "worker.log")
     try:
-        fresh = wait_until(
-            lambda: (found := check("--worker", "probed")).returncode == 0 and found,
-            what="the worker's first heartbeat",
-        )
+        wait_until(lambda: loop_age_ms() is not None, what="the worker's first heartbeat")
+        fresh = check("--worker", "probed")
+        assert fresh.returncode == 0, fresh.stderr
         assert "worker probed is fresh" in fresh.stdout
         assert check("--worker-of", "blocking").returncode == 0
         stall.touch()
-        stale = wait_until(
-            lambda: (found := check("--worker", "probed")).returncode == 1 and found,
-            what="the probe to see the loop standing still",
-        )
-        assert "worker probed is stale: its loop last turned" in stale.stderr
+        wait_until(stale, what="the loop to stand still past --max-age")
+        stood = check("--worker", "probed")
+        assert stood.returncode == 1, stood.stdout
+        assert "worker probed is stale: its loop last turned" in stood.stderr
         assert check("--worker-of", "blocking").returncode == 1
         stall.unlink()
-        wait_until(lambda: check("--worker", "probed").returncode == 0, what="fresh again")
+        wait_until(lambda: (loop_age_ms() or 10**9) < 1000, what="the loop to turn again")
+        assert check("--worker", "probed").returncode == 0
         worker.process.kill()
         worker.wait()
-        dead = wait_until(
-            lambda: (found := check("--worker", "probed")).returncode == 1 and found,
-            what="the probe to see the worker gone",
-        )
-        assert "worker probed" in dead.stderr
+        wait_until(stale, what="the killed worker's heartbeat to age or go")
+        dead = check("--worker", "probed")
+        assert dead.returncode == 1 and "worker probed" in dead.stderr
     finally:
         worker.stop()
     nobody = check("--worker-of", "raw")

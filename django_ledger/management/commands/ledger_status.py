@@ -31,6 +31,10 @@ class Command(LedgerCommand):
         "number instead: the queue's records due now plus those running, what an "
         "autoscaler scales workers on."
     )  # type: ignore[assignment]  # lazy: the language of each run
+    # An exec probe and an autoscaler run this every few seconds, and it only reads
+    # Redis: the project's system checks (which load every URL configuration, the admin
+    # and the API) are the worker's, at its start, and manage.py check's.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(

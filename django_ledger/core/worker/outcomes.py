@@ -38,6 +38,7 @@ def settled(
         tally = None  # counters off: not even the times are taken
     # The level's check is cached by the logger: a disabled line costs no formatting.
     info, warning = log.isEnabledFor(logging.INFO), log.isEnabledFor(logging.WARNING)
+    ended = state.config.ended
     for (entry, outcome), answer in zip(items, answers, strict=True):
         outcome_state = outcome.state
         if outcome.settled is not None:
@@ -57,6 +58,8 @@ def settled(
         else:
             counts.retried += 1
             word, shown = "retry", info
+        if ended is not None and (word == "completed" or word == "failed"):
+            tell_ended(state, entry, ended, word == "completed")
         if not (shown or metered or tally is not None):
             continue
         seconds = None if entry.started is None else now - entry.started
@@ -80,6 +83,20 @@ def announce(
     except Exception:  # a signal receiver's bug must not stop the main loop
         log.exception(
             "worker %s: after settling %s, its handler raised",
+            state.worker_id,
+            entry.job.claim.request_id,
+        )
+
+
+def tell_ended(
+    state: WorkerState, entry: Entry, ended: Callable[[str, str, bool], None], completed: bool
+) -> None:
+    """Tell ``WorkerConfig.ended`` of a run settled for good; its bug never stops the loop."""
+    try:
+        ended(entry.queue, entry.job.claim.request_id, completed)
+    except Exception:
+        log.exception(
+            "worker %s: after settling %s, its end hook raised",
             state.worker_id,
             entry.job.claim.request_id,
         )

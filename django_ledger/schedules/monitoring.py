@@ -3,27 +3,23 @@
 ``MONITOR`` is ``{"URL": "https://hc-ping.com/<uuid>"}`` (a ping URL, healthchecks.io
 style), ``{"SENTRY": "<monitor-slug>"}`` (Sentry Crons, through ``sentry_sdk``), or both
 keys. ``fired`` queues the start check-in when a fire is admitted (an error one when the
-ledger rejects it); ``task_ended``, the worker's hook, queues the end check-in when the
-task of a fire settles COMPLETED or FAILED. The check-ins go out from the process's
-sender thread (``core.schedule.monitor.Pinger``), never from the tick or the worker's
-loop; the worker looks the schedule up by the fire's request id
-(``schedule:{key}:{epoch}``).
+ledger rejects it); ``ends.task_ended``, the worker's hook, queues the end check-in. The
+check-ins go out from the process's sender thread (``core.schedule.monitor.Pinger``),
+never from the tick or the worker's loop.
 """
 
 from __future__ import annotations
 
 import re
 import urllib.parse
-from functools import partial
 from importlib import import_module
 from typing import Any, Final
 
 from django.utils.translation import gettext
 
-from ..conf import ledger_settings
 from ..core.results import AdmissionStatus
 from ..core.schedule import Fire, Timing
-from ..core.schedule.monitor import Monitor, Pinger, fired_schedule, sentry_config
+from ..core.schedule.monitor import Monitor, Pinger, sentry_config
 from .problem import Problem
 from .problem import where as _where
 
@@ -35,7 +31,6 @@ __all__ = [
     "monitor_of",
     "monitor_problems",
     "sentry_installed",
-    "task_ended",
 ]
 
 #: ``MONITOR``'s keys.
@@ -151,36 +146,6 @@ def fired(fire: Fire, monitor: Monitor | None, status: AdmissionStatus) -> None:
         PINGER.check_in(monitor, "start", fire.request_id)
     elif status is AdmissionStatus.REJECTED:
         PINGER.check_in(monitor, "error", fire.request_id, "rejected")
-
-
-def task_ended(queue: str, request_id: str, completed: bool) -> None:
-    """The worker's hook, from its loop: queue the end check-in of a fire's task.
-
-    Cheap for any other task (its request id says it is no fire); the schedule is typed
-    in the sender thread, not here.
-    """
-    if not request_id.startswith("schedule:"):
-        return
-    raw = ledger_settings.schedules
-    if not isinstance(raw, dict):
-        return
-    for key in fired_schedule(request_id):
-        entry = raw.get(key)
-        if isinstance(entry, dict) and entry.get("MONITOR"):
-            PINGER.put(partial(_ended, key, entry, request_id, completed))
-            return
-
-
-def _ended(key: str, entry: dict[str, Any], request_id: str, completed: bool) -> None:
-    from .config import configured_schedules
-
-    found = configured_schedules(
-        {key: entry}, ledger_settings.queues, strict=False, defaults=ledger_settings.defaults
-    )
-    config = found.get(key)
-    if config is not None and config.monitor is not None:
-        kind, note = ("ok", "completed") if completed else ("error", "failed")
-        PINGER.check_in(config.monitor, kind, request_id, note)
 
 
 def _url_ok(url: Any) -> bool:

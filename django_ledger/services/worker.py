@@ -21,7 +21,7 @@ from ..core.worker.heartbeat import Heartbeats
 from ..core.worker.recycle import resident_mib
 from ..core.worker.runtime import Metrics, Worker, WorkerConfig, default_worker_id
 from ..core.worker.upkeep import Room
-from ..schedules.monitoring import task_ended
+from ..schedules.ends import task_ended
 
 __all__ = ["WorkerOptions", "build_worker", "heartbeats", "task_queues", "worker_queues"]
 

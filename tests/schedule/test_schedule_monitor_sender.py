@@ -18,7 +18,8 @@ import redis
 from django_ledger.core.results import AdmissionStatus
 from django_ledger.core.schedule.monitor import Monitor, Pinger, fired_schedule, run_id
 from django_ledger.core.schedule.state import state_key
-from django_ledger.schedules.monitoring import PINGER, task_ended
+from django_ledger.schedules.ends import task_ended
+from django_ledger.schedules.monitoring import PINGER
 from django_ledger.services import scheduler
 
 TASK = "tests.support.tasks_app.tasks.noop"

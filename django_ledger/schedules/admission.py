@@ -33,8 +33,8 @@ logger = logging.getLogger("django_ledger.scheduler")
 def admit_fire(fire: Fire, config: ScheduleConfig) -> AdmissionStatus:
     """Admit ``fire`` of the schedule ``config``; answer the admission status.
 
-    A schedule with a ``MONITOR`` gets its start check-in queued (sent by another thread)
-    when the fire is admitted, its error check-in when the ledger rejects it.
+    A schedule with a ``MONITOR`` gets an error check-in queued (sent by another thread)
+    when the ledger rejects the fire; the worker tells the start and end of its task.
     """
     status = _admit(fire, config)
     fired(fire, config.monitor, status)

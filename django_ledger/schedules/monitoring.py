@@ -2,10 +2,10 @@
 
 ``MONITOR`` is ``{"URL": "https://hc-ping.com/<uuid>"}`` (a ping URL, healthchecks.io
 style), ``{"SENTRY": "<monitor-slug>"}`` (Sentry Crons, through ``sentry_sdk``), or both
-keys. ``fired`` queues the start check-in when a fire is admitted (an error one when the
-ledger rejects it); ``ends.task_ended``, the worker's hook, queues the end check-in. The
-check-ins go out from the process's sender thread (``core.schedule.monitor.Pinger``),
-never from the tick or the worker's loop.
+keys. ``fired`` queues an error check-in when the ledger rejects a fire; the worker's
+hooks (``watch``) queue the start and the end of a fire's task. The check-ins go out
+from the process's sender thread (``core.schedule.monitor.Pinger``), never from the tick
+or the worker's loop.
 """
 
 from __future__ import annotations
@@ -139,12 +139,11 @@ def sentry_installed() -> bool:
 
 
 def fired(fire: Fire, monitor: Monitor | None, status: AdmissionStatus) -> None:
-    """Queue the check-in of a fire's admission: start, or error when it was rejected."""
-    if monitor is None:
-        return
-    if status is AdmissionStatus.ADMITTED:
-        PINGER.check_in(monitor, "start", fire.request_id)
-    elif status is AdmissionStatus.REJECTED:
+    """Queue the error check-in of a fire the ledger rejected: no task will run for it.
+
+    An admitted fire's start is told by the worker that runs it (``watch``).
+    """
+    if monitor is not None and status is AdmissionStatus.REJECTED:
         PINGER.check_in(monitor, "error", fire.request_id, "rejected")
 
 

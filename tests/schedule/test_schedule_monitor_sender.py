@@ -16,10 +16,11 @@ import pytest
 import redis
 
 from django_ledger.core.results import AdmissionStatus
+from django_ledger.core.schedule import Fire
 from django_ledger.core.schedule.monitor import Monitor, Pinger, fired_schedule, run_id
 from django_ledger.core.schedule.state import state_key
-from django_ledger.schedules.ends import task_ended
-from django_ledger.schedules.monitoring import PINGER
+from django_ledger.schedules.monitoring import PINGER, fired
+from django_ledger.schedules.watch import task_ended, task_started
 from django_ledger.services import scheduler
 
 TASK = "tests.support.tasks_app.tasks.noop"
@@ -31,11 +32,13 @@ class Answering:
     def __init__(self, status: int = 200) -> None:
         self.release = threading.Event()
         self.hits = 0
+        self.paths: list[str] = []
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 owner.hits += 1
+                owner.paths.append(self.path.split("?")[0])
                 if status == 0:
                     owner.release.wait(10)
                 self.send_response(status or 200)
@@ -168,9 +171,13 @@ def test_a_sentry_monitor_checks_in_progress_then_ok_or_error_for_one_run(
     }
     try:
         fire, status = scheduler.trigger("nightly", by="test")  # the real admission path
-        task_ended("default", fire.request_id, completed=True)  # what the worker calls
-        task_ended("default", "order-42", completed=False)  # not a fire: nothing
+        task_started("default", fire.request_id, 1)  # what the worker calls
+        task_ended("default", fire.request_id, completed=True)
+        task_started("default", "order-42", 1)  # not a fire: nothing
+        task_ended("default", "order-42", completed=False)
         beat, _ = scheduler.trigger("beat", by="test")
+        task_started("default", beat.request_id, 1)
+        task_started("default", beat.request_id, 2)  # a retry: no second start
         task_ended("default", beat.request_id, completed=False)
         assert PINGER.flush(10)
     finally:
@@ -189,3 +196,14 @@ def test_a_sentry_monitor_checks_in_progress_then_ok_or_error_for_one_run(
         ("beat", beat_id, "in_progress", every),
         ("beat", beat_id, "error", every),
     ]
+
+
+def test_a_fire_the_ledger_rejects_checks_in_an_error_at_once(answering: Answering) -> None:
+    monitor = Monitor(url=answering.url)
+
+    fired(Fire("nightly", 1_700_000_000), monitor, AdmissionStatus.REJECTED)
+    fired(Fire("nightly", 1_700_000_060), monitor, AdmissionStatus.ADMITTED)  # the worker's
+    fired(Fire("nightly", 1_700_000_120), None, AdmissionStatus.REJECTED)  # no monitor
+    assert PINGER.flush(10)
+
+    assert answering.paths == ["/token-abc123/fail"]

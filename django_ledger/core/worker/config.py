@@ -92,6 +92,9 @@ class WorkerConfig:
     #: Upkeep beaten in the repairer's thread beside repair (``rooms.Room``): the
     #: Django face's outbox relay. Their thread runs with repair off too.
     rooms: tuple[Room, ...] = ()
+    #: Called from a run's thread as it starts, with its queue, request id and attempt;
+    #: it must return at once (the Django face queues a schedule monitor's check-in).
+    started: Callable[[str, str, int], None] | None = None
     #: Called from the main loop for each run settled COMPLETED or FAILED (its
     #: settlement written), with its queue, request id and whether it completed; it must
     #: return at once (the Django face queues a schedule monitor's check-in).

@@ -18,7 +18,14 @@ from ..results import Settlement, SettlementStatus
 from .handler import Backoff, Job, Outcome
 from .state import Entry, WorkerState
 
-__all__ = ["handler_bug", "log_outcome", "settled", "trace_attributes"]
+__all__ = [
+    "handler_bug",
+    "log_outcome",
+    "settled",
+    "tell_ended",
+    "tell_started",
+    "trace_attributes",
+]
 
 log = logging.getLogger("django_ledger.worker")
 
@@ -85,6 +92,19 @@ def announce(
             "worker %s: after settling %s, its handler raised",
             state.worker_id,
             entry.job.claim.request_id,
+        )
+
+
+def tell_started(
+    state: WorkerState, entry: Entry, started: Callable[[str, str, int], None]
+) -> None:
+    """Tell ``WorkerConfig.started`` of a run starting; its bug never stops the run."""
+    claim = entry.job.claim
+    try:
+        started(entry.queue, claim.request_id, claim.attempt)
+    except Exception:
+        log.exception(
+            "worker %s: as %s started, its start hook raised", state.worker_id, claim.request_id
         )
 
 

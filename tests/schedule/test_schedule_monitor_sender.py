@@ -31,6 +31,7 @@ class Answering:
 
     def __init__(self, status: int = 200) -> None:
         self.release = threading.Event()
+        self.status = status
         self.hits = 0
         self.paths: list[str] = []
         owner = self
@@ -42,6 +43,8 @@ class Answering:
                 if status == 0:
                     owner.release.wait(10)
                 self.send_response(status or 200)
+                if status == 302:  # elsewhere on this server: not followed
+                    self.send_header("Location", "/elsewhere")
                 self.end_headers()
 
             def log_message(self, format: str, *args: Any) -> None:
@@ -75,7 +78,7 @@ def test_a_fire_request_id_names_its_schedule() -> None:
     assert run_id("schedule:n:1") == run_id("schedule:n:1") != run_id("schedule:n:2")
 
 
-@pytest.mark.parametrize("answering", [500], indirect=True)
+@pytest.mark.parametrize("answering", [500, 302], indirect=True)
 def test_a_failing_ping_is_counted_and_logged_by_host_only(
     answering: Answering, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -90,9 +93,10 @@ def test_a_failing_ping_is_counted_and_logged_by_host_only(
     assert pinger.flush(10)
 
     assert (pinger.sent, pinger.failed, pinger.dropped) == (0, 2, 0)
-    assert answering.hits == 1
+    assert answering.paths == ["/token-abc123/start"]  # a redirect is not followed
     logged = caplog.text
-    assert "HTTP 500" in logged and "127.0.0.1" in logged
+    assert f"start ping to 127.0.0.1: HTTP {answering.status}" in logged
+    assert "ok ping to 127.0.0.1: ConnectionRefusedError" in logged
     assert "token" not in logged and str(answering.server.server_address[1]) not in logged
 
 

@@ -192,13 +192,23 @@ class Pinger:
         request.add_header("User-Agent", "django-ledger")
         host = host_of(url)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+            with _OPENER.open(request, timeout=self.timeout) as answer:
                 answer.read(1024)
         except urllib.error.HTTPError as exc:  # its text would name the URL: say the code
             raise PingError(f"{kind} ping to {host}: HTTP {exc.code}") from None
         except (OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
             raise PingError(f"{kind} ping to {host}: {type(reason).__name__}") from None
+
+
+class _Refused(urllib.request.HTTPRedirectHandler):
+    """Follow no redirect: a ping goes where the settings say, or fails."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER: Final = urllib.request.build_opener(_Refused)
 
 
 class PingError(Exception):

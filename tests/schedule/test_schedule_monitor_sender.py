@@ -14,11 +14,14 @@ from typing import Any
 
 import pytest
 import redis
+from hypothesis import given
+from hypothesis import strategies as st
 
 from django_ledger.core.results import AdmissionStatus
 from django_ledger.core.schedule import Fire
 from django_ledger.core.schedule.monitor import Monitor, Pinger, fired_schedule, run_id
 from django_ledger.core.schedule.state import state_key
+from django_ledger.defaults import usable_name
 from django_ledger.schedules.monitoring import PINGER, fired
 from django_ledger.schedules.watch import task_ended, task_started
 from django_ledger.services import scheduler
@@ -76,6 +79,17 @@ def test_a_fire_request_id_names_its_schedule() -> None:
     for other in ("order-42", "schedule:", "schedule::1", "schedule:nightly:x", "schedule:nightly"):
         assert fired_schedule(other) == ()
     assert run_id("schedule:n:1") == run_id("schedule:n:1") != run_id("schedule:n:2")
+
+
+@given(
+    key=st.text(min_size=1, max_size=100).filter(usable_name),
+    epoch=st.integers(0, 10**11),
+    manual=st.booleans(),
+)
+def test_every_fire_request_id_leads_back_to_its_schedule(
+    key: str, epoch: int, manual: bool
+) -> None:
+    assert key in fired_schedule(Fire(key, epoch, manual=manual).request_id)
 
 
 @pytest.mark.parametrize("answering", [500, 302], indirect=True)

@@ -1,11 +1,10 @@
 """Check-ins to a schedule's monitor, sent off the scheduler's tick and the worker's loop.
 
-A schedule's ``Monitor`` names a ping URL (healthchecks.io style: ``/start`` when a fire
-is admitted, the bare URL when its task completes, ``/fail`` when it fails) or a Sentry
+A schedule's ``Monitor`` names a ping URL (healthchecks.io style: ``/start`` when a
+fire's task starts, the bare URL when it completes, ``/fail`` when it fails) or a Sentry
 Crons monitor slug (``in_progress``, ``ok``, ``error`` check-ins through ``sentry_sdk``),
-or both. Both ends of one fire carry the same run id, made from the fire's request id,
-so the scheduler that admits a fire and the worker that settles its task, in two
-processes, report one run.
+or both. Every check-in of one fire carries the same run id, made from the fire's
+request id, so attempts on different workers report one run.
 
 ``Pinger`` owns one daemon thread and a bounded queue: ``put`` never blocks and never
 raises; a full queue drops the check-in, a check-in that fails or times out is logged

@@ -127,6 +127,7 @@ SCHEDULE_DEFAULTS: dict[str, Any] = {
     "MISFIRE": "latest",
     "GRACE": timedelta(hours=1),
     "ENABLED": True,
+    "MONITOR": None,  # {"URL": ping URL} and/or {"SENTRY": monitor slug}
 }
 SCHEDULE_KEYS = frozenset(SCHEDULE_DEFAULTS) | {"TASK", "CRON", "EVERY"}
 #: Every top-level key; ``API`` belongs to the REST API (``django_ledger.api.conf``).

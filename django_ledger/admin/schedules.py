@@ -38,6 +38,7 @@ from ..core.schedule import (
     datetime_of,
     zone_of,
 )
+from ..core.schedule.monitor import host_of
 from ..models import Schedule
 from ..schedules.config import ScheduleConfig
 from ..services import scheduler
@@ -377,7 +378,7 @@ def _settings(config: ScheduleConfig) -> list[tuple[str, str, str]]:
     else:
         every = Every(config.every or 1).describe().removeprefix("Every ")
         when = (gettext("Every"), "EVERY", every)
-    return [
+    rows = [
         (gettext("Task"), "TASK", config.task),
         when,
         (gettext("Time zone"), "TIMEZONE", config.timezone),
@@ -393,3 +394,14 @@ def _settings(config: ScheduleConfig) -> list[tuple[str, str, str]]:
         (gettext("Grace of missed fires (for 'all')"), "GRACE", period_text(config.grace)),
         (gettext("Enabled"), "ENABLED", gettext("yes") if config.enabled else gettext("no")),
     ]
+    monitor = config.monitor
+    if monitor is not None:  # a ping URL holds its token: its host only
+        said = (
+            [gettext("Sentry monitor %(slug)s") % {"slug": monitor.sentry}]
+            if monitor.sentry
+            else []
+        )
+        if monitor.url is not None:
+            said.insert(0, gettext("ping URL on %(host)s") % {"host": host_of(monitor.url)})
+        rows.append((gettext("Monitor"), "MONITOR", "; ".join(said)))
+    return rows

@@ -1,4 +1,4 @@
-"""Checks of ``LEDGER['SCHEDULES']``: shape, task, timing, time zone, queue, options, fit.
+"""Checks of ``LEDGER['SCHEDULES']``: shape, task, timing, time zone, queue, options, fit, monitor.
 
 The same code types the setting for the scheduler (``django_ledger.schedules.config``),
 so a schedule these checks pass is one the scheduler runs.
@@ -22,7 +22,7 @@ __all__ = ["check_schedules"]
 def check_schedules(
     app_configs: Sequence[Any] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """Check every schedule of ``LEDGER['SCHEDULES']`` (ids E070 to E079, E090 to E093)."""
+    """Check every schedule of ``LEDGER['SCHEDULES']`` (ids E070 to E079, E090 to E093, E098, E099)."""
     raw = getattr(settings, "LEDGER", {})
     if not isinstance(raw, dict):
         return []  # check_settings reports it

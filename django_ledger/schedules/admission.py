@@ -23,6 +23,7 @@ from ..core.jobs import encode_task
 from ..core.results import AdmissionStatus
 from ..core.schedule import Fire
 from .config import ScheduleConfig
+from .monitoring import fired
 
 __all__ = ["admit_fire", "ledger_task"]
 
@@ -30,7 +31,17 @@ logger = logging.getLogger("django_ledger.scheduler")
 
 
 def admit_fire(fire: Fire, config: ScheduleConfig) -> AdmissionStatus:
-    """Admit ``fire`` of the schedule ``config``; answer the admission status."""
+    """Admit ``fire`` of the schedule ``config``; answer the admission status.
+
+    A schedule with a ``MONITOR`` gets an error check-in queued (sent by another thread)
+    when the ledger rejects the fire; the worker tells the start and end of its task.
+    """
+    status = _admit(fire, config)
+    fired(fire, config.monitor, status)
+    return status
+
+
+def _admit(fire: Fire, config: ScheduleConfig) -> AdmissionStatus:
     task = ledger_task(config.task)
     if task is not None:
         return _enqueue(task, fire, config)

@@ -16,8 +16,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext
 
 from ..core.schedule import BadTiming, Cron, Every, Misfire, Schedule, Timing, zone_of
+from ..core.schedule.monitor import Monitor
 from ..defaults import LIMITS, SCHEDULE_DEFAULTS, SCHEDULE_KEYS, Limit, usable_name
 from .fit import fit_problems, imported
+from .monitoring import monitor_of, monitor_problems
 from .problem import Problem
 from .problem import where as _where
 
@@ -52,6 +54,8 @@ class ScheduleConfig:
     misfire: Misfire
     grace: timedelta
     enabled: bool
+    #: Where its fires check in (``MONITOR``), if anywhere.
+    monitor: Monitor | None = None
 
     @property
     def schedule(self) -> Schedule:
@@ -122,6 +126,7 @@ def schedule_of(key: str, entry: dict[str, Any], queues: dict[str, Any]) -> Sche
         misfire=Misfire(config["MISFIRE"]),
         grace=grace if isinstance(grace, timedelta) else timedelta(seconds=grace),
         enabled=config["ENABLED"],
+        monitor=monitor_of(config["MONITOR"], timing, cron),
     )
 
 
@@ -197,6 +202,7 @@ def _entry_problems(
     found += _timing_problems(key, config)
     found += _queue_problems(key, config, queues)
     found += _option_problems(key, config)
+    found += monitor_problems(key, config["MONITOR"])
     if found:
         return found
     queue = _queue_of(config)

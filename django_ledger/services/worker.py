@@ -21,6 +21,7 @@ from ..core.worker.heartbeat import Heartbeats
 from ..core.worker.recycle import resident_mib
 from ..core.worker.runtime import Metrics, Worker, WorkerConfig, default_worker_id
 from ..core.worker.upkeep import Room
+from ..schedules.watch import task_ended, task_started
 
 __all__ = ["WorkerOptions", "build_worker", "heartbeats", "task_queues", "worker_queues"]
 
@@ -176,6 +177,8 @@ def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
         heartbeats=beats,
         exit_on_timeout=options.exit_on_timeout,
         rooms=tuple(rooms),
+        started=task_started,
+        ended=task_ended,
     )
     metrics = _metrics(options)
     if metrics is not None and hasattr(metrics, "records"):

@@ -236,3 +236,19 @@ def test_next_fires_have_one_column_per_time_zone(
     assert re.findall(r"<th>(.*?)</th>", fires.group(1)) == headings
     first = re.search(r"<tbody>\s*<tr>(.*?)</tr>", fires.group(1), re.S)
     assert first is not None and first.group(1).count("<td>") == len(headings)
+
+
+def test_the_detail_shows_a_monitor_by_its_host_never_its_token(
+    admin_client: Client, schedules: str, settings: Any
+) -> None:
+    entry = {
+        "TASK": TASK,
+        "EVERY": 60,
+        "MONITOR": {"URL": "https://hc-ping.com/secret-5b8a4c1e", "SENTRY": "beat-check"},
+    }
+    settings.LEDGER = {**settings.LEDGER, "SCHEDULES": {"beat": entry}}
+
+    text = html.unescape(admin_client.get(detail("beat")).content.decode())
+
+    assert 'data-setting="monitor">ping URL on hc-ping.com; Sentry monitor beat-check<' in text
+    assert "secret-5b8a4c1e" not in text

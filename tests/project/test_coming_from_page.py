@@ -20,6 +20,7 @@ ROWS = [
     "fenced writes",
     "transactional enqueue",
     "scheduler without a singleton",
+    "cron monitors (check-ins)",
     "workflows",
     "rate / concurrency limits",
     "cancel a running task",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -91,6 +92,13 @@ class WorkerConfig:
     #: Upkeep beaten in the repairer's thread beside repair (``rooms.Room``): the
     #: Django face's outbox relay. Their thread runs with repair off too.
     rooms: tuple[Room, ...] = ()
+    #: Called from a run's thread as it starts, with its queue, request id and attempt;
+    #: it must return at once (the Django face queues a schedule monitor's check-in).
+    started: Callable[[str, str, int], None] | None = None
+    #: Called from the main loop for each run settled COMPLETED or FAILED (its
+    #: settlement written), with its queue, request id and whether it completed; it must
+    #: return at once (the Django face queues a schedule monitor's check-in).
+    ended: Callable[[str, str, bool], None] | None = None
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:

@@ -18,7 +18,14 @@ from ..results import Settlement, SettlementStatus
 from .handler import Backoff, Job, Outcome
 from .state import Entry, WorkerState
 
-__all__ = ["handler_bug", "log_outcome", "settled", "trace_attributes"]
+__all__ = [
+    "handler_bug",
+    "log_outcome",
+    "settled",
+    "tell_ended",
+    "tell_started",
+    "trace_attributes",
+]
 
 log = logging.getLogger("django_ledger.worker")
 
@@ -38,6 +45,7 @@ def settled(
         tally = None  # counters off: not even the times are taken
     # The level's check is cached by the logger: a disabled line costs no formatting.
     info, warning = log.isEnabledFor(logging.INFO), log.isEnabledFor(logging.WARNING)
+    ended = state.config.ended
     for (entry, outcome), answer in zip(items, answers, strict=True):
         outcome_state = outcome.state
         if outcome.settled is not None:
@@ -57,6 +65,8 @@ def settled(
         else:
             counts.retried += 1
             word, shown = "retry", info
+        if ended is not None and (word == "completed" or word == "failed"):
+            tell_ended(state, entry, ended, word == "completed")
         if not (shown or metered or tally is not None):
             continue
         seconds = None if entry.started is None else now - entry.started
@@ -80,6 +90,33 @@ def announce(
     except Exception:  # a signal receiver's bug must not stop the main loop
         log.exception(
             "worker %s: after settling %s, its handler raised",
+            state.worker_id,
+            entry.job.claim.request_id,
+        )
+
+
+def tell_started(
+    state: WorkerState, entry: Entry, started: Callable[[str, str, int], None]
+) -> None:
+    """Tell ``WorkerConfig.started`` of a run starting; its bug never stops the run."""
+    claim = entry.job.claim
+    try:
+        started(entry.queue, claim.request_id, claim.attempt)
+    except Exception:
+        log.exception(
+            "worker %s: as %s started, its start hook raised", state.worker_id, claim.request_id
+        )
+
+
+def tell_ended(
+    state: WorkerState, entry: Entry, ended: Callable[[str, str, bool], None], completed: bool
+) -> None:
+    """Tell ``WorkerConfig.ended`` of a run settled for good; its bug never stops the loop."""
+    try:
+        ended(entry.queue, entry.job.claim.request_id, completed)
+    except Exception:
+        log.exception(
+            "worker %s: after settling %s, its end hook raised",
             state.worker_id,
             entry.job.claim.request_id,
         )

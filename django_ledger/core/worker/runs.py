@@ -21,7 +21,7 @@ from ..results import SettlementStatus
 from . import tracing
 from .handler import Outcome, Plan
 from .interrupt import TimedOut
-from .outcomes import handler_bug, trace_attributes
+from .outcomes import handler_bug, tell_started, trace_attributes
 from .pool import JobThreads
 from .state import Entry, WorkerState
 
@@ -122,6 +122,8 @@ class Runs:
             entry.started = time.monotonic()
         if entry.job.claim.held:  # prefetched: the main loop's next call marks it started
             state.wake.set()
+        if state.config.started is not None:
+            tell_started(state, entry, state.config.started)
         try:
             self._execute_started(entry)
         except TimedOut:

@@ -50,6 +50,11 @@ MARGIN_MS = 1000
 #: Entries one read takes at most (the rest come with the next read, at once).
 COUNT = 100
 
+#: How long (s) a cancel of this worker's run that is not in hand yet is kept, to be
+#: matched once the claim that brought it is taken in hand (a cancel can land between the
+#: claim's reply and its entry).
+KEEP_UNMATCHED = 10.0
+
 
 def cancelled_outcome() -> Outcome:
     """The outcome of a run its worker gave up for a cancel: refused when settled."""
@@ -95,6 +100,8 @@ class CancelListener:
         self._grace = state.config.cancel_grace
         #: Cancelled jobs still running, with when their grace ends (``time.monotonic``).
         self._graced: dict[int, tuple[Entry, float]] = {}
+        #: Cancels of this worker's runs not in hand when read, until when they are kept.
+        self._unmatched: dict[tuple[str, str, int], tuple[CancelNotice, float]] = {}
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -138,6 +145,7 @@ class CancelListener:
                 for stream_id, fields in items:
                     group.last[key] = stream_id
                     self._entry(queue, fields)
+            self._match_kept()
             self._end_graces()
 
     def _from(self, group: _Group, entries: list[Entry]) -> None:
@@ -168,6 +176,25 @@ class CancelListener:
         with self._state.lock:
             entry = self._state.in_hand.get(key)
         if entry is not None:
+            self.heard(entry, notice)
+        else:
+            with self._lock:
+                self._unmatched[key] = (notice, time.monotonic() + KEEP_UNMATCHED)
+
+    def _match_kept(self) -> None:
+        """Tell the runs taken in hand since their cancel was read; forget the old ones."""
+        if not self._unmatched:
+            return
+        now = time.monotonic()
+        found = []
+        with self._lock, self._state.lock:
+            for key, (notice, until) in list(self._unmatched.items()):
+                entry = self._state.in_hand.get(key)
+                if entry is not None or until <= now:
+                    del self._unmatched[key]
+                if entry is not None:
+                    found.append((entry, notice))
+        for entry, notice in found:
             self.heard(entry, notice)
 
     def heard(self, entry: Entry, notice: CancelNotice) -> None:

@@ -42,13 +42,13 @@ def _cancelled(ledger: AnyLedger, request_id: str, version: str, by: str, how: s
     if outcome.was == State.CLAIMED.value:
         return Note(
             gettext(
-                "%(request_id)s was running: it ended FAILED now, its worker is told to stop "
+                "Record %(request_id)s was running: it ended FAILED now, its worker is told to stop "
                 "the task, and whatever the task settles late will be refused."
             )
             % {"request_id": request_id}
         )
     return Note(
-        gettext("%(request_id)s had not started: it ended FAILED and will never run.")
+        gettext("Record %(request_id)s had not started: it ended FAILED and will never run.")
         % {"request_id": request_id}
     )
 

@@ -54,7 +54,7 @@ def test_a_running_record_is_cancelled_and_its_worker_told(
     response = act(admin_client, action, "job")
     said = messages_of(response)
     assert any(
-        "job was running: it ended FAILED now, its worker is told to stop the task" in m
+        "Record job was running: it ended FAILED now, its worker is told to stop the task" in m
         for m in said
     ), said
     record = admin_ledger.resolve("job")
@@ -73,7 +73,7 @@ def test_cancel_of_a_waiting_record_says_it_never_runs(
 ) -> None:
     admin_ledger.admit("later", "x", delay=3600)
     said = messages_of(act(admin_client, "cancel", "later"))
-    assert "later had not started: it ended FAILED and will never run." in said
+    assert "Record later had not started: it ended FAILED and will never run." in said
     assert "Cancelled: 1 record." in said
     record = admin_ledger.resolve("later")
     assert record is not None and record.state is State.FAILED

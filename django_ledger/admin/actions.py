@@ -359,7 +359,9 @@ def bulk_action(name: str) -> Callable[[Any, HttpRequest, Any], HttpResponse | N
             )
             return None
         keys = [row.key for row in queryset]
-        return confirm(model_admin, request, op, keys, None, request.get_full_path())
+        # The admin's own operation of that name (the records' "fail" cancels running ones).
+        chosen = getattr(model_admin, "operations", {}).get(name, op)
+        return confirm(model_admin, request, chosen, keys, None, request.get_full_path())
 
     action.__name__ = f"{name}_selected"
     # The admin formats the description with the model's names when it lists actions.

@@ -8,6 +8,7 @@ cancel does.
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -20,7 +21,7 @@ from django_ledger import State
 from django_ledger.conf import get_ledger
 from django_ledger.core.ledger import Ledger
 from django_ledger.core.results import SettlementStatus
-from tests.admin.test_admin_records import action_link, confirm, detail_url, messages_of
+from tests.admin.test_admin_records import ITEM, action_link, confirm, detail_url, messages_of
 
 pytestmark = pytest.mark.django_db
 
@@ -123,3 +124,28 @@ def test_the_cancel_button_needs_operate_queue(
     assert re.findall(r'data-action="(\w+)"', page) == ["cancel"]
     said = messages_of(act(operator, "cancel", "job"))
     assert "Cancelled: 1 record." in said
+
+
+def test_mark_failed_over_a_selection_cancels_the_running_ones(
+    admin_client: Client, admin_ledger: Ledger
+) -> None:
+    admin_ledger.admit_many([("a", "x"), ("b", "x")])
+    claim = admin_ledger.claim("w-1", lease=600)
+    assert claim is not None
+    page = admin_client.post(
+        reverse("admin:django_ledger_record_changelist"),
+        {"action": "fail_selected", "_selected_action": ["default a", "default b"], "index": "0"},
+    )
+    text = page.content.decode()
+    assert "for those running, their workers are told to stop the tasks" in text
+    items = [html.unescape(item) for item in ITEM.findall(text)]
+    response = admin_client.post(
+        reverse("admin:django_ledger_record_act", args=("fail",)),
+        {"item": items, "next": ""},
+        follow=True,
+    )
+    said = messages_of(response)
+    assert f"Record {claim.request_id} was running: it ended FAILED now" in " ".join(said)
+    assert "Marked FAILED: 2 records." in said
+    assert len(told(admin_ledger)) == 1  # the running one's worker, alone, is told
+    assert admin_ledger.settle(claim).status is SettlementStatus.LOST

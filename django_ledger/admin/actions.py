@@ -24,7 +24,6 @@ from django.utils.translation import gettext, gettext_lazy, ngettext
 from .. import operations, permissions
 from ..conf import get_ledger, ledger_settings
 from ..core.errors import LedgerError
-from ..core.sharded import AnyLedger
 from ..operations import RecordChanged, Snapshot
 from .base import LedgerModelAdmin
 from .display import sentence
@@ -39,6 +38,7 @@ __all__ = [
     "MAX_SELECTED",
     "OPERATIONS",
     "ActionsAdmin",
+    "Note",
     "Operation",
     "act_view",
     "bulk_action",
@@ -86,6 +86,13 @@ def _restorable(snap: Snapshot) -> str | None:
 
 
 @dataclass(frozen=True)
+class Note:
+    """What an action says it did to one record, beyond the count (shown as a message)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Operation:
     """One operator action."""
 
@@ -94,7 +101,8 @@ class Operation:
     permission: str
     label: StrOrPromise
     done: StrOrPromise
-    run: Callable[[AnyLedger, str, str], Any]
+    #: ``run(ledger, request_id, version)``, and the user name after with ``by_user``.
+    run: Callable[..., Any]
     #: Why it does not apply to a snapshot, or ``None`` when it does.
     refusal: Callable[[Snapshot], str | None]
     #: Whether the record (or quarantined id) is gone afterwards.
@@ -102,6 +110,8 @@ class Operation:
     #: What the action does, said of one record and of several.
     warning: StrOrPromise = ""
     warning_many: StrOrPromise = ""
+    #: Whether ``run`` also takes who acts (their user name), as a cancel names its author.
+    by_user: bool = False
 
     def warning_for(self, count: int) -> str:
         return str(self.warning if count == 1 else self.warning_many)
@@ -288,9 +298,14 @@ def act_view(model_admin: ActionsAdmin, request: HttpRequest, name: str) -> Http
         version, _, key = value.partition(" ")
         items.append((version, key, *_reachable(request, op, key)))
     done = 0
+    user = request.user
+    by = str(user.get_username()) if hasattr(user, "get_username") else str(user)
     for version, key, queue, request_id in items:
         try:
-            op.run(get_ledger(queue), request_id, version)
+            if op.by_user:
+                said = op.run(get_ledger(queue), request_id, version, by)
+            else:
+                said = op.run(get_ledger(queue), request_id, version)
         except RecordChanged as exc:
             model_admin.message_user(
                 request,
@@ -310,6 +325,8 @@ def act_view(model_admin: ActionsAdmin, request: HttpRequest, name: str) -> Http
             )
         else:
             done += 1
+            if isinstance(said, Note):
+                model_admin.message_user(request, said.text, messages.INFO)
             entry = model_admin.model(key=key, request_id=request_id, queue=queue)
             model_admin.log_change(request, entry, f"{op.done} (version {version})")
     if done:
@@ -342,7 +359,9 @@ def bulk_action(name: str) -> Callable[[Any, HttpRequest, Any], HttpResponse | N
             )
             return None
         keys = [row.key for row in queryset]
-        return confirm(model_admin, request, op, keys, None, request.get_full_path())
+        # The admin's own operation of that name (the records' "fail" cancels running ones).
+        chosen = getattr(model_admin, "operations", {}).get(name, op)
+        return confirm(model_admin, request, chosen, keys, None, request.get_full_path())
 
     action.__name__ = f"{name}_selected"
     # The admin formats the description with the model's names when it lists actions.

@@ -20,6 +20,7 @@ from ..core.records import Record as StoredRecord
 from ..core.records import State
 from ..models import LedgerEntry, Record
 from .actions import OPERATIONS, ActionsAdmin, bulk_action
+from .cancel_actions import CANCEL, FAIL_OR_CANCEL
 from .display import Label, bytes_count, escape_bytes, instant_text, pretty_payload, relative_text
 from .filters import QueueFilter, ScoreRangeFilter, StateFilter
 from .tasks import TaskFilter, attempt_limit, read_task, task_section
@@ -37,7 +38,12 @@ def _when(value: datetime | None) -> str:
 
 @admin.register(Record)
 class RecordAdmin(ActionsAdmin):
-    operations = {name: OPERATIONS[name] for name in ("retry", "fail", "purge")}
+    operations = {
+        "retry": OPERATIONS["retry"],
+        "fail": FAIL_OR_CANCEL,
+        "cancel": CANCEL,
+        "purge": OPERATIONS["purge"],
+    }
     list_display = (
         "request_id",
         "queue",

@@ -62,6 +62,7 @@ class QueueKeys(NamedTuple):
     flows: str  # hash: the queue's workflows
     keyed: str  # zset: a queue with a KEY: its pool of due records by key, and turns
     held: str  # zset: a queue with a RATE: its held (prefetched) claims, 'h' .. id
+    cancels: str  # stream: running claims cancelled, for their workers to hear at once
 
     @classmethod
     def of(cls, namespace: str, queue: str) -> QueueKeys:

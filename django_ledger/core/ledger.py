@@ -228,6 +228,10 @@ class Ledger(LedgerBase):
         """The client and key an idle worker blocks on for this queue (docs/worker.md)."""
         return [(self.runner.redis, self.runner.keys.wake)]
 
+    def cancel_keys(self) -> list[tuple[Any, str]]:
+        """The client and stream a worker reads cancels of its running claims from."""
+        return [(self.runner.redis, self.runner.keys.cancels)] if self.optimized else []
+
     # -- reads (reading.py) -----------------------------------------------------------
 
     def results(self, request_ids: Iterable[str]) -> list[bytes | None]:

@@ -316,6 +316,10 @@ class ShardedLedger(ShardedClaiming):
         """Each shard's client and wake key: an idle worker blocks on them all."""
         return [key for shard in self._laid_out() for key in shard.wake_keys()]
 
+    def cancel_keys(self) -> list[tuple[Any, str]]:
+        """Each shard's client and cancels stream (``Ledger.cancel_keys``)."""
+        return [key for shard in self._laid_out() for key in shard.cancel_keys()]
+
     def stats(self) -> Stats:
         """The shards' counters summed (each shard's own snapshot, read one after another)."""
         return Stats.summed([shard.stats() for shard in self._laid_out()])

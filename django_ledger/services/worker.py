@@ -56,6 +56,9 @@ class WorkerOptions:
     #: ``None``: the loopback address (``core.worker.metrics.DEFAULT_ADDRESS``).
     metrics_address: str | None = None
     exit_on_timeout: bool = False
+    #: Seconds a cancelled task gets to stop before its process ends (``--cancel-grace``,
+    #: ``--processes`` children only); ``None``: no hard stop.
+    cancel_grace: float | None = None
     #: Run the outbox relay beside the work (``services/relay.py``): ``--no-relay`` turns it off.
     relay: bool = True
     #: Keep the counters for the admin's charts (``--no-counters``; ``LEDGER['COUNTERS']``
@@ -176,6 +179,7 @@ def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
         repair=options.repair,
         heartbeats=beats,
         exit_on_timeout=options.exit_on_timeout,
+        cancel_grace=options.cancel_grace,
         rooms=tuple(rooms),
         started=task_started,
         ended=task_ended,

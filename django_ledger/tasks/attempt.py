@@ -228,6 +228,7 @@ class TaskAttempt:
                 task_result=self.result,
                 fence=self.job.claim.fence,
                 max_attempts=self.options.max_attempts,
+                job=self.job,
             )
             args.insert(0, context)
         return args, payload.kwargs

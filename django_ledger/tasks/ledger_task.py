@@ -9,10 +9,11 @@ passes none through), and ``.using(...)`` takes them too, for one call.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
+from ..core.worker.handler import Job
 from .compat import (
     DEFAULT_TASK_BACKEND_ALIAS,
     DEFAULT_TASK_PRIORITY,
@@ -21,6 +22,7 @@ from .compat import (
     TaskContext,
     task_backends,
 )
+from .exceptions import Cancelled
 from .options import OPTION_NAMES, normalize_option, normalize_queues
 from .registry import declare
 
@@ -113,12 +115,34 @@ class LedgerTaskContext(_ContextBase):  # type: ignore[misc]
 
     fence: int
     max_attempts: int
+    #: The worker's job this attempt runs (``None`` outside a worker): what it heard.
+    job: Job | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_last_attempt(self) -> bool:
         """True when a raise now ends the task FAILED instead of retrying it."""
         attempt: int = self.attempt
         return attempt >= self.max_attempts
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the worker heard that this task was cancelled (``cancel``): stop now."""
+        return self.job is not None and self.job.cancel is not None
+
+    def check_cancelled(self) -> None:
+        """Raise ``Cancelled`` if this task was cancelled; settle nothing after it.
+
+        The task has ended FAILED already, with who cancelled it: whatever this attempt
+        would store now is refused by its fence.
+        """
+        notice = None if self.job is None else self.job.cancel
+        if notice is None:
+            return
+        at = datetime.fromtimestamp(notice.at / 1000, tz=UTC)
+        text = f"cancelled by {notice.by} at {at.isoformat(timespec='milliseconds')}"
+        if notice.reason:
+            text += f": {notice.reason}"
+        raise Cancelled(text, by=notice.by, at=notice.at, reason=notice.reason)
 
 
 _Decorator: TypeAlias = Callable[[Callable[..., Any]], LedgerTask]

@@ -89,6 +89,10 @@ class WorkerConfig:
     #: Seconds one blocking wait on the wake keys lasts at most (within the client's
     #: ``socket_timeout``): an idle worker sends one ``BZPOPMIN`` per this.
     wake_block: float = 1.0
+    #: Seconds a running job gets to stop once it is cancelled; then the process stops at
+    #: once and returns 3, as ``exit_on_timeout`` does (``None``: no hard stop). For
+    #: ``--processes`` children, whose parent starts another process in its place.
+    cancel_grace: float | None = None
     #: Upkeep beaten in the repairer's thread beside repair (``rooms.Room``): the
     #: Django face's outbox relay. Their thread runs with repair off too.
     rooms: tuple[Room, ...] = ()
@@ -117,5 +121,7 @@ class WorkerConfig:
             )
         if not self.wake_block > 0:
             raise ValueError(f"wake_block must be more than 0, got {self.wake_block}")
+        if self.cancel_grace is not None and not self.cancel_grace >= 0:
+            raise ValueError(f"cancel_grace must be 0 or more, got {self.cancel_grace}")
         if self.shutdown_timeout < 0:
             raise ValueError(f"shutdown_timeout must be 0 or more, got {self.shutdown_timeout}")

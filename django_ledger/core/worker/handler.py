@@ -22,6 +22,7 @@ from .interrupt import TimedOut
 __all__ = [
     "Backoff",
     "CallableHandler",
+    "CancelNotice",
     "Flag",
     "Handler",
     "Job",
@@ -74,6 +75,18 @@ class Flag:
         return self._value
 
 
+@dataclass(frozen=True)
+class CancelNotice:
+    """A running job cancelled (``Ledger.cancel``): who, when (epoch ms, the server's clock), why.
+
+    Its record has ended FAILED already: whatever the run settles is refused by its fence.
+    """
+
+    by: str
+    at: int
+    reason: str = ""
+
+
 @dataclass
 class Job:
     """One claimed record on its way through a worker."""
@@ -89,6 +102,9 @@ class Job:
     lost: Flag = field(default_factory=Flag)
     #: Set when the worker gives up waiting for this run (time-out or a forced stop).
     cancelled: Flag = field(default_factory=Flag)
+    #: Set when the worker hears that an operator cancelled this run (``core/worker/
+    #: cancels.py``): a handler checks it between steps and stops.
+    cancel: CancelNotice | None = None
 
 
 @dataclass(frozen=True)

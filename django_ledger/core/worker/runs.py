@@ -19,6 +19,7 @@ from ..errors import LedgerError
 from ..records import State
 from ..results import SettlementStatus
 from . import tracing
+from .cancels import cancelled_outcome
 from .handler import Outcome, Plan
 from .interrupt import TimedOut
 from .outcomes import handler_bug, tell_started, trace_attributes
@@ -120,6 +121,7 @@ class Runs:
                 return
             entry.thread_id = threading.get_ident()
             entry.started = time.monotonic()
+        state.running.set()
         if entry.job.claim.held:  # prefetched: the main loop's next call marks it started
             state.wake.set()
         if state.config.started is not None:
@@ -244,6 +246,10 @@ class Runs:
 
         future = asyncio.run_coroutine_threadsafe(wrapped(), self._event_loop())
         entry.async_future = future
+        if job.cancel is not None and not job.cancelled.is_set():  # heard before it was set
+            job.cancelled.set()
+            state.finish(entry, cancelled_outcome())
+            future.cancel()
 
         def done(future: concurrent.futures.Future[Outcome]) -> None:
             if future.cancelled():  # by its time-out (settled already), or else a bug

@@ -42,6 +42,7 @@ from ..records import State
 from ..results import Claim, Claims, Settlement, SettlementStatus, earliest
 from ..sharded import AnyLedger
 from ..transport import MAX_BATCH
+from .cancels import CancelListener
 from .config import EXIT_RECYCLE, Metrics, WorkerConfig, default_worker_id
 from .handler import Handler, Job, Outcome
 from .health import stall_for_tests
@@ -96,6 +97,8 @@ class Worker:
         #: The idle wait: due times, quiet queues, the waker (``idle.py``).
         self._idle = Idle(state)
         self._recycle = Recycle(state)
+        #: Hears operators' cancels of the jobs running here (``cancels.py``).
+        self._cancels = CancelListener(state)
 
     # -- the outside ----------------------------------------------------------------
 
@@ -187,6 +190,7 @@ class Worker:
             state.spawn("ledger-repairer", self._repairer.run)
         # Not joined at the end: a thread in a blocking call ends with its block (<= 1 s).
         self._idle.waker.start()
+        self._cancels.start()
 
     # -- the main loop ------------------------------------------------------------------
 

@@ -113,6 +113,8 @@ class WorkerState:
         self.forced = threading.Event()
         self.hard_exit = threading.Event()
         self.done = threading.Event()
+        #: Set when a job starts: the cancel listener (``cancels.py``) listens while any runs.
+        self.running = threading.Event()
         #: Tasks started (``max_tasks_per_child`` counts them), and why this worker
         #: recycles, once it does: it then starts no more.
         self.started = 0

@@ -83,6 +83,17 @@ class Command(LedgerCommand):
             ),
         )
         parser.add_argument(
+            "--cancel-grace",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help=gettext(
+                "with --processes: a task still running this many seconds after it was "
+                "cancelled ends its worker process, and another takes its place (default: "
+                "the task runs on until it checks)"
+            ),
+        )
+        parser.add_argument(
             "--worker-id", default=None, help=gettext("this worker's id (default: host:pid:random)")
         )
         parser.add_argument(
@@ -131,6 +142,20 @@ class Command(LedgerCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         self._log_to_stdout(options["verbosity"])
+        grace = options["cancel_grace"]
+        if grace is not None and not os.environ.get(CHILD_ENV):
+            if not options["processes"]:
+                raise CommandError(
+                    gettext(
+                        "--cancel-grace needs --processes: only a worker process that its "
+                        "parent replaces may be ended for a cancelled task"
+                    )
+                )
+            if not grace >= 0:
+                raise CommandError(
+                    gettext("--cancel-grace must be 0 or more seconds, got %(grace)s")
+                    % {"grace": grace}
+                )
         if options["processes"] and not os.environ.get(CHILD_ENV):
             raise SystemExit(self._supervise(options))
         if options["reload"]:
@@ -164,6 +189,7 @@ class Command(LedgerCommand):
             metrics_port=options["metrics_port"],
             metrics_address=options["metrics_address"],
             exit_on_timeout=child,
+            cancel_grace=options["cancel_grace"] if child else None,
             relay=not options["no_relay"],
             counters=not options["no_counters"],
         )

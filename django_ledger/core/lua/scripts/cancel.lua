@@ -19,7 +19,7 @@ if not r then return {-1, '', 0, raw} end
 -- Ended before changed: a repeated cancel (or one racing a settlement) learns the end.
 if string.find('KFD', r.s, 1, true) then return {2, r.s, r.fence, raw} end
 if ARGV[6] ~= '' and ARGV[6] ~= raw then return {3, r.s, r.fence, raw} end
-local was, owner, started = r.s, r.owner, r.updated
+local was, owner, started, claimed_fence = r.s, r.owner, r.updated, r.fence
 -- A new fence for either state: a CLAIMED record's run is superseded, and a PENDING one
 -- whose lease repair took back may still have a run going (its effects yield too).
 r.fence = next_fence(math.max(r.fence, tonumber(ARGV[5]) - 1))
@@ -63,6 +63,14 @@ flow_add_error(now, id, text, 'django_ledger.tasks.Cancelled', run)
 -- a freed slot of a CONCURRENCY limit wakes a worker that waits on it.
 flow_settled(now, {id}, {[id] = r})
 trim_ended(tonumber(ARGV[7]), 17)
+-- A running claim's worker hears of it at once (core/worker/cancels.py reads the stream
+-- while it runs tasks): the run's id, owner and fence, who cancelled it, when and why.
+-- Bounded: about the last thousand cancels, gone a day after the last.
+if was == 'C' then
+  redis.call('XADD', KEYS.cancels, 'MAXLEN', '~', 1000, '*', 'id', id, 'owner', owner,
+    'fence', exact(claimed_fence), 'by', by, 'at', exact(now), 'reason', reason)
+  redis.call('PEXPIRE', KEYS.cancels, 86400000)
+end
 local L = limits_read()
 if was == 'C' and L and due_now(now) and limits_room(L, now) > 0 then wake(now) end
 return {1, was, r.fence, raw}

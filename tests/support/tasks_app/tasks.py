@@ -171,3 +171,11 @@ def enqueues_add(a: int, b: int) -> list[str]:
     """Enqueue ``add(a, b)`` from inside a task: its id, and its status as seen from here."""
     result = add.enqueue(a, b)
     return [result.id, result.status]
+
+
+@ledger_task(max_attempts=2, backoff_base=0.001, backoff_cap=0.002, retry_on=[ConnectionError])
+def throttled(wait: Any) -> None:
+    """Ask for the next attempt ``wait`` from now, as an upstream's Retry-After says."""
+    from django_ledger.tasks import RetryAfter
+
+    raise RetryAfter(wait, reason="the upstream said 429")

@@ -67,8 +67,14 @@ class LedgerTask(_TaskBase[_P, _R]):
     timeout: float | None = None
     #: Seconds of the claim's lease, renewed while the attempt runs.
     lease: float | None = None
-    #: Admit each (task, arguments) once: the id is derived from them.
-    unique: bool | None = None
+    #: Admit each (task, arguments) once: ``True`` while its record is kept (the id is
+    #: derived from them), ``"until_start"``, ``"until_end"``, or seconds from admission.
+    unique: bool | str | float | None = None
+    #: A unique call enqueued again while PENDING and never started runs this many
+    #: seconds after the latest enqueue ...
+    debounce: float | None = None
+    #: ... but at most this many after the first (default: 10 times ``debounce``).
+    debounce_max: float | None = None
     #: The queues besides ``queue_name`` the task may run from (``None``: its own only).
     #: Declared only: it never travels in a payload.
     queues: tuple[str, ...] | None = None

@@ -179,3 +179,28 @@ def throttled(wait: Any) -> None:
     from django_ledger.tasks import RetryAfter
 
     raise RetryAfter(wait, reason="the upstream said 429")
+
+
+@ledger_task(unique="until_start")
+def until_start(a: int) -> int:
+    return a
+
+
+@ledger_task(unique="until_end")
+def until_end(a: int) -> int:
+    return a
+
+
+@ledger_task(unique=60)
+def once_a_minute(a: int) -> int:
+    return a
+
+
+@ledger_task(unique="until_start", debounce=5, debounce_max=12)
+def debounced(a: int) -> int:
+    return a
+
+
+@ledger_task(debounce=5)
+def debounced_not_unique(a: int) -> int:
+    return a

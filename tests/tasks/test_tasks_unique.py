@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 from django.db import transaction
 
+from django_ledger import Ledger
 from django_ledger.core.records import State
 from django_ledger.queues import queues
 from django_ledger.tasks import LedgerTask, enqueue_many
@@ -118,20 +120,41 @@ def test_a_claimed_run_is_never_moved_and_the_next_call_is_queued(ledger: object
     assert after.state is State.CLAIMED and after.due_at == before.due_at
 
 
-def test_racing_enqueues_and_claims_never_queue_two_runs_of_one_call(ledger: object) -> None:
+def test_a_debounce_moves_only_a_run_that_waits_even_with_unique_true(ledger: object) -> None:
+    first = tasks.debounced_once.enqueue(1)
+    ledger.clock_skew_ms = 5_000  # type: ignore[attr-defined]
+    assert ledger.claim("w").request_id == first.id  # type: ignore[attr-defined]
+    before = ledger.resolve(first.id)  # type: ignore[attr-defined]
+    again = tasks.debounced_once.enqueue(1)  # the one record the derived id names
+    assert again.id == first.id and again.status == TaskResultStatus.RUNNING
+    after = ledger.resolve(first.id)  # type: ignore[attr-defined]
+    assert after.state is State.CLAIMED and after.due_at == before.due_at
+    stats = ledger.stats()  # type: ignore[attr-defined]
+    assert (stats.pending, stats.claimed) == (0, 1)
+
+
+@pytest.mark.parametrize("name", ["until_start", "debounced"])
+def test_racing_enqueues_and_claims_never_queue_two_runs_of_one_call(
+    ledger: object, redis_client: object, name: str
+) -> None:
+    task = getattr(tasks, name)
+    # The claimer's clock a minute ahead: a debounced run is due to it at once.
+    claimer = Ledger(redis_client, ledger.namespace, "default")  # type: ignore[attr-defined]
+    claimer.clock_skew_ms = 60_000
     stop = threading.Event()
     seen: list[str] = []
-    claimed: list[str] = []
+    claimed: dict[str, int] = {}
 
     def enqueue() -> None:
         while not stop.is_set():
-            seen.append(tasks.until_start.enqueue(7).id)
+            seen.append(task.enqueue(7).id)
 
     def claim() -> None:
-        while len(claimed) < 20:
-            got = ledger.claim("w")  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 20
+        while len(claimed) < 20 and time.monotonic() < deadline:
+            got = claimer.claim("w")
             if got is not None:
-                claimed.append(got.request_id)
+                claimed[got.request_id] = claimer.resolve(got.request_id).due_at  # type: ignore[union-attr]
         stop.set()
 
     threads = [threading.Thread(target=enqueue) for _ in range(2)]
@@ -140,23 +163,21 @@ def test_racing_enqueues_and_claims_never_queue_two_runs_of_one_call(ledger: obj
         thread.start()
     for thread in threads:
         thread.join(30)
+    assert len(claimed) == 20  # each claim a run of its own
     stats = ledger.stats()  # type: ignore[attr-defined]
-    assert stats.pending <= 1  # never two queued runs of the call
-    assert len(set(claimed)) == 20  # each claim a run of its own
-    assert set(seen) <= set(claimed) | {
-        r
-        for r in seen
-        if ledger.resolve(r).state is State.PENDING  # type: ignore[attr-defined]
-    }
+    assert stats.pending <= 1 and stats.claimed == 20  # never two queued runs of the call
+    runs = ledger.resolve_many(set(seen))  # type: ignore[attr-defined]
+    for run in runs:
+        if run.request_id in claimed:  # a claimed run is never moved by a later enqueue
+            assert run.state is State.CLAIMED and run.due_at == claimed[run.request_id]
+        else:
+            assert run.state is State.PENDING
     # Each run was admitted only after the one before it was claimed (ties within a
     # millisecond: the one claimed first came first; the queued one last).
-    runs = sorted(
-        ledger.resolve_many(set(seen)),  # type: ignore[attr-defined]
-        key=lambda r: (r.created_at, r.lease_until or float("inf")),
-    )
+    runs.sort(key=lambda r: (r.created_at, r.lease_until or float("inf")))
     for before, after in itertools.pairwise(runs):
         assert before.state is State.CLAIMED
-        assert after.created_at >= before.lease_until - 30_000
+        assert after.created_at >= before.lease_until - 30_000 - 60_000
 
 
 @pytest.mark.django_db(transaction=True)

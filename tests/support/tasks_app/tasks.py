@@ -204,3 +204,8 @@ def debounced(a: int) -> int:
 @ledger_task(debounce=5)
 def debounced_not_unique(a: int) -> int:
     return a
+
+
+@ledger_task(unique=True, debounce=5)
+def debounced_once(a: int) -> int:
+    return a

@@ -105,3 +105,14 @@ def test_the_outbox_row_keeps_the_trace_until_the_commit_admits_it(
         assert row.traceparent == traceparent_of(view)
     assert OutboxEntry.objects.count() == 0  # delivered on commit
     assert stored_trace(result.id) == traceparent_of(view)
+
+
+def test_without_opentelemetry_nothing_is_stored(
+    spans: InMemorySpanExporter, task_namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django_ledger.core.worker import tracing
+
+    monkeypatch.setattr(tracing, "_trace", None)  # as when the import failed
+    with trace.get_tracer("shop.views").start_as_current_span("checkout"):
+        result = tasks.add.enqueue(2, 3)
+    assert stored_trace(result.id) is None

@@ -15,7 +15,7 @@ from .results import Admission, AdmissionStatus
 from .timing import duration_ms
 from .transport import batches, utf8_len
 
-__all__ = ["admit", "admit_many"]
+__all__ = ["admit", "admit_many", "checked_request"]
 
 
 def admit(
@@ -36,14 +36,14 @@ def admit(
     # admit_many's steps for one request and no traceparent: no lists, no batching.
     delay_ms = duration_ms(delay, "delay")
     check_priority(priority)
-    problem, data = _checked_request(ledger, request_id, payload, None)
+    problem, data = checked_request(ledger, request_id, payload, None)
     if problem is not None:
         return Admission(request_id, AdmissionStatus.REJECTED, problem)
     batch = [(0, request_id, data)]
     return fused.admit(ledger.runner, batch, delay_ms, "", ledger.max_records, priority)[0]
 
 
-def _checked_request(
+def checked_request(
     ledger: LedgerBase, request_id: object, payload: object, trace_problem: str | None
 ) -> tuple[str | None, bytes]:
     """Return why one request is refused (``None``: it is not) and its payload's bytes."""
@@ -84,7 +84,7 @@ def admit_many(
         if not isinstance(item, tuple | list) or len(item) != 2:
             raise TypeError("each request must be a (request_id, payload) pair")
         request_id, payload = item
-        problem, data = _checked_request(ledger, request_id, payload, trace_problem)
+        problem, data = checked_request(ledger, request_id, payload, trace_problem)
         if problem is None and path is not None:
             key = key_of(path, payload)
             if key is None:

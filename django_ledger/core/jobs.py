@@ -57,7 +57,17 @@ PAYLOAD_VERSION = 1
 RESULT_VERSION = 1
 #: Option names a payload may carry (each also settable per task and per queue).
 OPTION_NAMES = frozenset(
-    {"max_attempts", "backoff_base", "backoff_cap", "retry_on", "timeout", "lease", "unique"}
+    {
+        "max_attempts",
+        "backoff_base",
+        "backoff_cap",
+        "retry_on",
+        "timeout",
+        "lease",
+        "unique",
+        "debounce",
+        "debounce_max",
+    }
 )
 #: The deepest nesting of arrays and objects a payload may have (its own object is 1,
 #: its ``args`` array 2): about what any JSON reader takes without recursing too deep.

@@ -36,7 +36,7 @@ __all__ = [
     "stored_shards",
 ]
 
-#: The most shards one queue may have (each is 15 keys and one script call per visit).
+#: The most shards one queue may have (each is 16 keys and one script call per visit).
 MAX_SHARDS = 64
 
 
@@ -63,6 +63,7 @@ class QueueKeys(NamedTuple):
     keyed: str  # zset: a queue with a KEY: its pool of due records by key, and turns
     held: str  # zset: a queue with a RATE: its held (prefetched) claims, 'h' .. id
     cancels: str  # stream: running claims cancelled, for their workers to hear at once
+    unique: str  # hash: a unique call's digest -> the request id holding it (unique.lua)
 
     @classmethod
     def of(cls, namespace: str, queue: str) -> QueueKeys:

@@ -41,7 +41,16 @@ logger = logging.getLogger("django_ledger.outbox")
 #: Ids per ``IN (...)`` statement: under SQLite's 999 bound variables.
 CHUNK = 500
 #: The columns a delivery reads, in ``Row``'s order.
-ROW_COLUMNS = ("id", "queue", "payload", "delay_ms", "run_after_ms", "priority", "kind")
+ROW_COLUMNS = (
+    "id",
+    "queue",
+    "payload",
+    "delay_ms",
+    "run_after_ms",
+    "priority",
+    "kind",
+    "traceparent",
+)
 
 
 class Staged(Protocol):
@@ -61,6 +70,8 @@ class Staged(Protocol):
     def priority(self) -> int: ...
     @property
     def kind(self) -> str: ...
+    @property
+    def traceparent(self) -> str: ...
 
 
 class Row(NamedTuple):
@@ -74,6 +85,8 @@ class Row(NamedTuple):
     priority: int
     #: What the row carries (``OutboxKind``): a task, a workflow.
     kind: str
+    #: The enqueue's W3C trace context, "" for none.
+    traceparent: str = ""
 
 
 class Delivered(NamedTuple):
@@ -94,7 +107,7 @@ def admit_rows(rows: Iterable[Staged]) -> tuple[list[str], list[str]]:
     Done: admitted, duplicate (admitted before), or refused for good (another call under
     the id, a refused payload, a delay or a priority the ledger refuses: logged as
     errors). Kept: Redis away, a full queue, a queue not configured here. One
-    ``admit_many`` per (queue, delay, priority) group.
+    ``admit_many`` per (queue, delay, priority, traceparent) group.
     """
     delivered = deliver_rows(rows)
     return delivered.done, delivered.kept
@@ -102,7 +115,7 @@ def admit_rows(rows: Iterable[Staged]) -> tuple[list[str], list[str]]:
 
 def deliver_rows(rows: Iterable[Staged]) -> Delivered:
     """``admit_rows``, saying also which queues kept rows and whether Redis was away."""
-    groups: dict[tuple[str, int, int | None, int], list[Staged]] = {}
+    groups: dict[tuple[str, int, int | None, int, str], list[Staged]] = {}
     done: list[str] = []
     kept: list[str] = []
     stalled: set[str] = set()
@@ -127,8 +140,9 @@ def deliver_rows(rows: Iterable[Staged]) -> Delivered:
         waiting = set(held)
         stalled.update(row.queue for row in flows if row.id in waiting)
     for row in tasks:
-        groups.setdefault((row.queue, row.delay_ms, row.run_after_ms, row.priority), []).append(row)
-    for (queue, delay_ms, run_after_ms, priority), group in groups.items():
+        key = (row.queue, row.delay_ms, row.run_after_ms, row.priority, row.traceparent or "")
+        groups.setdefault(key, []).append(row)
+    for (queue, delay_ms, run_after_ms, priority, trace), group in groups.items():
         try:
             ledger = queues.get(queue).ledger
             if run_after_ms is not None:
@@ -136,6 +150,7 @@ def deliver_rows(rows: Iterable[Staged]) -> Delivered:
             answers = ledger.admit_many(
                 [(row.id, row.payload) for row in group],
                 timedelta(milliseconds=delay_ms),
+                trace or None,
                 priority=priority,
             )
         except (LedgerError, ImproperlyConfigured) as exc:

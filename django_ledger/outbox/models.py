@@ -48,6 +48,12 @@ class OutboxEntry(models.Model):
         db_default=OutboxKind.TASK,
     )
 
+    #: The W3C trace context of the enqueue ("" for none): the record carries it, and the
+    #: worker's span continues that trace. A default in the database too, as ``target``.
+    traceparent = models.CharField(
+        "traceparent", max_length=55, blank=True, default="", db_default=""
+    )
+
     class Meta:
         db_table = "django_ledger_outbox"
         default_permissions = ()  # internal tables: no admin page, no permission

@@ -113,6 +113,7 @@ _COLUMNS = (
     "created_at",
     "target",
     "kind",
+    "traceparent",
 )
 
 
@@ -163,6 +164,7 @@ def _insert_new(connection: Any, rows: Sequence[Row], backend: str, target: str)
                     now,
                     target,
                     row.kind,
+                    row.traceparent,
                 ]
             cursor.execute(_insert_sql(connection, len(part)), params)
             inserted.update(found for (found,) in cursor.fetchall())
@@ -180,6 +182,7 @@ def stage(
     priority: int,
     kind: str = OutboxKind.TASK,
     background: bool = True,
+    traceparent: str = "",
 ) -> None:
     """Write ``requests`` (id, payload) as outbox rows of ``kind`` in the current transaction.
 
@@ -199,7 +202,9 @@ def stage(
                 raise RowConflict(request_id, elsewhere=False)
             continue
         seen[request_id] = payload
-        rows.append(Row(request_id, queue, payload, delay_ms, run_after_ms, priority, kind))
+        rows.append(
+            Row(request_id, queue, payload, delay_ms, run_after_ms, priority, kind, traceparent)
+        )
     connection = transaction.get_connection(database)
     target = outbox_target()
     if _upserts(connection):
@@ -258,10 +263,11 @@ def defer(
     run_after_ms: int | None,
     priority: int,
     kind: str = OutboxKind.TASK,
+    traceparent: str = "",
 ) -> None:
     """The ``on_commit`` mode: admit ``requests`` after the commit, without a row (lossy)."""
     rows = [
-        Row(request_id, queue, payload, delay_ms, run_after_ms, priority, kind)
+        Row(request_id, queue, payload, delay_ms, run_after_ms, priority, kind, traceparent)
         for request_id, payload in requests
     ]
 

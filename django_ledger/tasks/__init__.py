@@ -23,6 +23,7 @@ __all__ = [
     "NotRun",
     "QueueFull",
     "ResultTooLarge",
+    "RetryAfter",
     "StaleAttempt",
     "TaskIdConflict",
     "UnknownTask",
@@ -59,6 +60,7 @@ _HOMES = {
     "NotRun": (".exceptions", "NotRun"),
     "QueueFull": (".exceptions", "QueueFull"),
     "ResultTooLarge": (".exceptions", "ResultTooLarge"),
+    "RetryAfter": (".exceptions", "RetryAfter"),
     "TaskIdConflict": (".exceptions", "TaskIdConflict"),
     "UnknownTask": (".exceptions", "UnknownTask"),
 }
@@ -76,6 +78,7 @@ if TYPE_CHECKING:
         NotRun,
         QueueFull,
         ResultTooLarge,
+        RetryAfter,
         TaskIdConflict,
         UnknownTask,
     )

@@ -41,7 +41,7 @@ from .compat import (
     task_finished,
     task_started,
 )
-from .exceptions import ResultTooLarge
+from .exceptions import ResultTooLarge, RetryAfter
 from .heard import heard
 from .ledger_task import LedgerTask, LedgerTaskContext
 from .options import TaskOptions, exception_path, retries
@@ -356,10 +356,12 @@ class TaskAttempt:
         path = error["exception_class_path"]
         finished = self._now()
         attempt = self.job.claim.attempt
+        # A RetryAfter asks for a retry at its time, whatever retry_on says.
+        asked = exc.seconds if isinstance(exc, RetryAfter) else None
         retry = (
             self.stage == "call"
             and attempt < self.options.max_attempts
-            and retries(self.options, exc)
+            and (asked is not None or retries(self.options, exc))
         )
         # A failure's line is at ERROR (error trackers read it): heard on its own terms.
         loud = self.heard_finished or (
@@ -371,9 +373,8 @@ class TaskAttempt:
         doc = document(self.attempts)
         if retry:
             status = TaskResultStatus.READY
-            outcome = Outcome(
-                State.PENDING, self.options.backoff.delay(attempt), result=doc, reason=path
-            )
+            wait = self.options.backoff.delay(attempt) if asked is None else asked
+            outcome = Outcome(State.PENDING, wait, result=doc, reason=path)
         else:
             status = TaskResultStatus.FAILED
             outcome = Outcome(State.FAILED, result=doc, reason=path)

@@ -28,7 +28,8 @@ from django.utils.module_loading import import_string
 from ..core.errors import LedgerUnavailable
 from ..core.jobs import PayloadTemplate
 from ..core.records import id_problem
-from ..core.timing import instant_ms
+from ..core.timing import duration_ms
+from ..core.worker.tracing import current_traceparent
 from ..outbox.options import (
     TRANSACTION_OPTION_DEFAULTS,
     TransactionOptions,
@@ -46,19 +47,13 @@ from .compat import (
     TaskResult,
     TaskResultDoesNotExist,
 )
+from .held import enqueue_held, held_of, not_staged
 from .ledger_task import LedgerTask
-from .options import (
-    BACKEND_OPTION_DEFAULTS,
-    TaskRefused,
-    backend_option_problem,
-    check_queue,
-    resolve_options,
-    tighten,
-)
-from .plans import Call, Plan, delay, payload_options, request
+from .options import BACKEND_OPTION_DEFAULTS, backend_option_problem, normalize_option
+from .plans import Call, Plan, check_bounds, delay, payload_options, request
 from .resolve import declared_task
 from .results import task_of, task_result
-from .staged import readable_staged_result, stage_calls
+from .staged import readable_staged_result, stage_task
 from .state import TaskState
 from .store import read_tasks
 
@@ -221,14 +216,19 @@ class LedgerBackend(BaseTaskBackend):
         # enqueue_many's steps for one call, without its lists and batching.
         plan = self._plan(task)
         result, payload = request(plan, task, args, kwargs, request_id, self.alias, given=given)
+        trace = current_traceparent()  # the run's span continues the enqueuer's trace
+        if plan.held is not None and not given:
+            return self.ran_eagerly(self._enqueue_held(task, plan, result, payload, trace))
         if self.staging():
-            self._stage(task, plan, [(result.id, payload)])
+            self._stage(task, plan, [(result.id, payload)], trace)
             object.__setattr__(result, "enqueued_at", timezone.now())
             return result
         entry = plan.entry
         ledger = entry.ledger
         try:
-            answer = ledger.admit(result.id, payload, delay(task, entry), priority=task.priority)
+            answer = ledger.admit(
+                result.id, payload, delay(task, entry), trace, priority=task.priority
+            )
         except LedgerUnavailable as exc:  # applied or not: try again under the same id
             answer = retried(
                 exc,
@@ -236,7 +236,7 @@ class LedgerBackend(BaseTaskBackend):
                 plan.path,
                 [result.id],
                 lambda: ledger.admit(
-                    result.id, payload, delay(task, entry), priority=task.priority
+                    result.id, payload, delay(task, entry), trace, priority=task.priority
                 ),
             )
             own = not given and not plan.unique
@@ -279,8 +279,16 @@ class LedgerBackend(BaseTaskBackend):
             requests.append((result.id, payload))
         if not requests:
             return []
+        trace = current_traceparent()
+        if plan.held is not None and ids is None:  # one script call per call
+            return self.ran_eagerly(
+                [
+                    self._enqueue_held(task, plan, result, payload, trace)
+                    for result, (_, payload) in zip(results, requests, strict=True)
+                ]
+            )
         if self.staging():
-            self._stage(task, plan, requests)
+            self._stage(task, plan, requests, trace)
             now = timezone.now()
             for result in results:
                 object.__setattr__(result, "enqueued_at", now)
@@ -288,14 +296,14 @@ class LedgerBackend(BaseTaskBackend):
         entry = plan.entry
         ledger = entry.ledger
         try:
-            answers = ledger.admit_many(requests, delay(task, entry), priority=task.priority)
+            answers = ledger.admit_many(requests, delay(task, entry), trace, task.priority)
         except LedgerUnavailable as exc:  # any prefix applied: try all again under their ids
             answers = retried(
                 exc,
                 ledger,
                 plan.path,
                 [request_id for request_id, _ in requests],
-                lambda: ledger.admit_many(requests, delay(task, entry), priority=task.priority),
+                lambda: ledger.admit_many(requests, delay(task, entry), trace, task.priority),
             )
             own = ids is None and not plan.unique
             return self.ran_eagerly(
@@ -303,25 +311,28 @@ class LedgerBackend(BaseTaskBackend):
             )
         return self.ran_eagerly(answered(type(self), self.alias, task, entry, results, answers))
 
-    def _stage(self, task: Task[..., Any], plan: Plan, requests: list[tuple[str, str]]) -> None:
-        """Write ``requests`` to the outbox (or defer them to the commit: ``on_commit``)."""
-        run_after: object = task.run_after
-        delay_ms, run_after_ms = 0, None
-        if isinstance(run_after, timedelta):
-            delay_ms = max(0, int(run_after.total_seconds() * 1000))
-        elif isinstance(run_after, datetime):
-            if timezone.is_naive(run_after):  # only without USE_TZ: validate_task says so
-                run_after = timezone.make_aware(run_after)
-            run_after_ms = instant_ms(run_after, "run_after")
-        stage_calls(
-            self.transactions,
-            self.alias,
-            plan.entry.ledger.queue,
-            requests,
-            delay_ms=delay_ms,
-            run_after_ms=run_after_ms,
-            priority=task.priority,
+    def _enqueue_held(
+        self,
+        task: Task[_P, _R],
+        plan: Plan,
+        result: TaskResult[_P, _R],
+        payload: str,
+        trace: str | None,
+    ) -> TaskResult[_P, _R]:
+        assert plan.held is not None
+        if self.staging():
+            raise not_staged(plan.path)
+        wait = duration_ms(delay(task, plan.entry), "run_after")
+        held = plan.held
+        return enqueue_held(
+            type(self), self.alias, task, plan.entry, held, result, payload, wait, trace
         )
+
+    def _stage(
+        self, task: Task[..., Any], plan: Plan, requests: list[tuple[str, str]], trace: str | None
+    ) -> None:
+        """Write ``requests`` to the outbox (or defer them to the commit: ``on_commit``)."""
+        stage_task(self.transactions, self.alias, task, plan.entry.ledger.queue, requests, trace)
 
     def _plan(self, task: Task[..., Any]) -> Plan:
         """Check ``task`` and return what its calls share, kept for a declared task."""
@@ -341,11 +352,14 @@ class LedgerBackend(BaseTaskBackend):
         entry = self._queue(task.queue_name)
         unique = getattr(task, "unique", None)
         if unique is None:
-            unique = bool(entry.options.get("unique", False))
+            unique = normalize_option("unique", entry.options.get("unique", False))
         path = task.module_path
         options = payload_options(task, declared)
-        _check_bounds(declared, task.queue_name, entry, options)
-        plan = Plan(entry, path, unique, PayloadTemplate(path, options))
+        check_bounds(declared, task.queue_name, entry, options)
+        held = held_of(
+            path, unique, getattr(task, "debounce", None), getattr(task, "debounce_max", None)
+        )
+        plan = Plan(entry, path, unique, PayloadTemplate(path, options), held)
         if task is declared:
             if len(self._plans) >= _MAX_PLANS:
                 self._plans.clear()
@@ -422,25 +436,3 @@ class LedgerBackend(BaseTaskBackend):
     async def aget_result(self, result_id: str) -> TaskResult[..., Any]:
         """``get_result`` on a worker thread: the event loop never waits on Redis."""
         return await sync_to_async(self.get_result, thread_sensitive=False)(result_id)
-
-
-def _check_bounds(
-    declared: Task[..., Any], queue: str, entry: QueueEntry, options: dict[str, Any] | None
-) -> None:
-    """Refuse at enqueue what a worker would refuse at run time (``TaskHandler.plan``).
-
-    A queue the task is not declared for, or options that loosen the task's and the
-    queue's limits: ``InvalidTask`` now rather than a ``TaskRefused`` failure later.
-    """
-    try:
-        check_queue(declared, queue)
-        if options:
-            base = declared.ledger_options if isinstance(declared, LedgerTask) else {}
-            limits = resolve_options(
-                base, entry.options, max_attempts=entry.max_attempts, lease=entry.lease
-            )
-            tighten(limits, options)
-    except TaskRefused as exc:
-        raise InvalidTask(
-            f"{declared.module_path} cannot be enqueued into {queue!r}: {exc}"
-        ) from exc

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 
 from ..core.errors import LedgerUnavailable
+from ..core.timing import MAX_DURATION_MS
 from .compat import InvalidTask, TaskException
 
 __all__ = [
@@ -14,6 +18,7 @@ __all__ = [
     "NotRun",
     "QueueFull",
     "ResultTooLarge",
+    "RetryAfter",
     "TaskIdConflict",
     "UnknownTask",
 ]
@@ -97,3 +102,52 @@ class Cancelled(BaseException):
     ) -> None:
         super().__init__(message)
         self.by, self.at, self.reason = by, at, reason
+
+
+class RetryAfter(Exception):
+    """Raised by a task: run the next attempt ``seconds`` from now (an upstream's ``Retry-After``).
+
+    ``seconds``: a number of seconds (0 to about 100 years), a ``timedelta``, an aware
+    ``datetime``, or the text of an HTTP ``Retry-After`` header (digits, or an HTTP date).
+    The next attempt waits exactly that long, instead of the backoff, whatever the task's
+    ``retry_on``; while attempts remain (``max_attempts``): on the last one the task ends
+    FAILED with this error recorded. A value that is none of these raises ``TypeError``
+    or ``ValueError`` here, which then is the attempt's error.
+    """
+
+    def __init__(self, seconds: float | timedelta | datetime | str, reason: str = "") -> None:
+        self.seconds = retry_seconds(seconds)
+        self.reason = reason
+        text = f"retry after {self.seconds:g} s"
+        super().__init__(f"{text}: {reason}" if reason else text)
+
+
+def retry_seconds(value: object) -> float:
+    """Return ``RetryAfter``'s value as seconds from now; raise saying what is wrong."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isascii() and text.isdigit():
+            value = int(text)
+        else:
+            try:
+                value = parsedate_to_datetime(text)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"RetryAfter needs seconds or an HTTP date, got the text {value!r}"
+                ) from None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"RetryAfter needs an aware datetime, got {value!r}")
+        value = max(timedelta(0), value - datetime.now(UTC))
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise TypeError(
+            "RetryAfter needs a number of seconds, a timedelta, an aware datetime or a "
+            f"Retry-After header's text, not {type(value).__name__}"
+        )
+    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_DURATION_MS / 1000:
+        raise ValueError(f"RetryAfter needs 0 to about 100 years of seconds, got {value!r}")
+    return seconds

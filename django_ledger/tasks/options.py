@@ -119,6 +119,27 @@ def _retry_on(value: Any) -> tuple[str, ...]:
     return tuple(paths)
 
 
+#: ``unique``'s words for how long one record holds a call (``core/unique.py``).
+UNIQUE_UNTIL = ("until_start", "until_end")
+
+
+def _unique(value: Any) -> bool | str | float:
+    """``unique``: True (while the record is kept), False, a word of ``UNIQUE_UNTIL``, or a
+    period (seconds or a ``timedelta``) from the admission."""
+    if isinstance(value, bool) or value in UNIQUE_UNTIL:
+        return value  # type: ignore[no-any-return]
+    if isinstance(value, str):
+        raise ValueError(
+            f"unique must be True, False, 'until_start', 'until_end' or a period, not {value!r}"
+        )
+    if not isinstance(value, timedelta | int | float):
+        raise TypeError(
+            "unique must be True, False, 'until_start', 'until_end' or a period (seconds or "
+            f"a timedelta), not {value!r}"
+        )
+    return _seconds("unique", value, zero_ok=False)
+
+
 def normalize_option(name: str, value: Any) -> Any:
     """Check one option and return it as a payload holds it; raise TypeError/ValueError."""
     if name == "max_attempts":
@@ -134,9 +155,9 @@ def normalize_option(name: str, value: Any) -> Any:
     if name == "retry_on":
         return _retry_on(value)
     if name == "unique":
-        if not isinstance(value, bool):
-            raise TypeError(f"unique must be True or False, not {value!r}")
-        return value
+        return _unique(value)
+    if name in ("debounce", "debounce_max"):
+        return _seconds(name, value, zero_ok=False)
     raise TypeError(
         f"unknown task option {name!r}; the options are {', '.join(sorted(OPTION_NAMES))}"
     )
@@ -152,7 +173,11 @@ class TaskOptions:
     #: Seconds the attempt may run, ``None`` for no limit.
     timeout: float | None
     lease: float
-    unique: bool
+    unique: bool | str | float
+    #: Seconds a repeat of a unique call held PENDING moves it to, and the most from its
+    #: admission (``None``: no debounce). Used when enqueuing only.
+    debounce: float | None = None
+    debounce_max: float | None = None
 
 
 def resolve_options(*layers: Mapping[str, Any], max_attempts: int, lease: float) -> TaskOptions:
@@ -176,6 +201,8 @@ def resolve_options(*layers: Mapping[str, Any], max_attempts: int, lease: float)
         timeout=timeout or None,
         lease=chosen.get("lease", lease),
         unique=chosen.get("unique", False),
+        debounce=chosen.get("debounce"),
+        debounce_max=chosen.get("debounce_max"),
     )
 
 
@@ -284,6 +311,7 @@ def tighten(limits: TaskOptions, payload: Mapping[str, Any]) -> TaskOptions:
         if wider:
             raise _refuse("retry_on", list(retry_on), f"within {list(limits.retry_on)}")
         options["retry_on"] = tuple(retry_on)
-    if "unique" in chosen:
-        options["unique"] = chosen["unique"]
+    for name in ("unique", "debounce", "debounce_max"):  # enqueue's, not the run's
+        if name in chosen:
+            options[name] = chosen[name]
     return TaskOptions(**options)

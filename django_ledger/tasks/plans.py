@@ -19,11 +19,13 @@ from ..core.records import id_problem
 from ..core.timing import instant_ms
 from ..queues import QueueEntry
 from .compat import InvalidTask, Task, TaskResult
+from .held import Held
 from .ledger_task import LedgerTask
+from .options import TaskRefused, check_queue, resolve_options, tighten
 from .resolve import random_id, unique_id
 from .results import new_result, plain_call, ready_result
 
-__all__ = ["Call", "Plan", "checked_id", "delay", "payload_options", "request"]
+__all__ = ["Call", "Plan", "check_bounds", "checked_id", "delay", "payload_options", "request"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -37,8 +39,11 @@ class Plan:
 
     entry: QueueEntry
     path: str
-    unique: bool
+    unique: bool | str | float
     template: PayloadTemplate
+    #: A unique call held until its start, its end or for a period, or debounced
+    #: (``held.py``); ``None``: the ordinary admission.
+    held: Held | None = None
 
 
 def request(
@@ -88,7 +93,7 @@ def request(
         )
     if given:
         checked = checked_id(request_id)
-    elif plan.unique:
+    elif plan.unique is True:  # the call's own id (other modes: a new record each time)
         checked = unique_id(path, call_args, call_kwargs)
     else:
         checked = random_id()
@@ -136,3 +141,25 @@ def checked_id(request_id: object) -> str:
     if problem is not None:
         raise ValueError(f"task id {request_id!r} is not usable ({problem})")
     return request_id
+
+
+def check_bounds(
+    declared: Task[..., Any], queue: str, entry: QueueEntry, options: dict[str, Any] | None
+) -> None:
+    """Refuse at enqueue what a worker would refuse at run time (``TaskHandler.plan``).
+
+    A queue the task is not declared for, or options that loosen the task's and the
+    queue's limits: ``InvalidTask`` now rather than a ``TaskRefused`` failure later.
+    """
+    try:
+        check_queue(declared, queue)
+        if options:
+            base = declared.ledger_options if isinstance(declared, LedgerTask) else {}
+            limits = resolve_options(
+                base, entry.options, max_attempts=entry.max_attempts, lease=entry.lease
+            )
+            tighten(limits, options)
+    except TaskRefused as exc:
+        raise InvalidTask(
+            f"{declared.module_path} cannot be enqueued into {queue!r}: {exc}"
+        ) from exc

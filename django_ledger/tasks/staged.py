@@ -10,24 +10,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import SynchronousOnlyOperation
 from django.db import DatabaseError
+from django.utils import timezone
 
 from ..core.jobs import BadPayload, decode_task
+from ..core.timing import instant_ms
 from ..outbox.models import OutboxEntry, OutboxKind
 from ..outbox.options import TransactionOptions
 from ..outbox.staging import RowConflict, defer, stage
 from ..outbox.tables import outbox_ready
 from ..outbox.target import LEGACY, outbox_target
-from .compat import TaskResult
+from .compat import Task, TaskResult
 from .exceptions import TaskIdConflict, UnknownTask
 from .ledger_task import LedgerTask
 from .resolve import resolve_task
 from .results import new_result, usable_options
 
-__all__ = ["readable_staged_result", "stage_calls", "staged_result"]
+__all__ = ["readable_staged_result", "stage_calls", "stage_task", "staged_result"]
 
 
 def stage_calls(
@@ -40,6 +43,7 @@ def stage_calls(
     run_after_ms: int | None = None,
     priority: int = 0,
     kind: str = OutboxKind.TASK,
+    traceparent: str | None = None,
 ) -> None:
     """Join ``requests`` (id, payload) to the caller's transaction, as backend ``alias``.
 
@@ -55,6 +59,7 @@ def stage_calls(
             run_after_ms=run_after_ms,
             priority=priority,
             kind=kind,
+            traceparent=traceparent or "",
         )
         return
     try:
@@ -68,10 +73,40 @@ def stage_calls(
             priority=priority,
             kind=kind,
             background=options.delivery == "background",
+            traceparent=traceparent or "",
         )
     except RowConflict as exc:
         reason = "elsewhere" if exc.elsewhere else None
         raise TaskIdConflict(exc.row_id, queue, reason) from None
+
+
+def stage_task(
+    options: TransactionOptions,
+    alias: str,
+    task: Task[..., Any],
+    queue: str,
+    requests: Sequence[tuple[str, str]],
+    traceparent: str | None,
+) -> None:
+    """``stage_calls`` for calls of ``task``, with its ``run_after`` and priority."""
+    run_after: object = task.run_after
+    delay_ms, run_after_ms = 0, None
+    if isinstance(run_after, timedelta):
+        delay_ms = max(0, int(run_after.total_seconds() * 1000))
+    elif isinstance(run_after, datetime):
+        if timezone.is_naive(run_after):  # only without USE_TZ: validate_task says so
+            run_after = timezone.make_aware(run_after)
+        run_after_ms = instant_ms(run_after, "run_after")
+    stage_calls(
+        options,
+        alias,
+        queue,
+        requests,
+        delay_ms=delay_ms,
+        run_after_ms=run_after_ms,
+        priority=task.priority,
+        traceparent=traceparent,
+    )
 
 
 def readable_staged_result(

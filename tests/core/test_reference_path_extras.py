@@ -23,6 +23,7 @@ from django_ledger.conf import ledger_settings
 from django_ledger.core.flows import FlowStep, admit_workflow, check_workflow, read_workflow
 from django_ledger.core.ledger import Ledger
 from django_ledger.core.limits import Limits, Rate
+from django_ledger.core.unique import UniqueMode, admit_unique
 
 SENTENCE = (
     r"run on the fused path only, and this ledger is on the reference path "
@@ -42,6 +43,11 @@ EXTRAS: list[tuple[str, str, Callable[[Ledger], Any]]] = [
         lambda ledger: admit_workflow(ledger, "order-1", [FlowStep("a", "{}")]),
     ),
     ("cancel", "cancel", lambda ledger: ledger.cancel("order-1", by="alice")),
+    (
+        "unique admission",
+        "admit_unique",
+        lambda ledger: admit_unique(ledger, "r-1", "{}", mode=UniqueMode.START, digest="c"),
+    ),
     (
         "workflows",
         "check_workflow",

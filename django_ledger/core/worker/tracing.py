@@ -18,7 +18,7 @@ from typing import Any
 from ..records import State
 from .handler import Outcome
 
-__all__ = ["Traced", "enabled", "span"]
+__all__ = ["Traced", "current_traceparent", "enabled", "span"]
 
 # Imported by name, so the module type-checks the same with and without the extra.
 _trace: Any  # the ``opentelemetry.trace`` module, or None
@@ -47,6 +47,20 @@ def _tracer() -> Any:
 @functools.cache
 def _propagator() -> Any:
     return _tracecontext.TraceContextTextMapPropagator()
+
+
+def current_traceparent() -> str | None:
+    """The W3C ``traceparent`` of the span current here, or ``None`` (none, or no OpenTelemetry).
+
+    An enqueue stores it in the record, so the run's span continues the enqueuer's trace.
+    """
+    if _trace is None:
+        return None
+    if not _trace.get_current_span().get_span_context().is_valid:
+        return None
+    carrier: dict[str, str] = {}
+    _propagator().inject(carrier)
+    return carrier.get("traceparent")
 
 
 class Traced:

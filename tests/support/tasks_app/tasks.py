@@ -171,3 +171,41 @@ def enqueues_add(a: int, b: int) -> list[str]:
     """Enqueue ``add(a, b)`` from inside a task: its id, and its status as seen from here."""
     result = add.enqueue(a, b)
     return [result.id, result.status]
+
+
+@ledger_task(max_attempts=2, backoff_base=0.001, backoff_cap=0.002, retry_on=[ConnectionError])
+def throttled(wait: Any) -> None:
+    """Ask for the next attempt ``wait`` from now, as an upstream's Retry-After says."""
+    from django_ledger.tasks import RetryAfter
+
+    raise RetryAfter(wait, reason="the upstream said 429")
+
+
+@ledger_task(unique="until_start")
+def until_start(a: int) -> int:
+    return a
+
+
+@ledger_task(unique="until_end")
+def until_end(a: int) -> int:
+    return a
+
+
+@ledger_task(unique=60)
+def once_a_minute(a: int) -> int:
+    return a
+
+
+@ledger_task(unique="until_start", debounce=5, debounce_max=12)
+def debounced(a: int) -> int:
+    return a
+
+
+@ledger_task(debounce=5)
+def debounced_not_unique(a: int) -> int:
+    return a
+
+
+@ledger_task(unique=True, debounce=5)
+def debounced_once(a: int) -> int:
+    return a

@@ -69,6 +69,10 @@ TRANSITIONS: tuple[Transition, ...] = tuple(
     + _t("release_step", (None,), P, ("workflows",))  # its last parent ended
     + _t("release_step", (None,), F, ("workflows",))  # its inputs could not be built
     + _t("cancel_step", (None, P), F, ("workflows", "flow_cancel"))
+    # A unique call held until its start, its end or for a period (unique.lua): admitted
+    # as a new record while no record holds the call; a debounce moves a PENDING one's due
+    # time and leaves its state.
+    + _t("admit_unique", (None,), P, ("unique",))
     # A cancel (cancelling.py): queued or running, it ends FAILED; the running one under a
     # new fence, so its run's renewals and settlement are refused.
     + _t("cancel", (P, C), F, ("cancel",))

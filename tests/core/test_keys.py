@@ -44,6 +44,7 @@ def test_key_names_carry_the_hash_tag(ledger: Ledger, namespace: str) -> None:
         ledger.runner.flows_key,
         ledger.runner.keys.keyed,
         ledger.runner.keys.held,
+        ledger.runner.keys.cancels,
         ledger.runner.keys.unique,
     }
     assert ledger.fences_key == f"{tag}:fences"

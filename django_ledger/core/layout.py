@@ -36,7 +36,7 @@ __all__ = [
     "stored_shards",
 ]
 
-#: The most shards one queue may have (each is 15 keys and one script call per visit).
+#: The most shards one queue may have (each is 16 keys and one script call per visit).
 MAX_SHARDS = 64
 
 
@@ -62,6 +62,7 @@ class QueueKeys(NamedTuple):
     flows: str  # hash: the queue's workflows
     keyed: str  # zset: a queue with a KEY: its pool of due records by key, and turns
     held: str  # zset: a queue with a RATE: its held (prefetched) claims, 'h' .. id
+    progress: str  # hash: request id -> the progress a running task reported (progress.py)
 
     @classmethod
     def of(cls, namespace: str, queue: str) -> QueueKeys:

@@ -20,6 +20,8 @@ from ..core.worker.handler import Backoff, CallableHandler, Handler
 from ..core.worker.heartbeat import Heartbeats
 from ..core.worker.recycle import resident_mib
 from ..core.worker.runtime import Metrics, Worker, WorkerConfig, default_worker_id
+from ..core.progress import DEFAULT_INTERVAL
+from ..core.progress import board as progress_board
 from ..core.worker.upkeep import Room
 
 __all__ = ["WorkerOptions", "build_worker", "heartbeats", "task_queues", "worker_queues"]
@@ -57,6 +59,8 @@ class WorkerOptions:
     exit_on_timeout: bool = False
     #: Run the outbox relay beside the work (``services/relay.py``): ``--no-relay`` turns it off.
     relay: bool = True
+    #: Seconds between two writes of a running task's progress (``--progress-interval``).
+    progress_interval: float = DEFAULT_INTERVAL
     #: Keep the counters for the admin's charts (``--no-counters``; ``LEDGER['COUNTERS']``
     #: off turns them off whatever this says).
     counters: bool = True
@@ -161,6 +165,8 @@ def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
         leases = {queue: ledger_settings.queue(queue).lease.total_seconds() for queue in queues}
         handlers = {queue: handler_for(queue) for queue in queues}
         beats = heartbeats(options.counters)
+        # Beside repair, in the repairer's thread: what running tasks reported, coalesced.
+        progress_room = progress_board.room(options.progress_interval)
     except ImproperlyConfigured as exc:
         raise ValueError(str(exc)) from exc
     config = WorkerConfig(
@@ -175,7 +181,7 @@ def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
         repair=options.repair,
         heartbeats=beats,
         exit_on_timeout=options.exit_on_timeout,
-        rooms=tuple(rooms),
+        rooms=(*rooms, progress_room),
     )
     metrics = _metrics(options)
     if metrics is not None and hasattr(metrics, "records"):

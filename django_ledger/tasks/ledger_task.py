@@ -9,7 +9,7 @@ passes none through), and ``.using(...)`` takes them too, for one call.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
@@ -22,6 +22,7 @@ from .compat import (
     task_backends,
 )
 from .options import OPTION_NAMES, normalize_option, normalize_queues
+from .progress import ProgressReporting, Reports
 from .registry import declare
 
 __all__ = ["LedgerTask", "LedgerTaskContext", "task"]
@@ -103,7 +104,7 @@ class LedgerTask(_TaskBase):
 
 # django-stubs declares TaskContext unfrozen; Django's own is frozen, as this is.
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LedgerTaskContext(_ContextBase):  # type: ignore[misc]
+class LedgerTaskContext(ProgressReporting, _ContextBase):  # type: ignore[misc]
     """What a ``takes_context`` task gets: its result so far, the attempt and the fence.
 
     Hand ``fence`` to downstream systems with each write: it grows with every claim of
@@ -113,6 +114,8 @@ class LedgerTaskContext(_ContextBase):  # type: ignore[misc]
 
     fence: int
     max_attempts: int
+    #: Where ``set_progress`` and ``metadata`` go (tasks/progress.py).
+    reports: Reports | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_last_attempt(self) -> bool:

@@ -24,6 +24,7 @@ from django.utils.translation import gettext, gettext_lazy
 from ...core.worker.config import EXIT_RECYCLE
 from ...core.worker.health import notify_systemd
 from ...core.worker.upkeep import Room
+from ...core.progress import DEFAULT_INTERVAL
 from ...services.worker import MAX_PORT, WorkerOptions, build_worker, worker_queues
 from ..base import LedgerCommand
 
@@ -90,6 +91,15 @@ class Command(LedgerCommand):
             type=float,
             default=30.0,
             help=gettext("seconds running tasks get to finish on a stop (default 30)"),
+        )
+        parser.add_argument(
+            "--progress-interval",
+            type=float,
+            default=DEFAULT_INTERVAL,
+            help=gettext(
+                "seconds between two writes of a running task's progress and metadata "
+                "(0.05 to 60, default 1)"
+            ),
         )
         parser.add_argument(
             "--no-repair",
@@ -166,6 +176,7 @@ class Command(LedgerCommand):
             exit_on_timeout=child,
             relay=not options["no_relay"],
             counters=not options["no_counters"],
+            progress_interval=options["progress_interval"],
         )
         rooms: list[Room] = []
         if worker_options.relay:  # a room beside repair, in the repairer's thread

@@ -10,7 +10,7 @@ those queues only, and a task's record page link only with ``view_record`` on it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.contrib import admin
@@ -29,6 +29,7 @@ from ..models import Worker
 from ..services import worker as worker_service
 from .base import PagesAdmin
 from .display import Label, count_text, instant_text, relative_text
+from .progress import progress_bars
 
 __all__ = ["WorkerAdmin"]
 
@@ -44,6 +45,8 @@ class RunningRow:
     since: str
     since_ago: str
     record_url: str | None
+    #: What the task last reported (admin/progress.py, ``progress_bars``), if anything.
+    progress: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -200,9 +203,21 @@ class WorkerAdmin(PagesAdmin):
                     else []
                 ),
             ],
-            running=running,
+            running=_with_progress(running),
             hidden=hidden,
         )
+
+
+def _with_progress(running: list[RunningRow]) -> list[RunningRow]:
+    """Each running task with its progress bar, if it reported (one read per queue).
+
+    Only where the user may view the queue's records (``record_url``): a note may tell
+    of the task's data.
+    """
+    if not running:
+        return running
+    bars = progress_bars((row.queue, row.request_id) for row in running if row.record_url)
+    return [replace(row, progress=bars.get((row.queue, row.request_id))) for row in running]
 
 
 def _data_loss() -> str:

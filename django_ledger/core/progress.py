@@ -129,7 +129,9 @@ def encode_metadata(metadata: object) -> str:
         if not isinstance(key, str):
             raise TypeError(f"metadata keys must be str, not {type(key).__name__}")
     try:
-        text = json.dumps(dict(metadata), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(
+            dict(metadata), ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        )
         size = len(text.encode("utf-8"))
     except RecursionError:
         raise ValueError("metadata refers to itself or nests too deep") from None
@@ -197,9 +199,7 @@ def write_progress(
     for request_id, fence, document in items:
         args += [request_id, fence, document]
     reply = runner.run(runner.scripts.progress, args)
-    return [
-        (int(reply[i]) == 1, _text(reply[i + 1])) for i in range(0, len(reply), 2)
-    ]
+    return [(int(reply[i]) == 1, _text(reply[i + 1])) for i in range(0, len(reply), 2)]
 
 
 def _text(value: object) -> str:

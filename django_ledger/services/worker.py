@@ -16,12 +16,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from ..conf import connection, get_ledger, ledger_settings
+from ..core.progress import DEFAULT_INTERVAL
+from ..core.progress import board as progress_board
 from ..core.worker.handler import Backoff, CallableHandler, Handler
 from ..core.worker.heartbeat import Heartbeats
 from ..core.worker.recycle import resident_mib
 from ..core.worker.runtime import Metrics, Worker, WorkerConfig, default_worker_id
-from ..core.progress import DEFAULT_INTERVAL
-from ..core.progress import board as progress_board
 from ..core.worker.upkeep import Room
 
 __all__ = ["WorkerOptions", "build_worker", "heartbeats", "task_queues", "worker_queues"]

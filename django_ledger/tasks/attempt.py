@@ -229,7 +229,9 @@ class TaskAttempt:
         if self.task.takes_context:
             assert self.result is not None
             self.reports = start_reports(
-                queues.get(self.runner.queue).ledger, self.job.claim.request_id, self.job.claim.fence
+                queues.get(self.runner.queue).ledger,
+                self.job.claim.request_id,
+                self.job.claim.fence,
             )
             context = LedgerTaskContext(
                 task_result=self.result,

@@ -62,9 +62,8 @@ class LedgerTaskResult(_ResultBase):  # type: ignore[misc]
 
     def _take(self, other: Any) -> None:
         for name in _REFRESHED:
-            object.__setattr__(self, name, getattr(other, name, None))
-        if self.metadata is None:
-            object.__setattr__(self, "metadata", {})
+            default: object = {} if name == "metadata" else None  # another backend's result
+            object.__setattr__(self, name, getattr(other, name, default))
 
 
 #: Classes ``normalize_json`` hands back as they are (exactly these: not subclasses).

@@ -84,7 +84,7 @@ def test_a_running_tasks_page_shows_the_bar_and_the_live_toggle_moves_it(
     pad.set_progress(150, 200, "rows of April")
     pad.flush()
     fragment = text(client, record_url(request_id) + "?fragment=progress")
-    assert fragment.lstrip().startswith("<div id=\"task-progress\"")
+    assert fragment.lstrip().startswith('<div id="task-progress"')
     assert '<progress max="200" value="150"' in fragment and "rows of April" in fragment
     assert "<html" not in fragment  # the block alone, for the live toggle to swap in
 

@@ -21,10 +21,10 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
+from ...core.progress import DEFAULT_INTERVAL
 from ...core.worker.config import EXIT_RECYCLE
 from ...core.worker.health import notify_systemd
 from ...core.worker.upkeep import Room
-from ...core.progress import DEFAULT_INTERVAL
 from ...services.worker import MAX_PORT, WorkerOptions, build_worker, worker_queues
 from ..base import LedgerCommand
 

@@ -231,6 +231,9 @@ class ProgressPad:
         self.fence = fence
         self.interval = interval
         self._lock = threading.Lock()
+        #: Held from taking an item to its answer: one pad's writes never cross, so the
+        #: board's beat cannot land an older value after the attempt's last one.
+        self.sending = threading.Lock()
         self._progress: tuple[float, float | None, str] = (0, None, "")
         self._metadata = "{}"
         self._dirty = False
@@ -271,6 +274,11 @@ class ProgressPad:
             done, total, note = self._progress
             return self.request_id, self.fence, _document(done, total, note, self._metadata)
 
+    def unsent(self) -> None:
+        """The last item taken never reached Redis: send it again at the next chance."""
+        with self._lock:
+            self._dirty, self._sent_at = True, float("-inf")
+
     def answered(self, written: bool, reason: str) -> None:
         """Note the script's answer to this pad's write."""
         with self._lock:
@@ -295,12 +303,17 @@ class ProgressPad:
 
         Redis being away is left to the caller (``LedgerError``).
         """
-        item = self.take()
-        if item is None:
-            return False
-        ((written, reason),) = write_progress(self.ledger, [item])
-        self.answered(written, reason)
-        return True
+        with self.sending:
+            item = self.take()
+            if item is None:
+                return False
+            try:
+                ((written, reason),) = write_progress(self.ledger, [item])
+            except LedgerError:
+                self.unsent()
+                raise
+            self.answered(written, reason)
+            return True
 
 
 class ProgressBoard:
@@ -329,23 +342,33 @@ class ProgressBoard:
         with self._lock:
             pads = list(self._pads.values())
         by_ledger: dict[int, tuple[LedgerBase, list[tuple[ProgressPad, tuple[str, int, str]]]]] = {}
-        for pad in pads:
-            item = pad.take(moment)
-            if item is not None:
-                by_ledger.setdefault(id(pad.ledger), (pad.ledger, []))[1].append((pad, item))
-        sent = 0
-        for ledger, group in by_ledger.values():
-            try:
-                answers = write_progress(ledger, [item for _, item in group])
-            except LedgerError:
-                for pad, _ in group:  # Redis away: noted again, for the next beat
-                    with pad._lock:
-                        pad._dirty, pad._sent_at = True, float("-inf")
-                raise
-            for (pad, _), (written, reason) in zip(group, answers, strict=True):
-                pad.answered(written, reason)
-            sent += len(group)
-        return sent
+        held: list[ProgressPad] = []
+        try:
+            for pad in pads:
+                if not pad.sending.acquire(blocking=False):
+                    continue  # its attempt is writing its last value: nothing older after it
+                held.append(pad)
+                item = pad.take(moment)
+                if item is not None:
+                    by_ledger.setdefault(id(pad.ledger), (pad.ledger, []))[1].append((pad, item))
+            sent, failure = 0, None
+            for ledger, group in by_ledger.values():
+                try:
+                    answers = write_progress(ledger, [item for _, item in group])
+                except LedgerError as exc:
+                    for pad, _ in group:  # Redis away: noted again, for the next beat
+                        pad.unsent()
+                    failure = failure or exc
+                    continue
+                for (pad, _), (written, reason) in zip(group, answers, strict=True):
+                    pad.answered(written, reason)
+                sent += len(group)
+            if failure is not None:
+                raise failure  # the room's beat logs it; the other queues were written
+            return sent
+        finally:
+            for pad in held:
+                pad.sending.release()
 
     def room(self, interval: float = DEFAULT_INTERVAL) -> ProgressRoom:
         """The worker's room that flushes this board every ``interval`` seconds."""

@@ -155,3 +155,36 @@ def test_a_reference_ledger_refuses_progress(ledger_factory: Callable[..., Ledge
     assert claim is not None
     with pytest.raises(FusedPathOnly):
         _pad(ledger, "job", claim.fence).set_progress(1)
+
+
+def test_a_report_redis_did_not_take_is_sent_again(
+    ledger: Ledger, ledger_factory: Callable[..., Ledger]
+) -> None:
+    import redis as redis_py
+
+    from django_ledger.core.errors import LedgerUnavailable
+    from tests.support.redis_server import free_port
+
+    away = ledger_factory(client=redis_py.Redis(port=free_port(), socket_connect_timeout=0.2))
+    pad = ProgressPad(away, "job", 7, interval=1.0)
+    pad.set_progress(3, 4, "kept")
+    with pytest.raises(LedgerUnavailable):
+        pad.flush()
+    item = pad.take()  # still noted: the next chance sends it
+    assert item is not None and item[:2] == ("job", 7) and '"note":"kept"' in item[2]
+
+
+def test_the_beat_never_writes_a_pad_while_its_attempt_writes_its_last_value(
+    ledger: Ledger,
+) -> None:
+    ledger.admit("job", "{}")
+    claim = ledger.claim("w")
+    assert claim is not None
+    board = ProgressBoard(interval=1.0)
+    pad = board.pad(ledger, "job", claim.fence)
+    pad.set_progress(1, 2, "older")
+    with pad.sending:  # the attempt's own last write is under way
+        assert board.flush_due(now=50.0) == 0
+    assert board.flush_due(now=50.0) == 1
+    (stored,) = read_progress(ledger, ["job"])
+    assert stored is not None and stored.note == "older"

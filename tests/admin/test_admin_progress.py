@@ -112,7 +112,7 @@ def test_the_fragment_takes_the_permission_to_view_records(
     assert b"secret note" not in response.content
 
 
-def test_the_workers_page_shows_each_running_tasks_progress(
+def test_the_workers_and_queue_pages_show_each_running_tasks_progress(
     login_as: Callable[..., Client], redis_client: Any, task_namespace: str
 ) -> None:
     request_id, _ = running_with_progress(120, "rows of May")
@@ -135,3 +135,9 @@ def test_the_workers_page_shows_each_running_tasks_progress(
     # Without the permission to view the queue's records: no bar, no note.
     blind = text(login_as("view_worker"), "/admin/django_ledger/worker/")
     assert "rows of May" not in blind
+    # The queue's page lists what runs from it now, with the same bar.
+    queue_page = reverse("admin:django_ledger_queue_change", args=("default",))
+    shown = text(login_as(superuser=True), queue_page)
+    running_now = shown[shown.index('id="running-now"') :]
+    assert f'data-running="{request_id}"' in running_now
+    assert "120 of 200 (60%) · rows of May" in running_now

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import LedgerError
+from .jobs import nesting_depth
 from .ledger_base import LedgerBase
 
 __all__ = [
@@ -139,13 +140,7 @@ def encode_metadata(metadata: object) -> str:
         raise type(exc)(f"metadata cannot be stored as JSON: {exc}") from None
     if size > MAX_METADATA_BYTES:
         raise ValueError(f"metadata is {size:,} bytes as JSON, more than {MAX_METADATA_BYTES:,}")
-    depth = deepest = 0
-    for char in text:  # strings hold no unescaped brackets that matter: counted anyway,
-        if char in "[{":  # so a string of brackets can only make this stricter
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
+    deepest = nesting_depth(text, _MAX_DEPTH)  # brackets inside strings do not count
     if deepest > _MAX_DEPTH:
         raise ValueError(f"metadata nests deeper than {_MAX_DEPTH} levels")
     return text

@@ -130,6 +130,8 @@ def test_purging_the_record_removes_its_progress(ledger_factory: Callable[..., L
         (lambda p: p.set_metadata({1: "int key"}), TypeError),
         (lambda p: p.set_metadata({"when": object()}), TypeError),
         (lambda p: p.set_metadata([1, 2]), TypeError),
+        (lambda p: p.set_metadata({"deep": [[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]}), ValueError),
+        (lambda p: p.set_metadata({"ratio": float("inf")}), ValueError),
     ],
 )
 def test_bad_reports_raise_and_nothing_is_noted(
@@ -188,3 +190,14 @@ def test_the_beat_never_writes_a_pad_while_its_attempt_writes_its_last_value(
     assert board.flush_due(now=50.0) == 1
     (stored,) = read_progress(ledger, ["job"])
     assert stored is not None and stored.note == "older"
+
+
+def test_brackets_inside_metadata_strings_are_text(ledger: Ledger) -> None:
+    ledger.admit("job", "{}")
+    claim = ledger.claim("w")
+    assert claim is not None
+    pad = _pad(ledger, "job", claim.fence)
+    pad.set_metadata({"pattern": "[" * 40 + "{" * 40})
+    pad.flush()
+    (stored,) = read_progress(ledger, ["job"])
+    assert stored is not None and stored.metadata == {"pattern": "[" * 40 + "{" * 40}

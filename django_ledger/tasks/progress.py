@@ -15,7 +15,7 @@ from typing import Any
 from ..core.errors import LedgerError
 from ..core.progress import Progress, ProgressPad, board, check_progress, encode_metadata
 
-__all__ = ["Progress", "ProgressReporting", "Reports", "start_reports"]
+__all__ = ["Progress", "ProgressReporting", "Reports", "report_progress", "start_reports"]
 
 log = logging.getLogger("django_ledger.tasks")
 
@@ -123,3 +123,14 @@ class ProgressReporting:
     async def asave_metadata(self) -> None:
         """``save_metadata`` for coroutine tasks."""
         self.save_metadata()  # only noted here: the write is the worker's
+
+
+def report_progress(context: Any, done: float, total: float | None = None, note: str = "") -> None:
+    """``context.set_progress(...)`` where the task runs on this backend; else nothing.
+
+    For a task that must also run under another backend (Django's ``ImmediateBackend`` in
+    tests, say), whose context has no ``set_progress``.
+    """
+    setter = getattr(context, "set_progress", None)
+    if setter is not None:
+        setter(done, total, note)

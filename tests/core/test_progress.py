@@ -163,11 +163,16 @@ def test_a_report_redis_did_not_take_is_sent_again(
     ledger: Ledger, ledger_factory: Callable[..., Ledger]
 ) -> None:
     import redis as redis_py
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
     from django_ledger.core.errors import LedgerUnavailable
     from tests.support.redis_server import free_port
 
-    away = ledger_factory(client=redis_py.Redis(port=free_port(), socket_connect_timeout=0.2))
+    client = redis_py.Redis(
+        port=free_port(), socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0)
+    )
+    away = ledger_factory(client=client)
     pad = ProgressPad(away, "job", 7, interval=1.0)
     pad.set_progress(3, 4, "kept")
     with pytest.raises(LedgerUnavailable):

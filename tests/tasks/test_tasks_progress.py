@@ -61,7 +61,7 @@ def test_progress_moves_while_the_task_runs_and_the_last_stays(
     key = f"steps-{uuid.uuid4().hex}"
     result = tasks.progress_then_wait.enqueue(key, 10)
     worker = WorkerProcess(
-        redis_server.url, task_namespace, "default", "--progress-interval", "0.1"
+        redis_server.url, task_namespace, "--burst", "default", "--progress-interval", "0.1"
     )
     try:
         wait_until(lambda: tasks.progress_then_wait.get_result(result.id).progress is not None)
@@ -75,9 +75,9 @@ def test_progress_moves_while_the_task_runs_and_the_last_stays(
         result.refresh()  # a result refreshed reads the progress too
         assert result.progress is not None and result.progress.note == "at 4"
         redis.rpush(key, "end")
-        wait_until(lambda: tasks.progress_then_wait.get_result(result.id).is_finished)
+        code = worker.wait()  # a burst: it ends once the task has
     finally:
-        code = worker.stop()
+        worker.stop()
     assert code == 0
     done = tasks.progress_then_wait.get_result(result.id)
     assert done.status == TaskResultStatus.SUCCESSFUL

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -206,3 +207,21 @@ def test_brackets_inside_metadata_strings_are_text(ledger: Ledger) -> None:
     pad.flush()
     (stored,) = read_progress(ledger, ["job"])
     assert stored is not None and stored.metadata == {"pattern": "[" * 40 + "{" * 40}
+
+
+def test_a_sharded_queue_writes_each_report_in_its_records_shard(
+    redis_client: Any, namespace: str
+) -> None:
+    from django_ledger.core.sharded import ShardedLedger
+
+    sharded = ShardedLedger(redis_client, namespace, "q", 3, optimized=True)
+    ids = [f"job-{i}" for i in range(6)]
+    sharded.admit_many([(i, "{}") for i in ids])
+    claims = sharded.claim_many("w", 6)
+    assert len(claims) == 6
+    board = ProgressBoard(interval=1.0)
+    for claim in claims:
+        board.pad(sharded, claim.request_id, claim.fence).set_progress(1, 1, claim.request_id)
+    assert board.flush_due(now=10.0) == 6  # one call per shard
+    stored = read_progress(sharded, ids)
+    assert [p.note if p else None for p in stored] == ids

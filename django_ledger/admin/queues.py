@@ -25,6 +25,7 @@ from .base import LedgerModelAdmin
 from .display import Label, bytes_text, count_text, duration_text, instant_text, period_text
 from .lookups import Spec
 from .record_query import RecordQuery
+from .workers import running_on
 from .workflow_list import workflow_list_url
 
 __all__ = ["QueueAdmin"]
@@ -166,6 +167,8 @@ class QueueAdmin(LedgerModelAdmin):
                 queues=(queue,), states=(State.CLAIMED,), bounds={"lease_until": (None, stats.now)}
             )
             expired = RecordQuery(Record, spec)[:EXPIRED_SAMPLE]
+        # What workers run from it now, with each task's progress: to record viewers.
+        running = running_on(request, queue, self.admin_site.name) if can_see_records else None
         context = {
             **limits.limits_context(request, queue),
             **self.charts_context(queue, window),
@@ -203,6 +206,7 @@ class QueueAdmin(LedgerModelAdmin):
             "can_see_records": can_see_records,
             "can_see_quarantine": permissions.can(request.user, "view_quarantine", queue),
             "expired": expired,
+            "running_row": None if running is None else {"running": running, "hidden": 0},
             "links": _links(queue, stats),
             "quarantine_url": reverse("admin:django_ledger_quarantinedrecord_changelist")
             + "?"

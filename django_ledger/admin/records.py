@@ -23,6 +23,7 @@ from .actions import OPERATIONS, ActionsAdmin, bulk_action
 from .cancel_actions import CANCEL, FAIL_OR_CANCEL
 from .display import Label, bytes_count, escape_bytes, instant_text, pretty_payload, relative_text
 from .filters import QueueFilter, ScoreRangeFilter, StateFilter
+from .progress import progress_fragment
 from .tasks import TaskFilter, attempt_limit, read_task, task_section
 from .workflows import step_workflow_url, workflow_urls
 
@@ -131,6 +132,8 @@ class RecordAdmin(ActionsAdmin):
     def detail(self, request: HttpRequest, key: str, queue: str, request_id: str) -> HttpResponse:
         """Show one record as stored, every field, and the actions this user may take."""
         ledger = get_ledger(queue)
+        if request.GET.get("fragment") == "progress":  # the live toggle: the bar alone
+            return progress_fragment(request, ledger, request_id)
         snap = operations.snapshot(ledger, request_id)
         if snap is None:
             return self.not_found(request, key)

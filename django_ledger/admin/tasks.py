@@ -27,6 +27,7 @@ from ..tasks.registry import declared_paths
 from ..tasks.state import TaskState, task_state
 from .display import Label, instant_text
 from .lookups import join_key
+from .progress import progress_section
 
 __all__ = ["MAX_TASK_MATCHES", "TaskFilter", "read_task", "task_section"]
 
@@ -57,8 +58,11 @@ def task_section(ledger: AnyLedger, record: Record) -> dict[str, Any] | None:
     if read_task(record.payload)[0] is None:
         return None
     raw_result = ledger.results([record.request_id])[0]
+    shard = ledger.shard_for(record.request_id)
+    with shard.translate_errors():
+        raw_progress = shard.redis.hget(shard.runner.keys.progress, record.request_id)
     try:
-        state = task_state(ledger.queue, record, raw_result)
+        state = task_state(ledger.queue, record, raw_result, raw_progress)
     except (RecursionError, ValueError):
         return None  # a result document too deep to read: the payload is still shown
     if state.payload is None:
@@ -80,6 +84,7 @@ def task_section(ledger: AnyLedger, record: Record) -> dict[str, Any] | None:
         "has_return_value": state.has_return_value,
         "return_value": _pretty(state.return_value) if state.has_return_value else "",
         "result_problem": state.result_problem or "",
+        "progress": progress_section(state.progress, record),
     }
 
 

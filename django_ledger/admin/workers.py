@@ -10,7 +10,7 @@ those queues only, and a task's record page link only with ``view_record`` on it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.contrib import admin
@@ -22,6 +22,7 @@ from django.urls import reverse
 from django.utils.translation import gettext, gettext_lazy
 
 from .. import permissions
+from ..core.errors import LedgerError
 from ..core.scripts import call, script
 from ..core.transport import Translate
 from ..core.worker.heartbeat import Heartbeats, WorkerInfo
@@ -29,6 +30,7 @@ from ..models import Worker
 from ..services import worker as worker_service
 from .base import PagesAdmin
 from .display import Label, count_text, instant_text, relative_text
+from .progress import progress_bars
 
 __all__ = ["WorkerAdmin"]
 
@@ -44,6 +46,8 @@ class RunningRow:
     since: str
     since_ago: str
     record_url: str | None
+    #: What the task last reported (admin/progress.py, ``progress_bars``), if anything.
+    progress: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -200,9 +204,53 @@ class WorkerAdmin(PagesAdmin):
                     else []
                 ),
             ],
-            running=running,
+            running=_with_progress(running),
             hidden=hidden,
         )
+
+
+def _with_progress(running: list[RunningRow]) -> list[RunningRow]:
+    """Each running task with its progress bar, if it reported (one read per queue).
+
+    Only where the user may view the queue's records (``record_url``): a note may tell
+    of the task's data.
+    """
+    if not running:
+        return running
+    bars = progress_bars((row.queue, row.request_id) for row in running if row.record_url)
+    return [replace(row, progress=bars.get((row.queue, row.request_id))) for row in running]
+
+
+def running_on(request: HttpRequest, queue: str, site_name: str) -> list[RunningRow]:
+    """What the live workers run from ``queue``, oldest first, each with its bar.
+
+    For a queue page, to a user who may view the queue's records (the caller checks).
+    Heartbeats that cannot be read show nothing.
+    """
+    try:
+        now, found = _read()
+    except LedgerError:
+        return []
+    tasks = [task for info in found for task in info.running if task.get("queue") == queue]
+    rows = []
+    for task in sorted(tasks, key=_since):
+        request_id, since = str(task.get("id", "")), _since(task)
+        rows.append(
+            RunningRow(
+                request_id=request_id,
+                queue=queue,
+                name=str(task.get("name") or "-"),
+                attempt=int(task.get("attempt", 0)),
+                since=instant_text(since or None),
+                since_ago=relative_text(since or None, now),
+                record_url=reverse(
+                    "admin:django_ledger_record_change",
+                    args=(quote(f"{queue} {request_id}"),),
+                    current_app=site_name,
+                ),
+            )
+        )
+    return _with_progress(rows)
 
 
 def _data_loss() -> str:

@@ -64,6 +64,7 @@ class QueueKeys(NamedTuple):
     held: str  # zset: a queue with a RATE: its held (prefetched) claims, 'h' .. id
     cancels: str  # stream: running claims cancelled, for their workers to hear at once
     unique: str  # hash: a unique call's digest -> the request id holding it (unique.lua)
+    progress: str  # hash: request id -> the progress a running task reported (progress.py)
 
     @classmethod
     def of(cls, namespace: str, queue: str) -> QueueKeys:

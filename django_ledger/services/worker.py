@@ -16,6 +16,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from ..conf import connection, get_ledger, ledger_settings
+from ..core.progress import DEFAULT_INTERVAL
+from ..core.progress import board as progress_board
 from ..core.worker.handler import Backoff, CallableHandler, Handler
 from ..core.worker.heartbeat import Heartbeats
 from ..core.worker.recycle import resident_mib
@@ -61,6 +63,8 @@ class WorkerOptions:
     cancel_grace: float | None = None
     #: Run the outbox relay beside the work (``services/relay.py``): ``--no-relay`` turns it off.
     relay: bool = True
+    #: Seconds between two writes of a running task's progress (``--progress-interval``).
+    progress_interval: float = DEFAULT_INTERVAL
     #: Keep the counters for the admin's charts (``--no-counters``; ``LEDGER['COUNTERS']``
     #: off turns them off whatever this says).
     counters: bool = True
@@ -165,6 +169,8 @@ def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
         leases = {queue: ledger_settings.queue(queue).lease.total_seconds() for queue in queues}
         handlers = {queue: handler_for(queue) for queue in queues}
         beats = heartbeats(options.counters)
+        # Beside repair, in the repairer's thread: what running tasks reported, coalesced.
+        progress_room = progress_board.room(options.progress_interval)
     except ImproperlyConfigured as exc:
         raise ValueError(str(exc)) from exc
     config = WorkerConfig(
@@ -180,7 +186,7 @@ def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
         heartbeats=beats,
         exit_on_timeout=options.exit_on_timeout,
         cancel_grace=options.cancel_grace,
-        rooms=tuple(rooms),
+        rooms=(*rooms, progress_room),
         started=task_started,
         ended=task_ended,
     )

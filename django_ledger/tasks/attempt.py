@@ -32,6 +32,7 @@ from ..core.jobs import encode_result as encode_result_doc
 from ..core.records import State
 from ..core.worker.handler import Job, Outcome, Plan
 from ..core.worker.interrupt import TimedOut
+from ..queues import queues
 from .compat import (
     Task,
     TaskError,
@@ -45,6 +46,7 @@ from .exceptions import ResultTooLarge, RetryAfter
 from .heard import heard
 from .ledger_task import LedgerTask, LedgerTaskContext
 from .options import TaskOptions, exception_path, retries
+from .progress import Reports, start_reports
 from .results import instant, ready_result
 from .state import lost_attempt
 
@@ -177,6 +179,8 @@ class TaskAttempt:
         self.heard_started = heard(task_started, "task_started", logging.INFO)
         self.heard_finished = heard(task_finished, "task_finished", logging.INFO)
         self.result: TaskResult[..., Any] | None = None
+        #: What the task reported (``takes_context`` only): written before the outcome.
+        self.reports: Reports | None = None
         if self.task.takes_context or self.heard_started or self.heard_finished:
             self.result = self._result()
 
@@ -224,11 +228,17 @@ class TaskAttempt:
         args = list(payload.args)
         if self.task.takes_context:
             assert self.result is not None
+            self.reports = start_reports(
+                queues.get(self.runner.queue).ledger,
+                self.job.claim.request_id,
+                self.job.claim.fence,
+            )
             context = LedgerTaskContext(
                 task_result=self.result,
                 fence=self.job.claim.fence,
                 max_attempts=self.options.max_attempts,
                 job=self.job,
+                reports=self.reports,
             )
             args.insert(0, context)
         return args, payload.kwargs
@@ -256,6 +266,8 @@ class TaskAttempt:
             # GeneratorExit too (a signal never reaches a job's thread: the worker's
             # handlers take it), so the thread, and the worker, go on serving.
             return self.raised(exc)
+        finally:
+            self._reported()
         return self._completed(*returned)
 
     async def run_async(self) -> Outcome:
@@ -273,7 +285,14 @@ class TaskAttempt:
         except BaseException as exc:
             # KeyboardInterrupt or SystemExit escaping would stop the worker's event loop.
             return self.raised(exc)
+        finally:
+            self._reported()
         return self._completed(*returned)
+
+    def _reported(self) -> None:
+        """Write what the task reported and is not written yet: before its settlement."""
+        if self.reports is not None:
+            self.reports.finish(self.plan.name)
 
     def _returned(self, value: Any) -> tuple[Any, str]:
         """Normalise the return value as Django does, held to MAX_RESULT_BYTES, and encode it."""

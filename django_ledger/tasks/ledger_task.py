@@ -34,6 +34,7 @@ from .compat import (
 )
 from .exceptions import Cancelled
 from .options import OPTION_NAMES, normalize_option, normalize_queues
+from .progress import ProgressReporting, Reports
 from .registry import declare
 
 __all__ = ["LedgerTask", "LedgerTaskContext", "task"]
@@ -128,7 +129,7 @@ class LedgerTask(_TaskBase[_P, _R]):
 
 # django-stubs declares TaskContext unfrozen; Django's own is frozen, as this is.
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LedgerTaskContext(_ContextBase):  # type: ignore[misc]
+class LedgerTaskContext(ProgressReporting, _ContextBase):  # type: ignore[misc]
     """What a ``takes_context`` task gets: its result so far, the attempt and the fence.
 
     Hand ``fence`` to downstream systems with each write: it grows with every claim of
@@ -140,6 +141,8 @@ class LedgerTaskContext(_ContextBase):  # type: ignore[misc]
     max_attempts: int
     #: The worker's job this attempt runs (``None`` outside a worker): what it heard.
     job: Job | None = field(default=None, repr=False, compare=False)
+    #: Where ``set_progress`` and ``metadata`` go (tasks/progress.py).
+    reports: Reports | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_last_attempt(self) -> bool:

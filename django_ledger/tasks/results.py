@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from django.conf import settings
 from django.utils import timezone
 
 from ..core.jobs import payload_problem
+from ..core.progress import Progress
 from ..core.records import State, ms_to_datetime
 from .compat import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
 from .exceptions import UnknownTask
@@ -19,6 +20,7 @@ from .resolve import resolve_task
 from .state import TaskState
 
 __all__ = [
+    "LedgerTaskResult",
     "instant",
     "new_result",
     "plain_call",
@@ -27,6 +29,42 @@ __all__ = [
     "task_result",
     "usable_options",
 ]
+
+if TYPE_CHECKING:
+    _ResultBase: TypeAlias = TaskResult[..., Any]
+else:
+    _ResultBase = TaskResult
+
+#: What ``refresh`` reads again: all but the call itself (Django's own list, and ours).
+_REFRESHED = (
+    {f.name for f in fields(TaskResult)} - {"task", "id", "args", "kwargs", "backend"}
+) | {"progress", "metadata"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerTaskResult(_ResultBase):  # type: ignore[misc]
+    """Django's ``TaskResult``, with what the task reported while it ran.
+
+    ``progress``: the last ``context.set_progress`` (``done``, ``total``, ``note``,
+    ``fraction``, ``percent``), ``None`` before any; ``metadata``: the task's metadata
+    dict (``context.metadata``), empty before any.
+    """
+
+    progress: Progress | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def refresh(self) -> None:
+        """Read the task again: its status, times, errors, progress and metadata."""
+        self._take(self.task.get_backend().get_result(self.id))
+
+    async def arefresh(self) -> None:
+        self._take(await self.task.get_backend().aget_result(self.id))
+
+    def _take(self, other: Any) -> None:
+        for name in _REFRESHED:
+            default: object = {} if name == "metadata" else None  # another backend's result
+            object.__setattr__(self, name, getattr(other, name, default))
+
 
 #: Classes ``normalize_json`` hands back as they are (exactly these: not subclasses).
 _PLAIN = frozenset({str, int, float, bool, type(None)})
@@ -77,7 +115,7 @@ def new_result(
 ) -> TaskResult[..., Any]:
     """Django's READY ``TaskResult`` of one call, built by Django (it normalizes the
     arguments, and refuses what JSON cannot hold)."""
-    return TaskResult(
+    return LedgerTaskResult(
         task=task,
         id=request_id,
         status=TaskResultStatus.READY,
@@ -103,7 +141,7 @@ def ready_result(
     """
     if not _FIELDS_KNOWN:
         return new_result(task, request_id, args, kwargs, alias)
-    result: TaskResult[..., Any] = TaskResult.__new__(TaskResult)
+    result: TaskResult[..., Any] = LedgerTaskResult.__new__(LedgerTaskResult)
     put = object.__setattr__  # the frozen dataclass's own __init__ sets fields so too
     put(result, "task", task)
     put(result, "id", request_id)
@@ -118,6 +156,8 @@ def ready_result(
     put(result, "errors", [])
     put(result, "worker_ids", [])
     put(result, "_return_value", None)
+    put(result, "progress", None)
+    put(result, "metadata", {})
     return result
 
 
@@ -177,7 +217,8 @@ def usable_options(options: dict[str, Any]) -> dict[str, Any]:
 def task_result(state: TaskState, task: Task[..., Any], alias: str) -> TaskResult[..., Any]:
     """Build Django's ``TaskResult`` of ``state`` for ``task`` on backend ``alias``."""
     payload = state.payload
-    result: TaskResult[..., Any] = TaskResult(
+    progress = state.progress
+    result: TaskResult[..., Any] = LedgerTaskResult(
         task=task,
         id=state.request_id,
         status=TaskResultStatus(state.status),
@@ -196,6 +237,8 @@ def task_result(state: TaskState, task: Task[..., Any], alias: str) -> TaskResul
             for error in state.errors
         ],
         worker_ids=list(state.worker_ids),
+        progress=progress,
+        metadata=dict(progress.metadata) if progress is not None else {},
     )
     if state.has_return_value and state.record.state is State.COMPLETED:
         object.__setattr__(result, "_return_value", state.return_value)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..core.history import LEASE_EXPIRED_PATH, lost_attempt_error
 from ..core.jobs import Attempt, BadPayload, ResultDoc, TaskPayload, decode_result, decode_task
+from ..core.progress import Progress, decode_progress
 from ..core.records import Record, State
 
 __all__ = [
@@ -87,6 +88,8 @@ class TaskState:
     return_value: Any = None
     #: Why the stored result document could not be read, if it could not.
     result_problem: str | None = None
+    #: What the task last reported (``context.set_progress``, ``context.metadata``).
+    progress: Progress | None = None
 
     @property
     def errors(self) -> list[dict[str, str]]:
@@ -102,8 +105,10 @@ class TaskState:
         return self.status in ("SUCCESSFUL", "FAILED")
 
 
-def task_state(queue: str, record: Record, raw_result: bytes | None) -> TaskState:
-    """Read a record and its stored result document as one task."""
+def task_state(
+    queue: str, record: Record, raw_result: bytes | None, raw_progress: bytes | None = None
+) -> TaskState:
+    """Read a record, its stored result document and its progress as one task."""
     try:
         payload: TaskPayload | None = decode_task(record.payload)
     except BadPayload:
@@ -139,6 +144,7 @@ def task_state(queue: str, record: Record, raw_result: bytes | None) -> TaskStat
         + ([record.owner] if running else []),
         enqueued_at=record.created_at,
         result_problem=problem,
+        progress=decode_progress(raw_progress),
     )
     starts = [attempt.started_at for attempt in attempts if attempt.started_at]
     if running:

@@ -1,4 +1,4 @@
-"""Reads of tasks: records with their result documents, in one round trip."""
+"""Reads of tasks: records with their result documents and progress, in one round trip."""
 
 from __future__ import annotations
 
@@ -30,16 +30,17 @@ def read_tasks(ledgers: Sequence[AnyLedger], request_ids: Iterable[str]) -> list
                 shard = ledger.shard_for(request_id)  # a sharded queue: the id's shard
                 pipe.hget(shard.records_key, request_id)
                 pipe.hget(shard.results_key, request_id)
+                pipe.hget(shard.runner.keys.progress, request_id)
         replies = pipe.execute()
     found: list[TaskState | None] = []
-    width = 2 * len(ledgers)
+    width = 3 * len(ledgers)
     for position, request_id in enumerate(ids):
         row = replies[position * width : (position + 1) * width]
         state = None
         for index, ledger in enumerate(ledgers):
-            raw = row[2 * index]
+            raw, result, progress = row[3 * index : 3 * index + 3]
             if raw is not None:
-                state = task_state(ledger.queue, decode_record(request_id, raw), row[2 * index + 1])
+                state = task_state(ledger.queue, decode_record(request_id, raw), result, progress)
                 break
         found.append(state)
     return found

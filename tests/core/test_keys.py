@@ -46,6 +46,7 @@ def test_key_names_carry_the_hash_tag(ledger: Ledger, namespace: str) -> None:
         ledger.runner.keys.held,
         ledger.runner.keys.cancels,
         ledger.runner.keys.unique,
+        ledger.runner.keys.progress,
     }
     assert ledger.fences_key == f"{tag}:fences"
     assert ledger.results_key == f"{tag}:results"
@@ -55,7 +56,8 @@ def test_key_names_carry_the_hash_tag(ledger: Ledger, namespace: str) -> None:
     assert ledger.runner.keys.keyed == f"{tag}:keyed"
     assert ledger.runner.keys.held == f"{tag}:held"
     assert ledger.runner.keys.unique == f"{tag}:unique"
-    assert len(ledger.keys) == 16
+    assert ledger.runner.keys.progress == f"{tag}:progress"
+    assert len(ledger.keys) == 18
 
 
 def test_every_key_of_a_queue_is_in_one_cluster_slot(ledger: Ledger) -> None:

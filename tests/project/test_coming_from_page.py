@@ -30,7 +30,7 @@ ROWS = [
     "admin UI",
     "REST API",
 ]
-PLANNED = {"cancel a running task", "task progress", "bulk actions in a UI"}
+PLANNED = {"cancel a running task", "bulk actions in a UI"}
 
 
 def table() -> dict[str, dict[str, str]]:

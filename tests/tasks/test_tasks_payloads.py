@@ -168,11 +168,13 @@ _args = st.recursive(
 def test_a_ready_result_is_the_one_django_builds(args: list[Any], kwargs: dict[str, Any]) -> None:
     """Where ``plain_call`` holds, ``ready_result`` equals ``TaskResult(...)`` field by field;
     where it does not, normalizing would have changed something (or refused it)."""
-    from django_ledger.tasks.compat import TaskResult, TaskResultStatus, normalize_json
-    from django_ledger.tasks.results import plain_call, ready_result
+    from django_ledger.tasks.compat import TaskResultStatus, normalize_json
+    from django_ledger.tasks.results import LedgerTaskResult, plain_call, ready_result
 
     def django_result() -> Any:
-        return TaskResult(
+        # The backend's results are LedgerTaskResult (TaskResult and what a task reported),
+        # built here by the dataclass's own __init__, as Django builds a TaskResult.
+        return LedgerTaskResult(
             task=tasks.add,
             id="the-id",
             status=TaskResultStatus.READY,

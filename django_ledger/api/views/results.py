@@ -34,6 +34,22 @@ class TaskErrorSerializer(serializers.Serializer[Any]):
     traceback = serializers.CharField()
 
 
+class ProgressSerializer(serializers.Serializer[Any]):
+    """What a task last reported with ``context.set_progress``."""
+
+    done = serializers.FloatField(help_text="How much is done.")
+    total = serializers.FloatField(allow_null=True, help_text="Out of how much (null: unknown).")
+    note = serializers.CharField(allow_blank=True)
+    fraction = serializers.FloatField(
+        allow_null=True, help_text="done / total, 0 to 1 (null while the total is unknown)."
+    )
+    fence = serializers.IntegerField(
+        help_text="The fence of the attempt that wrote it: another than the record's is an "
+        "earlier attempt's."
+    )
+    at = serializers.IntegerField(help_text="When it was written, epoch ms (Redis clock).")
+
+
 class TaskResultSerializer(serializers.Serializer[Any]):
     """A task's result; instants in epoch milliseconds (Redis clock), null until known."""
 
@@ -63,6 +79,12 @@ class TaskResultSerializer(serializers.Serializer[Any]):
     errors = TaskErrorSerializer(many=True, help_text="One per attempt that raised, in order.")  # type: ignore[assignment]
     has_return_value = serializers.BooleanField(help_text="True once the task returned.")
     return_value = serializers.JSONField(allow_null=True, help_text="What the task returned.")
+    progress = ProgressSerializer(
+        allow_null=True, help_text="The task's last progress report (null: none yet)."
+    )
+    metadata = serializers.DictField(
+        child=serializers.JSONField(), help_text="The task's metadata (context.metadata)."
+    )
 
 
 def result_data(state: TaskState) -> dict[str, Any]:
@@ -93,6 +115,8 @@ def result_data(state: TaskState) -> dict[str, Any]:
         ],
         "has_return_value": state.has_return_value,
         "return_value": state.return_value,
+        "progress": None if state.progress is None else state.progress.as_dict(),
+        "metadata": {} if state.progress is None else state.progress.metadata,
     }
 
 

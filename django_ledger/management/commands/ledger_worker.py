@@ -21,6 +21,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
+from ...core.progress import DEFAULT_INTERVAL
 from ...core.worker.config import EXIT_RECYCLE
 from ...core.worker.health import notify_systemd
 from ...core.worker.upkeep import Room
@@ -101,6 +102,15 @@ class Command(LedgerCommand):
             type=float,
             default=30.0,
             help=gettext("seconds running tasks get to finish on a stop (default 30)"),
+        )
+        parser.add_argument(
+            "--progress-interval",
+            type=float,
+            default=DEFAULT_INTERVAL,
+            help=gettext(
+                "seconds between two writes of a running task's progress and metadata "
+                "(0.05 to 60, default 1)"
+            ),
         )
         parser.add_argument(
             "--no-repair",
@@ -192,6 +202,7 @@ class Command(LedgerCommand):
             cancel_grace=options["cancel_grace"] if child else None,
             relay=not options["no_relay"],
             counters=not options["no_counters"],
+            progress_interval=options["progress_interval"],
         )
         rooms: list[Room] = []
         if worker_options.relay:  # a room beside repair, in the repairer's thread

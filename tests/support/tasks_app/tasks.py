@@ -209,3 +209,41 @@ def debounced_not_unique(a: int) -> int:
 @ledger_task(unique=True, debounce=5)
 def debounced_once(a: int) -> int:
     return a
+def _commands_so_far(client: Any) -> int:
+    """Every command the Redis server has run (INFO commandstats), this INFO included."""
+    stats = client.info("commandstats")
+    return sum(int(entry["calls"]) for entry in stats.values())
+
+
+@ledger_task(takes_context=True)
+def report_progress(context: LedgerTaskContext, steps: int) -> int:
+    """Report progress ``steps`` times; return how many commands Redis ran meanwhile."""
+    from django_ledger import get_ledger
+
+    client = get_ledger(context.task_result.task.queue_name).redis
+    before = _commands_so_far(client)
+    for step in range(1, steps + 1):
+        context.set_progress(step, steps, note=f"step {step}")
+    context.metadata["steps"] = steps
+    context.save_metadata()
+    return _commands_so_far(client) - before - 1  # the first INFO counts in the second
+
+
+@ledger_task(takes_context=True)
+def progress_then_wait(context: LedgerTaskContext, key: str, total: int) -> str:
+    """Report 1 of ``total``, wait for ``key``'s push, report each step then, and end."""
+    from django_ledger import get_ledger
+
+    context.set_progress(1, total, note="started")
+    context.set_metadata(phase="waiting")
+    client = get_ledger(context.task_result.task.queue_name).redis
+    while True:
+        popped = client.blpop([key], timeout=1)
+        if popped is None:
+            continue
+        value = popped[1].decode()
+        if value == "end":
+            context.set_progress(total, total, note="finished")
+            context.set_metadata(phase="done")
+            return value
+        context.set_progress(int(value), total, note=f"at {value}")

@@ -12,6 +12,8 @@
 --   KEYS.flows flows (hash: the queue's workflows: each step's spec, its dependants, the
 --            parents a waiting step still waits for; workflows.lua)
 --   KEYS.keyed keyed (zset: a KEY queue's pool, keyed_claim.lua)
+--   KEYS.held held (zset: a RATE queue's held claims)
+--   KEYS.progress progress (hash: request_id -> what its running task reported, progress.lua)
 -- and ARGV[1] = a clock skew in ms (0 outside tests) added to the server clock.
 --
 -- Record encoding version 1 (records.py and docs/encoding.md describe the same bytes):

@@ -83,6 +83,7 @@ local function forget(id)
     end
   end
   redis.call('HDEL', KEYS.results, id)
+  redis.call('HDEL', KEYS.progress, id)  -- what its task reported (core/progress.py)
   redis.call('HDEL', KEYS.limits, '@' .. id)  -- its key, in a queue with a KEY (keyed_claim.lua)
 end
 

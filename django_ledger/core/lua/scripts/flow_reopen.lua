@@ -52,6 +52,7 @@ while #work > 0 do
           -- Its cancelled record and error go; it waits, as it did before, for no record.
           redis.call('HDEL', KEYS.records, child)
           redis.call('HDEL', KEYS.results, child)
+          redis.call('HDEL', KEYS.progress, child)
           unindex(child)
           redis.call('HDEL', KEYS.flows, 'c:' .. child)
           redis.call('HSET', KEYS.flows, 'n:' .. child, waits)

@@ -1,0 +1,63 @@
+"""The progress bar moving on a running task's record page, in a real browser (Chromium).
+
+The task's reports are written as a worker writes them (a pad under the claim's fence);
+the page's Live toggle fetches the bar alone every 2 s and swaps it in. Skipped when
+Chromium or Playwright is missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.admin.utils import quote
+from django.urls import reverse
+
+from django_ledger.conf import get_ledger
+from django_ledger.core.ledger import Ledger
+from django_ledger.core.progress import ProgressPad
+
+pytest_plugins = ["tests.support.browser_fixtures"]
+pytestmark = pytest.mark.django_db(transaction=True)
+PASSWORD = "correct horse battery staple"
+PAYLOAD = '{"args":[1,2],"kwargs":{},"task":"tests.support.tasks_app.tasks.add","v":1}'
+
+
+@pytest.fixture
+def admin_ledger(namespace: str, settings: Any) -> Ledger:
+    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace}
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    return get_ledger("default")
+
+
+def test_the_live_toggle_moves_the_bar(
+    browser: Any, live_server: Any, admin_ledger: Ledger, django_user_model: Any
+) -> None:
+    admin_ledger.admit("import-7", PAYLOAD)
+    claim = admin_ledger.claim("w-1")
+    assert claim is not None
+    pad = ProgressPad(admin_ledger, "import-7", claim.fence, interval=1.0)
+    pad.set_progress(10, 100, "rows of January")
+    pad.flush()
+    django_user_model.objects.create_superuser("operator", "operator@example.com", PASSWORD)
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.goto(f"{live_server.url}/admin/")
+    page.fill("#id_username", "operator")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_selector("#content-main")
+    url = reverse("admin:django_ledger_record_change", args=(quote("default import-7"),))
+    page.goto(f"{live_server.url}{url}")
+    bar = '#task-progress [data-field="progress-bar"]'
+    assert page.locator(bar).get_attribute("value") == "10"
+    assert "rows of January" in page.locator("#task-progress").inner_text()
+    page.check("#ledger-live")
+    pad.set_progress(80, 100, "rows of August")
+    pad.flush()
+    page.wait_for_function(
+        "document.querySelector('#task-progress [data-field=\"progress-bar\"]')"
+        ".getAttribute('value') === '80'",
+        timeout=15_000,
+    )
+    assert "80 of 100 (80%)" in page.locator("#task-progress").inner_text()
+    assert "rows of August" in page.locator("#task-progress").inner_text()

@@ -209,6 +209,8 @@ def debounced_not_unique(a: int) -> int:
 @ledger_task(unique=True, debounce=5)
 def debounced_once(a: int) -> int:
     return a
+
+
 def _commands_so_far(client: Any) -> int:
     """Every command the Redis server has run (INFO commandstats), this INFO included."""
     stats = client.info("commandstats")

@@ -1,10 +1,12 @@
-"""Start the suite's slowest tests first (their list: ``tests/support/slow_tests.txt``).
+"""Run the suite's slowest tests early (their list: ``tests/support/slow_tests.txt``).
 
 Under pytest-xdist a long process test scheduled last keeps one worker busy while the
-others have finished. The known slow tests go to the front, longest first, and the rest
-keep pytest's order; ``--maxschedchunk`` (tox.ini) hands tests out a few at a time, so the
-slow ones spread over the workers instead of queueing behind each other. Only the order
-changes: every test still runs. ``scripts/slow_tests.py`` rewrites the list from a run.
+others have finished. The known slow tests, longest first, are spread over the first half
+of the run, between the others (which keep pytest's order): none is left for the end, and
+no more of them run at once than before, so the processes they start do not all compete
+for the CPUs together. ``--maxschedchunk`` (pyproject.toml) hands tests out two at a time,
+so the order holds across the workers. Only the order changes: every test still runs.
+``scripts/slow_tests.py`` rewrites the list from a run.
 """
 
 from __future__ import annotations
@@ -25,8 +27,24 @@ def known_seconds() -> dict[str, float]:
     return seconds
 
 
+def spread(slow: list[pytest.Item], rest: list[pytest.Item]) -> list[pytest.Item]:
+    """``slow`` in its order, one every so many of ``rest``, over the first half of ``rest``."""
+    if not slow:
+        return rest
+    step = max(len(rest) // 2, 1) / len(slow)
+    order: list[pytest.Item] = []
+    taken = 0
+    for n, item in enumerate(rest):
+        while taken < len(slow) and taken * step <= n:
+            order.append(slow[taken])
+            taken += 1
+        order.append(item)
+    return order + slow[taken:]
+
+
 @pytest.hookimpl(trylast=True)  # after the cluster halves' selection
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     seconds = known_seconds()
-    order = {id(item): n for n, item in enumerate(items)}
-    items.sort(key=lambda item: (-seconds.get(item.nodeid, 0.0), order[id(item)]))
+    slow = sorted((i for i in items if i.nodeid in seconds), key=lambda i: -seconds[i.nodeid])
+    rest = [item for item in items if item.nodeid not in seconds]
+    items[:] = spread(slow, rest)

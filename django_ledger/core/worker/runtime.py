@@ -99,6 +99,8 @@ class Worker:
         self._recycle = Recycle(state)
         #: Hears operators' cancels of the jobs running here (``cancels.py``).
         self._cancels = CancelListener(state)
+        #: Whether Redis answers this worker's calls (``core/probes.py``: ``/readyz``).
+        self.contact = state.contact
 
     # -- the outside ----------------------------------------------------------------
 
@@ -109,6 +111,11 @@ class Worker:
     @property
     def stopping(self) -> bool:
         return self._state.stopping.is_set()
+
+    @property
+    def draining(self) -> str | None:
+        """Why this worker recycles (it claims no more), once it does."""
+        return self._state.recycle
 
     @property
     def abandoned(self) -> bool:
@@ -344,10 +351,12 @@ class Worker:
                 )
             except LedgerError as exc:  # unavailable, or refused (maxmemory): keep the items
                 log.warning("worker %s: queue %s: %s", self.worker_id, queue, exc)
+                state.contact.after(exc)
                 idle.forget(queue)
                 failed = True
                 state.wake.wait(0.5)
                 continue
+            state.contact.answered()
             self._unsettled[queue] = []
             if started:
                 self._marked(started, settlements[: len(started)], sent, lease)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..probes import Contact
 from ..results import RepairReport
 from ..sharded import AnyLedger
 from .config import Metrics, NoMetrics, WorkerConfig
@@ -123,6 +124,8 @@ class WorkerState:
         self.loop_at = time.time()
         self.loop_busy = False
         self.recycle: str | None = None
+        #: Whether Redis answers the calls this worker makes (``/readyz``).
+        self.contact = Contact()
         #: Threads beside the main loop and the pool, joined when the worker ends.
         self.threads: list[threading.Thread] = []
 

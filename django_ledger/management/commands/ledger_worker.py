@@ -25,7 +25,7 @@ from ...core.worker.config import EXIT_RECYCLE
 from ...core.worker.health import notify_systemd
 from ...core.worker.upkeep import Room
 from ...services.worker import MAX_PORT, WorkerOptions, build_worker, worker_queues
-from ..base import LedgerCommand
+from ..base import LedgerCommand, add_probe_arguments
 
 #: Set in the environment of the children ``--processes`` starts.
 CHILD_ENV = "DJANGO_LEDGER_WORKER_CHILD"
@@ -126,7 +126,10 @@ class Command(LedgerCommand):
             "--metrics-port",
             type=int,
             default=None,
-            help=gettext("serve Prometheus metrics on this port"),
+            help=gettext(
+                "serve /healthz, /readyz and (with prometheus-client) Prometheus /metrics "
+                "on this port"
+            ),
         )
         parser.add_argument(
             "--metrics-address",
@@ -136,6 +139,7 @@ class Command(LedgerCommand):
                 "0.0.0.0 for every interface)"
             ),
         )
+        add_probe_arguments(parser, gettext("the shortest lease, at least 10"))
         parser.add_argument(
             "--scheduler", action="store_true", help=gettext("run the scheduler in this worker too")
         )
@@ -192,6 +196,8 @@ class Command(LedgerCommand):
             cancel_grace=options["cancel_grace"] if child else None,
             relay=not options["no_relay"],
             counters=not options["no_counters"],
+            healthz_max_age=options["healthz_max_age"],
+            readyz_max_outage=options["readyz_max_outage"],
         )
         rooms: list[Room] = []
         if worker_options.relay:  # a room beside repair, in the repairer's thread

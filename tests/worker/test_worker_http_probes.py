@@ -52,7 +52,11 @@ def stall(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_healthz_fails_within_its_bound_while_the_loop_stands_still_and_readyz_while_it_drains(
-    redis_server: RedisServer, redis_client: redis.Redis, namespace: str, tmp_path: Path, stall: Path
+    redis_server: RedisServer,
+    redis_client: redis.Redis,
+    namespace: str,
+    tmp_path: Path,
+    stall: Path,
 ) -> None:
     port = free_port()
     args = ["blocking", "--metrics-port", str(port), *BOUNDS, "--no-repair"]

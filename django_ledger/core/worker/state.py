@@ -163,7 +163,12 @@ class WorkerState:
         self.in_hand.pop((entry.queue, claim.request_id, claim.fence), None)
 
     def tally_lost(self, entry: Entry) -> None:
-        """Count a lost attempt in the worker's counters (``core/counters.py``), if kept."""
+        """Count a lost attempt in the worker's counters (``core/counters.py``), if kept.
+
+        And tell ``WorkerConfig.on_outcome`` of it, if anyone listens.
+        """
+        if self.config.on_outcome is not None:
+            self.config.on_outcome(entry.queue, entry.job.claim, "lost")
         heartbeats = self.config.heartbeats
         if heartbeats is not None:
             heartbeats.tally.add(entry.queue, entry.plan.name if entry.plan else "", "lost")

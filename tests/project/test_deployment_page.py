@@ -13,6 +13,8 @@ import configparser
 import json
 import re
 import shlex
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit

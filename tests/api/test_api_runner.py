@@ -172,3 +172,20 @@ def test_a_run_claims_nothing_past_its_budget_and_returns_within_the_lease(
     assert counts["unfinished"] == 1 and answer.json()["ran"] == []  # left to its lease
     assert took < 2 + 1  # the 2 s lease, and a second's slack
     assert ledger.stats().pending_due + ledger.stats().pending_later >= 1  # "next" still waits
+
+
+def test_a_django_task_runs_through_the_runner_with_its_result_and_a_retry_backs_off(
+    raw_queue: str, api_make_user: Any
+) -> None:
+    from tests.support.tasks_app import tasks
+
+    added = tasks.add.enqueue(2, 3)
+    failing = tasks.fail.enqueue("no")
+    client = token_client(api_make_user("claim"))
+    answer = client.post(RUN.format(queue="default"), {"limit": 10}, format="json").json()
+    outcomes = {entry["id"]: entry["outcome"] for entry in answer["ran"]}
+    assert outcomes[added.id] == "completed"
+    assert outcomes[failing.id] in ("retry", "failed")  # by its max attempts
+    result = tasks.add.get_result(added.id)
+    assert result.status.name == "SUCCESSFUL" and result.return_value == 5
+    assert result.worker_ids == [answer["worker_id"]]

@@ -165,7 +165,7 @@ class ProbeServer:
         self._server.daemon_threads = True
         self.port: int = self._server.server_address[1]
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="ledger-probes", daemon=True
+            target=self._server.serve_forever, args=(0.1,), name="ledger-probes", daemon=True
         )
         self._thread.start()
 

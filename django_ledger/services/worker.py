@@ -209,7 +209,7 @@ def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
             options.metrics_port,
             options.metrics_address,
             lambda: liveness(worker.loop_age(), max_age),
-            lambda: worker.contact.readiness(max_outage, worker.stopping, worker.draining),
+            lambda: worker.readiness(max_outage),
             getattr(metrics, "registry", None),
         )
     return worker

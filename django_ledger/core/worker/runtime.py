@@ -38,6 +38,7 @@ from collections import defaultdict
 from ..arguments import SettleItem
 from ..errors import LedgerError
 from ..lane import borrowed
+from ..probes import Verdict
 from ..records import State
 from ..results import Claim, Claims, Settlement, SettlementStatus, earliest
 from ..sharded import AnyLedger
@@ -99,8 +100,6 @@ class Worker:
         self._recycle = Recycle(state)
         #: Hears operators' cancels of the jobs running here (``cancels.py``).
         self._cancels = CancelListener(state)
-        #: Whether Redis answers this worker's calls (``core/probes.py``: ``/readyz``).
-        self.contact = state.contact
 
     # -- the outside ----------------------------------------------------------------
 
@@ -112,10 +111,10 @@ class Worker:
     def stopping(self) -> bool:
         return self._state.stopping.is_set()
 
-    @property
-    def draining(self) -> str | None:
-        """Why this worker recycles (it claims no more), once it does."""
-        return self._state.recycle
+    def readiness(self, max_outage: float) -> Verdict:
+        """``/readyz``: not while stopping or recycling, nor past ``max_outage`` s of no Redis."""
+        state = self._state
+        return state.contact.readiness(max_outage, state.stopping.is_set(), state.recycle)
 
     @property
     def abandoned(self) -> bool:

@@ -72,7 +72,7 @@ def test_healthz_fails_within_its_bound_while_the_loop_stands_still_and_readyz_w
         )
         # The bound is 1 s; the loop is seen stalled at its next turn at most a wake
         # block (1 s) later; a second's slack for a loaded machine.
-        assert time.monotonic() - stalled_at < 4
+        assert time.monotonic() - stalled_at < 5
         assert answer[1].startswith("loop stalled for ")
         stall.unlink()
         wait_until(lambda: status(port, "/healthz") == 200, what="/healthz to pass again")
@@ -94,7 +94,9 @@ def test_readyz_fails_while_redis_is_down_past_its_bound_and_passes_once_it_is_b
 ) -> None:
     port = free_port()
     namespace = "probed"
-    args = ["raw", "--metrics-port", str(port), *BOUNDS]
+    # Liveness with room for a failing call on a loaded machine: it must hold all along.
+    args = ["raw", "--metrics-port", str(port), "--healthz-max-age", "3"]
+    args += ["--readyz-max-outage", "1"]
     worker = WorkerProcess(fresh_redis.url, namespace, args, tmp_path / "worker.log")
     try:
         wait_until(lambda: status(port, "/readyz") == 200, what="the worker to be ready")

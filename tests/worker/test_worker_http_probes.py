@@ -71,7 +71,7 @@ def test_healthz_fails_within_its_bound_while_the_loop_stands_still_and_readyz_w
             what="/healthz to fail",
         )
         # The bound is 1 s; the loop is seen stalled at its next turn at most a wake
-        # block (1 s) later; a second's slack for a loaded machine.
+        # block (1 s) later; slack for a loaded machine.
         assert time.monotonic() - stalled_at < 5
         assert answer[1].startswith("loop stalled for ")
         stall.unlink()

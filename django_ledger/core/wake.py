@@ -36,6 +36,8 @@ from typing import Any
 import redis as redis_py
 from redis.crc import key_slot
 
+from .probes import Contact
+
 __all__ = ["BLOCK_MOST", "Waker", "block_for"]
 
 log = logging.getLogger("django_ledger.worker")
@@ -80,7 +82,10 @@ class Waker:
         done: threading.Event,
         most: float = BLOCK_MOST,
         owner: str = "",
+        contact: Contact | None = None,
     ) -> None:
+        #: Told whether each blocking call was answered (``/readyz``; ``core/probes.py``).
+        self._contact = contact or Contact()
         self._wake = wake
         self._done = done
         self._cond = threading.Condition()
@@ -191,8 +196,10 @@ class Waker:
                 popped = group.client.bzpopmin([*group.wake_keys, self.stop_key], wait)
             except Exception as exc:  # Redis away: the main loop's own calls say so
                 log.debug("wake-up wait failed: %s", exc)
+                self._contact.failed()
                 self._done.wait(wait)
                 return
+            self._contact.answered()
         finally:
             with self._cond:
                 self._here = False
@@ -235,8 +242,10 @@ class Waker:
             keys = [*group.wake_keys, self.hand_key] if self.hand_key else group.wake_keys
             try:
                 popped = group.client.bzpopmin(keys, group.block)
+                self._contact.answered()
             except Exception as exc:  # Redis away: the main loop's own calls say so
                 log.debug("wake-up wait failed: %s", exc)
+                self._contact.failed()
                 self._done.wait(group.block)
                 continue
             finally:

@@ -9,8 +9,34 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
+from django.utils.translation import gettext
 
-__all__ = ["LedgerCommand"]
+__all__ = ["LedgerCommand", "add_probe_arguments"]
+
+
+def add_probe_arguments(parser: CommandParser, default_age: str) -> None:
+    """``--healthz-max-age`` and ``--readyz-max-outage``: the bounds of the HTTP probes."""
+    parser.add_argument(
+        "--healthz-max-age",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=gettext(
+            "/healthz fails once the main loop has not turned for this long (default: "
+            "%(default_age)s)"
+        )
+        % {"default_age": default_age},
+    )
+    parser.add_argument(
+        "--readyz-max-outage",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=gettext(
+            "/readyz fails once Redis has failed every call for this long (default 5); "
+            "it fails while stopping too"
+        ),
+    )
 
 
 class LedgerCommand(BaseCommand):

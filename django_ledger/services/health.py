@@ -17,9 +17,10 @@ from redis.exceptions import RedisError
 from ..core.errors import LedgerError
 from ..core.worker.health import loop_age_s
 from ..core.worker.heartbeat import WorkerInfo
+from .scheduler import store
 from .worker import heartbeats
 
-__all__ = ["probe"]
+__all__ = ["probe", "probe_scheduler"]
 
 
 def probe(worker_id: str | None, queue: str | None, max_age: float) -> str:
@@ -57,6 +58,40 @@ def probe(worker_id: str | None, queue: str | None, max_age: float) -> str:
             % {"worker": info.worker_id, "age": loop_age_s(info, now_ms), "max_age": max_age}
         )
     return _fresh_line(fresh[0], now_ms)
+
+
+def probe_scheduler(node: str, max_age: float) -> str:
+    """Say that scheduler ``node`` ticked within ``max_age`` s; ``CommandError`` if not.
+
+    Read from what the node publishes at every tick (``core/schedule/running.py``), on
+    the Redis server's clock: no clock of this machine is compared with it.
+    """
+    if not (math.isfinite(max_age) and max_age > 0):
+        raise CommandError(gettext("--max-age must be more than 0 seconds"))
+    try:
+        schedule_store = store()
+        at = schedule_store.published_at(node)
+        now_ms = schedule_store.server_time_ms()
+    except (LedgerError, RedisError) as exc:
+        raise CommandError(
+            gettext("cannot read the schedulers: %(error)s") % {"error": exc}
+        ) from exc
+    if at is None:
+        raise CommandError(
+            gettext("scheduler %(node)s has published nothing: it is not running") % {"node": node}
+        )
+    age = max(0, now_ms - at) / 1000
+    if age > max_age:
+        raise CommandError(
+            gettext(
+                "scheduler %(node)s is stale: it last ticked %(age).1f s ago, more than %(max_age)g"
+            )
+            % {"node": node, "age": age, "max_age": max_age}
+        )
+    return gettext("scheduler %(node)s is fresh: it ticked %(age).1f s ago") % {
+        "node": node,
+        "age": age,
+    }
 
 
 def _fresh_line(info: WorkerInfo, now_ms: int) -> str:

@@ -21,6 +21,7 @@ from typing import Final
 
 from ..conf import connection, dispatch_node_id, get_dispatch_registry, ledger_settings
 from ..core.errors import LedgerError
+from ..core.probes import Contact, Turns
 from ..core.results import AdmissionStatus
 from ..core.schedule import (
     PUBLISH_TTL_MS,
@@ -92,6 +93,9 @@ class Scheduler:
         self._configs: dict[str, ScheduleConfig] = {}
         #: How long this node's publication outlives a tick (``run`` raises it for a slow loop).
         self.publish_ttl_ms = PUBLISH_TTL_MS
+        #: The loop's turns and whether Redis answers its ticks: ``/healthz``, ``/readyz``.
+        self.turns = Turns()
+        self.contact = Contact()
         self.ticker = Ticker(
             store(),
             get_dispatch_registry(),
@@ -136,7 +140,14 @@ class Scheduler:
     ) -> int:
         """Tick until ``stop`` is set; return how many ticks ran."""
         self.publish_ttl_ms = max(PUBLISH_TTL_MS, int(interval * 3000))
-        loop = SchedulerLoop(self.tick, interval=interval, on_report=on_report, on_error=on_error)
+        loop = SchedulerLoop(
+            self.tick,
+            interval=interval,
+            on_report=on_report,
+            on_error=on_error,
+            turns=self.turns,
+            contact=self.contact,
+        )
         try:
             return loop.run(stop)
         finally:

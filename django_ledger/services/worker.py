@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from ..conf import connection, get_ledger, ledger_settings
+from ..core.probes import liveness
 from ..core.progress import DEFAULT_INTERVAL
 from ..core.progress import board as progress_board
 from ..core.worker.handler import Backoff, CallableHandler, Handler
@@ -24,12 +25,17 @@ from ..core.worker.recycle import resident_mib
 from ..core.worker.runtime import Metrics, Worker, WorkerConfig, default_worker_id
 from ..core.worker.upkeep import Room
 from ..schedules.watch import task_ended, task_started
+from .probes import MAX_PORT, MIN_HEALTHZ_AGE, check_bounds, check_port, outage_bound, serve_probes
 
-__all__ = ["WorkerOptions", "build_worker", "heartbeats", "task_queues", "worker_queues"]
-
-#: The highest TCP port: ``--metrics-port`` (and, with ``--processes``, each child's) is
-#: at most this.
-MAX_PORT = 65535
+__all__ = [
+    "MAX_PORT",
+    "WorkerOptions",
+    "build_worker",
+    "heartbeats",
+    "liveness_bound",
+    "task_queues",
+    "worker_queues",
+]
 
 #: ``--max-memory-per-child`` must leave a fresh worker this much of what it holds at start.
 START_HEADROOM = 1.2
@@ -68,6 +74,11 @@ class WorkerOptions:
     #: Keep the counters for the admin's charts (``--no-counters``; ``LEDGER['COUNTERS']``
     #: off turns them off whatever this says).
     counters: bool = True
+    #: ``/healthz`` fails once the main loop has not turned for this long (``None``: the
+    #: shortest lease of the worker's queues, at least ``MIN_HEALTHZ_AGE``).
+    healthz_max_age: float | None = None
+    #: ``/readyz`` fails once Redis has failed every call for this long (``None``: 5 s).
+    readyz_max_outage: float | None = None
 
 
 def task_queues() -> list[str]:
@@ -190,11 +201,32 @@ def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
         started=task_started,
         ended=task_ended,
     )
+    check_port(options.metrics_port, options.metrics_address)
+    check_bounds(options.healthz_max_age, options.readyz_max_outage)
     metrics = _metrics(options)
     if metrics is not None and hasattr(metrics, "records"):
         # The queue-records gauge is set from each depth sample the counters' flush takes.
         beats.counters.on_sample = metrics.records
-    return Worker(ledgers, handlers, leases, config, metrics=metrics)
+    worker = Worker(ledgers, handlers, leases, config, metrics=metrics)
+    if options.metrics_port is not None:
+        max_age = options.healthz_max_age or liveness_bound(leases.values())
+        max_outage = outage_bound(options.readyz_max_outage)
+        serve_probes(
+            options.metrics_port,
+            options.metrics_address,
+            lambda: liveness(worker.loop_age(), max_age),
+            lambda: worker.readiness(max_outage),
+            getattr(metrics, "registry", None),
+        )
+    return worker
+
+
+def liveness_bound(leases: Iterable[float]) -> float:
+    """``/healthz``'s default bound: the shortest lease, at least ``MIN_HEALTHZ_AGE``.
+
+    A loop that has not turned for a lease may have held claims past it unrenewed.
+    """
+    return max(MIN_HEALTHZ_AGE, min(leases, default=MIN_HEALTHZ_AGE))
 
 
 def _memory_limit(limit: float | None) -> float | None:
@@ -211,25 +243,11 @@ def _memory_limit(limit: float | None) -> float | None:
 
 
 def _metrics(options: WorkerOptions) -> Metrics | None:
-    port, address = options.metrics_port, options.metrics_address
-    if port is None:
-        if address is not None:
-            raise ValueError("--metrics-address needs --metrics-port: give the port too")
-        return None
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= MAX_PORT:
-        raise ValueError(f"--metrics-port must be a port from 0 to {MAX_PORT}, got {port!r}")
+    """The worker's Prometheus metrics, with a metrics port and ``prometheus-client``."""
     from ..core.worker import metrics
 
-    address = metrics.DEFAULT_ADDRESS if address is None else address
-
-    if not metrics.available():
-        raise ValueError(
-            "--metrics-port needs prometheus-client: pip install 'django-task-ledger[metrics]'"
-        )
+    if options.metrics_port is None or not metrics.available():
+        return None  # the probes are served without it (``serve_probes`` says so)
     exporter: Any = metrics.PrometheusMetrics()
-    try:
-        metrics.serve(port, exporter, address)
-    except OSError as exc:
-        raise ValueError(f"cannot serve metrics on {address}:{port}: {exc}") from exc
     result: Metrics = exporter
     return result

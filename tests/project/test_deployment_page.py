@@ -13,6 +13,8 @@ import configparser
 import json
 import re
 import shlex
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,6 +26,7 @@ from django.urls import resolve
 from rest_framework.authentication import TokenAuthentication
 
 from django_ledger.api.serializers import StatsSerializer
+from django_ledger.core.probes import ProbeServer, Verdict
 from tests.support.settings_reference_loader import ROOT
 
 yaml = pytest.importorskip("yaml")
@@ -112,13 +115,42 @@ def test_every_container_runs_a_command_that_takes_its_options() -> None:
             # SIGKILL comes after the grace period: the drain must fit in it.
             assert spec["terminationGracePeriodSeconds"] > options["shutdown_timeout"]
             assert manifest["spec"]["replicas"] >= 2
-            probe = container["livenessProbe"]["httpGet"]
-            port = {p["name"]: p["containerPort"] for p in container["ports"]}[probe["port"]]
-            assert options["metrics_port"] == port and options["metrics_address"] == "0.0.0.0"
         if name == "ledger_scheduler":
             # No singleton: several schedulers admit each fire once.
             assert manifest["spec"]["replicas"] >= 2
+        if name in ("ledger_worker", "ledger_scheduler"):
+            assert_probes(container, options)
     assert sorted(names) == ["ledger_scheduler", "ledger_worker", "migrate"]
+
+
+def assert_probes(container: dict[str, Any], options: dict[str, Any]) -> None:
+    """Liveness on ``/healthz`` and readiness on ``/readyz``, on the metrics port it serves."""
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    for kind, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        probe = container[kind]["httpGet"]
+        assert probe["path"] == path and path in PROBE_PATHS
+        assert options["metrics_port"] == ports[probe["port"]]
+    # Reachable by the kubelet: not the loopback address the port listens on by default.
+    assert options["metrics_address"] == "0.0.0.0"
+
+
+#: The paths the probes' server answers (``core/probes.py``).
+PROBE_PATHS = ("/healthz", "/readyz", "/metrics")
+
+
+def test_the_probes_answer_on_the_paths_the_manifests_probe() -> None:
+    """The paths above are the ones a real server answers (a free port, no Redis)."""
+
+    server = ProbeServer("127.0.0.1", 0, lambda: Verdict(True), lambda: Verdict(False, "stopping"))
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        with urllib.request.urlopen(base + "/healthz", timeout=5) as answer:
+            assert (answer.status, answer.read()) == (200, b"ok\n")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(base + "/readyz", timeout=5)
+        assert refused.value.code == 503 and refused.value.read() == b"stopping\n"
+    finally:
+        server.close()
 
 
 def test_an_option_the_command_lacks_is_refused() -> None:

@@ -136,3 +136,30 @@ def test_a_signal_stops_the_loop_and_a_second_exits_at_once() -> None:
         threading.Event().wait(5)  # the second does not wait for it
 
     assert exited.value.code == 128 + signal.SIGTERM
+
+
+def status(*args: str) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command("ledger_status", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_ledger_status_scheduler_passes_while_the_node_ticks_and_fails_once_it_is_stale(
+    scheduled: str,
+) -> None:
+    run("--once", "--node-id", "ticking")
+    out, _ = status("--scheduler", "ticking", "--max-age", "30")
+    assert "scheduler ticking is fresh: it ticked" in out
+    with pytest.raises(CommandError, match="scheduler nobody has published nothing"):
+        status("--scheduler", "nobody")
+    store = scheduler.store()
+    store.publish("late", store.server_time_ms() - 90_000, [], 60_000)  # its last tick, 90 s ago
+    with pytest.raises(
+        CommandError, match=r"scheduler late is stale: it last ticked 9\d\.\d s ago"
+    ):
+        status("--scheduler", "late", "--max-age", "60")
+    assert "fresh" in status("--scheduler", "late", "--max-age", "120")[0]
+    with pytest.raises(CommandError, match="--max-age must be more than 0"):
+        status("--scheduler", "ticking", "--max-age", "0")
+    store.unpublish("ticking")
+    store.unpublish("late")

@@ -173,7 +173,7 @@ def test_in_flight_falls_back_to_zero_when_the_work_is_done(
         worker.wait()
 
 
-def test_without_prometheus_client_the_worker_runs_and_metrics_are_a_clear_error(
+def test_without_prometheus_client_the_worker_runs_and_its_port_serves_the_probes_only(
     start: Start, redis_client: redis.Redis, namespace: str
 ) -> None:
     raw = Ledger(redis_client, namespace, "raw")
@@ -182,12 +182,30 @@ def test_without_prometheus_client_the_worker_runs_and_metrics_are_a_clear_error
     plain = start("raw", "--burst", block=block)
     assert plain.wait() == 0, plain.output()
     assert raw.stats().completed == 5
-    asked = start("raw", "--burst", "--metrics-port", str(free_port()), block=block)
-    assert asked.wait() != 0
+    port = free_port()
+    asked = start("raw", "--metrics-port", str(port), block=block)
+    try:
+        assert wait_until(lambda: get(port, "/healthz") == (200, "ok\n"), what="/healthz")
+        assert get(port, "/readyz") == (200, "ok\n")
+        assert get(port, "/metrics")[0] == 404
+    finally:
+        asked.signal(15)
+        assert asked.wait() == 0
     out = asked.output()
-    assert "--metrics-port needs prometheus-client" in out
+    assert "no /metrics on 127.0.0.1:" in out
     assert "pip install 'django-task-ledger[metrics]'" in out
     assert "Traceback" not in out
+
+
+def get(port: int, path: str) -> tuple[int, str] | None:
+    """The status and body of ``GET path`` on the probes' port (``None``: no answer yet)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except (urllib.error.URLError, ConnectionError):
+        return None
 
 
 def answers(host: str, port: int) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Final
 
 from ..errors import LedgerError
+from ..probes import Contact, Turns, stall_for_tests
 from .ticker import TickReport
 
 __all__ = ["SchedulerLoop"]
@@ -32,7 +33,8 @@ class SchedulerLoop:
     read), or ``interval`` if that is sooner, so that pauses, resumes and fires left by
     dead nodes are seen within ``interval``. While Redis is unavailable it waits
     ``backoff`` seconds and tries again; ``on_report`` sees every report and
-    ``on_error`` every ``LedgerError``.
+    ``on_error`` every ``LedgerError``. ``turns`` notes each turn of the loop and
+    ``contact`` whether Redis answered each tick (the probes: ``core/probes.py``).
     """
 
     def __init__(
@@ -43,6 +45,8 @@ class SchedulerLoop:
         backoff: float = 1.0,
         on_report: Callable[[TickReport], None] | None = None,
         on_error: Callable[[LedgerError], None] | None = None,
+        turns: Turns | None = None,
+        contact: Contact | None = None,
     ) -> None:
         if not interval > 0 or not backoff > 0:
             raise ValueError("interval and backoff must be positive")
@@ -52,13 +56,19 @@ class SchedulerLoop:
         self.on_report = on_report
         self.on_error = on_error
         self.ticks = 0
+        self.turns = turns or Turns()
+        self.contact = contact or Contact()
 
     def run(self, stop: threading.Event) -> int:
         """Tick until ``stop`` is set; return how many ticks ran."""
         while not stop.is_set():
+            self.turns.turned()
+            stall_for_tests()
             try:
                 report = self.tick()
+                self.contact.answered()
             except LedgerError as exc:
+                self.contact.after(exc)
                 logger.warning("scheduler tick failed: %s", exc)
                 if self.on_error is not None:
                     self.on_error(exc)

@@ -20,6 +20,7 @@ __all__ = [
     "Running",
     "decode_running",
     "encode_running",
+    "published_at",
     "running_index_key",
     "running_key",
 ]
@@ -76,6 +77,15 @@ def encode_running(node: str, now_ms: int, schedules: list[Running]) -> str:
         "schedules": entries,
     }
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+
+
+def published_at(text: str | bytes) -> int | None:
+    """Return when a document was published (epoch ms, the server's clock), if it says."""
+    try:
+        at = json.loads(text)["at"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return at if isinstance(at, int) and not isinstance(at, bool) else None
 
 
 def decode_running(text: str | bytes) -> list[Running]:

@@ -27,7 +27,14 @@ from typing import Any
 
 from ..scripts import LuaScript, call, script
 from ..transport import Translate
-from .running import Running, decode_running, encode_running, running_index_key, running_key
+from .running import (
+    Running,
+    decode_running,
+    encode_running,
+    published_at,
+    running_index_key,
+    running_key,
+)
 
 __all__ = ["Pause", "Pending", "ScheduleStore", "Snapshot", "state_key"]
 
@@ -117,6 +124,12 @@ class ScheduleStore:
                 return []
             documents = self.redis.mget([running_key(self.namespace, n) for n in nodes])
         return [entry for text in documents if text is not None for entry in decode_running(text)]
+
+    def published_at(self, node: str) -> int | None:
+        """Return when ``node`` last published (its last tick, epoch ms), ``None``: never."""
+        with self._translate():
+            text = self.redis.get(running_key(self.namespace, node))
+        return None if text is None else published_at(text)
 
     # -- writes ---------------------------------------------------------------------
 

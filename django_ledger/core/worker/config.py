@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..results import Claim
 from .heartbeat import Heartbeats
 from .rooms import Room
 
@@ -103,6 +104,10 @@ class WorkerConfig:
     #: settlement written), with its queue, request id and whether it completed; it must
     #: return at once (the Django face queues a schedule monitor's check-in).
     ended: Callable[[str, str, bool], None] | None = None
+    #: Told of each attempt's end, from the thread that learns it: the queue, the claim
+    #: and the word of its outcome line (completed, failed, retry, lost). The HTTP runner
+    #: answers with them.
+    on_outcome: Callable[[str, Claim, str], None] | None = None
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:

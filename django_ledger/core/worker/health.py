@@ -8,7 +8,8 @@ The main loop notes each turn (``WorkerState.loop_at``) and every heartbeat carr
 (``WorkerInfo.loop_at``); a beat while the loop runs a task itself counts as a turn, the
 renewals of that task holding. The renewer beats from a thread of its own, so a loop
 stuck in a call keeps beating: ``loop_at`` then falls behind ``beat_at``, and
-``manage.py ledger_status --worker ID --max-age S`` says so (``loop_age_s``).
+``manage.py ledger_status --worker ID --max-age S`` says so (``loop_age_s``). Over HTTP,
+``/healthz`` and ``/readyz`` on the metrics address say it too (``core/probes.py``).
 """
 
 from __future__ import annotations
@@ -16,23 +17,12 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable, Mapping
 
+from ..probes import STALL_FILE_ENV, stall_for_tests
 from .heartbeat import WorkerInfo
 
 __all__ = ["STALL_FILE_ENV", "loop_age_s", "notify_systemd", "stall_for_tests"]
-
-#: A test seam: while the file this names exists, the main loop stands still (as a loop
-#: stuck in a call would), so a test can see a worker's loop fall behind.
-STALL_FILE_ENV = "DJANGO_LEDGER_TEST_STALL_FILE"
-
-
-def stall_for_tests() -> None:
-    """Stand still while ``$DJANGO_LEDGER_TEST_STALL_FILE`` exists (unset: return at once)."""
-    path = os.environ.get(STALL_FILE_ENV)
-    while path and os.path.exists(path):
-        time.sleep(0.05)
 
 
 def loop_age_s(info: WorkerInfo, now_ms: int) -> float:

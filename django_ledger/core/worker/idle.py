@@ -30,6 +30,7 @@ class Idle:
             state.done,
             state.config.wake_block,
             state.worker_id,
+            state.contact,
         )
         self._stopping = state.stopping
         #: When the earliest PENDING record the last claims left falls due (ms; ``None``:

@@ -7,9 +7,10 @@ records, the depth chart's ``pending``) and ``ledger_queue_records`` by ``state`
 (``pending_due``, ``claimed``, ``dead``: the depth chart's lines), which ``records``
 sets from each depth sample the counters' flush takes (``Counters.on_sample``).
 
-``PrometheusMetrics`` implements the runtime's ``Metrics``; ``serve(port, metrics, addr)``
-exposes them over HTTP for scraping, on the loopback address unless told otherwise. Without the package, ``available()`` is false and the worker
-runs without metrics.
+``PrometheusMetrics`` implements the runtime's ``Metrics``; ``page(registry)`` renders them
+for ``/metrics`` beside the probes (``core/probes.py``), on the loopback address unless
+told otherwise. Without the package, ``available()`` is false and the worker runs
+without metrics (its probes still answer).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from ..counters import EDGES, Depth
 
-__all__ = ["DEFAULT_ADDRESS", "PrometheusMetrics", "available", "serve"]
+__all__ = ["DEFAULT_ADDRESS", "PrometheusMetrics", "available", "page", "serve"]
 
 #: Where metrics are served unless told otherwise: this host only. The page names every
 #: queue and task and needs no credentials, so serving it on every interface is a choice
@@ -116,6 +117,14 @@ class PrometheusMetrics:
             ("dead", depth.dead),
         ):
             self._records.labels(queue, state).set(value)
+
+
+def page(registry: Any = None) -> tuple[bytes, str]:
+    """The exposition of ``registry`` (the default one: the process's own): bytes, type."""
+    if _prometheus is None:
+        raise RuntimeError(INSTALL)
+    chosen = registry if registry is not None else _prometheus.REGISTRY
+    return _prometheus.generate_latest(chosen), _prometheus.CONTENT_TYPE_LATEST
 
 
 def serve(port: int, metrics: PrometheusMetrics, addr: str = DEFAULT_ADDRESS) -> None:

@@ -40,6 +40,7 @@ def settled(
     now = time.monotonic()
     counts, metered = state.counts, state.metered
     heartbeats = state.config.heartbeats
+    told = state.config.on_outcome
     tally = heartbeats.tally if heartbeats is not None else None
     if tally is not None and not tally.enabled:
         tally = None  # counters off: not even the times are taken
@@ -67,6 +68,8 @@ def settled(
             word, shown = "retry", info
         if ended is not None and (word == "completed" or word == "failed"):
             tell_ended(state, entry, ended, word == "completed")
+        if told is not None:
+            told(entry.queue, entry.job.claim, word)
         if not (shown or metered or tally is not None):
             continue
         seconds = None if entry.started is None else now - entry.started

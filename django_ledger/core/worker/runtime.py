@@ -38,6 +38,7 @@ from collections import defaultdict
 from ..arguments import SettleItem
 from ..errors import LedgerError
 from ..lane import borrowed
+from ..probes import Verdict
 from ..records import State
 from ..results import Claim, Claims, Settlement, SettlementStatus, earliest
 from ..sharded import AnyLedger
@@ -109,6 +110,11 @@ class Worker:
     @property
     def stopping(self) -> bool:
         return self._state.stopping.is_set()
+
+    def readiness(self, max_outage: float) -> Verdict:
+        """``/readyz``: not while stopping or recycling, nor past ``max_outage`` s of no Redis."""
+        state = self._state
+        return state.contact.readiness(max_outage, state.stopping.is_set(), state.recycle)
 
     @property
     def abandoned(self) -> bool:
@@ -344,10 +350,12 @@ class Worker:
                 )
             except LedgerError as exc:  # unavailable, or refused (maxmemory): keep the items
                 log.warning("worker %s: queue %s: %s", self.worker_id, queue, exc)
+                state.contact.after(exc)
                 idle.forget(queue)
                 failed = True
                 state.wake.wait(0.5)
                 continue
+            state.contact.answered()
             self._unsettled[queue] = []
             if started:
                 self._marked(started, settlements[: len(started)], sent, lease)

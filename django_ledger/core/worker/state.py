@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..probes import Contact
 from ..results import RepairReport
 from ..sharded import AnyLedger
 from .config import Metrics, NoMetrics, WorkerConfig
@@ -123,6 +124,8 @@ class WorkerState:
         self.loop_at = time.time()
         self.loop_busy = False
         self.recycle: str | None = None
+        #: Whether Redis answers the calls this worker makes (``/readyz``).
+        self.contact = Contact()
         #: Threads beside the main loop and the pool, joined when the worker ends.
         self.threads: list[threading.Thread] = []
 
@@ -160,7 +163,12 @@ class WorkerState:
         self.in_hand.pop((entry.queue, claim.request_id, claim.fence), None)
 
     def tally_lost(self, entry: Entry) -> None:
-        """Count a lost attempt in the worker's counters (``core/counters.py``), if kept."""
+        """Count a lost attempt in the worker's counters (``core/counters.py``), if kept.
+
+        And tell ``WorkerConfig.on_outcome`` of it, if anyone listens.
+        """
+        if self.config.on_outcome is not None:
+            self.config.on_outcome(entry.queue, entry.job.claim, "lost")
         heartbeats = self.config.heartbeats
         if heartbeats is not None:
             heartbeats.tally.add(entry.queue, entry.plan.name if entry.plan else "", "lost")

@@ -95,6 +95,7 @@ class Renewer:
                 answers = state.ledgers[queue].renew_many(items)
             except LedgerError as exc:  # Redis away: the leases may still hold; try next beat
                 log.warning("worker %s: renewals of %s failed: %s", state.worker_id, queue, exc)
+                state.contact.after(exc)
                 continue
             for entry, (_, lease, _), answer in zip(group, items, answers, strict=True):
                 if answer.status is SettlementStatus.LOST:
@@ -106,6 +107,7 @@ class Renewer:
             self.beat()
         except redis_errors.RedisError as exc:  # a missed beat only delays the Workers page
             log.warning("worker %s: heartbeat not written: %s", state.worker_id, exc)
+            state.contact.after(exc)
 
     def lose(self, entry: Entry, reason: str | None) -> None:
         """A renewal (or a start mark) of ``entry`` answered LOST: its outcome is not written."""
@@ -199,6 +201,7 @@ class Renewer:
             else heartbeats.watch.last.noticed_at,
         )
         loss = heartbeats.beat(info, ttl_s=max(3.0, min(state.leases.values())))
+        state.contact.answered()
         if loss is not None:
             state.metrics.data_lost()
             log.error(

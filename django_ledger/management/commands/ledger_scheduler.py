@@ -21,7 +21,8 @@ from django.utils.translation import gettext, gettext_lazy
 from ...core.errors import LedgerError
 from ...core.schedule import TickReport, datetime_of
 from ...services import scheduler
-from ..base import LedgerCommand
+from ...services.probes import scheduler_probes
+from ..base import LedgerCommand, add_probe_arguments
 
 
 class Command(LedgerCommand):
@@ -44,6 +45,24 @@ class Command(LedgerCommand):
             default=1.0,
             help=gettext("the most seconds between two ticks (default 1)"),
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            default=None,
+            help=gettext(
+                "serve /healthz, /readyz and (with prometheus-client) the process's /metrics "
+                "on this port"
+            ),
+        )
+        parser.add_argument(
+            "--metrics-address",
+            default=None,
+            help=gettext(
+                "the address --metrics-port listens on (default 127.0.0.1: this host only; "
+                "0.0.0.0 for every interface)"
+            ),
+        )
+        add_probe_arguments(parser, gettext("3 intervals, at least 10"))
         parser.add_argument(
             "--node-id",
             default=None,
@@ -77,7 +96,7 @@ class Command(LedgerCommand):
                     }
                 )
                 return
-            self._loop(runner, options["interval"])
+            self._loop(runner, options)
         except (ImproperlyConfigured, LookupError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         except LedgerError as exc:
@@ -85,11 +104,21 @@ class Command(LedgerCommand):
                 gettext("the ledger is unavailable: %(exc)s") % {"exc": exc}
             ) from exc
 
-    def _loop(self, runner: scheduler.Scheduler, interval: float) -> None:
+    def _loop(self, runner: scheduler.Scheduler, options: dict[str, Any]) -> None:
+        interval = options["interval"]
         if not interval > 0:
             raise CommandError(gettext("--interval must be more than 0"))
         stop = threading.Event()
         names = ", ".join(scheduler.schedules()) or "none"
+        probes = scheduler_probes(
+            runner,
+            stop,
+            interval,
+            port=options["metrics_port"],
+            address=options["metrics_address"],
+            max_age=options["healthz_max_age"],
+            max_outage=options["readyz_max_outage"],
+        )
         with _stop_on_signals(stop):
             # Said once the signals are ours: a stop asked from here on is a clean one.
             self.stdout.write(
@@ -105,6 +134,8 @@ class Command(LedgerCommand):
                     gettext("tick failed: %(exc)s") % {"exc": exc}
                 ),
             )
+        if probes is not None:
+            probes.close()
         self.stdout.write(
             gettext("scheduler %(node_id)s: stopped after %(ticks)s ticks")
             % {"node_id": runner.node_id, "ticks": ticks}

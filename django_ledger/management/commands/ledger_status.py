@@ -10,7 +10,7 @@ from django.utils.translation import gettext, gettext_lazy
 
 from django_ledger.conf import get_ledger
 from django_ledger.core.errors import LedgerError
-from django_ledger.services.health import probe
+from django_ledger.services.health import probe, probe_scheduler
 from django_ledger.services.placement import (
     Placement,
     crowded_masters,
@@ -73,16 +73,30 @@ class Command(LedgerCommand):
             help=gettext("check the workers of QUEUE the same way: exit 1 unless one is fresh"),
         )
         parser.add_argument(
+            "--scheduler",
+            metavar="NODE",
+            help=gettext(
+                "check scheduler NODE (its --node-id): exit 1 unless it ticked within "
+                "--max-age (an exec probe)"
+            ),
+        )
+        parser.add_argument(
             "--max-age",
             type=float,
             default=60.0,
             metavar="SECONDS",
-            help=gettext("how long a fresh worker's loop may go without turning (default 60)"),
+            help=gettext(
+                "how long a fresh worker's loop may go without turning, or a scheduler "
+                "without ticking (default 60)"
+            ),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["demand"] is not None:
             self.stdout.write(str(_demand(options["demand"])))
+            return
+        if options["scheduler"] is not None:
+            self.stdout.write(probe_scheduler(options["scheduler"], options["max_age"]))
             return
         if options["worker"] is not None or options["worker_of"] is not None:
             self.stdout.write(probe(options["worker"], options["worker_of"], options["max_age"]))

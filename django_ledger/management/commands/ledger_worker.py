@@ -26,7 +26,7 @@ from ...core.worker.config import EXIT_RECYCLE
 from ...core.worker.health import notify_systemd
 from ...core.worker.upkeep import Room
 from ...services.worker import MAX_PORT, WorkerOptions, build_worker, worker_queues
-from ..base import LedgerCommand
+from ..base import LedgerCommand, add_probe_arguments
 
 #: Set in the environment of the children ``--processes`` starts.
 CHILD_ENV = "DJANGO_LEDGER_WORKER_CHILD"
@@ -136,7 +136,10 @@ class Command(LedgerCommand):
             "--metrics-port",
             type=int,
             default=None,
-            help=gettext("serve Prometheus metrics on this port"),
+            help=gettext(
+                "serve /healthz, /readyz and (with prometheus-client) Prometheus /metrics "
+                "on this port"
+            ),
         )
         parser.add_argument(
             "--metrics-address",
@@ -146,6 +149,7 @@ class Command(LedgerCommand):
                 "0.0.0.0 for every interface)"
             ),
         )
+        add_probe_arguments(parser, gettext("the shortest lease, at least 10"))
         parser.add_argument(
             "--scheduler", action="store_true", help=gettext("run the scheduler in this worker too")
         )
@@ -203,6 +207,8 @@ class Command(LedgerCommand):
             relay=not options["no_relay"],
             counters=not options["no_counters"],
             progress_interval=options["progress_interval"],
+            healthz_max_age=options["healthz_max_age"],
+            readyz_max_outage=options["readyz_max_outage"],
         )
         rooms: list[Room] = []
         if worker_options.relay:  # a room beside repair, in the repairer's thread

@@ -210,17 +210,20 @@ def step_run(
     seconds: float = 2.0,
     page: int = 500,
     hold_ms: int = _HOLD_MS,
+    take_over: bool = False,
     progress: Callable[[BulkRun], None] | None = None,
 ) -> BulkRun:
     """Run pages of ``run_id`` until it ends or ``seconds`` are spent; return it as it stands.
 
-    ``BulkBusy`` when another stepper holds it. ``progress`` is called after each page.
+    ``BulkBusy`` when another stepper holds it (``take_over``: take it all the same, for a
+    stepper known dead: one still alive is refused at its next page, so two never act at
+    once). ``progress`` is called after each page.
     """
     run = load_run(queue, run_id)
     if run.finished:
         return run
     ledger = get_ledger(queue)
-    token = _hold(ledger, run_id, hold_ms)
+    token = _hold(ledger, run_id, hold_ms, take_over)
     deadline = time.monotonic() + seconds
     segments = run.filter.segments()
     try:
@@ -229,7 +232,10 @@ def step_run(
             while position.segment < len(segments):
                 if time.monotonic() >= deadline:
                     return load_run(queue, run_id)
-                position = _page(shard, run, token, segments, position, index, page)
+                try:
+                    position = _page(shard, run, token, segments, position, index, page)
+                except bulk.RunLost:
+                    raise BulkBusy(_busy(run_id)) from None
                 _renew(ledger, run_id, token, hold_ms)
                 if progress is not None:
                     progress(load_run(queue, run_id))
@@ -297,7 +303,14 @@ def _position(shard: Any, run_id: str) -> bulk.Position:
     return bulk.Position(int(seg or 0), (score or b"").decode(), (last or b"").decode())
 
 
-def _hold(ledger: AnyLedger, run_id: str, hold_ms: int) -> str:
+def _busy(run_id: str) -> str:
+    return gettext(
+        "bulk run %(run)s is running elsewhere; try again in a few seconds (or take it over "
+        "if that stepper has died)"
+    ) % {"run": run_id}
+
+
+def _hold(ledger: AnyLedger, run_id: str, hold_ms: int, take_over: bool = False) -> str:
     """Take the run for this stepper (``BulkBusy`` while another one holds it)."""
     head = ledger.shards[0]
     key = bulk.run_key(head, run_id)
@@ -307,19 +320,13 @@ def _hold(ledger: AnyLedger, run_id: str, hold_ms: int) -> str:
         try:
             pipe.watch(key)
             held = int(pipe.hget(key, "hold") or 0)
-            if held > now:
-                raise BulkBusy(
-                    gettext("bulk run %(run)s is running elsewhere; try again in a few seconds")
-                    % {"run": run_id}
-                )
+            if held > now and not take_over:
+                raise BulkBusy(_busy(run_id))
             pipe.multi()
             pipe.hset(key, mapping={"token": token, "hold": now + hold_ms})
             pipe.execute()
         except redis_py.WatchError:
-            raise BulkBusy(
-                gettext("bulk run %(run)s is running elsewhere; try again in a few seconds")
-                % {"run": run_id}
-            ) from None
+            raise BulkBusy(_busy(run_id)) from None
         for shard in ledger.shards[1:]:
             shard.redis.hset(bulk.run_key(shard, run_id), "token", token)
     return token

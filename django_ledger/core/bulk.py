@@ -40,11 +40,12 @@ __all__ = [
     "run_key",
 ]
 
-#: The actions a bulk run takes, and the states each applies to.
+#: The actions a bulk run takes, and the states each applies to, in the order a run reads
+#: them: the records out of attempts first, so a run paused early has taken those.
 APPLIES: dict[str, tuple[State, ...]] = {
-    "retry": (State.COMPLETED, State.FAILED, State.DEAD),
+    "retry": (State.DEAD, State.FAILED, State.COMPLETED),
     "fail": (State.PENDING,),
-    "purge": (State.COMPLETED, State.FAILED, State.DEAD),
+    "purge": (State.DEAD, State.FAILED, State.COMPLETED),
     "cancel": (State.PENDING, State.CLAIMED),
 }
 ACTIONS = tuple(APPLIES)

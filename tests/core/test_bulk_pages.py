@@ -11,8 +11,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from django_ledger.core import State
-from django_ledger.core import bulk
+from django_ledger.core import State, bulk
 from django_ledger.core.errors import FusedPathOnly
 from django_ledger.core.ledger import Ledger
 from tests.support.bulk_helpers import import_ended, task_payload

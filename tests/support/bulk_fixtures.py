@@ -1,0 +1,55 @@
+"""Fixtures of the bulk tests: the worker settings' failing queue, and a worker serving it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from django_ledger.conf import get_ledger
+from django_ledger.core.ledger import Ledger
+from tests.support.bulk_worker_settings import LEDGER as WORKER_LEDGER
+from tests.support.redis_server import RedisServer
+from tests.support.worker_process import WorkerProcess, wait_until
+
+#: The queue the bulk tests fill: each attempt fails, and the first ends it DEAD.
+QUEUE = "dying"
+SETTINGS = "tests.support.bulk_worker_settings"
+
+
+@pytest.fixture
+def bulk_ledger(namespace: str, settings: Any) -> Ledger:
+    """The dying queue of the bulk worker settings, in this test's namespace."""
+    queues = {**settings.LEDGER["QUEUES"], QUEUE: WORKER_LEDGER["QUEUES"][QUEUE]}
+    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace, "QUEUES": queues}
+    ledger = get_ledger(QUEUE)
+    assert isinstance(ledger, Ledger)
+    return ledger
+
+
+@pytest.fixture
+def dying_worker(
+    redis_server: RedisServer, redis_client: redis.Redis, namespace: str, tmp_path: Path
+) -> Iterator[WorkerProcess]:
+    """A ``ledger_worker`` process serving the dying queue, once it has beaten."""
+    worker = WorkerProcess(
+        redis_server.url, namespace, [QUEUE], tmp_path / "worker.log", settings=SETTINGS
+    )
+    try:
+        wait_until(
+            lambda: redis_client.zcard(f"{namespace}:workers") or worker.process.poll() is not None,
+            timeout=60,
+            what="the worker's first heartbeat",
+        )
+        assert worker.process.poll() is None, worker.output()
+        yield worker
+    finally:
+        worker.stop()
+
+
+def runs(client: redis.Redis, namespace: str) -> dict[str, int]:
+    """How many times the worker ran each record (``worker_handlers._note``)."""
+    return {k.decode(): int(v) for k, v in client.hgetall(f"{namespace}:runs").items()}

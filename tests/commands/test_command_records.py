@@ -25,7 +25,7 @@ from django.core.management.base import CommandError
 from django_ledger.core import State
 from django_ledger.core.ledger import Ledger
 from django_ledger.services.bulk import load_run
-from tests.support.bulk_fixtures import QUEUE, runs
+from tests.support.bulk_fixtures import QUEUE, assert_each_retried_once, runs
 from tests.support.bulk_helpers import import_ended
 from tests.support.redis_server import RedisServer
 from tests.support.worker_process import ROOT, WorkerProcess, wait_until
@@ -59,32 +59,6 @@ def test_a_bulk_retry_of_50000_dead_records_with_a_worker_running(
     done, skipped = map(int, DONE.search(out).groups())  # type: ignore[union-attr]
     run = load_run(QUEUE, re.search(r"run ([0-9a-f]{32})", out).group(1))  # type: ignore[union-attr]
     assert_each_retried_once(bulk_ledger, ids, run, done, skipped, ran_meanwhile, namespace)
-
-
-def assert_each_retried_once(
-    ledger: Ledger,
-    ids: list[str],
-    run: Any,
-    done: int,
-    skipped: int,
-    ran_meanwhile: dict[str, int],
-    namespace: str,
-) -> None:
-    """What the 50,000 test checks, from the admin and from the command alike."""
-    assert (done, skipped, run.matched, run.done) == (50_000, 0, 50_000, 50_000)
-    # The worker took records while the run went on and ended each FAILED at once, in a
-    # state the filter matches: none of those was matched again (a second retry would run
-    # a record twice).
-    assert ran_meanwhile, "the worker ran nothing while the run went on"
-    ran = runs(ledger.redis, namespace)
-    assert set(ran.values()) == {1}
-    # What Redis holds: no record is as it was before the run (DEAD, three attempts);
-    # each changed once, after the run started: the count reported is that number.
-    stored = ledger.resolve_many(ids)
-    assert all(r is not None and r.updated_at >= run.started[0] for r in stored)
-    assert not [r for r in stored if r and r.attempts == 3]
-    failed_again = {r.request_id for r in stored if r and r.state is State.FAILED}
-    assert failed_again and failed_again <= set(ran)
 
 
 def test_preview_counts_without_acting(bulk_ledger: Ledger) -> None:

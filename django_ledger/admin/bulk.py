@@ -11,8 +11,6 @@ pauses the run: it resumes from the runs list, the API or ``manage.py ledger_rec
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
@@ -25,12 +23,8 @@ from ..core.bulk import ACTIONS
 from ..core.records import ms_to_datetime
 from ..services.bulk import BulkBusy, BulkRun, load_run, preview, recent_runs, start_run, step_run
 from ..services.bulk_filter import PERMISSION, BulkFilter, BulkRefused, parse_filter
+from .actions import ActionsAdmin
 from .lookups import ALL_STATES
-
-if TYPE_CHECKING:
-    from django.http.request import _ImmutableQueryDict
-
-    from .records import RecordAdmin
 
 __all__ = ["LABELS", "bulk_links", "bulk_urls", "read_filter"]
 
@@ -57,7 +51,7 @@ _WARNINGS = {
 _TIME_PREFIXES = ("due_at__range", "lease_until__range", "updated_at__range")
 
 
-def bulk_urls(model_admin: RecordAdmin) -> list[URLPattern]:
+def bulk_urls(model_admin: ActionsAdmin) -> list[URLPattern]:
     info = (model_admin.opts.app_label, model_admin.opts.model_name)
     wrap = model_admin.admin_site.admin_view
     return [
@@ -87,17 +81,16 @@ def _filter_params(query: QueryDict) -> QueryDict:
     return kept
 
 
-def read_filter(model_admin: RecordAdmin, request: HttpRequest, action: str) -> BulkFilter:
+def read_filter(model_admin: ActionsAdmin, request: HttpRequest, action: str) -> BulkFilter:
     """The list's current filter as a bulk filter (``BulkRefused`` when it cannot be one)."""
     params = _filter_params(request.GET if request.method == "GET" else _posted(request))
     if action not in ACTIONS:
         raise Http404("no such bulk action")
     task = params.pop("task", [""])[-1]
     # The list's own filters read the rest, as they do for the list (its errors too).
-    listing = params.copy()
-    listing._mutable = False
+    listing = QueryDict(params.urlencode())  # immutable, as a request's own
     original = request.GET
-    request.GET = cast("_ImmutableQueryDict", listing)
+    request.GET = listing
     try:
         spec = model_admin.get_changelist_instance(request).queryset.spec
     except Exception as exc:  # IncorrectLookupParameters and kin: the list says why
@@ -123,7 +116,7 @@ def _posted(request: HttpRequest) -> QueryDict:
     return QueryDict(request.POST.get("filter", ""))
 
 
-def bulk_view(model_admin: RecordAdmin, request: HttpRequest) -> HttpResponse:
+def bulk_view(model_admin: ActionsAdmin, request: HttpRequest) -> HttpResponse:
     """GET: the preview of ``?action=`` on the list's filter; POST: start the run."""
     source = request.GET if request.method == "GET" else request.POST
     action = source.get("action", "")
@@ -174,7 +167,7 @@ def bulk_view(model_admin: RecordAdmin, request: HttpRequest) -> HttpResponse:
 
 
 def run_view(
-    model_admin: RecordAdmin, request: HttpRequest, queue: str, run_id: str
+    model_admin: ActionsAdmin, request: HttpRequest, queue: str, run_id: str
 ) -> HttpResponse:
     """GET: a run's progress; POST: run more of its pages, then show it again."""
     if not permissions.can(request.user, "view", queue):
@@ -213,7 +206,7 @@ def run_view(
     return TemplateResponse(request, "admin/django_ledger/bulk_run.html", context)
 
 
-def _run_url(model_admin: RecordAdmin, run: BulkRun) -> str:
+def _run_url(model_admin: ActionsAdmin, run: BulkRun) -> str:
     return reverse(
         f"admin:{model_admin.opts.app_label}_{model_admin.opts.model_name}_bulk_run",
         args=(run.filter.queue, run.id),
@@ -229,7 +222,7 @@ def _bounds_text(spec: BulkFilter) -> str:
     return "; ".join(parts)
 
 
-def bulk_links(model_admin: RecordAdmin, request: HttpRequest) -> list[tuple[str, str]]:
+def bulk_links(model_admin: ActionsAdmin, request: HttpRequest) -> list[tuple[str, str]]:
     """The list's links to the preview of each action this user may take on its filter."""
     url = reverse(f"admin:{model_admin.opts.app_label}_{model_admin.opts.model_name}_bulk")
     query = _filter_params(request.GET)

@@ -42,10 +42,11 @@ def _time(help_text: str = "") -> serializers.CharField:
 class BulkRequestSerializer(serializers.Serializer[Any]):
     action = serializers.ChoiceField(choices=list(ACTIONS), required=False)
     state = serializers.ListField(
-        child=serializers.ChoiceField(choices=[s.value for s in State]),
+        child=serializers.CharField(max_length=20),
         required=False,
         max_length=len(State),
-        help_text="States to act on (default: every state the action applies to).",
+        help_text="States to act on: PENDING, CLAIMED, COMPLETED, FAILED, DEAD (default: "
+        "every state the action applies to).",
     )
     task = serializers.CharField(required=False, allow_blank=True, max_length=250)
     due_after = _time("ISO 8601 (UTC) or epoch ms; inclusive.")
@@ -70,7 +71,7 @@ class BulkRunSerializer(serializers.Serializer[Any]):
     reason = serializers.CharField()
     created = serializers.IntegerField(help_text="When it started (epoch ms).")
     matched = serializers.IntegerField(help_text="What the filter matched when it started.")
-    state = serializers.ChoiceField(choices=["running", "finished"])
+    state = serializers.CharField(help_text="`running`, or `finished` once it has ended.")
     done = serializers.IntegerField()
     skipped = serializers.IntegerField(help_text="Records that had moved on meanwhile.")
     finished_at = serializers.IntegerField(allow_null=True)

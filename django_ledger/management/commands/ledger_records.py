@@ -8,7 +8,7 @@ import getpass
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
-from django.utils.translation import gettext, gettext_lazy
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from django_ledger.core.bulk import ACTIONS
 from django_ledger.core.errors import LedgerError
@@ -51,16 +51,20 @@ class Command(LedgerCommand):
             ("lease", gettext("lease expiry (CLAIMED records)")),
             ("ended", gettext("end time (COMPLETED, FAILED, DEAD records)")),
         ):
-            for side in ("after", "before"):
-                parser.add_argument(
-                    f"--{name}-{side}",
-                    default=None,
-                    metavar="TIME",
-                    help=gettext(
-                        "%(what)s %(side)s this time, inclusive (ISO 8601, UTC; or epoch ms)"
-                    )
-                    % {"what": what, "side": side},
-                )
+            parser.add_argument(
+                f"--{name}-after",
+                default=None,
+                metavar="TIME",
+                help=gettext("%(what)s at or after this time (ISO 8601 in UTC, or epoch ms)")
+                % {"what": what},
+            )
+            parser.add_argument(
+                f"--{name}-before",
+                default=None,
+                metavar="TIME",
+                help=gettext("%(what)s at or before this time (ISO 8601 in UTC, or epoch ms)")
+                % {"what": what},
+            )
         parser.add_argument(
             "--preview", action="store_true", help=gettext("only count what matches")
         )
@@ -104,7 +108,11 @@ class Command(LedgerCommand):
                     },
                 )
                 if options["preview"]:
-                    self.stdout.write(gettext("%(count)d records match") % {"count": preview(spec)})
+                    count = preview(spec)
+                    self.stdout.write(
+                        ngettext("%(count)d record matches", "%(count)d records match", count)
+                        % {"count": count}
+                    )
                     return
                 by = options["by"] or f"{getpass.getuser()} (ledger_records)"
                 run = start_run(spec, by=by, reason=options["reason"])

@@ -22,6 +22,7 @@ import redis
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from django_ledger.conf import get_ledger
 from django_ledger.core import State
 from django_ledger.core.ledger import Ledger
 from django_ledger.services.bulk import load_run
@@ -167,3 +168,19 @@ def test_a_run_killed_mid_way_resumes_and_acts_on_each_record_once(
     stored = bulk_ledger.resolve_many(ids)
     assert {r.state for r in stored if r} == {State.PENDING}
     assert bulk_ledger.stats().pending_due == 3000
+
+
+def test_a_sharded_queue_is_acted_on_shard_by_shard(namespace: str, settings: Any) -> None:
+    queues = {**settings.LEDGER["QUEUES"], "sharded": {"SHARDS": 3}}
+    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace, "QUEUES": queues}
+    ledger = get_ledger("sharded")
+    ids = [f"job-{i}" for i in range(60)]
+    for request_id in ids:
+        ledger.admit(request_id, "{}")
+    assert {len(ledger.shard_for(i).resolve_many([i])) for i in ids} == {1}
+    assert len({id(ledger.shard_for(i)) for i in ids}) == 3  # the ids are spread
+    out = records("fail", "--queue", "sharded", "--page", "7")
+    assert "fail: 60 done, 0 skipped" in out
+    out = records("retry", "--queue", "sharded", "--state", "FAILED", "--page", "7")
+    assert "retry: 60 done, 0 skipped" in out
+    assert {r.state for r in ledger.resolve_many(ids) if r} == {State.PENDING}

@@ -26,7 +26,7 @@ from django_ledger.conf import get_ledger
 from django_ledger.core import State
 from django_ledger.core.ledger import Ledger
 from django_ledger.services.bulk import load_run
-from tests.support.bulk_fixtures import QUEUE, assert_each_retried_once, runs
+from tests.support.bulk_fixtures import QUEUE, SETTINGS, assert_each_retried_once, runs
 from tests.support.bulk_helpers import import_ended
 from tests.support.redis_server import RedisServer
 from tests.support.worker_process import ROOT, WorkerProcess, wait_until
@@ -128,7 +128,7 @@ def test_a_run_killed_mid_way_resumes_and_acts_on_each_record_once(
         **os.environ,
         "REDIS_URL": redis_server.url,
         "LEDGER_NAMESPACE": namespace,
-        "DJANGO_SETTINGS_MODULE": "tests.support.worker_settings",
+        "DJANGO_SETTINGS_MODULE": SETTINGS,
         "PYTHONPATH": str(ROOT),
         "PYTHONUNBUFFERED": "1",
     }
@@ -151,7 +151,12 @@ def test_a_run_killed_mid_way_resumes_and_acts_on_each_record_once(
             stderr=subprocess.STDOUT,
         )
         try:
-            wait_until(lambda: 3000 - bulk_ledger.stats().dead > 300, timeout=60, what="some pages")
+            wait_until(
+                lambda: 3000 - bulk_ledger.stats().dead > 300 or process.poll() is not None,
+                timeout=60,
+                what="some pages",
+            )
+            assert process.poll() is None, log.read_text()
             process.send_signal(signal.SIGKILL)
             process.wait(10)
         finally:

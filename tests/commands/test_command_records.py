@@ -123,7 +123,7 @@ def test_a_run_killed_mid_way_resumes_and_acts_on_each_record_once(
     bulk_ledger: Ledger, redis_server: RedisServer, namespace: str, tmp_path: Path
 ) -> None:
     now = bulk_ledger.server_time_ms()
-    ids = import_ended(bulk_ledger, 3000, ended_at=now - 10_000, ties=7)
+    ids = import_ended(bulk_ledger, 1000, ended_at=now - 10_000, ties=7)
     env = {
         **os.environ,
         "REDIS_URL": redis_server.url,
@@ -152,7 +152,7 @@ def test_a_run_killed_mid_way_resumes_and_acts_on_each_record_once(
         )
         try:
             wait_until(
-                lambda: 3000 - bulk_ledger.stats().dead > 300 or process.poll() is not None,
+                lambda: 1000 - bulk_ledger.stats().dead > 100 or process.poll() is not None,
                 timeout=60,
                 what="some pages",
             )
@@ -164,15 +164,15 @@ def test_a_run_killed_mid_way_resumes_and_acts_on_each_record_once(
                 process.kill()
     run_id = re.search(r"run ([0-9a-f]{32})", log.read_text()).group(1)  # type: ignore[union-attr]
     stopped = load_run(QUEUE, run_id)
-    assert not stopped.finished and 0 < stopped.done < 3000
+    assert not stopped.finished and 0 < stopped.done < 1000
     # The dead stepper's hold has not run out: a resume says so, unless it takes over.
     with pytest.raises(CommandError, match="running elsewhere"):
         records("retry", "--queue", QUEUE, "--resume", run_id)
     out = records("retry", "--queue", QUEUE, "--resume", run_id, "--take-over")
-    assert "retry: 3000 done, 0 skipped" in out
+    assert "retry: 1000 done, 0 skipped" in out
     stored = bulk_ledger.resolve_many(ids)
     assert {r.state for r in stored if r} == {State.PENDING}
-    assert bulk_ledger.stats().pending_due == 3000
+    assert bulk_ledger.stats().pending_due == 1000
 
 
 def test_a_sharded_queue_is_acted_on_shard_by_shard(namespace: str, settings: Any) -> None:

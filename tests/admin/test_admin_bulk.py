@@ -154,3 +154,19 @@ def test_a_filter_over_several_queues_or_a_bad_one_is_refused(
     response = admin_client.get(f"{BULK}?action=fail&queue={QUEUE}&state=DEAD", follow=True)
     assert "Mark failed: fail applies to PENDING records, not DEAD" in messages_of(response)
     assert admin_client.get(f"{BULK}?action=explode&queue={QUEUE}").status_code == 404
+
+
+def test_a_run_page_needs_the_runs_permission(
+    bulk_ledger: Ledger, admin_client: Client, django_user_model: Any
+) -> None:
+    import_ended(bulk_ledger, 3, ended_at=bulk_ledger.server_time_ms() - 10_000)
+    _, run_url = start(admin_client, links(admin_client, f"queue={QUEUE}")["Purge: all matching"])
+    user = django_user_model(username="looker", is_staff=True)
+    user.set_unusable_password()
+    user.save()
+    user.user_permissions.add(*Permission.objects.filter(codename__in=["view_record"]))
+    client = Client()
+    client.force_login(user)
+    assert client.get(run_url).status_code == 403
+    assert client.post(run_url).status_code == 403
+    assert admin_client.get(CHANGELIST + f"bulk/{QUEUE}/{'0' * 32}/").status_code == 404

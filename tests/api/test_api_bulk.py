@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 
 from django_ledger import Ledger, State
 from django_ledger.core import bulk
+from django_ledger.core.results import SettlementStatus
 from django_ledger.services import bulk as bulk_runs
 from django_ledger.services.bulk_filter import parse_filter
 from tests.support.api_helpers import error_code, post_json, url
@@ -134,3 +135,24 @@ def test_a_record_that_moved_on_is_skipped_and_counted(
     assert (response.json()["done"], response.json()["skipped"]) == (3, 1)
     stats = api_ledger.stats()
     assert (stats.failed, stats.claimed) == (3, 1)
+
+
+def test_a_bulk_cancel_takes_the_cancel_path_for_queued_and_running_records(
+    api_client_for: Callable[..., APIClient], api_ledger: Ledger
+) -> None:
+    for i in range(3):
+        api_ledger.admit(f"c{i}", "{}")
+    claim = api_ledger.claim("worker-1", 30)
+    assert claim is not None
+    assert post_json(api_client_for("view", "retry"), BULK, {"action": "cancel"}).status_code == 403
+    response = post_json(
+        api_client_for("view", "operate"), BULK, {"action": "cancel", "reason": "bad batch"}
+    )
+    assert response.status_code == 200, response.json()
+    assert (response.json()["done"], response.json()["skipped"]) == (3, 0)
+    assert response.json()["filter"]["states"] == ["PENDING", "CLAIMED"]
+    # The running one's settlement is refused (the cancel's fence), as a single cancel does.
+    assert api_ledger.settle(claim, State.COMPLETED).status is SettlementStatus.LOST
+    assert api_ledger.stats().failed == 3
+    doc = api_ledger.results(["c1"])[0] or b""
+    assert b"cancelled by user" in doc and b"bad batch" in doc

@@ -24,7 +24,7 @@ from django_ledger.services.bulk import load_run
 from tests.admin.test_admin_records import bounds, messages_of
 from tests.support.bulk_fixtures import QUEUE, assert_each_retried_once, runs
 from tests.support.bulk_helpers import import_ended
-from tests.support.worker_process import WorkerProcess
+from tests.support.worker_process import WorkerProcess, wait_until
 
 pytest_plugins = ["tests.support.bulk_fixtures"]
 pytestmark = pytest.mark.django_db
@@ -93,6 +93,8 @@ def test_a_bulk_retry_of_50000_dead_records_from_the_list_with_a_worker_running(
         assert admin_client.post(run_url).status_code == 302
         steps += 1
     ran_meanwhile = runs(bulk_ledger.redis, namespace)
+    # The worker has ended at least one retried record FAILED (one it is running may not have).
+    wait_until(lambda: bulk_ledger.stats().failed, what="a record failed again")
     dying_worker.stop()
     run = load_run(QUEUE, run_id)
     page = admin_client.get(run_url).content.decode()

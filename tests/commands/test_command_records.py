@@ -56,6 +56,8 @@ def test_a_bulk_retry_of_50000_dead_records_with_a_worker_running(
         "retry", "--queue", QUEUE, "--state", "DEAD", "--state", "FAILED", "--page", "1000"
     )
     ran_meanwhile = runs(redis_client, namespace)
+    # The worker has ended at least one retried record FAILED (one it is running may not have).
+    wait_until(lambda: bulk_ledger.stats().failed, what="a record failed again")
     dying_worker.stop()
     done, skipped = map(int, DONE.search(out).groups())  # type: ignore[union-attr]
     run = load_run(QUEUE, re.search(r"run ([0-9a-f]{32})", out).group(1))  # type: ignore[union-attr]

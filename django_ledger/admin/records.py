@@ -20,6 +20,7 @@ from ..core.records import Record as StoredRecord
 from ..core.records import State
 from ..models import LedgerEntry, Record
 from .actions import OPERATIONS, ActionsAdmin, bulk_action
+from .bulk import bulk_links, bulk_urls
 from .cancel_actions import CANCEL, FAIL_OR_CANCEL
 from .display import Label, bytes_count, escape_bytes, instant_text, pretty_payload, relative_text
 from .filters import QueueFilter, ScoreRangeFilter, StateFilter
@@ -127,7 +128,14 @@ class RecordAdmin(ActionsAdmin):
         return permissions.can(request.user, "purge")
 
     def get_urls(self) -> list[URLPattern]:
-        return [*workflow_urls(self.admin_site), *super().get_urls()]
+        return [*workflow_urls(self.admin_site), *bulk_urls(self), *super().get_urls()]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        # Links to act on everything the current filter matches (a preview comes first).
+        extra = {**(extra_context or {}), "bulk_links": bulk_links(self, request)}
+        return super().changelist_view(request, extra)
 
     def detail(self, request: HttpRequest, key: str, queue: str, request_id: str) -> HttpResponse:
         """Show one record as stored, every field, and the actions this user may take."""

@@ -16,6 +16,7 @@ from .views import (
     TaskResultViewSet,
     TokenView,
 )
+from .views.bulk import BulkViewSet
 from .views.cancel import CancelViewSet
 from .views.limits import LimitsViewSet
 from .views.series import SeriesViewSet
@@ -61,7 +62,8 @@ urlpatterns: list[URLPattern] = [
     ),
     path(Q + "records/", RecordViewSet.as_view({"get": "list"}), name="records"),
     # Before records/<id>: a request id may hold "/" (the converter), so the action
-    # route must be tried first.
+    # routes must be tried first (a record whose id is "bulk/" is read by resolve/?ids=).
+    path(Q + "records/bulk/", BulkViewSet.as_view({"post": "bulk"}), name="records-bulk"),
     path(
         Q + "records/<ledger_request_id:request_id>/cancel/",
         CancelViewSet.as_view({"post": "cancel"}),

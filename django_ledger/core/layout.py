@@ -28,6 +28,8 @@ __all__ = [
     "QUEUE_KEY_NAMES",
     "LayoutMismatch",
     "QueueKeys",
+    "bulk_run_key",
+    "bulk_runs_key",
     "check_layout",
     "homes_key",
     "layout_key",
@@ -104,6 +106,16 @@ def _slot(namespace: str, queue: str) -> int:
 def layout_key(namespace: str, queue: str) -> str:
     """The key recording a queue's number of shards (under shard 0's tag)."""
     return f"{_tag(namespace, queue)}:layout"
+
+
+def bulk_run_key(namespace: str, queue: str, run_id: str) -> str:
+    """The hash of one bulk run on a queue (or on one shard: ``queue`` is the shard's name)."""
+    return f"{_tag(namespace, queue)}:bulk:{run_id}"
+
+
+def bulk_runs_key(namespace: str, queue: str) -> str:
+    """The zset of a queue's bulk runs by when each started (under shard 0's tag)."""
+    return f"{_tag(namespace, queue)}:bulks"
 
 
 def homes_key(namespace: str, queue: str) -> str:

@@ -116,18 +116,19 @@ class Runner:
             State.DEAD: self.keys.dead,
         }
 
-    def run(self, script: Any, args: Sequence[Any]) -> Any:
+    def run(self, script: Any, args: Sequence[Any], extra_keys: Sequence[str] = ()) -> Any:
         """Run one of this queue's scripts, with errors in the ledger's terms.
 
         EVALSHA first; on NOSCRIPT, EVAL with the source. redis-py's own recovery
         (SCRIPT LOAD, then EVALSHA again) leaves a window in which another flush
         reaches the caller; EVAL has none. With durability on, a write script is
-        followed by ``WAIT`` on the same connection (``replicated``).
+        followed by ``WAIT`` on the same connection (``replicated``). ``extra_keys``
+        follow the queue's (a script whose ``KEY_NAMES`` name more, all under its tag).
         """
-        keys = self.keys
+        keys = (*self.keys, *extra_keys)
         with self.translate_errors():
             if self.durability_replicas and script.sha in self._writes:
-                return self._replicated_script(script, args)
+                return self._replicated_script(script, args, keys)
             scope = current(self.redis)  # a scope this thread opened on the client
             if scope is not None:
                 command = (b"EVALSHA", script.sha, len(keys), *keys, self.clock_skew_ms, *args)
@@ -146,8 +147,8 @@ class Runner:
                 return self.replicated(lambda pipe: pipe.execute_command(*command))
             return self.redis.execute_command(*command)
 
-    def _replicated_script(self, script: Any, args: Sequence[Any]) -> Any:
-        keys, skew = self.keys, self.clock_skew_ms
+    def _replicated_script(self, script: Any, args: Sequence[Any], keys: Sequence[str]) -> Any:
+        skew = self.clock_skew_ms
         try:
             return self.replicated(
                 lambda pipe: pipe.evalsha(script.sha, len(keys), *keys, skew, *args)

@@ -68,6 +68,8 @@ KEY_NAMES: dict[str, tuple[str, ...]] = {
         "leases",
         "dead",
     ),
+    # A bulk run's page (core/bulk.py): the queue's keys, then the run's hash on the shard.
+    "bulk": (*QUEUE_KEY_NAMES, "run"),
     "schedule_commit": ("state",),
     "schedule_snapshot": ("state",),
     "schedule_publish": ("node", "nodes"),
@@ -92,7 +94,9 @@ _PRELUDE: dict[str, tuple[str, ...]] = {
     "settle": (*_FLOWS, "lib/settling.lua", "lib/limits_read.lua"),
     "cancel": (*_FLOWS, "lib/limits_read.lua"),
     **dict.fromkeys(("settle_claim", "limits_control"), (*_FLOWS, "lib/settling.lua", *_CLAIM)),
-    **dict.fromkeys(("repair", "flow_admit", "flow_release", "flow_cancel", "flow_reopen"), _FLOWS),
+    **dict.fromkeys(
+        ("repair", "flow_admit", "flow_release", "flow_cancel", "flow_reopen", "bulk"), _FLOWS
+    ),
     **dict.fromkeys(
         ("schedule_commit", "schedule_snapshot", "schedule_publish", "server_time"), ()
     ),

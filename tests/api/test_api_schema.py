@@ -120,7 +120,7 @@ def test_every_operation_documents_406_and_every_body_413_and_415(
             assert response is not None, (path, method, status)
             ref = response["content"]["application/json"]["schema"]["$ref"]
             assert ref == "#/components/schemas/Error", (path, method, status)
-    assert bodies == 14  # every POST, the token's, limits' and a record's cancel included
+    assert bodies == 15  # every POST, the token's, limits', a record's cancel and bulk included
 
 
 def request_schema(schema: dict[str, Any], path: str) -> dict[str, Any]:

@@ -100,8 +100,9 @@ TOKEN = "POST /api/token/"
 
 
 def test_the_schema_lists_every_operation() -> None:
-    # With GET results/{request_id}, series/, limits/, workflows/; POST records/{id}/cancel/.
-    assert len(OPERATIONS) == 26
+    # With GET results/{request_id}, series/, limits/, workflows/; POST records/{id}/cancel/
+    # and records/bulk/.
+    assert len(OPERATIONS) == 27
     assert TOKEN in OPERATIONS
 
 

@@ -20,12 +20,19 @@ ROOT = Path(__file__).resolve().parents[2]
 class WorkerProcess:
     """One ``ledger_worker`` subprocess; its output goes to a file for the test to read."""
 
-    def __init__(self, redis_url: str, namespace: str, args: list[str], log: Path) -> None:
+    def __init__(
+        self,
+        redis_url: str,
+        namespace: str,
+        args: list[str],
+        log: Path,
+        settings: str = "tests.support.worker_settings",
+    ) -> None:
         env = {
             **os.environ,
             "REDIS_URL": redis_url,
             "LEDGER_NAMESPACE": namespace,
-            "DJANGO_SETTINGS_MODULE": "tests.support.worker_settings",
+            "DJANGO_SETTINGS_MODULE": settings,
             "PYTHONPATH": str(ROOT),
             "PYTHONUNBUFFERED": "1",
         }

@@ -248,3 +248,57 @@ local function flow_settled(now, ids, final)
     if deps[i] then flow_ended(now, id, final[id].s, deps[i]) end
   end
 end
+
+-- Operator's retry of ended step `id` (its record already PENDING again): the steps its
+-- ending cancelled wait again, transitively (flow_reopen.lua says when one does).
+-- Returns how many steps wait again.
+local function flow_reopen(id)
+  local spec = redis.call('HGET', KEYS.flows, 's:' .. id)
+  if not spec then return 0 end  -- no workflow's step
+  redis.call('HDEL', KEYS.flows, 'c:' .. id)
+  if redis.call('HEXISTS', KEYS.flows, 'x:' .. cjson.decode(spec).f) == 1 then return 0 end
+  local reopened = 0
+  local work = {id}
+  while #work > 0 do
+    local pid = table.remove(work)
+    local deps = redis.call('HGET', KEYS.flows, 'd:' .. pid)
+    if deps then
+      for _, pair in ipairs(cjson.decode(deps)) do
+        local child = pair[1]
+        if redis.call('HGET', KEYS.flows, 'c:' .. child) == pid then
+          local spec = cjson.decode(redis.call('HGET', KEYS.flows, 's:' .. child))
+          local raws = flow_hmget(KEYS.records, spec.p)
+          local waits, blocked = 0, false
+          for i, parent in ipairs(spec.p) do
+            local r = raws[i] and decode(parent, raws[i])
+            if not raws[i] then
+              if redis.call('HEXISTS', KEYS.flows, 'n:' .. parent) == 1 then waits = waits + 1 end
+            elseif not r or r.s == 'P' or r.s == 'C' then
+              waits = waits + 1
+            elseif r.s ~= 'K' and spec.o ~= 'continue' then
+              blocked = true
+            end
+          end
+          if not blocked and waits > 0 then
+            -- Its cancelled record and error go; it waits, as it did before, for no record.
+            redis.call('HDEL', KEYS.records, child)
+            redis.call('HDEL', KEYS.results, child)
+            redis.call('HDEL', KEYS.progress, child)
+            unindex(child)
+            redis.call('HDEL', KEYS.flows, 'c:' .. child)
+            redis.call('HSET', KEYS.flows, 'n:' .. child, waits)
+            -- It reads the outputs kept for its purged parents again (flow_unwait).
+            for _, parent in ipairs(spec.p) do
+              if redis.call('HEXISTS', KEYS.flows, 'w:' .. parent) == 1 then
+                redis.call('HINCRBY', KEYS.flows, 'w:' .. parent, 1)
+              end
+            end
+            reopened = reopened + 1
+            work[#work + 1] = child
+          end
+        end
+      end
+    end
+  end
+  return reopened
+end

@@ -68,8 +68,9 @@ KEY_NAMES: dict[str, tuple[str, ...]] = {
         "leases",
         "dead",
     ),
-    "schedule_commit": ("state",),
-    "schedule_snapshot": ("state",),
+    "schedule_commit": ("state", "defs"),
+    "schedule_define": ("state", "defs"),
+    "schedule_snapshot": ("state", "defs"),
     "schedule_publish": ("node", "nodes"),
     "server_time": ("node",),
 }
@@ -94,7 +95,14 @@ _PRELUDE: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(("settle_claim", "limits_control"), (*_FLOWS, "lib/settling.lua", *_CLAIM)),
     **dict.fromkeys(("repair", "flow_admit", "flow_release", "flow_cancel", "flow_reopen"), _FLOWS),
     **dict.fromkeys(
-        ("schedule_commit", "schedule_snapshot", "schedule_publish", "server_time"), ()
+        (
+            "schedule_commit",
+            "schedule_define",
+            "schedule_snapshot",
+            "schedule_publish",
+            "server_time",
+        ),
+        (),
     ),
 }
 

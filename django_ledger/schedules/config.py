@@ -15,7 +15,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext
 
-from ..core.schedule import BadTiming, Cron, Every, Misfire, Schedule, Timing, zone_of
+from ..core.schedule import At, BadTiming, Cron, Every, Misfire, Schedule, Timing, zone_of
 from ..defaults import LIMITS, SCHEDULE_DEFAULTS, SCHEDULE_KEYS, Limit, usable_name
 from .fit import fit_problems, imported
 from .problem import Problem
@@ -52,6 +52,8 @@ class ScheduleConfig:
     misfire: Misfire
     grace: timedelta
     enabled: bool
+    #: A one-off schedule's instant (epoch seconds), ``None`` for a recurring one.
+    at: int | None = None
 
     @property
     def schedule(self) -> Schedule:
@@ -100,9 +102,12 @@ def schedule_of(key: str, entry: dict[str, Any], queues: dict[str, Any]) -> Sche
     zone = zone_of(config["TIMEZONE"])
     cron, every = config.get("CRON"), config.get("EVERY")
     timing: Timing
+    seconds = at = None
     if isinstance(cron, str):
         timing = Cron(cron, zone)
-        seconds = None
+    elif config.get("AT") is not None:
+        timing = At.of(config["AT"], zone)
+        at = timing.epoch
     else:
         assert every is not None  # ``problems`` holds one of them to be set
         timing = Every.of(every, zone)
@@ -122,6 +127,7 @@ def schedule_of(key: str, entry: dict[str, Any], queues: dict[str, Any]) -> Sche
         misfire=Misfire(config["MISFIRE"]),
         grace=grace if isinstance(grace, timedelta) else timedelta(seconds=grace),
         enabled=config["ENABLED"],
+        at=at,
     )
 
 
@@ -234,18 +240,19 @@ def _task_problems(key: str, config: dict[str, Any]) -> list[Problem]:
 
 
 def _timing_problems(key: str, config: dict[str, Any]) -> list[Problem]:
-    cron, every = config.get("CRON"), config.get("EVERY")
+    cron, every, at = config.get("CRON"), config.get("EVERY"), config.get("AT")
     found: list[Problem] = []
-    if (cron is None) == (every is None):
+    given = sum(value is not None for value in (cron, every, at))
+    if given != 1:
         found.append(
             Problem(
                 74,
-                gettext("Give exactly one of CRON and EVERY, not both.")
-                if cron is not None
-                else gettext("Give exactly one of CRON and EVERY; it has neither."),
+                gettext("Give exactly one of CRON, EVERY and AT, not several.")
+                if given
+                else gettext("Give exactly one of CRON, EVERY and AT; it has none."),
                 gettext(
                     "CRON: a cron expression such as '0 3 * * *'; EVERY: a timedelta such as "
-                    "timedelta(minutes=5)."
+                    "timedelta(minutes=5); AT: the one time a one-off schedule fires."
                 ),
                 _where(key),
             )
@@ -292,6 +299,21 @@ def _timing_problems(key: str, config: dict[str, Any]) -> list[Problem]:
                         "Give a timedelta of whole seconds, at least one, e.g. timedelta(minutes=5)."
                     ),
                     _where(key, "EVERY"),
+                )
+            )
+    if at is not None:
+        try:
+            At.of(at, zone)
+        except (BadTiming, OverflowError) as exc:
+            found.append(
+                Problem(
+                    94,
+                    f"{exc}.",
+                    gettext(
+                        "Give a datetime, or an ISO 8601 text such as '2030-01-31T09:00:00' "
+                        "(read in TIMEZONE unless it gives an offset)."
+                    ),
+                    _where(key, "AT"),
                 )
             )
     return found

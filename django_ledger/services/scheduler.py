@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final
 
@@ -24,9 +24,11 @@ from ..core.errors import LedgerError
 from ..core.results import AdmissionStatus
 from ..core.schedule import (
     PUBLISH_TTL_MS,
+    Definitions,
     Fire,
     Pause,
     Running,
+    Schedule,
     SchedulerLoop,
     ScheduleStore,
     Snapshot,
@@ -90,6 +92,9 @@ class Scheduler:
     def __init__(self, node_id: str | None = None) -> None:
         self.node_id = node_id or dispatch_node_id()
         self._configs: dict[str, ScheduleConfig] = {}
+        #: The stored schedules, typed, and the stamp they were read at (None: not yet).
+        self._stored: dict[str, ScheduleConfig] = {}
+        self._stored_stamp: int | None = None
         #: How long this node's publication outlives a tick (``run`` raises it for a slow loop).
         self.publish_ttl_ms = PUBLISH_TTL_MS
         self.ticker = Ticker(
@@ -107,8 +112,7 @@ class Scheduler:
         The publication (one script call) is what the admin's Schedules page shows of
         this node: every schedule it runs, whatever the web process's settings say.
         """
-        self._configs = schedules()
-        report = self.ticker.tick(config.schedule for config in self._configs.values())
+        report = self.ticker.tick(self._schedules)
         now = report.now_ms // 1000
         published = [
             Running(
@@ -144,6 +148,26 @@ class Scheduler:
                 self.ticker.store.unpublish(self.node_id)
             except LedgerError as exc:  # it expires by itself
                 logger.warning("could not withdraw this node's published schedules: %s", exc)
+
+    def _schedules(self, snapshot: Snapshot) -> list[Schedule]:
+        """The settings' schedules, and the stored ones (reloaded when their stamp moved)."""
+        configs = schedules()
+        stored: list[Schedule] = []
+        if ledger_settings.runtime_schedules:
+            if snapshot.stamp != self._stored_stamp:
+                from .runtime_schedules import typed  # it builds on this module
+
+                found = Definitions(self.ticker.store).load()
+                self._stored, self._stored_stamp = typed(found), found.stamp
+                logger.info("stored schedules loaded: %s", ", ".join(self._stored) or "none")
+            for key, config in self._stored.items():
+                if key not in configs:
+                    configs[key] = config
+                    stored.append(replace(config.schedule, stamp=self._stored_stamp))
+        else:
+            self._stored, self._stored_stamp = {}, None
+        self._configs = configs
+        return [c.schedule for k, c in configs.items() if k not in self._stored] + stored
 
     def _admit(self, fire: Fire) -> AdmissionStatus:
         return admit_fire(fire, self._configs[fire.key])
@@ -230,8 +254,12 @@ class Explanation:
 def _config(key: str) -> ScheduleConfig:
     found = schedules(strict=False)
     if key not in found:
+        from .runtime_schedules import stored, typed  # it builds on this module
+
+        found = {**typed(stored()), **found}
+    if key not in found:
         known = ", ".join(map(repr, found)) or "none"
-        raise LookupError(f"no schedule {key!r} in LEDGER['SCHEDULES'] (it configures {known})")
+        raise LookupError(f"no schedule {key!r} in LEDGER['SCHEDULES'] or stored (known: {known})")
     return found[key]
 
 

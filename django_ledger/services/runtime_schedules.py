@@ -12,10 +12,13 @@ turns stored schedules off (they neither fire nor change). ``docs/scheduler.md``
 from __future__ import annotations
 
 import logging
+import re
+import sys
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Final
 
+from django.apps import apps
 from django.utils.translation import gettext
 
 from ..conf import ledger_settings
@@ -55,6 +58,7 @@ FIELDS: Final = tuple(sorted(SCHEDULE_KEYS))
 _ATTEMPTS: Final = 20
 #: Who a fire the edit decided for the old timing is pending for: any node takes it over.
 EDITOR_NODE: Final = "editor"
+_PATH: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
 class ScheduleInvalid(ValueError):
@@ -123,6 +127,15 @@ def validate(key: str, entry: dict[str, Any], *, now: int | None = None) -> None
                 "a deploy, and its name cannot be stored."
             )
             % {"key": key}
+        ]
+    path = entry.get("TASK")
+    if isinstance(path, str) and not _reachable(path):
+        errors["TASK"] = [
+            gettext(
+                "%(path)r is not in an installed app's package, nor already imported: a "
+                "schedule stored at run time names a task the project declares."
+            )
+            % {"path": path}
         ]
     if errors:
         raise ScheduleInvalid(errors)
@@ -215,6 +228,15 @@ def delete(key: str, by: str, version: int | None = None) -> None:
         raise LookupError(gettext("There is no stored schedule %(key)r.") % {"key": key})
     book.delete(key, old.version if version is None else version)
     logger.info("schedule %r deleted by %s (was %s)", key, by, _shown(old.entry))
+
+
+def _reachable(path: str) -> bool:
+    """Whether ``path`` may be looked up without importing a module the project does not
+    install: a path typed in a form or sent to the API never imports anything else."""
+    if not _PATH.fullmatch(path):
+        return True  # the checks' own rule (E073) says what is wrong with it
+    module = path.rpartition(".")[0]
+    return module in sys.modules or apps.get_containing_app_config(module) is not None
 
 
 def _runtime_on() -> None:

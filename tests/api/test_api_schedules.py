@@ -62,8 +62,12 @@ def test_a_schedule_is_created_read_edited_and_deleted_with_its_version(
 
 def test_two_editors_of_one_version_the_second_gets_a_conflict(editor: APIClient) -> None:
     assert post_json(editor, LIST, GOOD).status_code == 201
-    first = editor.put(one("nightly"), {"task": TASK, "every": 5, "args": [1, 2], "version": 1}, format="json")
-    second = editor.put(one("nightly"), {"task": TASK, "every": 7, "args": [1, 2], "version": 1}, format="json")
+    first = editor.put(
+        one("nightly"), {"task": TASK, "every": 5, "args": [1, 2], "version": 1}, format="json"
+    )
+    second = editor.put(
+        one("nightly"), {"task": TASK, "every": 7, "args": [1, 2], "version": 1}, format="json"
+    )
     assert first.status_code == 200
     assert second.status_code == 409 and error_code(second) == "schedule_conflict"
     assert second.json()["error"]["details"] == {"version": 2}

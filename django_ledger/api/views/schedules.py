@@ -52,18 +52,20 @@ class ScheduleSerializer(serializers.Serializer[Any]):
 class ScheduleBodySerializer(serializers.Serializer[Any]):
     key = serializers.CharField(required=False, help_text="its name (when creating)")
     version = serializers.IntegerField(required=False, help_text="the version read (edit)")
-    task = serializers.JSONField(required=False)
-    cron = serializers.JSONField(required=False)
-    every = serializers.JSONField(required=False, help_text="seconds")
-    at = serializers.JSONField(required=False, help_text="ISO 8601; a one-off schedule")
-    timezone = serializers.JSONField(required=False)
-    args = serializers.JSONField(required=False)
-    kwargs = serializers.JSONField(required=False)
-    queue = serializers.JSONField(required=False)
-    priority = serializers.JSONField(required=False)
-    misfire = serializers.JSONField(required=False)
-    grace = serializers.JSONField(required=False, help_text="seconds")
-    enabled = serializers.JSONField(required=False)
+    task = serializers.JSONField(required=False, allow_null=True)
+    cron = serializers.JSONField(required=False, allow_null=True)
+    every = serializers.JSONField(required=False, allow_null=True, help_text="seconds")
+    at = serializers.JSONField(
+        required=False, allow_null=True, help_text="ISO 8601; a one-off schedule"
+    )
+    timezone = serializers.JSONField(required=False, allow_null=True)
+    args = serializers.JSONField(required=False, allow_null=True)
+    kwargs = serializers.JSONField(required=False, allow_null=True)
+    queue = serializers.JSONField(required=False, allow_null=True)
+    priority = serializers.JSONField(required=False, allow_null=True)
+    misfire = serializers.JSONField(required=False, allow_null=True)
+    grace = serializers.JSONField(required=False, allow_null=True, help_text="seconds")
+    enabled = serializers.JSONField(required=False, allow_null=True)
 
 
 def _body(found: ScheduleRow) -> dict[str, Any]:

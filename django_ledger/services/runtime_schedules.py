@@ -156,7 +156,7 @@ def validate(key: str, entry: dict[str, Any], *, now: int | None = None) -> None
 
 def create(key: str, entry: dict[str, Any], by: str) -> Definition:
     """Store a new schedule ``key``: its fires start after now, on every node."""
-    _runtime_on()
+    _runtime_on(key)
     entry = _clean(entry)
     now_ms = store().server_time_ms()
     validate(key, entry, now=now_ms // 1000)
@@ -175,7 +175,7 @@ def edit(key: str, entry: dict[str, Any], by: str, version: int | None = None) -
     node to admit), and the new timing fires from the first fire after now: an edit
     neither fires a schedule twice nor skips a fire it owed.
     """
-    _runtime_on()
+    _runtime_on(key)
     entry = _clean(entry)
     book = definitions()
     old = book.get(key)
@@ -221,7 +221,7 @@ def edit(key: str, entry: dict[str, Any], by: str, version: int | None = None) -
 
 def delete(key: str, by: str, version: int | None = None) -> None:
     """Delete stored schedule ``key`` (at ``version``, if given), its pause and pending fires."""
-    _runtime_on()
+    _runtime_on(key)
     book = definitions()
     old = book.get(key)
     if old is None:
@@ -239,9 +239,21 @@ def _reachable(path: str) -> bool:
     return module in sys.modules or apps.get_containing_app_config(module) is not None
 
 
-def _runtime_on() -> None:
+def _runtime_on(key: str) -> None:
     if not ledger_settings.runtime_schedules:
         raise RuntimeSchedulesOff()
+    if key in schedules(strict=False):
+        raise ScheduleInvalid(
+            {
+                "KEY": [
+                    gettext(
+                        "LEDGER['SCHEDULES'] defines %(key)r: it changes by a deploy, not at run "
+                        "time (its pause still works)."
+                    )
+                    % {"key": key}
+                ]
+            }
+        )
 
 
 def _queues() -> dict[str, Any]:

@@ -98,7 +98,7 @@ class ScheduleViewSet(LedgerViewSet):
         operation_id="schedules",
         summary="Every schedule: the settings' and the stored ones",
         parameters=[RETRY_AFTER],
-        responses={200: ScheduleSerializer(many=True)},
+        responses={200: ScheduleSerializer(many=True), **errors()},
     )
     def list(self, request: Request) -> Response:
         """List every schedule, with where it comes from and whether it fires."""

@@ -45,6 +45,8 @@ __all__ = [
     "definitions",
     "delete",
     "edit",
+    "every_schedule",
+    "queue_of",
     "stored",
     "typed",
     "validate",
@@ -286,3 +288,17 @@ def _clean(entry: dict[str, Any]) -> dict[str, Any]:
 def _shown(entry: dict[str, Any]) -> str:
     text = ", ".join(f"{name}={entry[name]!r}" for name in sorted(entry))
     return text if len(text) <= 500 else text[:500] + "..."
+
+
+def every_schedule() -> dict[str, ScheduleConfig]:
+    """Every schedule that runs: the stored ones, and the settings' (which win a name)."""
+    return {**typed(stored()), **schedules(strict=False)}
+
+
+def queue_of(key: str, entry: dict[str, Any]) -> str | None:
+    """The queue a valid ``entry``'s fires go to (``None`` if it is not valid)."""
+    try:
+        validate(key, _clean(entry))
+    except ScheduleInvalid:
+        return None
+    return schedule_of(key, _clean(entry), ledger_settings.queues).queue

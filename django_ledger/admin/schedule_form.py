@@ -52,12 +52,14 @@ class ScheduleForm(forms.Form):
     )
     timezone = forms.CharField(label=gettext_lazy("Time zone"), required=False, max_length=100)
     args = forms.CharField(
-        label=gettext_lazy("Arguments (JSON list)"), required=False, widget=forms.Textarea
+        label=gettext_lazy("Arguments (JSON list)"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
     )
     kwargs = forms.CharField(
         label=gettext_lazy("Keyword arguments (JSON object)"),
         required=False,
-        widget=forms.Textarea,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
     )
     queue = forms.CharField(label=gettext_lazy("Queue"), required=False, max_length=100)
     priority = forms.IntegerField(

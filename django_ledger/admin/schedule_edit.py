@@ -133,8 +133,12 @@ class ScheduleEditing(PagesAdmin):
                 % {"current": exc.current},
             )
             return None
-        change = gettext("%(what)s schedule (version %(version)s): %(fields)s") % {
-            "what": gettext("Added") if key is None else gettext("Edited"),
+        words = (
+            gettext("Added schedule (version %(version)s): %(fields)s")
+            if key is None
+            else gettext("Edited schedule (version %(version)s): %(fields)s")
+        )
+        change = words % {
             "version": found.version,
             "fields": ", ".join(f"{n}={v!r}" for n, v in sorted(entry.items()))[:400],
         }

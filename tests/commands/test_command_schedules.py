@@ -38,7 +38,7 @@ def test_add_edit_pause_resume_and_delete_a_stored_schedule(api_namespace: str) 
     assert run("pause", "nightly") == "paused nightly\n"
     assert "paused" in run("list")
     assert run("resume", "nightly") == "resumed nightly\n"
-    with pytest.raises(CommandError, match="version 2, not 1"):
+    with pytest.raises(CommandError, match="it is at version 2"):
         run("delete", "nightly", "--version", "1")
     assert run("delete", "nightly") == "deleted nightly\n"
     assert run("list") == ""

@@ -43,10 +43,15 @@ class Command(LedgerCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
         actions.add_parser("list", help=gettext("list every schedule"))
+        helps = {
+            "add": gettext("add a stored schedule"),
+            "edit": gettext("edit a stored schedule (what you do not give is kept)"),
+            "pause": gettext("pause a schedule on every scheduler"),
+            "resume": gettext("resume a paused schedule"),
+            "delete": gettext("delete a stored schedule"),
+        }
         for name in ("add", "edit"):
-            sub = actions.add_parser(
-                name, help=gettext("%(name)s a stored schedule") % {"name": name}
-            )
+            sub = actions.add_parser(name, help=helps[name])
             sub.add_argument("key", help=gettext("the schedule's key"))
             sub.add_argument("--task", help=gettext("dotted path of the task"))
             sub.add_argument("--cron", help=gettext("a cron expression"))
@@ -68,7 +73,7 @@ class Command(LedgerCommand):
                 sub.add_argument("--enabled", action="store_true", help=gettext("fire it again"))
                 sub.add_argument("--version", type=int, help=gettext("the version you read"))
         for name in ("pause", "resume", "delete"):
-            sub = actions.add_parser(name, help=gettext("%(name)s a schedule") % {"name": name})
+            sub = actions.add_parser(name, help=helps[name])
             sub.add_argument("key", help=gettext("the schedule's key"))
             if name == "delete":
                 sub.add_argument("--version", type=int, help=gettext("the version you read"))
@@ -103,8 +108,15 @@ class Command(LedgerCommand):
         except runtime.ScheduleInvalid as exc:
             lines = [f"{name}: {word}" for name, words in exc.errors.items() for word in words]
             raise CommandError("\n".join([gettext("not saved:"), *lines])) from exc
+        except runtime.VersionConflict as exc:
+            raise CommandError(
+                gettext(
+                    "Another change to schedule %(key)s was saved first (it is at version "
+                    "%(current)s): read it again."
+                )
+                % {"key": exc.key, "current": exc.current}
+            ) from exc
         except (
-            runtime.VersionConflict,
             runtime.RuntimeSchedulesOff,
             LookupError,
             ValueError,

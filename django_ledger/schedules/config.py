@@ -23,15 +23,19 @@ from .problem import where as _where
 
 __all__ = [
     "PRIORITY_RANGE",
+    "SCHEDULE_FIELDS",
     "Problem",
     "ScheduleConfig",
     "configured_schedules",
     "problems",
     "schedule_of",
+    "usable_name",
 ]
 
 #: Priorities a schedule's fires may carry, as the task framework allows.
 PRIORITY_RANGE = range(-100, 101)
+#: The fields of one schedule (run-time schedules store the same ones).
+SCHEDULE_FIELDS = tuple(sorted(SCHEDULE_KEYS))
 _GRACE = Limit("duration", 0, LIMITS["RETENTION"].high, low_inclusive=False)
 
 

@@ -22,19 +22,10 @@ from django.apps import apps
 from django.utils.translation import gettext
 
 from ..conf import ledger_settings
-from ..core.schedule import (
-    Definition,
-    Definitions,
-    Pending,
-    Stored,
-    VersionConflict,
-    datetime_of,
-    decide,
-)
-from ..defaults import SCHEDULE_KEYS, usable_name
-from ..schedules.config import ScheduleConfig, problems, schedule_of
+from ..core.schedule import Definition, Pending, VersionConflict, datetime_of, decide
+from ..schedules.config import SCHEDULE_FIELDS, ScheduleConfig, problems, schedule_of, usable_name
 from ..schedules.problem import where
-from .scheduler import schedules, store
+from .schedule_sources import definitions, schedules, store, stored, typed
 
 __all__ = [
     "FIELDS",
@@ -55,7 +46,7 @@ __all__ = [
 logger = logging.getLogger("django_ledger.scheduler")
 
 #: The fields a stored schedule may hold: those of ``LEDGER['SCHEDULES'][key]``.
-FIELDS: Final = tuple(sorted(SCHEDULE_KEYS))
+FIELDS: Final = SCHEDULE_FIELDS
 #: Attempts of an edit against schedulers that decide between its reading and its write.
 _ATTEMPTS: Final = 20
 #: Who a fire the edit decided for the old timing is pending for: any node takes it over.
@@ -81,38 +72,6 @@ class RuntimeSchedulesOff(PermissionError):
                 "schedules do not fire and cannot be changed."
             )
         )
-
-
-def definitions() -> Definitions:
-    """Return the stored schedules on the ledger's connection and namespace."""
-    return Definitions(store())
-
-
-def stored() -> Stored:
-    """Return every stored schedule (for listings)."""
-    return definitions().load()
-
-
-def typed(found: Stored) -> dict[str, ScheduleConfig]:
-    """Type the stored schedules that still pass the checks; log the others.
-
-    A stored schedule may stop passing after a deploy (its task renamed): it is left out,
-    said in the log, and shown as refused in the admin, as a bad setting would be.
-    """
-    if not ledger_settings.runtime_schedules:
-        return {}
-    clash = set(schedules(strict=False))
-    configs: dict[str, ScheduleConfig] = {}
-    for key, definition in found.definitions.items():
-        if key in clash:
-            logger.error("stored schedule %r: LEDGER['SCHEDULES'] defines %r; not run", key, key)
-            continue
-        found_problems = _problems(key, definition.entry)
-        if found_problems:
-            logger.error("stored schedule %r not run: %s", key, found_problems[0].message)
-            continue
-        configs[key] = schedule_of(key, definition.entry, ledger_settings.queues)
-    return configs
 
 
 def validate(key: str, entry: dict[str, Any], *, now: int | None = None) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final
 
-from ..conf import connection, dispatch_node_id, get_dispatch_registry, ledger_settings
+from ..conf import dispatch_node_id, get_dispatch_registry, ledger_settings
 from ..core.errors import LedgerError
 from ..core.results import AdmissionStatus
 from ..core.schedule import (
@@ -30,14 +30,14 @@ from ..core.schedule import (
     Running,
     Schedule,
     SchedulerLoop,
-    ScheduleStore,
     Snapshot,
     Ticker,
     TickReport,
     datetime_of,
 )
 from ..schedules.admission import admit_fire
-from ..schedules.config import ScheduleConfig, configured_schedules
+from ..schedules.config import ScheduleConfig
+from .schedule_sources import schedules, store, stored, typed
 
 __all__ = [
     "KILL_AFTER_CLAIM_ENV",
@@ -61,21 +61,6 @@ logger = logging.getLogger("django_ledger.scheduler")
 #: Test hook: a schedule key; the process SIGKILLs itself after claiming a fire of it,
 #: before admitting it (the crash window the design must survive).
 KILL_AFTER_CLAIM_ENV: Final = "LEDGER_SCHEDULER_KILL_AFTER_CLAIM"
-
-
-def schedules(*, strict: bool = True) -> dict[str, ScheduleConfig]:
-    """Return ``LEDGER['SCHEDULES']`` typed; ``strict`` raises on the first problem."""
-    return configured_schedules(
-        ledger_settings.schedules,
-        ledger_settings.queues,
-        strict=strict,
-        defaults=ledger_settings.defaults,
-    )
-
-
-def store() -> ScheduleStore:
-    """Return the scheduler's state store on the ledger's connection and namespace."""
-    return ScheduleStore(connection(), ledger_settings.namespace)
 
 
 def manual_key(key: str) -> str:
@@ -155,8 +140,6 @@ class Scheduler:
         stored: list[Schedule] = []
         if ledger_settings.runtime_schedules:
             if snapshot.stamp != self._stored_stamp:
-                from .runtime_schedules import typed  # it builds on this module
-
                 found = Definitions(self.ticker.store).load()
                 self._stored, self._stored_stamp = typed(found), found.stamp
                 logger.info("stored schedules loaded: %s", ", ".join(self._stored) or "none")
@@ -254,8 +237,6 @@ class Explanation:
 def _config(key: str) -> ScheduleConfig:
     found = schedules(strict=False)
     if key not in found:
-        from .runtime_schedules import stored, typed  # it builds on this module
-
         found = {**typed(stored()), **found}
     if key not in found:
         known = ", ".join(map(repr, found)) or "none"

@@ -108,9 +108,9 @@ def test_three_schedulers_follow_schedules_created_edited_paused_and_deleted_ove
     wait_for(lambda: now() >= delete_c[1] + 2, 30, "two seconds after the deletion")
     end = now()
     wait_for(lambda: len(fired("a")) and fired("a")[-1] >= end - 1, 30, "a's last fire")
-    for process in schedulers:  # all at once: each stops in its own time
+    for process in schedulers:  # all at once (a second signal would stop one at once)
         process.process.send_signal(signal.SIGTERM)
-    codes = [process.stop() for process in schedulers]
+    codes = [process.process.wait(30) for process in schedulers]
     assert codes == [0, 0, 0], [p.output[-2000:] for p in schedulers]
 
     # Each fire admitted once across the three, and each in the ledger once.

@@ -180,3 +180,20 @@ def test_huge_args_are_refused_before_they_are_read(editor: APIClient) -> None:
     response = post_json(editor, LIST, {**GOOD, "args": ["x" * (8 * 1024 * 1024)]})
     assert response.status_code == 413 and error_code(response) == "body_too_large"
     assert runtime_schedules.stored().definitions == {}
+
+
+def test_a_queue_the_caller_does_not_reach_hides_its_schedules_and_refuses_new_ones(
+    settings: Any, editor: APIClient, api_client_for: Callable[..., APIClient]
+) -> None:
+    queues = {**settings.LEDGER["QUEUES"], "emails": {"GROUPS": ["mail-team"]}}
+    settings.LEDGER = {**settings.LEDGER, "QUEUES": queues}
+    assert post_json(editor, LIST, GOOD).status_code == 201
+    mail = {**GOOD, "key": "mail", "task": "tests.support.tasks_app.tasks.on_emails"}
+    mail.update(queue="emails", args=[1])
+    refused = post_json(editor, LIST, mail)
+    assert refused.status_code == 404 and error_code(refused) == "queue_not_found"
+    member = api_client_for("view_schedule", "edit_schedule", groups=("mail-team",))
+    assert post_json(member, LIST, mail).status_code == 201, "a member of the group may"
+    assert [r["key"] for r in editor.get(LIST).json()] == ["nightly"]
+    assert editor.get(one("mail")).status_code == 404
+    assert sorted(r["key"] for r in member.get(LIST).json()) == ["mail", "nightly"]

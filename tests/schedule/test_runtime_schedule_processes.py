@@ -134,6 +134,7 @@ def test_three_schedulers_follow_schedules_created_edited_paused_and_deleted_ove
     assert pause_c[0] <= c[-1] + 1 and c[-1] <= pause_c[1] + 1
     # the one-off: once, at its time.
     assert fired("once") == [once]
+    assert api_root.get("/api/schedules/once/").json()["done"] is True
     assert store.snapshot().through.get("once", 0) >= once
     assert "c" not in store.snapshot().through
 

@@ -21,6 +21,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from ...permissions import can_reach_queue
 from ...services import runtime_schedules as runtime
 from ...services import scheduler
 from ...services.schedule_rows import ScheduleRow, row, rows
@@ -102,7 +103,8 @@ class ScheduleViewSet(LedgerViewSet):
     )
     def list(self, request: Request) -> Response:
         """List every schedule, with where it comes from and whether it fires."""
-        return Response(ScheduleSerializer([_body(r) for r in rows()], many=True).data)
+        mine = [_body(r) for r in rows() if _reaches(request.user, r.key, r.entry)]
+        return Response(ScheduleSerializer(mine, many=True).data)
 
     @extend_schema(
         operation_id="schedule",
@@ -126,6 +128,7 @@ class ScheduleViewSet(LedgerViewSet):
         key, _, entry = self._entry(request)
         if not isinstance(key, str):
             raise _invalid({"key": [gettext("Give the schedule's key.")]})
+        self._may_reach(key, entry)
         with _refusals():
             runtime.create(key, entry, self._who(request))
         return Response(ScheduleSerializer(_body(self._row(key))).data, status=201)
@@ -141,6 +144,7 @@ class ScheduleViewSet(LedgerViewSet):
         """Replace every field of a stored schedule (send ``version`` to guard the edit)."""
         self._stored(key)
         _, version, entry = self._entry(request)
+        self._may_reach(key, entry)
         with _refusals():
             runtime.edit(key, entry, self._who(request), version)
         return Response(ScheduleSerializer(_body(self._row(key))).data)
@@ -200,9 +204,23 @@ class ScheduleViewSet(LedgerViewSet):
 
     def _row(self, key: str) -> ScheduleRow:
         try:
-            return row(key)
+            found = row(key)
         except LookupError as exc:
             raise ApiError(404, "schedule_not_found", str(exc), {"key": key}) from exc
+        if not _reaches(self.request.user, key, found.entry):
+            message = gettext("There is no schedule %(key)r.") % {"key": key}
+            raise ApiError(404, "schedule_not_found", message, {"key": key})
+        return found
+
+    def _may_reach(self, key: str, entry: dict[str, Any]) -> None:
+        """Refuse a schedule whose fires go to a queue the caller may not reach."""
+        queue = runtime.queue_of(key, entry)
+        if queue is not None and not can_reach_queue(self.request.user, queue):
+            raise ApiError(
+                404,
+                "queue_not_found",
+                gettext("There is no queue %(queue)r for you.") % {"queue": queue},
+            )
 
     def _stored(self, key: str) -> None:
         if self._row(key).source == "settings":
@@ -227,6 +245,14 @@ class ScheduleViewSet(LedgerViewSet):
         data = self.validated(ScheduleBodySerializer, request.data)
         entry = {FIELDS[name]: value for name, value in data.items() if name in FIELDS}
         return data.get("key"), data.get("version"), entry
+
+
+def _reaches(user: Any, key: str, entry: dict[str, Any]) -> bool:
+    """Whether ``user`` reaches the queue of schedule ``key`` (one with none: superusers)."""
+    queue = entry.get("QUEUE") or runtime.queue_of(key, entry)
+    if not isinstance(queue, str):
+        return bool(getattr(user, "is_superuser", False))
+    return can_reach_queue(user, queue)
 
 
 def _invalid(details: dict[str, list[str]]) -> ApiError:

@@ -71,8 +71,11 @@ def test_every_api_url_is_documented_once(schema: dict[str, Any]) -> None:
     documented = operations(schema)
     ids = [operation["operationId"] for _, _, operation in documented]
     assert len(ids) == len(set(ids))
-    # A ViewSet's URL holds one operation per method it maps (schedules: GET, PUT, DELETE).
-    methods = [len(getattr(p.callback, "actions", None) or {"": ""}) for p in urlpatterns]
+    # A ViewSet's URL holds one operation per method it maps (schedules: GET, PUT, DELETE);
+    # DRF adds "head" to a GET's map at the first request, which the schema leaves out.
+    methods = [
+        len(set(getattr(p.callback, "actions", None) or {"": ""}) - {"head"}) for p in urlpatterns
+    ]
     named = [p.name not in ("schema", "docs") for p in urlpatterns]
     assert len(documented) == sum(n for n, keep in zip(methods, named, strict=True) if keep)
 

@@ -228,6 +228,16 @@ class LedgerSettings:
         return limits
 
     @property
+    def runtime_schedules(self) -> bool:
+        """``LEDGER['RUNTIME_SCHEDULES']``: whether schedules stored in Redis fire."""
+        value = self.raw.get("RUNTIME_SCHEDULES", TOP_DEFAULTS["RUNTIME_SCHEDULES"])
+        if not isinstance(value, bool):
+            raise ImproperlyConfigured(
+                f"LEDGER['RUNTIME_SCHEDULES'] must be True or False, not {value!r}"
+            )
+        return value
+
+    @property
     def schedules(self) -> Any:
         """``LEDGER['SCHEDULES']`` as given: ``schedules.config`` checks and types it."""
         return self.raw.get("SCHEDULES")

@@ -86,6 +86,7 @@ TOP_DEFAULTS: dict[str, Any] = {
     "QUEUES": {"default": {}},
     # Workers keep outcome counters for the admin's charts (docs/admin.md).
     "COUNTERS": True,
+    "RUNTIME_SCHEDULES": True,  # schedules stored in Redis fire (docs/scheduler.md)
 }
 #: ``LEDGER['TIMEOUTS']``: seconds a client the ledger builds (from a URL or cluster
 #: nodes) waits to connect, and for each reply, before it gives up. Without them an
@@ -116,8 +117,8 @@ QUEUE_KEYS = frozenset(DEFAULTS) | {
 #: ``QUEUES[name]['RATE']``'s keys: at most ``LIMIT`` claims per ``PERIOD`` (seconds, or
 #: a timedelta), ``BURST`` of them at once after a lull (default: ``LIMIT``).
 RATE_KEYS = frozenset({"LIMIT", "PERIOD", "BURST"})
-#: ``LEDGER['SCHEDULES'][key]``: what a schedule gets unless it says otherwise. ``TASK``
-#: and one of ``CRON`` or ``EVERY`` have no default (``django_ledger.schedules.config``).
+#: ``LEDGER['SCHEDULES'][key]``: what a schedule gets unless it says otherwise; ``TASK``
+#: and one of ``CRON``, ``EVERY`` or ``AT`` have none (``django_ledger.schedules.config``).
 SCHEDULE_DEFAULTS: dict[str, Any] = {
     "TIMEZONE": "UTC",
     "ARGS": (),
@@ -129,7 +130,7 @@ SCHEDULE_DEFAULTS: dict[str, Any] = {
     "ENABLED": True,
     "MONITOR": None,  # {"URL": ping URL} and/or {"SENTRY": monitor slug}
 }
-SCHEDULE_KEYS = frozenset(SCHEDULE_DEFAULTS) | {"TASK", "CRON", "EVERY"}
+SCHEDULE_KEYS = frozenset(SCHEDULE_DEFAULTS) | {"TASK", "CRON", "EVERY", "AT"}
 #: Every top-level key; ``API`` belongs to the REST API (``django_ledger.api.conf``).
 TOP_KEYS = frozenset(TOP_DEFAULTS) | {
     "DEFAULTS",
@@ -140,7 +141,6 @@ TOP_KEYS = frozenset(TOP_DEFAULTS) | {
     "DURABILITY",
 }
 DISPATCH_KEYS = frozenset(DISPATCH_DEFAULTS)
-#: URL schemes a connection may use; anything else with ``://`` is a bad URL.
 
 _NAME = re.compile(r"[^\s{}\x00-\x1f\x7f]{1,100}")
 _MAX_DURATION_S = MAX_DURATION_MS / 1000

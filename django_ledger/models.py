@@ -129,7 +129,10 @@ class Schedule(LedgerEntry):
     class Meta:
         proxy = True
         default_permissions = ("view",)
-        permissions = [("operate_schedule", "Can pause, resume and trigger schedules")]
+        permissions = [
+            ("operate_schedule", "Can pause, resume and trigger schedules"),
+            ("edit_schedule", "Can create, edit and delete run-time schedules"),
+        ]
         verbose_name = gettext_lazy("schedule")
         verbose_name_plural = gettext_lazy("schedules")
 

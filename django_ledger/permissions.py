@@ -30,6 +30,9 @@ ACTIONS = {
     "view_queue": "view_queue",
     "operate": "operate_queue",
     "limit": "limit_queue",
+    "view_schedule": "view_schedule",
+    "operate_schedule": "operate_schedule",
+    "edit_schedule": "edit_schedule",
 }
 
 

@@ -123,6 +123,13 @@ TOP: dict[str, Entry] = {
         "`True` or `False`",
         ("E007",),
     ),
+    "RUNTIME_SCHEDULES": (
+        "bool",
+        "Schedules stored at run time (admin, API, `ledger_schedules`) fire and may be "
+        "changed; `False` turns them off (see [the scheduler](scheduler.md#schedules-at-run-time)).",
+        "`True` or `False`",
+        ("E008",),
+    ),
     "DEFAULTS": (
         "dict",
         "What every queue gets unless its entry says otherwise (see [DEFAULTS](#defaults)).",
@@ -339,6 +346,13 @@ SCHEDULE: dict[str, Entry] = {
         "whole seconds, 1 to 36,500 days",
         ("E074", "E076"),
     ),
+    "AT": (
+        "datetime or str",
+        "One time instead of `CRON` or `EVERY`: a one-off schedule (ISO 8601 text is read in "
+        "`TIMEZONE` unless it gives an offset).",
+        "a date and time",
+        ("E074", "E094"),
+    ),
     "TIMEZONE": ("str", "The time zone `CRON` is read in.", "a zone `zoneinfo` knows", ("E077",)),
     "ARGS": (
         "list or tuple",
@@ -551,7 +565,7 @@ def render() -> str:
         (
             "SCHEDULES",
             "`LEDGER['SCHEDULES'][key]`: one schedule of the scheduler. `TASK` and one of "
-            "`CRON` or `EVERY` are required.",
+            "`CRON`, `EVERY` or `AT` are required.",
             SCHEDULE,
             setting.SCHEDULE_KEYS,
             setting.SCHEDULE_DEFAULTS,

@@ -24,7 +24,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.translation import gettext, gettext_lazy, pgettext
 
 from .. import permissions
-from ..conf import get_dispatch_registry
+from ..conf import get_dispatch_registry, ledger_settings
 from ..core.counters import Counters
 from ..core.dispatch import Dispatch
 from ..core.schedule import (
@@ -41,9 +41,10 @@ from ..core.schedule import (
 from ..core.schedule.monitor import host_of
 from ..models import Schedule
 from ..schedules.config import ScheduleConfig
+from ..services import runtime_schedules as runtime
 from ..services import scheduler
-from .base import PagesAdmin
 from .display import instant_text, period_text
+from .schedule_edit import ScheduleEditing
 
 __all__ = ["ScheduleAdmin"]
 
@@ -76,7 +77,7 @@ class DispatchRow:
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(PagesAdmin):
+class ScheduleAdmin(ScheduleEditing):
     actions = None
 
     # -- permissions ------------------------------------------------------------------
@@ -101,6 +102,21 @@ class ScheduleAdmin(PagesAdmin):
         info = (self.opts.app_label, self.opts.model_name)
         extra = [
             path(
+                "add/",
+                self.admin_site.admin_view(self.add_schedule),
+                name=f"{info[0]}_{info[1]}_add",
+            ),
+            path(
+                "<path:object_id>/edit/",
+                self.admin_site.admin_view(self.edit_schedule),
+                name=f"{info[0]}_{info[1]}_edit",
+            ),
+            path(
+                "<path:object_id>/delete-stored/",
+                self.admin_site.admin_view(self.delete_schedule),
+                name=f"{info[0]}_{info[1]}_remove",
+            ),
+            path(
                 "<path:object_id>/do/<str:action>/",
                 self.admin_site.admin_view(self.act),
                 name=f"{info[0]}_{info[1]}_act",
@@ -111,7 +127,7 @@ class ScheduleAdmin(PagesAdmin):
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
     ) -> Any:
-        config = scheduler.schedules(strict=False).get(object_id)
+        config = runtime.every_schedule().get(object_id)
         if config is None or not self.can_see(request, config):
             return None
         return Schedule(key=object_id, queue=config.queue)
@@ -128,7 +144,8 @@ class ScheduleAdmin(PagesAdmin):
         running = scheduler.running()
         registry = get_dispatch_registry()
         rows = []
-        configs = scheduler.schedules(strict=False)
+        configs = runtime.every_schedule()
+        settings = scheduler.schedules(strict=False)
         for key, config in configs.items():
             if not self.can_see(request, config):
                 continue
@@ -147,8 +164,12 @@ class ScheduleAdmin(PagesAdmin):
                     "next_local": _local(following, config.timing.zone),
                     "nodes": sorted({entry.node for entry in running.get(key, [])}),
                     "known": True,
+                    "stored": key not in settings,
                 }
             )
+        for key, definition in sorted(runtime.stored().definitions.items()):
+            if key not in configs and self.has_view_permission(request):
+                rows.append(_unrun_row(key, definition.entry))
         for key, entries in running.items():
             if key not in configs and self._can_see_running(request, entries[0]):
                 rows.append(_running_row(key, entries, state))
@@ -164,6 +185,8 @@ class ScheduleAdmin(PagesAdmin):
             "opts": self.opts,
             "rows": rows,
             "now": instant_text(state.now_ms),
+            "add_url": self.edit_url(None) if self.can_edit(request) else None,
+            "runtime_off": not ledger_settings.runtime_schedules,
         }
         return TemplateResponse(request, "admin/django_ledger/schedule_list.html", context)
 
@@ -178,9 +201,10 @@ class ScheduleAdmin(PagesAdmin):
         """Show one schedule: settings, state, next fires, last dispatches, actions."""
         if not self.has_view_permission(request):
             raise PermissionDenied
-        config = scheduler.schedules(strict=False).get(key)
+        config = runtime.every_schedule().get(key)
         if config is None or not self.can_see(request, config):
             return self.not_found(request, key)
+        stored = key not in scheduler.schedules(strict=False)
         state = scheduler.state()
         found = scheduler.explain(key, NEXT_FIRES, now=state.now_ms // 1000)
         pause = state.paused.get(key)
@@ -210,13 +234,19 @@ class ScheduleAdmin(PagesAdmin):
             "dispatches": self._dispatches(request, config),
             "can_operate": self.can_operate(request, config),
             "urls": {action: self.action_url(key, action) for action in _ACTIONS},
+            "stored": stored,
+            "done": config.at is not None and state.through.get(key, 0) >= config.at,
+            "edit_url": self.edit_url(key) if stored and self.can_edit(request) else None,
+            "delete_url": self.edit_url(key, "remove")
+            if stored and self.can_edit(request)
+            else None,
         }
         return TemplateResponse(request, "admin/django_ledger/schedule_detail.html", context)
 
     def act(self, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
         """GET: confirm pausing, resuming or firing now; POST: do it."""
         key = unquote(object_id)
-        config = scheduler.schedules(strict=False).get(key)
+        config = runtime.every_schedule().get(key)
         if action not in _ACTIONS or config is None:
             raise Http404("no such schedule action")
         if not self.can_operate(request, config):
@@ -339,6 +369,28 @@ def _running_row(key: str, entries: list[Running], state: Snapshot) -> dict[str,
     }
 
 
+def _unrun_row(key: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """A row for a stored schedule that does not run, and why."""
+    why = (
+        gettext("not run: run-time schedules are off (LEDGER['RUNTIME_SCHEDULES'] is False)")
+        if not ledger_settings.runtime_schedules
+        else gettext("not run: LEDGER['SCHEDULES'] has this name, or it fails the checks")
+    )
+    return {
+        "key": key,
+        "url": None,
+        "task": entry.get("TASK", ""),
+        "words": "-",
+        "state": why,
+        "active": False,
+        "next_utc": "-",
+        "next_local": "",
+        "nodes": [],
+        "known": True,
+        "stored": True,
+    }
+
+
 def _state_text(key: str, enabled: bool, state: Snapshot) -> str:
     if not enabled:
         return gettext("disabled (ENABLED is False)")
@@ -375,6 +427,8 @@ def _settings(config: ScheduleConfig) -> list[tuple[str, str, str]]:
     """(label, setting key, value) of each setting, in words and JSON, not Python."""
     if config.cron is not None:
         when = (gettext("Cron expression"), "CRON", config.cron)
+    elif config.at is not None:
+        when = (gettext("Once, at"), "AT", _local(config.at, config.timing.zone))
     else:
         every = Every(config.every or 1).describe().removeprefix("Every ")
         when = (gettext("Every"), "EVERY", every)

@@ -19,6 +19,7 @@ from .views import (
 from .views.bulk import BulkViewSet
 from .views.cancel import CancelViewSet
 from .views.limits import LimitsViewSet
+from .views.schedules import ScheduleViewSet
 from .views.series import SeriesViewSet
 from .views.workflows import WorkflowViewSet
 
@@ -42,8 +43,22 @@ register_converter(RequestIdConverter, "ledger_request_id")
 
 Q = "queues/<str:queue>/"
 
+S = "schedules/<str:key>/"
+
 urlpatterns: list[URLPattern] = [
     path("token/", TokenView.as_view(), name="token"),
+    path(
+        "schedules/",
+        ScheduleViewSet.as_view({"get": "list", "post": "create"}),
+        name="schedules",
+    ),
+    path(
+        S,
+        ScheduleViewSet.as_view({"get": "read", "put": "change", "delete": "remove"}),
+        name="schedule",
+    ),
+    path(S + "pause/", ScheduleViewSet.as_view({"post": "pause"}), name="schedule-pause"),
+    path(S + "resume/", ScheduleViewSet.as_view({"post": "resume"}), name="schedule-resume"),
     path("queues/", QueueViewSet.as_view({"get": "queues"}), name="queues"),
     path(Q + "admit/", AdmissionViewSet.as_view({"post": "admit"}), name="admit"),
     path(Q + "admit/batch/", AdmissionViewSet.as_view({"post": "admit_batch"}), name="admit-batch"),

@@ -51,6 +51,16 @@ def check_settings(
                 "LEDGER['COUNTERS']",
             )
         )
+    if not isinstance(raw.get("RUNTIME_SCHEDULES", True), bool):
+        errors.append(
+            _error(
+                8,
+                gettext("Must be True or False, not %(value)r.")
+                % {"value": raw["RUNTIME_SCHEDULES"]},
+                gettext("RUNTIME_SCHEDULES turns schedules stored at run time on or off."),
+                "LEDGER['RUNTIME_SCHEDULES']",
+            )
+        )
     timeouts = _section(raw, "TIMEOUTS", errors)
     if timeouts is not None:
         errors += _check_timeouts(timeouts)

@@ -70,8 +70,9 @@ KEY_NAMES: dict[str, tuple[str, ...]] = {
     ),
     # A bulk run's page (core/bulk.py): the queue's keys, then the run's hash on the shard.
     "bulk": (*QUEUE_KEY_NAMES, "run"),
-    "schedule_commit": ("state",),
-    "schedule_snapshot": ("state",),
+    "schedule_commit": ("state", "defs"),
+    "schedule_define": ("state", "defs"),
+    "schedule_snapshot": ("state", "defs"),
     "schedule_publish": ("node", "nodes"),
     "server_time": ("node",),
 }
@@ -98,7 +99,14 @@ _PRELUDE: dict[str, tuple[str, ...]] = {
         ("repair", "flow_admit", "flow_release", "flow_cancel", "flow_reopen", "bulk"), _FLOWS
     ),
     **dict.fromkeys(
-        ("schedule_commit", "schedule_snapshot", "schedule_publish", "server_time"), ()
+        (
+            "schedule_commit",
+            "schedule_define",
+            "schedule_snapshot",
+            "schedule_publish",
+            "server_time",
+        ),
+        (),
     ),
 }
 

@@ -15,7 +15,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext
 
-from ..core.schedule import BadTiming, Cron, Every, Misfire, Schedule, Timing, zone_of
+from ..core.schedule import At, BadTiming, Cron, Every, Misfire, Schedule, Timing, zone_of
 from ..core.schedule.monitor import Monitor
 from ..defaults import LIMITS, SCHEDULE_DEFAULTS, SCHEDULE_KEYS, Limit, usable_name
 from .fit import fit_problems, imported
@@ -25,15 +25,19 @@ from .problem import where as _where
 
 __all__ = [
     "PRIORITY_RANGE",
+    "SCHEDULE_FIELDS",
     "Problem",
     "ScheduleConfig",
     "configured_schedules",
     "problems",
     "schedule_of",
+    "usable_name",
 ]
 
 #: Priorities a schedule's fires may carry, as the task framework allows.
 PRIORITY_RANGE = range(-100, 101)
+#: The fields of one schedule (run-time schedules store the same ones).
+SCHEDULE_FIELDS = tuple(sorted(SCHEDULE_KEYS))
 _GRACE = Limit("duration", 0, LIMITS["RETENTION"].high, low_inclusive=False)
 
 
@@ -56,6 +60,8 @@ class ScheduleConfig:
     enabled: bool
     #: Where its fires check in (``MONITOR``), if anywhere.
     monitor: Monitor | None = None
+    #: A one-off schedule's instant (epoch seconds), ``None`` for a recurring one.
+    at: int | None = None
 
     @property
     def schedule(self) -> Schedule:
@@ -104,9 +110,12 @@ def schedule_of(key: str, entry: dict[str, Any], queues: dict[str, Any]) -> Sche
     zone = zone_of(config["TIMEZONE"])
     cron, every = config.get("CRON"), config.get("EVERY")
     timing: Timing
+    seconds = at = None
     if isinstance(cron, str):
         timing = Cron(cron, zone)
-        seconds = None
+    elif config.get("AT") is not None:
+        timing = At.of(config["AT"], zone)
+        at = timing.epoch
     else:
         assert every is not None  # ``problems`` holds one of them to be set
         timing = Every.of(every, zone)
@@ -127,6 +136,7 @@ def schedule_of(key: str, entry: dict[str, Any], queues: dict[str, Any]) -> Sche
         grace=grace if isinstance(grace, timedelta) else timedelta(seconds=grace),
         enabled=config["ENABLED"],
         monitor=monitor_of(config["MONITOR"], timing, cron),
+        at=at,
     )
 
 
@@ -240,18 +250,19 @@ def _task_problems(key: str, config: dict[str, Any]) -> list[Problem]:
 
 
 def _timing_problems(key: str, config: dict[str, Any]) -> list[Problem]:
-    cron, every = config.get("CRON"), config.get("EVERY")
+    cron, every, at = config.get("CRON"), config.get("EVERY"), config.get("AT")
     found: list[Problem] = []
-    if (cron is None) == (every is None):
+    given = sum(value is not None for value in (cron, every, at))
+    if given != 1:
         found.append(
             Problem(
                 74,
-                gettext("Give exactly one of CRON and EVERY, not both.")
-                if cron is not None
-                else gettext("Give exactly one of CRON and EVERY; it has neither."),
+                gettext("Give exactly one of CRON, EVERY and AT, not several.")
+                if given
+                else gettext("Give exactly one of CRON, EVERY and AT; it has none."),
                 gettext(
                     "CRON: a cron expression such as '0 3 * * *'; EVERY: a timedelta such as "
-                    "timedelta(minutes=5)."
+                    "timedelta(minutes=5); AT: the one time a one-off schedule fires."
                 ),
                 _where(key),
             )
@@ -298,6 +309,21 @@ def _timing_problems(key: str, config: dict[str, Any]) -> list[Problem]:
                         "Give a timedelta of whole seconds, at least one, e.g. timedelta(minutes=5)."
                     ),
                     _where(key, "EVERY"),
+                )
+            )
+    if at is not None:
+        try:
+            At.of(at, zone)
+        except (BadTiming, OverflowError) as exc:
+            found.append(
+                Problem(
+                    94,
+                    f"{exc}.",
+                    gettext(
+                        "Give a datetime, or an ISO 8601 text such as '2030-01-31T09:00:00' "
+                        "(read in TIMEZONE unless it gives an offset)."
+                    ),
+                    _where(key, "AT"),
                 )
             )
     return found

@@ -108,7 +108,7 @@ def monitor_problems(key: str, value: Any) -> list[Problem]:
                     99,
                     gettext("MONITOR['SENTRY'] needs sentry_sdk, which is not installed."),
                     gettext(
-                        "Install it (pip install 'django-ledger[sentry]') and call "
+                        "Install it (pip install 'django-task-ledger[sentry]') and call "
                         "sentry_sdk.init() in your settings, or drop SENTRY."
                     ),
                     where,

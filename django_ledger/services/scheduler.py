@@ -15,28 +15,30 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final
 
-from ..conf import connection, dispatch_node_id, get_dispatch_registry, ledger_settings
+from ..conf import dispatch_node_id, get_dispatch_registry, ledger_settings
 from ..core.errors import LedgerError
 from ..core.probes import Contact, Turns
 from ..core.results import AdmissionStatus
 from ..core.schedule import (
     PUBLISH_TTL_MS,
+    Definitions,
     Fire,
     Pause,
     Running,
+    Schedule,
     SchedulerLoop,
-    ScheduleStore,
     Snapshot,
     Ticker,
     TickReport,
     datetime_of,
 )
 from ..schedules.admission import admit_fire
-from ..schedules.config import ScheduleConfig, configured_schedules
+from ..schedules.config import ScheduleConfig
+from .schedule_sources import schedules, store, stored, typed
 
 __all__ = [
     "KILL_AFTER_CLAIM_ENV",
@@ -62,21 +64,6 @@ logger = logging.getLogger("django_ledger.scheduler")
 KILL_AFTER_CLAIM_ENV: Final = "LEDGER_SCHEDULER_KILL_AFTER_CLAIM"
 
 
-def schedules(*, strict: bool = True) -> dict[str, ScheduleConfig]:
-    """Return ``LEDGER['SCHEDULES']`` typed; ``strict`` raises on the first problem."""
-    return configured_schedules(
-        ledger_settings.schedules,
-        ledger_settings.queues,
-        strict=strict,
-        defaults=ledger_settings.defaults,
-    )
-
-
-def store() -> ScheduleStore:
-    """Return the scheduler's state store on the ledger's connection and namespace."""
-    return ScheduleStore(connection(), ledger_settings.namespace)
-
-
 def manual_key(key: str) -> str:
     """The dispatch registry key of ``key``'s manual fires (kept apart from its schedule)."""
     return f"{key}:manual"
@@ -91,6 +78,9 @@ class Scheduler:
     def __init__(self, node_id: str | None = None) -> None:
         self.node_id = node_id or dispatch_node_id()
         self._configs: dict[str, ScheduleConfig] = {}
+        #: The stored schedules, typed, and the stamp they were read at (None: not yet).
+        self._stored: dict[str, ScheduleConfig] = {}
+        self._stored_stamp: int | None = None
         #: How long this node's publication outlives a tick (``run`` raises it for a slow loop).
         self.publish_ttl_ms = PUBLISH_TTL_MS
         #: The loop's turns and whether Redis answers its ticks: ``/healthz``, ``/readyz``.
@@ -111,8 +101,7 @@ class Scheduler:
         The publication (one script call) is what the admin's Schedules page shows of
         this node: every schedule it runs, whatever the web process's settings say.
         """
-        self._configs = schedules()
-        report = self.ticker.tick(config.schedule for config in self._configs.values())
+        report = self.ticker.tick(self._schedules)
         now = report.now_ms // 1000
         published = [
             Running(
@@ -155,6 +144,24 @@ class Scheduler:
                 self.ticker.store.unpublish(self.node_id)
             except LedgerError as exc:  # it expires by itself
                 logger.warning("could not withdraw this node's published schedules: %s", exc)
+
+    def _schedules(self, snapshot: Snapshot) -> list[Schedule]:
+        """The settings' schedules, and the stored ones (reloaded when their stamp moved)."""
+        configs = schedules()
+        stored: list[Schedule] = []
+        if ledger_settings.runtime_schedules:
+            if snapshot.stamp != self._stored_stamp:
+                found = Definitions(self.ticker.store).load()
+                self._stored, self._stored_stamp = typed(found), found.stamp
+                logger.info("stored schedules loaded: %s", ", ".join(self._stored) or "none")
+            for key, config in self._stored.items():
+                if key not in configs:
+                    configs[key] = config
+                    stored.append(replace(config.schedule, stamp=self._stored_stamp))
+        else:
+            self._stored, self._stored_stamp = {}, None
+        self._configs = configs
+        return [c.schedule for k, c in configs.items() if k not in self._stored] + stored
 
     def _admit(self, fire: Fire) -> AdmissionStatus:
         return admit_fire(fire, self._configs[fire.key])
@@ -241,8 +248,10 @@ class Explanation:
 def _config(key: str) -> ScheduleConfig:
     found = schedules(strict=False)
     if key not in found:
+        found = {**typed(stored()), **found}
+    if key not in found:
         known = ", ".join(map(repr, found)) or "none"
-        raise LookupError(f"no schedule {key!r} in LEDGER['SCHEDULES'] (it configures {known})")
+        raise LookupError(f"no schedule {key!r} in LEDGER['SCHEDULES'] or stored (known: {known})")
     return found[key]
 
 

@@ -83,6 +83,10 @@ ROUTES = [
         "dispatch-check", "GET", "/api/dispatch/check/", "view", query={"key": "k", "fire_time": 1}
     ),
     Route("dispatch-claim", "POST", "/api/dispatch/claim/", "claim", {"key": "k", "fire_time": 2}),
+    Route("schedules", "GET", "/api/schedules/", "view_schedule"),
+    Route("schedule", "GET", "/api/schedules/nightly/", "view_schedule"),
+    Route("schedule-pause", "POST", "/api/schedules/nightly/pause/", "operate_schedule", {}),
+    Route("schedule-resume", "POST", "/api/schedules/nightly/resume/", "operate_schedule", {}),
 ]
 QUEUE_ROUTES = [route for route in ROUTES if "{queue}" in route.path]
 GUARDED = [route for route in ROUTES if route.action is not None]

@@ -39,6 +39,8 @@ def path_of(name: str) -> str:
     kwargs = {"queue": "default"} if "queue" in converters else {}
     if "request_id" in converters:
         kwargs["request_id"] = "r1"
+    if "key" in converters:
+        kwargs["key"] = "nightly"
     return reverse(f"django_ledger_api:{name}", kwargs=kwargs)
 
 
@@ -50,7 +52,8 @@ def nested(depth: int, inner: str = "0") -> str:
 def test_every_endpoint_that_takes_a_body_is_covered() -> None:
     names = {name for name, _ in BODY_ROUTES}
     assert {"token", "admit", "admit-batch", "claim", "settle-batch", "dispatch-claim"} <= names
-    assert len(BODY_ROUTES) == 14  # with limits-change and record-cancel
+    # with limits-change, record-cancel, and a schedule's create, change, pause and resume
+    assert len(BODY_ROUTES) == 18
 
 
 @pytest.mark.parametrize(("name", "method"), BODY_ROUTES)
@@ -85,10 +88,10 @@ def test_one_level_past_the_limit_is_refused_and_the_limit_itself_is_parsed(
     assert error_code(too_deep) == "parse_error"
     deepest = call('{"items": ' + nested(MAX_DEPTH - 1) + "}")
     # Parsed: then validated (most refuse the body's shape; repair takes its defaults; a
-    # record's action looks the record up, and there is none).
+    # record's or a schedule's action looks it up, and there is none).
     assert deepest.status_code in (200, 400, 404), deepest.content
     if deepest.status_code == 404:
-        assert error_code(deepest) == "record_not_found"
+        assert error_code(deepest) in ("record_not_found", "schedule_not_found")
     if deepest.status_code == 400:
         assert error_code(deepest) == "invalid"
 

@@ -71,7 +71,13 @@ def test_every_api_url_is_documented_once(schema: dict[str, Any]) -> None:
     documented = operations(schema)
     ids = [operation["operationId"] for _, _, operation in documented]
     assert len(ids) == len(set(ids))
-    assert len(documented) == len([p for p in urlpatterns if p.name not in ("schema", "docs")])
+    # A ViewSet's URL holds one operation per method it maps (schedules: GET, PUT, DELETE);
+    # DRF adds "head" to a GET's map at the first request, which the schema leaves out.
+    methods = [
+        len(set(getattr(p.callback, "actions", None) or {"": ""}) - {"head"}) for p in urlpatterns
+    ]
+    named = [p.name not in ("schema", "docs") for p in urlpatterns]
+    assert len(documented) == sum(n for n, keep in zip(methods, named, strict=True) if keep)
 
 
 def test_every_operation_needs_credentials_and_documents_refusals(schema: dict[str, Any]) -> None:
@@ -120,7 +126,8 @@ def test_every_operation_documents_406_and_every_body_413_and_415(
             assert response is not None, (path, method, status)
             ref = response["content"]["application/json"]["schema"]["$ref"]
             assert ref == "#/components/schemas/Error", (path, method, status)
-    assert bodies == 15  # every POST, the token's, limits', a record's cancel and bulk included
+    # every POST, the token's, limits', a record's cancel and bulk included, and a schedule's PUT
+    assert bodies == 17
 
 
 def request_schema(schema: dict[str, Any], path: str) -> dict[str, Any]:

@@ -8,9 +8,11 @@ dispatch, admit); ``loop`` ticks until stopped. The Django layer
 ``LEDGER['SCHEDULES']``; ``docs/scheduler.md`` explains the design.
 """
 
+from .definitions import Definition, Definitions, Stored, VersionConflict
 from .fires import (
     MACROS,
     MAX_INTERVAL_S,
+    At,
     BadTiming,
     Cron,
     Every,
@@ -22,7 +24,7 @@ from .fires import (
 from .loop import SchedulerLoop
 from .misfire import MAX_FIRES, ON_TIME_MS, Decision, Misfire, decide
 from .running import MAX_PUBLISHED, PUBLISH_TTL_MS, Running
-from .state import Pause, Pending, ScheduleStore, Snapshot, state_key
+from .state import Pause, Pending, ScheduleStore, Snapshot, definitions_key, state_key
 from .ticker import (
     FIRE_LEASE_MS,
     Admit,
@@ -43,9 +45,12 @@ __all__ = [
     "ON_TIME_MS",
     "PUBLISH_TTL_MS",
     "Admit",
+    "At",
     "BadTiming",
     "Cron",
     "Decision",
+    "Definition",
+    "Definitions",
     "Every",
     "Fire",
     "FireEvent",
@@ -58,11 +63,14 @@ __all__ = [
     "ScheduleStore",
     "SchedulerLoop",
     "Snapshot",
+    "Stored",
     "TickReport",
     "Ticker",
     "Timing",
+    "VersionConflict",
     "datetime_of",
     "decide",
+    "definitions_key",
     "epoch_of",
     "state_key",
     "zone_of",

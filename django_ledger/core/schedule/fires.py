@@ -11,7 +11,8 @@ naive local wall times and maps each wall time to one instant with ``zoneinfo``:
   first occurrence (02:30 CEST); its second occurrence does not fire.
 
 ``Every`` fires at the multiples of its period since the epoch, so every node computes
-the same fires with no shared starting point; it knows nothing of time zones.
+the same fires with no shared starting point; it knows nothing of time zones. ``At``
+fires once, at one instant (a one-off schedule).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from cronsim import CronSim, CronSimError
 __all__ = [
     "MACROS",
     "MAX_INTERVAL_S",
+    "At",
     "BadTiming",
     "Cron",
     "Every",
@@ -153,6 +155,38 @@ class Every:
         if parts == ["1 second"]:
             return "Every second"
         return "Every " + " ".join(parts)
+
+
+@dataclass(frozen=True)
+class At:
+    """Fire once, at ``epoch`` (whole seconds); shown in ``zone``."""
+
+    epoch: int
+    zone: ZoneInfo = field(default_factory=lambda: ZoneInfo("UTC"))
+
+    @classmethod
+    def of(cls, moment: datetime | str, zone: ZoneInfo | None = None) -> At:
+        """Build from a datetime or an ISO 8601 text; a naive one is read in ``zone``."""
+        zone = zone or ZoneInfo("UTC")
+        if isinstance(moment, str):
+            try:
+                moment = datetime.fromisoformat(moment)
+            except ValueError as exc:
+                raise BadTiming(f"{moment!r} is not an ISO 8601 date and time") from exc
+        if not isinstance(moment, datetime):
+            raise BadTiming(f"a one-off time is a datetime, not {moment!r}")
+        if moment.utcoffset() is None:
+            moment = moment.replace(tzinfo=zone)
+        return cls(epoch_of(moment), zone)
+
+    def next_after(self, epoch: int) -> int | None:
+        return self.epoch if epoch < self.epoch else None
+
+    def previous(self, epoch: int) -> int | None:
+        return self.epoch if self.epoch <= epoch else None
+
+    def describe(self) -> str:
+        return f"Once, at {datetime_of(self.epoch).astimezone(self.zone).isoformat()}"
 
 
 @dataclass(frozen=True)

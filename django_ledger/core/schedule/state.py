@@ -36,12 +36,17 @@ from .running import (
     running_key,
 )
 
-__all__ = ["Pause", "Pending", "ScheduleStore", "Snapshot", "state_key"]
+__all__ = ["Pause", "Pending", "ScheduleStore", "Snapshot", "definitions_key", "state_key"]
 
 
 def state_key(namespace: str) -> str:
     """Return the state hash's key for ``namespace``."""
     return "{%s}:schedules" % namespace  # noqa: UP031 - braces are the hash tag
+
+
+def definitions_key(namespace: str) -> str:
+    """Return the key of the schedules stored at run time (``definitions``), by the state."""
+    return "{%s}:schedule-defs" % namespace  # noqa: UP031 - braces are the hash tag
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,8 @@ class Snapshot:
     pending: dict[str, dict[int, Pending]] = field(default_factory=dict)
     #: Schedules whose ``through`` field holds something no scheduler writes.
     corrupt: dict[str, str] = field(default_factory=dict)
+    #: The stored schedules' stamp: it moves at every change of one.
+    stamp: int = 0
 
 
 class ScheduleStore:
@@ -82,6 +89,7 @@ class ScheduleStore:
         self.redis = redis
         self.namespace = namespace
         self.key = state_key(namespace)
+        self.definitions_key = definitions_key(namespace)
         self._commit = script("schedule_commit")
         self._snapshot = script("schedule_snapshot")
         self._publish = script("schedule_publish")
@@ -96,7 +104,7 @@ class ScheduleStore:
 
     def _run(self, lua: LuaScript, *args: str, keys: tuple[str, ...] = ()) -> Any:
         """Run a script on the state's key (or ``keys``): EVALSHA, on NOSCRIPT one EVAL."""
-        keys = keys or (self.key,)
+        keys = keys or (self.key, self.definitions_key)
         with self._translate():
             return call(self.redis, lua, keys, args)
 
@@ -109,8 +117,9 @@ class ScheduleStore:
 
     def snapshot(self) -> Snapshot:
         """Read the server clock and the whole state hash in one round trip."""
-        seconds, micros, flat = self._run(self._snapshot, "state")
+        seconds, micros, flat, stamp = self._run(self._snapshot, "state")
         snapshot = Snapshot(int(seconds) * 1000 + int(micros) // 1000 + self.clock_skew_ms)
+        snapshot.stamp = int(stamp)
         for name, value in zip(flat[::2], flat[1::2], strict=True):
             _read_field(snapshot, _text(name), _text(value))
         return snapshot
@@ -151,9 +160,15 @@ class ScheduleStore:
         through: int,
         fires: Iterable[int],
         pending: Pending,
+        stamp: int | None = None,
     ) -> bool:
-        """Move ``through`` from ``expected`` and hold ``fires`` pending; say if it won."""
+        """Move ``through`` from ``expected`` and hold ``fires`` pending; say if it won.
+
+        ``stamp``: the stored schedules' stamp the decision was made with (a stored
+        schedule's); the commit loses if they changed since.
+        """
         args = [key, "" if expected is None else str(expected), str(through), pending.to_json()]
+        args.append("" if stamp is None else str(stamp))
         args += [str(fire) for fire in fires]
         return bool(self._run(self._commit, *args))
 

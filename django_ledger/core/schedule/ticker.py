@@ -93,6 +93,8 @@ class Schedule:
     misfire: Misfire = Misfire.LATEST
     grace_ms: int = 3_600_000
     enabled: bool = True
+    #: For a schedule stored at run time: the stored schedules' stamp it was read at.
+    stamp: int | None = None
 
 
 class Outcome(enum.Enum):
@@ -203,8 +205,10 @@ class Ticker:
         #: Where each tick adds its fires, skips and misfires (one call, when any).
         self.counters = Counters(store.redis, store.namespace) if count else None
 
-    def tick(self, schedules: Iterable[Schedule]) -> TickReport:
-        """Run one tick over ``schedules``.
+    def tick(
+        self, schedules: Iterable[Schedule] | Callable[[Snapshot], Iterable[Schedule]]
+    ) -> TickReport:
+        """Run one tick over ``schedules`` (or what it returns for the tick's snapshot).
 
         Raise ``LedgerUnavailable`` when the schedules' state cannot be read, or when no
         schedule could reach Redis (what was decided stays pending for the next tick). A
@@ -213,6 +217,8 @@ class Ticker:
         ``errors``; either way the others go on.
         """
         snapshot = self.store.snapshot()
+        if callable(schedules):
+            schedules = schedules(snapshot)
         report = TickReport(snapshot.now_ms, self.node_id)
         away: LedgerUnavailable | None = None
         reached = 0
@@ -274,7 +280,7 @@ class Ticker:
             return
         fires = decision.fires if active else ()
         pending = Pending(self.node_id, now_ms + self.fire_lease_ms)
-        if not self.store.commit(key, through, decision.through, fires, pending):
+        if not self.store.commit(key, through, decision.through, fires, pending, schedule.stamp):
             return  # another node decided first, from the same reading: its fires
         if decision.through < now:
             report.more = True

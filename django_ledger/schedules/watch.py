@@ -6,7 +6,8 @@ settled COMPLETED or FAILED. A run whose request id is a fire of a schedule with
 first attempt, ``ok`` or ``error`` at its end. Both go through this process's one sender
 thread, in order, so a monitor never hears a run end before it starts (a start sent by
 the scheduler, another process, could arrive after the worker's end of a quick task).
-The schedule is typed in the sender thread, not in the worker's loop.
+The schedule is typed in the sender thread, not in the worker's loop; a schedule stored
+at run time (not in the settings) is also read there, from Redis.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from ..conf import ledger_settings
+from ..conf import connection, ledger_settings
+from ..core.schedule import Definitions, ScheduleStore
 from ..core.schedule.monitor import fired_schedule
 from .config import configured_schedules
 from .monitoring import PINGER
@@ -41,12 +43,25 @@ def _queue(request_id: str, kind: str, note: str) -> None:
     if not request_id.startswith("schedule:"):
         return
     raw = ledger_settings.schedules
-    if not isinstance(raw, dict):
-        return
-    for key in fired_schedule(request_id):
-        entry = raw.get(key)
-        if isinstance(entry, dict) and entry.get("MONITOR"):
-            PINGER.put(partial(_check_in, key, entry, request_id, kind, note))
+    keys = fired_schedule(request_id)
+    for key in keys:
+        entry = raw.get(key) if isinstance(raw, dict) else None
+        if isinstance(entry, dict):  # a settings schedule: its MONITOR, if any, is here
+            if entry.get("MONITOR"):
+                PINGER.put(partial(_check_in, key, entry, request_id, kind, note))
+            return
+    if ledger_settings.runtime_schedules:
+        PINGER.put(partial(_stored_check_in, keys, request_id, kind, note))
+
+
+def _stored_check_in(keys: tuple[str, ...], request_id: str, kind: str, note: str) -> None:
+    """In the sender thread: the check-in of a fire of a schedule stored at run time."""
+    found = Definitions(ScheduleStore(connection(), ledger_settings.namespace)).load()
+    for key in keys:
+        definition = found.definitions.get(key)
+        if definition is not None:
+            if definition.entry.get("MONITOR"):
+                _check_in(key, definition.entry, request_id, kind, note)
             return
 
 

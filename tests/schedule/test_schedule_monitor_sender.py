@@ -225,3 +225,23 @@ def test_a_fire_the_ledger_rejects_checks_in_an_error_at_once(answering: Answeri
     assert PINGER.flush(10)
 
     assert answering.paths == ["/token-abc123/fail"]
+
+
+def test_a_schedule_stored_at_run_time_checks_in_as_a_settings_one(
+    answering: Answering, settings: Any, namespace: str, redis_client: redis.Redis
+) -> None:
+    from django_ledger.services import runtime_schedules
+
+    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace, "SCHEDULES": {}}
+    entry = {"TASK": TASK, "EVERY": 300, "MONITOR": {"URL": answering.url}}
+    runtime_schedules.create("stored-beat", entry, by="test")
+    try:
+        fire = "schedule:stored-beat:1800000000"
+        task_started("default", fire, 1)  # what the worker calls: the store is read aside
+        task_ended("default", fire, completed=True)
+        task_started("default", "schedule:not-there:1800000000", 1)  # no such schedule
+        assert PINGER.flush(10)
+    finally:
+        runtime_schedules.delete("stored-beat", by="test")
+        redis_client.delete(state_key(namespace))
+    assert answering.paths == ["/token-abc123/start", "/token-abc123"]

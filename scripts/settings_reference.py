@@ -391,6 +391,13 @@ SCHEDULE: dict[str, Entry] = {
         "`True` or `False`",
         ("E079",),
     ),
+    "MONITOR": (
+        "dict or None",
+        "A cron monitor told of each fire's task: `{'URL': ...}` pinged at its start and "
+        "end (healthchecks.io style), `{'SENTRY': slug}` checked in to Sentry Crons.",
+        "an http(s) URL with a host; a Sentry monitor slug",
+        ("E098", "E099"),
+    ),
 }
 
 API: dict[str, Entry] = {

@@ -76,6 +76,10 @@ TRANSITIONS: tuple[Transition, ...] = tuple(
     # A cancel (cancelling.py): queued or running, it ends FAILED; the running one under a
     # new fence, so its run's renewals and settlement are refused.
     + _t("cancel", (P, C), F, ("cancel",))
+    # A bulk run's page (bulk.lua: a compare-and-set on each record's bytes as matched):
+    # retry an ended record, fail a waiting one (purge deletes).
+    + _t("bulk_retry", (K, F, D), P, ("bulk",))
+    + _t("bulk_fail", (P,), F, ("bulk",))
     # Operator actions (operations.py: a compare-and-set on the bytes shown).
     + _t("retry_now", (P, C, K, F, D), P)
     + _t("mark_failed", (P, C), F)

@@ -38,6 +38,8 @@ class Route:
     action: str | None
     body: dict[str, Any] = field(default_factory=dict)
     query: dict[str, Any] = field(default_factory=dict)
+    #: What the call's body asks for beyond the route's own action (a bulk run's action).
+    also: tuple[str, ...] = ()
 
     def call(self, client: APIClient, queue: str = "default") -> Any:
         path = self.path.format(queue=queue)
@@ -72,6 +74,15 @@ ROUTES = [
     Route("repair", "POST", Q + "repair/", "operate", {"cursor": "0"}),
     Route("gate", "POST", Q + "gate/", "operate", {"closed": True}),
     Route("record-cancel", "POST", Q + "records/r1/cancel/", "operate", {}),
+    # The route needs view; the run's action (here retry) needs its own permission too.
+    Route(
+        "records-bulk",
+        "POST",
+        Q + "records/bulk/",
+        "view",
+        {"action": "retry", "preview": True},
+        also=("retry",),
+    ),
     Route("limits", "GET", Q + "limits/", "view_queue"),
     Route("limits-change", "POST", Q + "limits/change/", "limit", {"concurrency": 2}),
     Route("workflow", "GET", Q + "workflows/w1/", "view"),
@@ -90,7 +101,16 @@ ROUTES = [
 ]
 QUEUE_ROUTES = [route for route in ROUTES if "{queue}" in route.path]
 GUARDED = [route for route in ROUTES if route.action is not None]
-ALL_ACTIONS = ("admit", "claim", "view", "view_queue", "view_quarantine", "operate", "limit")
+ALL_ACTIONS = (
+    "admit",
+    "claim",
+    "view",
+    "view_queue",
+    "view_quarantine",
+    "operate",
+    "limit",
+    "retry",
+)
 
 
 def by_name(routes: list[Route]) -> Any:
@@ -161,7 +181,7 @@ def test_a_user_without_the_actions_permission_is_403_and_writes_nothing(
 def test_a_user_with_just_the_actions_permission_gets_through(
     api_client_for: Callable[..., APIClient], route: Route
 ) -> None:
-    actions = () if route.action is None else (route.action,)
+    actions = () if route.action is None else (route.action, *route.also)
     response = route.call(api_client_for(*actions))
     assert got_through(response), response.content
 

@@ -105,12 +105,14 @@ class CancelListener:
         self._lock = threading.Lock()
 
     def start(self) -> None:
-        """Start one thread per group (not joined at the end: a read ends within a second)."""
+        """Start one thread per group, joined when the worker returns (a read ends within a
+        second), so its connection is back in the pool by then."""
         for n, group in enumerate(self._groups):
             thread = threading.Thread(
                 target=self._serve, args=(group,), name=f"ledger-cancels-{n}", daemon=True
             )
             thread.start()
+            self._state.threads.append(thread)
 
     def _running(self) -> list[Entry]:
         with self._state.lock:

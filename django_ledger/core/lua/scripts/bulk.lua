@@ -68,11 +68,11 @@ local function read(start, count_only)
   local out = {0, '', '', '0'}
   local looked, matched = 0, 0
   for i = 1, #entries, 2 do
-    local id, s = entries[i], entries[i + 1]
-    if high ~= '+inf' and tonumber(s) > tonumber(high) then break end
+    local id, score = entries[i], entries[i + 1]
+    if high ~= '+inf' and tonumber(score) > tonumber(high) then break end
     if looked == want then out[4] = '1'; break end
     looked = looked + 1
-    out[2], out[3] = s, id
+    out[2], out[3] = score, id
     local raw = redis.call('HGET', KEYS.records, id)
     -- Gone or corrupt: repair's business, never an operator's bulk action.
     local r = raw and decode(id, raw)

@@ -77,7 +77,7 @@ def test_a_sentry_monitor_without_sentry_sdk_is_error_e099(
     found = messages(settings, {"SENTRY": "nightly-report"})
 
     assert [m.id for m in found] == ["django_ledger.E099"]
-    assert "sentry_sdk" in found[0].msg and "django-ledger[sentry]" in found[0].hint
+    assert "sentry_sdk" in found[0].msg and "django-task-ledger[sentry]" in found[0].hint
     # A URL monitor needs nothing installed.
     assert messages(settings, {"URL": HC}) == []
 

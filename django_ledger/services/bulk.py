@@ -28,7 +28,7 @@ from django.utils.translation import gettext
 from ..conf import get_ledger
 from ..core import bulk
 from ..core.sharded import AnyLedger
-from ..tasks.cancelling import cancel_record, effects_database
+from ..tasks.record_cancel import cancel_record, effects_database
 from .bulk_filter import BulkFilter, BulkRefused
 
 __all__ = [

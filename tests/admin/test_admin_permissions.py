@@ -36,6 +36,7 @@ ALL = [
     "limit_queue",
     "view_schedule",
     "operate_schedule",
+    "edit_schedule",
     "view_worker",
 ]
 

@@ -238,10 +238,10 @@ def test_a_system_check_speaks_the_active_language(
     [
         (
             "fr",
-            "Donnez exactement l\N{RIGHT SINGLE QUOTATION MARK}un de CRON et EVERY, pas les deux.",
+            "Donnez exactement un de CRON, EVERY et AT, pas plusieurs.",
         ),
-        ("de", "Geben Sie genau eines von CRON und EVERY an, nicht beide."),
-        ("es", "Indique exactamente uno de CRON y EVERY, no ambos."),
+        ("de", "Geben Sie genau eines von CRON, EVERY und AT an, nicht mehrere."),
+        ("es", "Indique exactamente uno de CRON, EVERY y AT, no varios."),
     ],
 )
 def test_a_schedule_check_speaks_the_active_language(

@@ -101,8 +101,8 @@ TOKEN = "POST /api/token/"
 
 def test_the_schema_lists_every_operation() -> None:
     # With GET results/{request_id}, series/, limits/, workflows/; POST records/{id}/cancel/
-    # and records/bulk/.
-    assert len(OPERATIONS) == 27
+    # and records/bulk/; the schedules' list, create, read, replace, delete, pause, resume.
+    assert len(OPERATIONS) == 34
     assert TOKEN in OPERATIONS
 
 

@@ -42,7 +42,7 @@ def pg_alias(postgres_server: PostgresServer, django_db_blocker: Any) -> Iterato
     from django.core.management import call_command
 
     settings.DATABASES[PG] = postgres_server.database()
-    del connections.settings  # a cached property: read DATABASES again
+    connections.__dict__.pop("settings", None)  # a cached property: read DATABASES again
     with django_db_blocker.unblock():
         call_command("migrate", database=PG, verbosity=0)
     forget_tables()
@@ -52,7 +52,7 @@ def pg_alias(postgres_server: PostgresServer, django_db_blocker: Any) -> Iterato
         with django_db_blocker.unblock():
             connections[PG].close()
         del settings.DATABASES[PG]
-        del connections.settings
+        connections.__dict__.pop("settings", None)
         forget_tables()
 
 

@@ -37,6 +37,7 @@ def own_redis(fresh_redis: RedisServer, namespace: str) -> Iterator[RedisServer]
         yield fresh_redis
 
 
+@pytest.mark.standalone_only("its worker and INFO commandstats are a private server's")
 def test_ten_thousand_reports_cost_a_handful_of_commands(
     own_redis: RedisServer, namespace: str
 ) -> None:

@@ -19,6 +19,15 @@ settings.register_profile("ledger", deadline=None)
 settings.load_profile("ledger")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    from django.conf import settings as django_settings
+
+    # Django's own advice for a test suite: a fast password hasher. Every user made with
+    # a password and every sign-in would otherwise run PBKDF2 (a second of CPU each on
+    # this machine), and the API's throttle tests sign in dozens of times.
+    django_settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture(scope="session")
 def redis_server(pytestconfig: pytest.Config) -> RedisServer:
     """Return the session's redis-server, the one ``REDIS_URL`` and settings point at."""

@@ -31,6 +31,8 @@ ONLY: dict[str, str] = {
     "tests/worker/test_worker_systemd.py": "b",
     "tests/worker/test_worker_logging.py": "b",
     "tests/project": "b",
+    # It runs the demo on Python 3.11 and 3.13 itself, from the Python 3.11 suite.
+    "tests/project/test_demo_new_user.py": "a",
     "tests/core/test_conservation.py": "a",
     "tests/core/test_differential.py": "a",
     "tests/schedule/test_schedule_conservation.py": "a",

@@ -54,6 +54,7 @@ def schedulers(
             process.process.wait()
 
 
+@pytest.mark.standalone_only(reason="its scheduler processes connect to the standalone URL")
 def test_three_schedulers_follow_schedules_created_edited_paused_and_deleted_over_the_api(
     schedulers: list[Scheduler],
     api_root: APIClient,

@@ -16,7 +16,8 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-\nimport pytest
+
+import pytest
 
 from django_ledger.core.probes import STALL_FILE_ENV
 from django_ledger.core.schedule import ScheduleStore
@@ -37,7 +38,9 @@ def status(port: int, path: str) -> int | None:
         return None
 
 
-@pytest.mark.standalone_only(reason="the scheduler runs on a server of its own, killed and restarted")
+@pytest.mark.standalone_only(
+    reason="the scheduler runs on a server of its own, killed and restarted"
+)
 def test_the_schedulers_probes_follow_its_loop_and_its_redis(
     fresh_redis: RedisServer, tmp_path: Path
 ) -> None:

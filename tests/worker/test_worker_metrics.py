@@ -186,7 +186,8 @@ def test_without_prometheus_client_the_worker_runs_and_its_port_serves_the_probe
     asked = start("raw", "--metrics-port", str(port), block=block)
     try:
         assert wait_until(lambda: get(port, "/healthz") == (200, "ok\n"), what="/healthz")
-        assert get(port, "/readyz") == (200, "ok\n")
+        # Ready once Redis has first answered ("starting" until then).
+        assert wait_until(lambda: get(port, "/readyz") == (200, "ok\n"), what="/readyz")
         assert get(port, "/metrics")[0] == 404
     finally:
         asked.signal(15)

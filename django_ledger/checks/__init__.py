@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.core import checks
 
-from .base import TAG
+from .base import RUN_TAG, TAG
 from .installed import check_api, check_rangefilter
 from .servers import check_redis
 from .settings import check_settings
@@ -29,15 +29,15 @@ __all__ = [
 
 def register_checks() -> None:
     """Register the checks (called once, from ``AppConfig.ready``)."""
-    checks.register(check_settings, TAG)
+    checks.register(check_settings, TAG, RUN_TAG)
     from .schedules import check_schedules  # LEDGER['SCHEDULES'], E070 to E079
 
-    checks.register(check_schedules, TAG)
-    checks.register(check_handlers, TAG)
+    checks.register(check_schedules, TAG, RUN_TAG)
+    checks.register(check_handlers, TAG, RUN_TAG)
     # TASKS' LedgerBackends and task options: E060-E065, W060; the outbox: W065, W066.
     from .tasks import check_eager, check_outbox, check_tasks_once
 
-    checks.register(check_tasks_once, TAG)
+    checks.register(check_tasks_once, TAG, RUN_TAG)
     # Tagged "database": Django runs it only for the aliases given with --database
     # (Django 6 hands every check all aliases otherwise).
     checks.register(check_outbox, TAG, checks.Tags.database, deploy=True)

@@ -7,9 +7,13 @@ from typing import Any
 from django.core import checks
 from django.utils.module_loading import import_string
 
-__all__ = ["DOCS", "TAG", "error", "imported", "safe"]
+__all__ = ["DOCS", "RUN_TAG", "TAG", "error", "imported", "safe"]
 
 TAG = "django_ledger"
+#: The checks of what the ledger's commands run on (its settings, schedules, handlers and
+#: task backends): a worker or a command runs these at start, not the whole project's
+#: (its URLs, its admin), which ``manage.py check`` and the web server run.
+RUN_TAG = "django_ledger_run"
 DOCS = "see 'System checks' in the django-ledger docs"
 
 

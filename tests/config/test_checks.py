@@ -326,3 +326,27 @@ def test_a_module_that_raises_at_import_is_reported_not_raised(
 
     [message] = found
     assert "KeyError: 'NEEDS_A_SETTING'" in message.msg and message.hint
+
+
+@pytest.mark.parametrize("name", ["ledger_worker", "ledger_scheduler", "ledger_relay"])
+def test_the_ledgers_commands_check_the_ledger_and_not_the_projects_urls(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker starts on the ledger's checks; a broken URLconf is the web server's to find."""
+    from django.core.management import load_command_class
+
+    (tmp_path / "checks_broken_urls.py").write_text("raise KeyError('A_VIEW_SETTING')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "checks_broken_urls", raising=False)
+    command = load_command_class("django_ledger", name)
+    # As BaseCommand.execute runs them: every check for "__all__", else these tags'.
+    tags = None if command.requires_system_checks == "__all__" else command.requires_system_checks
+    with override_settings(ROOT_URLCONF="checks_broken_urls"):
+        with pytest.raises(KeyError, match="A_VIEW_SETTING"):
+            run_check()  # manage.py check imports the URLconf
+        command.check(tags=tags, display_num_errors=False)  # the command does not
+    with (
+        override_settings(LEDGER=base(QUEUES=["default"]), CACHES=CACHES),
+        pytest.raises(SystemCheckError, match=r"django_ledger\.E003"),
+    ):
+        command.check(tags=tags)

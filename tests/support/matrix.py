@@ -34,8 +34,9 @@ import pytest
 HALF_ENV = "LEDGER_TEST_HALF"
 CLUSTER_ENV = "LEDGER_TEST_CLUSTER"
 
-#: Path (a folder or a file, from the project root) -> the one half that runs it.
-ONLY: dict[str, str] = {
+#: Path (a folder or a file, from the project root) -> the one half that runs it (None:
+#: both, where a folder above names one).
+ONLY: dict[str, str | None] = {
     "tests/worker": "a",
     "tests/worker/test_worker_metrics.py": "b",
     "tests/worker/test_worker_probe.py": "b",
@@ -44,8 +45,8 @@ ONLY: dict[str, str] = {
     "tests/worker/test_worker_systemd.py": "b",
     "tests/worker/test_worker_logging.py": "b",
     "tests/project": "b",
-    # It runs the demo on Python 3.11 and 3.13 itself, from the Python 3.11 suite.
-    "tests/project/test_demo_new_user.py": "a",
+    # Both: each half makes the new user's demo run on its own Python (the file says which).
+    "tests/project/test_demo_new_user.py": None,
     "tests/core/test_conservation.py": "a",
     "tests/core/test_differential.py": "a",
     "tests/schedule/test_schedule_conservation.py": "a",

@@ -21,11 +21,18 @@ cluster's masters), what never reaches the suite's Redis (codecs, the fuzzer, ch
 the testing kit, the project's files), the long conservation runs, and a worker's or a
 scheduler's process mechanics (signals, time-outs, probes, recycling: a standalone
 server's). A path named on the command line runs whatever this says.
+
+The core's and ``tests/cluster``'s tests that the cluster suite runs (``CROSSED``) run on each server once standalone
+and once on a cluster: the cluster suite splits them into two shares by a hash of each
+test's id (``LEDGER_TEST_SHARD``: cluster-a, on Redis, runs the first, cluster-b, on
+Valkey, the second), so half ``a`` (Redis) runs the second share standalone and half
+``b`` (Valkey) the first. A test a cluster skips (``standalone_only``) runs in both.
 """
 
 from __future__ import annotations
 
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +108,12 @@ ON_CLUSTER: dict[str, bool] = {
 }
 
 
+#: Folders whose tests the two halves share out, crossed with the cluster suite's shares.
+CROSSED = ("tests/core", "tests/cluster")
+#: The cluster suite's share (K of 2, ``LEDGER_TEST_SHARD``) each half runs standalone.
+CROSSED_SHARE = {"a": 2, "b": 1}
+
+
 def _most_specific(table: dict[str, Any], path: str) -> Any:
     found = [key for key in table if path == key or path.startswith(key + "/")]
     return table[max(found, key=len)] if found else None
@@ -144,3 +157,28 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return None
     owner = half_of(path)
     return True if owner is not None and owner != half else None
+
+
+def cluster_share(nodeid: str) -> int:
+    """The share (1 or 2) of the cluster suite that runs test ``nodeid`` (redis_plugin's)."""
+    return zlib.crc32(nodeid.encode()) % 2 + 1
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    half = os.environ.get(HALF_ENV)
+    if half not in CROSSED_SHARE or os.environ.get(CLUSTER_ENV):
+        return
+    kept, left = [], []
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        crossed = path.startswith(tuple(folder + "/" for folder in CROSSED)) and on_cluster(path)
+        mine = (
+            not crossed
+            or item.get_closest_marker("standalone_only") is not None
+            or cluster_share(item.nodeid) == CROSSED_SHARE[half]
+            or _named(Path(str(item.path)), config)
+        )
+        (kept if mine else left).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import redis
 from django.contrib.admin.utils import quote
-from django.contrib.auth.models import Group, Permission
 from django.test import Client
 from django.urls import reverse
 
@@ -52,31 +51,6 @@ def workers_ns(settings: Any, namespace: str) -> str:
 @pytest.fixture
 def beats(redis_client: redis.Redis, workers_ns: str) -> Heartbeats:
     return Heartbeats(redis_client, workers_ns)
-
-
-@pytest.fixture
-def login_as(django_user_model: Any) -> Callable[..., Client]:
-    """Return a client logged in as a new staff user with the given permission codenames."""
-    made = 0
-
-    def build(*codenames: str, groups: tuple[str, ...] = (), superuser: bool = False) -> Client:
-        nonlocal made
-        made += 1
-        user = django_user_model(username=f"user{made}", is_staff=True, is_superuser=superuser)
-        user.set_unusable_password()
-        user.save()
-        perms = Permission.objects.filter(
-            content_type__app_label="django_ledger", codename__in=codenames
-        )
-        assert perms.count() == len(codenames), "a codename the models do not declare"
-        user.user_permissions.add(*perms)
-        for name in groups:
-            user.groups.add(Group.objects.get_or_create(name=name)[0])
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return build
 
 
 @pytest.fixture

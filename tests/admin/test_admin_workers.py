@@ -23,6 +23,7 @@ from django_ledger.conf import reset_connections
 from django_ledger.core.worker import Heartbeats, WorkerInfo
 from tests.support.redis_server import RedisServer, free_port
 from tests.support.worker_process import WorkerProcess, wait_until
+from tests.support.worker_starts import starting
 
 pytestmark = pytest.mark.django_db
 
@@ -55,17 +56,9 @@ def beats(redis_client: redis.Redis, workers_ns: str) -> Heartbeats:
 
 @pytest.fixture
 def start(redis_server: RedisServer, workers_ns: str, tmp_path: Path) -> Iterator[Any]:
-    started: list[WorkerProcess] = []
-
-    def run(*args: str) -> WorkerProcess:
-        log = tmp_path / f"worker-{len(started)}.log"
-        worker = WorkerProcess(redis_server.url, workers_ns, list(args), log)
-        started.append(worker)
-        return worker
-
-    yield run
-    for worker in started:
-        worker.stop()
+    yield from starting(
+        tmp_path, lambda args, log: WorkerProcess(redis_server.url, workers_ns, args, log)
+    )
 
 
 def info(worker_id: str, **kw: Any) -> WorkerInfo:

@@ -21,7 +21,7 @@ from ..core.results import Stats
 from ..models import Queue, Record
 from ..services.placement import Placement, crowded_masters, crowding_hint, place_ledger
 from . import charts, limits
-from .base import LedgerModelAdmin
+from .base import PagesAdmin
 from .display import Label, bytes_text, count_text, duration_text, instant_text, period_text
 from .lookups import Spec
 from .record_query import RecordQuery
@@ -47,7 +47,7 @@ _GATE = {
 
 
 @admin.register(Queue)
-class QueueAdmin(LedgerModelAdmin):
+class QueueAdmin(PagesAdmin):
     view_action = "view_queue"
     actions = None
 
@@ -78,20 +78,6 @@ class QueueAdmin(LedgerModelAdmin):
         if object_id not in ledger_settings.queues or not self.can_view_queue(request, object_id):
             return None
         return Queue(key=object_id, queue=object_id)
-
-    def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        return self.guard(request, self.overview, request)
-
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        return self.guard(request, self.health, request, object_id)
 
     def overview(self, request: HttpRequest) -> HttpResponse:
         """List the queues this user may see, one stats snapshot each."""
@@ -136,11 +122,11 @@ class QueueAdmin(LedgerModelAdmin):
         }
         return TemplateResponse(request, "admin/django_ledger/queue_list.html", context)
 
-    def health(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """Show one queue's counters, gate, oldest due age and expired leases."""
+    def detail_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Show one queue's health: its counters, gate, oldest due age and expired leases."""
         if not self.has_view_permission(request):
             raise PermissionDenied
-        queue = unquote(object_id)
+        queue = object_id
         if queue not in ledger_settings.queues or not self.can_view_queue(request, queue):
             return self.not_found(request, queue)
         window = charts.window_of(request.GET.get("window"))

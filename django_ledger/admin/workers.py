@@ -158,26 +158,8 @@ class WorkerAdmin(PagesAdmin):
             if not (superuser or permissions.can_reach_queue(user, queue)):
                 hidden += 1
                 continue
-            request_id = str(task.get("id", ""))
-            since = _since(task)
-            url = None
-            if permissions.can(user, "view", queue):
-                url = reverse(
-                    "admin:django_ledger_record_change",
-                    args=(quote(f"{queue} {request_id}"),),
-                    current_app=self.admin_site.name,
-                )
-            running.append(
-                RunningRow(
-                    request_id=request_id,
-                    queue=queue,
-                    name=str(task.get("name") or "-"),
-                    attempt=int(task.get("attempt", 0)),
-                    since=instant_text(since or None),
-                    since_ago=relative_text(since or None, now),
-                    record_url=url,
-                )
-            )
+            viewable = permissions.can(user, "view", queue)
+            running.append(_running_row(task, now, self.admin_site.name if viewable else None))
         return WorkerRow(
             info=info,
             url=self.change_url(info.worker_id),
@@ -232,25 +214,29 @@ def running_on(request: HttpRequest, queue: str, site_name: str) -> list[Running
     except LedgerError:
         return []
     tasks = [task for info in found for task in info.running if task.get("queue") == queue]
-    rows = []
-    for task in sorted(tasks, key=_since):
-        request_id, since = str(task.get("id", "")), _since(task)
-        rows.append(
-            RunningRow(
-                request_id=request_id,
-                queue=queue,
-                name=str(task.get("name") or "-"),
-                attempt=int(task.get("attempt", 0)),
-                since=instant_text(since or None),
-                since_ago=relative_text(since or None, now),
-                record_url=reverse(
-                    "admin:django_ledger_record_change",
-                    args=(quote(f"{queue} {request_id}"),),
-                    current_app=site_name,
-                ),
-            )
-        )
+    rows = [_running_row(task, now, site_name) for task in sorted(tasks, key=_since)]
     return _with_progress(rows)
+
+
+def _running_row(task: dict[str, Any], now: int, site_name: str | None) -> RunningRow:
+    """One running task's row; with a link to its record page on ``site_name``, if given."""
+    queue, request_id, since = str(task.get("queue", "")), str(task.get("id", "")), _since(task)
+    url = None
+    if site_name is not None:
+        url = reverse(
+            "admin:django_ledger_record_change",
+            args=(quote(f"{queue} {request_id}"),),
+            current_app=site_name,
+        )
+    return RunningRow(
+        request_id=request_id,
+        queue=queue,
+        name=str(task.get("name") or "-"),
+        attempt=int(task.get("attempt", 0)),
+        since=instant_text(since or None),
+        since_ago=relative_text(since or None, now),
+        record_url=url,
+    )
 
 
 def _data_loss() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import timedelta
+from typing import Any
 
 from . import fused, reference
 from .arguments import check_priority
@@ -15,7 +16,7 @@ from .results import Admission, AdmissionStatus
 from .timing import duration_ms
 from .transport import batches, utf8_len
 
-__all__ = ["admit", "admit_many", "checked_request"]
+__all__ = ["admit", "admit_many", "check_payload", "checked_request", "request_pair"]
 
 
 def admit(
@@ -43,17 +44,29 @@ def admit(
     return fused.admit(ledger.runner, batch, delay_ms, "", ledger.max_records, priority)[0]
 
 
+def request_pair(item: object) -> tuple[Any, Any]:
+    """One ``admit_many`` request as ``(request_id, payload)``; ``TypeError`` if no pair."""
+    if not isinstance(item, tuple | list) or len(item) != 2:
+        raise TypeError("each request must be a (request_id, payload) pair")
+    return item[0], item[1]
+
+
+def check_payload(payload: object) -> str:
+    if not isinstance(payload, str):
+        raise TypeError(f"payload must be a str, not {type(payload).__name__}")
+    return payload
+
+
 def checked_request(
     ledger: LedgerBase, request_id: object, payload: object, trace_problem: str | None
 ) -> tuple[str | None, bytes]:
     """Return why one request is refused (``None``: it is not) and its payload's bytes."""
     problem = id_problem(request_id) or trace_problem
-    if not isinstance(payload, str):
-        raise TypeError(f"payload must be a str, not {type(payload).__name__}")
+    text = check_payload(payload)
     if problem is not None:
         return problem, b""
     try:
-        data = payload.encode("utf-8")
+        data = text.encode("utf-8")
     except UnicodeEncodeError:
         return "payload_not_utf8", b""
     if len(data) > ledger.max_payload_bytes:
@@ -81,9 +94,7 @@ def admit_many(
     path = ledger.limit_key
     keys: dict[int, str] = {}
     for item in requests:
-        if not isinstance(item, tuple | list) or len(item) != 2:
-            raise TypeError("each request must be a (request_id, payload) pair")
-        request_id, payload = item
+        request_id, payload = request_pair(item)
         problem, data = checked_request(ledger, request_id, payload, trace_problem)
         if problem is None and path is not None:
             key = key_of(path, payload)

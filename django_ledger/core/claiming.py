@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import timedelta
 
 from . import fused, reference, reference_claims
 from .arguments import (
@@ -25,6 +24,8 @@ from .transport import MAX_BATCH, batches
 
 __all__ = [
     "check_hold_after",
+    "check_owner",
+    "claim_arguments",
     "claim_many",
     "limit_use",
     "release",
@@ -60,27 +61,40 @@ def renewed(work: list[Work], settlements: list[Settlement]) -> list[Settlement]
     return settlements
 
 
-def claim_many(
-    ledger: LedgerBase,
-    owner: str,
-    limit: int,
-    lease: timedelta | float = 30,
-    *,
-    hold_after: int | None = None,
-) -> Claims:
-    """Claim up to ``limit`` due records, one round trip per batch of 128.
-
-    ``hold_after``: the claims after the first ``hold_after`` are held (``Claim.held``:
-    claimed, their work not started) until a settlement as ``State.CLAIMED`` (or a
-    renewal with ``started``) marks them started; repair gives back the attempt of a
-    held claim whose lease runs out. ``None``: every claim starts at once.
-    """
+def check_owner(owner: object) -> None:
     problem = owner_problem(owner)
     if problem is not None:
         raise ValueError(f"owner is not usable ({problem})")
-    positive_int(limit, "limit")
+
+
+def claim_arguments(
+    owner: object, limit: object, lease: object, hold_after: object, *, settling: bool = False
+) -> int:
+    """Check a claim's arguments and return the lease in milliseconds.
+
+    ``limit`` is 1 or more, or with ``settling`` (``settle_and_claim``) 0 to ``MAX_BATCH``.
+    """
+    check_owner(owner)
+    if not settling:
+        positive_int(limit, "limit")
+    elif isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_BATCH:
+        raise ValueError(f"limit must be an int from 0 to {MAX_BATCH}, got {limit!r}")
     lease_ms = duration_ms(lease, "lease", positive=True)
     check_hold_after(hold_after)
+    return lease_ms
+
+
+def claim_many(
+    ledger: LedgerBase, owner: str, limit: int, lease_ms: int, hold_after: int | None
+) -> Claims:
+    """Claim up to ``limit`` due records, one round trip per batch of 128.
+
+    The arguments checked (``claim_arguments``). ``hold_after``: the claims after the
+    first ``hold_after`` are held (``Claim.held``: claimed, their work not started) until
+    a settlement as ``State.CLAIMED`` (or a renewal with ``started``) marks them started;
+    repair gives back the attempt of a held claim whose lease runs out. ``None``: every
+    claim starts at once.
+    """
     claims = Claims()
     while len(claims) < limit:
         want = min(MAX_BATCH, limit - len(claims))
@@ -130,14 +144,13 @@ def release(ledger: LedgerBase, claims: Iterable[Claim]) -> list[Settlement]:
 
 def settle_and_claim(
     ledger: LedgerBase,
-    items: Iterable[SettleItem],
+    work: list[Work],
     owner: str,
     limit: int,
-    lease: timedelta | float = 30,
-    *,
-    hold_after: int | None = None,
+    lease_ms: int,
+    hold_after: int | None,
 ) -> tuple[list[Settlement], Claims]:
-    """Settle ``items``, then claim up to ``limit`` more for ``owner``.
+    """Settle ``work``, then claim up to ``limit`` more for ``owner`` (arguments checked).
 
     Optimized, the last transport batch of settlements and the claims travel in one
     script call: a worker that has just finished gets its next work in the same round
@@ -145,14 +158,6 @@ def settle_and_claim(
     marks a held claim started (and renews it); ``hold_after`` as ``claim_many``.
     The claims say when the next PENDING record falls due (``Claims.due_in_ms``).
     """
-    work = [settle_work(item) for item in items]
-    problem = owner_problem(owner)
-    if problem is not None:
-        raise ValueError(f"owner is not usable ({problem})")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_BATCH:
-        raise ValueError(f"limit must be an int from 0 to {MAX_BATCH}, got {limit!r}")
-    lease_ms = duration_ms(lease, "lease", positive=True)
-    check_hold_after(hold_after)
     if not ledger.optimized:
         settled = settle_batch(ledger, work)
         if not limit:

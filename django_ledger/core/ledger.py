@@ -1,7 +1,9 @@
 """The delivery ledger: every operation of the contract, on one Redis queue.
 
-``Ledger`` is the one public class, every operation a method here. Each hands its work
-to a module named for what it does: admission (``admission.py``), claims and settlements
+``Ledger`` is the one public class: the operations it shares with ``ShardedLedger`` are
+written once in ``surface.py`` (``LedgerSurface``), over this class's primitives here;
+what one shard has alone is here. Each operation hands its work to a module named for
+what it does: admission (``admission.py``), claims and settlements
 (``claiming.py``), reads (``reading.py``), repair (``repairing.py``), the gate and import
 (``operating.py``). They check arguments, cut transport batches and run each batch on
 one of two paths over the queue's ``Runner``: ``optimized=True`` the fused scripts
@@ -13,26 +15,25 @@ plumbing the operations read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from . import admission, cancelling, claiming, operating, reading, repairing
-from .arguments import RenewItem, SettleItem, check_name, positive_int
-from .cancelling import Cancellation
+from . import cancelling, claiming, operating, repairing
+from .arguments import Work, check_name, positive_int
 from .layout import check_layout
 from .ledger_base import LedgerBase
 from .limits import Limits, LimitUse
-from .records import Record, State
-from .results import Admission, Claim, Claims, RepairReport, Settlement, Stats
+from .results import Admission, Claims, RepairReport, Settlement
 from .runner import Runner
+from .surface import LedgerSurface
 from .timing import duration_ms
 from .transport import MAX_BATCH, MAX_BATCH_BYTES, decodes_responses
 
 __all__ = ["MAX_BATCH", "MAX_BATCH_BYTES", "Ledger"]
 
 
-class Ledger(LedgerBase):
+class Ledger(LedgerSurface, LedgerBase):
     """One queue's ledger on a redis-py client (``Redis`` or ``RedisCluster``)."""
 
     def __init__(
@@ -113,98 +114,23 @@ class Ledger(LedgerBase):
         Nothing to skip here: a ledger of one shard checks only when asked.
         """
 
-    # -- admission (admission.py) -----------------------------------------------------
+    # -- the surface's primitives (surface.py): one shard, this ledger -----------------
 
-    def admit(
-        self,
-        request_id: str,
-        payload: str,
-        delay: timedelta | float = 0,
-        traceparent: str | None = None,
-        priority: int = 0,
-    ) -> Admission:
-        """Admit one request, once by its id; ``priority`` -100 to 100 (higher: first)."""
-        return admission.admit(self, request_id, payload, delay, traceparent, priority)
+    def _laid_out(self) -> tuple[Ledger, ...]:
+        return (self,)
 
-    def admit_many(
-        self,
-        requests: Iterable[tuple[str, str]],
-        delay: timedelta | float = 0,
-        traceparent: str | None = None,
-        priority: int = 0,
-    ) -> list[Admission]:
-        """Admit requests in transport batches; answers in input order (not all-or-nothing)."""
-        return admission.admit_many(self, requests, delay, traceparent, priority)
+    def _claim(self, owner: str, limit: int, lease_ms: int, hold_after: int | None) -> Claims:
+        return claiming.claim_many(self, owner, limit, lease_ms, hold_after)
 
-    # -- claims and settlements (claiming.py) -----------------------------------------
-
-    def claim(self, owner: str, lease: timedelta | float = 30) -> Claim | None:
-        """Claim the earliest-due PENDING record for ``owner``, or ``None``."""
-        claims = self.claim_many(owner, 1, lease)
-        return claims[0] if claims else None
-
-    def claim_many(
-        self,
-        owner: str,
-        limit: int,
-        lease: timedelta | float = 30,
-        *,
-        hold_after: int | None = None,
-    ) -> Claims:
-        """Claim up to ``limit`` due records; those after the first ``hold_after`` held."""
-        return claiming.claim_many(self, owner, limit, lease, hold_after=hold_after)
-
-    def renew(self, claim: Claim, lease: timedelta | float = 30) -> Settlement:
-        """Extend ``claim``'s lease to now + ``lease`` if it still holds the record."""
-        return self.renew_many([(claim, lease)])[0]
-
-    def renew_many(self, items: Iterable[RenewItem]) -> list[Settlement]:
-        """Renew ``(claim, lease)`` or ``(claim, lease, started)`` items, a batch a call."""
-        return claiming.renew_many(self, items)
-
-    def settle(
-        self,
-        claim: Claim,
-        state: State = State.COMPLETED,
-        delay: timedelta | float = 0,
-        result: str | bytes | None = None,
-    ) -> Settlement:
-        """End ``claim`` COMPLETED or FAILED, or give it back PENDING after ``delay``."""
-        return self.settle_many([(claim, state, delay, result)])[0]
-
-    def settle_many(self, items: Iterable[SettleItem]) -> list[Settlement]:
-        """Settle ``(claim, state[, delay[, result]])`` items; only a lost item fails."""
-        return claiming.settle_many(self, items)
-
-    def release(self, claims: Iterable[Claim]) -> list[Settlement]:
-        """Give back claims whose work never started: PENDING, due now, the attempt unspent."""
-        return claiming.release(self, claims)
-
-    def settle_and_claim(
-        self,
-        items: Iterable[SettleItem],
-        owner: str,
-        limit: int,
-        lease: timedelta | float = 30,
-        *,
-        hold_after: int | None = None,
+    def _settle_and_claim(
+        self, work: list[Work], owner: str, limit: int, lease_ms: int, hold_after: int | None
     ) -> tuple[list[Settlement], Claims]:
-        """Settle ``items``, then claim up to ``limit`` (0: none) in the same script call."""
-        return claiming.settle_and_claim(self, items, owner, limit, lease, hold_after=hold_after)
+        return claiming.settle_and_claim(self, work, owner, limit, lease_ms, hold_after)
 
-    def cancel(
-        self,
-        request_id: str,
-        *,
-        by: str,
-        reason: str = "",
-        fence_floor: int = 0,
-        expect: bytes | None = None,
-    ) -> Cancellation:
-        """Cancel a record, queued or running, in one step (``cancelling.py``)."""
-        return cancelling.cancel(
-            self, request_id, by=by, reason=reason, fence_floor=fence_floor, expect=expect
-        )
+    def _repair_page(self, cursor: str | int, count: int) -> RepairReport:
+        return repairing.repair_page(self, cursor, count)
+
+    # -- what one shard has alone -----------------------------------------------------
 
     def next_fence(self, floor: int = 0) -> int:
         """Take a fence above every fence this queue gave before (and above ``floor``)."""
@@ -224,46 +150,6 @@ class Ledger(LedgerBase):
         """Store ``key``'s own limits (``None``: remove them; fused path only)."""
         return claiming.set_key_limits(self, key, limits, source=source, force=force)
 
-    def wake_keys(self) -> list[tuple[Any, str]]:
-        """The client and key an idle worker blocks on for this queue (docs/worker.md)."""
-        return [(self.runner.redis, self.runner.keys.wake)]
-
-    def cancel_keys(self) -> list[tuple[Any, str]]:
-        """The client and stream a worker reads cancels of its running claims from."""
-        return [(self.runner.redis, self.runner.keys.cancels)] if self.optimized else []
-
-    # -- reads (reading.py) -----------------------------------------------------------
-
-    def results(self, request_ids: Iterable[str]) -> list[bytes | None]:
-        """The results stored with settlements, in input order (``None``: none)."""
-        return reading.results(self, request_ids)
-
-    def resolve(self, request_id: str) -> Record | None:
-        """Return the verified record of ``request_id``, or ``None``."""
-        return self.resolve_many([request_id])[0]
-
-    def resolve_many(self, request_ids: Iterable[str]) -> list[Record | None]:
-        """Return verified records in input order, without a round trip per id."""
-        return reading.resolve_many(self, request_ids)
-
-    def stats(self) -> Stats:
-        """Read the queue's counters in one consistent snapshot, with no scan of records."""
-        return reading.stats(self)
-
-    # -- repair (repairing.py) --------------------------------------------------------
-
-    def repair(self, cursor: str = "0", count: int = 100) -> str:
-        """Repair one HSCAN page; return the next cursor (``"0"`` ends a cycle)."""
-        return self.repair_page(cursor, count).cursor
-
-    def repair_page(self, cursor: str | int = "0", count: int = 100) -> RepairReport:
-        """Sweep the indexes, then repair one HSCAN page; say what it did."""
-        return repairing.repair_page(self, cursor, count)
-
-    def sweep(self, count: int = 100) -> RepairReport:
-        """Repair up to ``count`` expired leases and records past retention, from the indexes."""
-        return repairing.sweep(self, count)
-
     def scan_page(self, cursor: int, count: int) -> RepairReport:
         """Repair one HSCAN page of records from ``cursor``; the report holds the next one."""
         return repairing.scan_page(self, cursor, count)
@@ -274,46 +160,5 @@ class Ledger(LedgerBase):
         """Repair records against the bytes the caller read (a stale read changes nothing)."""
         return repairing.repair_records(self, observed, cursor)
 
-    def repair_cycle(self, count: int = 100) -> Iterator[RepairReport]:
-        """Repair every record once, yielding each page's report (the last has cursor "0")."""
-        cursor = "0"
-        while True:
-            report = self.repair_page(cursor, count)
-            yield report
-            cursor = report.cursor
-            if cursor == "0":
-                return
-
-    # -- the gate and import (operating.py) -------------------------------------------
-
-    def close_gate(self) -> None:
-        """Hold the queue closed: no claim succeeds until ``open_gate``."""
-        operating.close_gate(self)
-
-    def open_gate(self) -> None:
-        operating.open_gate(self)
-
-    @property
-    def gate_closed(self) -> bool:
-        return operating.gate_closed(self)
-
-    def import_record(
-        self,
-        request_id: str,
-        payload: str,
-        state: State,
-        due_at: int,
-        owner: str = "",
-        **extra: Any,
-    ) -> Admission:
-        """Write one record as given (offline migration: only while the gate is closed).
-
-        ``extra`` may carry ``attempts``, ``fence``, ``lease_until``, ``created_at``,
-        ``updated_at`` and ``traceparent``.
-        """
-        fields = {"request_id": request_id, "payload": payload, "state": state, "due_at": due_at}
-        return self.import_many([{**fields, "owner": owner, **extra}])[0]
-
     def import_many(self, items: Iterable[Mapping[str, Any]]) -> list[Admission]:
-        """Import records given as field mappings; every item checked before any write."""
         return operating.import_many(self, items)

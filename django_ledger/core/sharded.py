@@ -27,33 +27,20 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from .arguments import (
-    RenewItem,
-    SettleItem,
-    check_claim,
-    check_priority,
-    positive_int,
-    renew_work,
-    settle_work,
-)
-from .cancelling import Cancellation
+from . import operating
+from .arguments import positive_int
 from .layout import check_layout, shard_index, shard_queues
 from .ledger import Ledger
-from .records import Record, State, id_problem
-from .results import Admission, Claim, Claims, RepairReport, Settlement, Stats
+from .results import Admission, RepairReport
 from .sharded_claims import ShardedClaiming
 from .sharded_keys import PER_SHARD, PerShard
-from .timing import duration_ms
 from .transport import Translate
 
 __all__ = ["AnyLedger", "ShardedLedger"]
-
-Item = TypeVar("Item")
-Answer = TypeVar("Answer")
 
 
 class ShardedLedger(ShardedClaiming):
@@ -178,165 +165,13 @@ class ShardedLedger(ShardedClaiming):
         """The clock of shard 0's master (on a cluster each shard's scripts read their own)."""
         return self._shards[0].server_time_ms()
 
-    # -- routing ----------------------------------------------------------------------
+    # -- the surface's primitives (surface.py; claims: sharded_claims.py) --------------
 
-    def _routed(
-        self,
-        items: Sequence[Item],
-        request_id: Callable[[Item], object],
-        call: Callable[[Ledger, list[Item]], list[Answer]],
-    ) -> list[Answer]:
-        """Call ``call`` once per shard with that shard's items; answers in input order."""
-        groups: dict[int, list[int]] = {}
-        for position, item in enumerate(items):
-            groups.setdefault(shard_index(request_id(item), self.shard_count), []).append(position)
-        answers: list[Any] = [None] * len(items)
-        for index, positions in groups.items():
-            got = call(self._laid_out()[index], [items[p] for p in positions])
-            for position, answer in zip(positions, got, strict=True):
-                answers[position] = answer
-        return answers
-
-    # -- admission --------------------------------------------------------------------
-
-    def admit(
-        self,
-        request_id: str,
-        payload: str,
-        delay: timedelta | float = 0,
-        traceparent: str | None = None,
-        priority: int = 0,
-    ) -> Admission:
-        """Admit one request on its id's shard (``Ledger.admit``)."""
-        return self.admit_many([(request_id, payload)], delay, traceparent, priority)[0]
-
-    def admit_many(
-        self,
-        requests: Iterable[tuple[str, str]],
-        delay: timedelta | float = 0,
-        traceparent: str | None = None,
-        priority: int = 0,
-    ) -> list[Admission]:
-        duration_ms(delay, "delay")
-        check_priority(priority)
-        items = list(requests)
-        # What a shard would raise on, checked before any shard is written.
-        for item in items:
-            if not isinstance(item, tuple | list) or len(item) != 2:
-                raise TypeError("each request must be a (request_id, payload) pair")
-            if not isinstance(item[1], str):
-                raise TypeError(f"payload must be a str, not {type(item[1]).__name__}")
-        return self._routed(
-            items,
-            lambda item: item[0],
-            lambda shard, group: shard.admit_many(group, delay, traceparent, priority),
-        )
-
-    # -- claims (the many-item forms are ShardedClaiming's and below) -------------------
-
-    def claim(self, owner: str, lease: timedelta | float = 30) -> Claim | None:
-        """Claim one due record from the shards in turn (``Ledger.claim``), or ``None``."""
-        claims: Claims = self.claim_many(owner, 1, lease)
-        return claims[0] if claims else None
-
-    def renew(self, claim: Claim, lease: timedelta | float = 30) -> Settlement:
-        return self.renew_many([(claim, lease)])[0]
-
-    def settle(
-        self,
-        claim: Claim,
-        state: State = State.COMPLETED,
-        delay: timedelta | float = 0,
-        result: str | bytes | None = None,
-    ) -> Settlement:
-        return self.settle_many([(claim, state, delay, result)])[0]
-
-    def renew_many(self, items: Iterable[RenewItem]) -> list[Settlement]:
-        pairs = list(items)
-        for item in pairs:
-            renew_work(item)
-        return self._routed(
-            pairs, lambda item: item[0].request_id, lambda shard, group: shard.renew_many(group)
-        )
-
-    def settle_many(self, items: Iterable[SettleItem]) -> list[Settlement]:
-        checked = list(items)
-        for item in checked:
-            settle_work(item)
-        return self._routed(
-            checked, lambda item: item[0].request_id, lambda shard, group: shard.settle_many(group)
-        )
-
-    def release(self, claims: Iterable[Claim]) -> list[Settlement]:
-        given = list(claims)
-        for claim in given:
-            check_claim(claim)
-        return self._routed(
-            given, lambda claim: claim.request_id, lambda shard, group: shard.release(group)
-        )
-
-    # -- reads ------------------------------------------------------------------------
-
-    def results(self, request_ids: Iterable[str]) -> list[bytes | None]:
-        return self._routed(
-            list(request_ids), lambda request_id: request_id, lambda s, g: s.results(g)
-        )
-
-    def resolve(self, request_id: str) -> Record | None:
-        return self.resolve_many([request_id])[0]
-
-    def resolve_many(self, request_ids: Iterable[str]) -> list[Record | None]:
-        return self._routed(
-            list(request_ids), lambda request_id: request_id, lambda s, g: s.resolve_many(g)
-        )
-
-    def cancel(
-        self,
-        request_id: str,
-        *,
-        by: str,
-        reason: str = "",
-        fence_floor: int = 0,
-        expect: bytes | None = None,
-    ) -> Cancellation:
-        """Cancel a record on the shard that holds it (``Ledger.cancel``).
-
-        ``fence_floor`` is a fence of that shard (``shard_for(request_id).next_fence()``).
-        """
-        problem = id_problem(request_id)
-        if problem is not None:
-            raise ValueError(problem)
-        self._laid_out()
-        shard = self.shard_for(request_id)
-        return shard.cancel(
-            request_id, by=by, reason=reason, fence_floor=fence_floor, expect=expect
-        )
-
-    def wake_keys(self) -> list[tuple[Any, str]]:
-        """Each shard's client and wake key: an idle worker blocks on them all."""
-        return [key for shard in self._laid_out() for key in shard.wake_keys()]
-
-    def cancel_keys(self) -> list[tuple[Any, str]]:
-        """Each shard's client and cancels stream (``Ledger.cancel_keys``)."""
-        return [key for shard in self._laid_out() for key in shard.cancel_keys()]
-
-    def stats(self) -> Stats:
-        """The shards' counters summed (each shard's own snapshot, read one after another)."""
-        return Stats.summed([shard.stats() for shard in self._laid_out()])
-
-    # -- repair -----------------------------------------------------------------------
-
-    def repair_page(self, cursor: str | int = "0", count: int = 100) -> RepairReport:
-        """Sweep every shard's indexes, then repair one HSCAN page of one shard's records.
-
-        The cursor is ``"<shard>.<cursor>"`` (``"0"`` starts a cycle at shard 0 and ends
-        it after the last shard's last page).
-        """
+    def _repair_page(self, cursor: str | int, count: int) -> RepairReport:
+        """Sweep every shard's indexes, then repair one HSCAN page of one shard's records."""
         index, inner = self._parse_cursor(cursor)
         positive_int(count, "count", upper=10_000)
-        report = RepairReport(cursor="0")
-        for shard in self._laid_out():
-            report.add(shard.sweep(count))
+        report = self.sweep(count)
         page = self._laid_out()[index].scan_page(inner, count)
         if page.cursor != "0":
             page.cursor = f"{index}.{page.cursor}"
@@ -360,57 +195,10 @@ class ShardedLedger(ShardedClaiming):
             raise ValueError(f"cursor must be a cursor returned by repair, got {cursor!r}")
         return int(shard), int(inner)
 
-    def repair(self, cursor: str = "0", count: int = 100) -> str:
-        """Repair one page (``repair_page``); return the next cursor (``"0"`` ends a cycle)."""
-        return self.repair_page(cursor, count).cursor
-
-    def repair_cycle(self, count: int = 100) -> Iterator[RepairReport]:
-        """Repair every record of every shard once, yielding each page's report."""
-        cursor = "0"
-        while True:
-            report = self.repair_page(cursor, count)
-            yield report
-            cursor = report.cursor
-            if cursor == "0":
-                return
-
-    def sweep(self, count: int = 100) -> RepairReport:
-        report = RepairReport(cursor="0")
-        for shard in self._laid_out():
-            report.add(shard.sweep(count))
-        return report
-
-    # -- gate and import --------------------------------------------------------------
-
-    def close_gate(self) -> None:
-        """Close every shard (once this returns, no claim succeeds on any)."""
-        for shard in self._laid_out():
-            shard.close_gate()
-
-    def open_gate(self) -> None:
-        for shard in self._laid_out():
-            shard.open_gate()
-
-    @property
-    def gate_closed(self) -> bool:
-        """True when any shard is closed."""
-        return any(shard.gate_closed for shard in self._laid_out())
-
-    def import_record(
-        self,
-        request_id: str,
-        payload: str,
-        state: State,
-        due_at: int,
-        owner: str = "",
-        **extra: Any,
-    ) -> Admission:
-        """Write one record as given into its id's shard (``Ledger.import_record``)."""
-        fields = {"request_id": request_id, "payload": payload, "state": state, "due_at": due_at}
-        return self.import_many([{**fields, "owner": owner, **extra}])[0]
+    # -- import ---------------------------------------------------------------------
 
     def import_many(self, items: Iterable[Mapping[str, Any]]) -> list[Admission]:
-        """Import records, each into its id's shard; every item is checked before any write."""
+        """Import records, each into its id's shard; every item checked before any write."""
         from .importing import prepare_import  # local: import formats are not hot
 
         given = list(items)
@@ -420,7 +208,9 @@ class ShardedLedger(ShardedClaiming):
         ]
         pairs = list(zip(ids, given, strict=True))
         return self._routed(
-            pairs, lambda pair: pair[0], lambda shard, group: shard.import_many(g for _, g in group)
+            pairs,
+            lambda pair: pair[0],
+            lambda shard, group: operating.import_many(shard, [g for _, g in group]),
         )
 
 

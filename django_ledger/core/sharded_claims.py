@@ -10,26 +10,20 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterable
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .arguments import SettleItem, positive_int, settle_work
-from .claiming import check_hold_after
+from . import claiming
+from .arguments import Work
 from .layout import homes_key, shard_index
+from .ledger_base import LedgerBase
 from .limits import Limits, LimitUse
-from .records import owner_problem
 from .results import Claim, Claims, Settlement, earliest
-from .timing import duration_ms
-from .transport import MAX_BATCH
+from .surface import LedgerSurface
 
-if TYPE_CHECKING:
-    from .ledger import Ledger
-
-__all__ = ["ShardedClaiming", "check_owner"]
+__all__ = ["ShardedClaiming"]
 
 
-class ShardedClaiming:
+class ShardedClaiming(LedgerSurface):
     """Claim from a sharded queue's shards in turn (``ShardedLedger`` sets the state)."""
 
     namespace: str
@@ -39,10 +33,6 @@ class ShardedClaiming:
     _turn: itertools.count[int]
     _home: int | None
     _away: bool
-
-    def _laid_out(self) -> tuple[Ledger, ...]:
-        """The shards, their layout checked first (``ShardedLedger._laid_out``)."""
-        raise NotImplementedError
 
     def limits(self) -> LimitUse:
         """No limits: a limited queue has one shard (docs/limits.md)."""
@@ -57,29 +47,19 @@ class ShardedClaiming:
             )
         return False
 
-    def _rotation(self) -> list[Ledger]:
+    def _rotation(self) -> list[LedgerBase]:
         """The shards in claim order for this call: from the one whose turn it is."""
         start = next(self._turn) % self.shard_count
         shards = self._laid_out()
         return list(shards[start:] + shards[:start])
 
-    def claim_many(
-        self,
-        owner: str,
-        limit: int,
-        lease: timedelta | float = 30,
-        *,
-        hold_after: int | None = None,
-    ) -> Claims:
-        check_owner(owner)
-        positive_int(limit, "limit")
-        duration_ms(lease, "lease", positive=True)
-        check_hold_after(hold_after)
+    def _claim(self, owner: str, limit: int, lease_ms: int, hold_after: int | None) -> Claims:
+        """Claim from the shards in turn, from the one whose turn it is, up to ``limit``."""
         claims = Claims()
         waits: list[int | None] = []
         for shard in self._rotation():
             more = _still(hold_after, claims)
-            got = shard.claim_many(owner, limit - len(claims), lease, hold_after=more)
+            got = claiming.claim_many(shard, owner, limit - len(claims), lease_ms, more)
             claims += got
             waits.append(got.due_in_ms)
             if len(claims) >= limit:
@@ -87,16 +67,10 @@ class ShardedClaiming:
         claims.due_in_ms = earliest(*waits)  # every shard was asked: the soonest of them
         return claims
 
-    def settle_and_claim(
-        self,
-        items: Iterable[SettleItem],
-        owner: str,
-        limit: int,
-        lease: timedelta | float = 30,
-        *,
-        hold_after: int | None = None,
+    def _settle_and_claim(
+        self, work: list[Work], owner: str, limit: int, lease_ms: int, hold_after: int | None
     ) -> tuple[list[Settlement], Claims]:
-        """Settle ``items``, then claim up to ``limit``: one call when they are one shard's.
+        """Settle ``work``, then claim up to ``limit``: one call when it is one shard's.
 
         The claims come first from this ledger's home shard (``_claiming_shard``): the
         workers of a queue take different homes, and each keeps to its own while it has
@@ -104,44 +78,29 @@ class ShardedClaiming:
         they come from the shard whose turn it is, so every shard is visited. When the
         first shard has fewer than ``limit``, the others fill up, from a random one on.
         """
-        checked = list(items)
         shards = self._laid_out()
         count = self.shard_count
         groups: dict[int, list[int]] = {}
-        try:
-            for position, item in enumerate(checked):
-                groups.setdefault(shard_index(item[0].request_id, count), []).append(position)
-        except (AttributeError, IndexError, KeyError, TypeError):
-            groups = {}
-        if len(groups) != 1:
-            # Several shards get writes (or an item is no settlement at all): check every
-            # item before the first is written; one shard's own call checks its items
-            # before it writes anything.
-            for item in checked:
-                settle_work(item)
-        check_owner(owner)
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_BATCH:
-            raise ValueError(f"limit must be an int from 0 to {MAX_BATCH}, got {limit!r}")
-        duration_ms(lease, "lease", positive=True)
-        check_hold_after(hold_after)
+        for position, (claim, _, _, _) in enumerate(work):
+            groups.setdefault(shard_index(claim.request_id, count), []).append(position)
         fused = self._claiming_shard(groups)
         settlements: list[Any]
         claims: Claims
         if len(groups) == 1 and fused in groups:  # the common case: one shard, one call
-            settlements, claims = shards[fused].settle_and_claim(
-                checked, owner, limit, lease, hold_after=hold_after
+            settlements, claims = claiming.settle_and_claim(
+                shards[fused], work, owner, limit, lease_ms, hold_after
             )
         else:
-            settlements, claims = [None] * len(checked), Claims()
+            settlements, claims = [None] * len(work), Claims()
             for index in [*(i for i in groups if i != fused), fused]:
                 positions = groups.get(index, [])
-                group = [checked[p] for p in positions]
+                group = [work[p] for p in positions]
                 if index == fused:
-                    got, claims = shards[index].settle_and_claim(
-                        group, owner, limit, lease, hold_after=hold_after
+                    got, claims = claiming.settle_and_claim(
+                        shards[index], group, owner, limit, lease_ms, hold_after
                     )
                 else:
-                    got = shards[index].settle_many(group)
+                    got = claiming.settle_batch(shards[index], group)
                 for position, answer in zip(positions, got, strict=True):
                     settlements[position] = answer
         if limit and fused == self._home:
@@ -152,8 +111,12 @@ class ShardedClaiming:
             for step in range(count):
                 if (start + step) % count == fused:
                     continue
-                more = shards[(start + step) % count].claim_many(
-                    owner, limit - len(claims), lease, hold_after=_still(hold_after, claims)
+                more = claiming.claim_many(
+                    shards[(start + step) % count],
+                    owner,
+                    limit - len(claims),
+                    lease_ms,
+                    _still(hold_after, claims),
                 )
                 claims += more
                 waits.append(more.due_in_ms)
@@ -202,9 +165,3 @@ class ShardedClaiming:
 def _still(hold_after: int | None, claims: list[Claim]) -> int | None:
     """How many more claims start at once, once ``claims`` are made (``None``: all)."""
     return None if hold_after is None else max(0, hold_after - len(claims))
-
-
-def check_owner(owner: str) -> None:
-    problem = owner_problem(owner)
-    if problem is not None:
-        raise ValueError(f"owner is not usable ({problem})")

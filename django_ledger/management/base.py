@@ -6,7 +6,10 @@ when the parser is made; argparse formats only ``str``, so the text is resolved 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -14,11 +17,29 @@ from django.utils.translation import gettext
 
 from ..checks.base import RUN_TAG
 
-__all__ = ["LedgerCommand", "add_probe_arguments"]
+__all__ = ["LedgerCommand", "add_http_arguments", "float_argument", "signals_handled"]
 
 
-def add_probe_arguments(parser: CommandParser, default_age: str) -> None:
-    """``--healthz-max-age`` and ``--readyz-max-outage``: the bounds of the HTTP probes."""
+def float_argument(parser: CommandParser, name: str, default: float | None, help: str) -> None:
+    """An option that takes a number (seconds, mostly): ``--interval 0.5``."""
+    parser.add_argument(name, type=float, default=default, help=help)
+
+
+def add_http_arguments(parser: CommandParser, metrics_help: str, default_age: str) -> None:
+    """The options of a process's HTTP endpoint: where it listens, its probes' bounds.
+
+    ``--metrics-port`` (its help ``metrics_help``: what the port serves), ``--metrics-address``,
+    ``--healthz-max-age`` (its default said by ``default_age``) and ``--readyz-max-outage``.
+    """
+    parser.add_argument("--metrics-port", type=int, default=None, help=metrics_help)
+    parser.add_argument(
+        "--metrics-address",
+        default=None,
+        help=gettext(
+            "the address --metrics-port listens on (default 127.0.0.1: this host only; "
+            "0.0.0.0 for every interface)"
+        ),
+    )
     parser.add_argument(
         "--healthz-max-age",
         type=float,
@@ -40,6 +61,24 @@ def add_probe_arguments(parser: CommandParser, default_age: str) -> None:
             "it fails while stopping too"
         ),
     )
+
+
+@contextmanager
+def signals_handled(handle: Callable[[int, Any], object]) -> Iterator[None]:
+    """Handle SIGINT and SIGTERM with ``handle`` inside the block, then as before.
+
+    Signal handlers can be set in the main thread only: in another (a command called
+    from a thread) the block runs with the handlers as they are.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class LedgerCommand(BaseCommand):

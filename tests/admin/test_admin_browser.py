@@ -17,7 +17,6 @@ Debian package and ``playwright`` from PyPI; never ``playwright install``).
 from __future__ import annotations
 
 import os
-import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,44 +30,17 @@ from django_ledger.admin.lookups import join_key
 from django_ledger.conf import get_ledger
 from django_ledger.core.ledger import Ledger
 from testproject.demo import seed_demo
+from tests.support.browser import log_in, new_page
 from tests.support.redis_server import free_port
 
-CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / os.environ.get("LEDGER_SCREENSHOTS", "tests/screenshots")
 #: The 1,400 px screenshots are for looking at, not for the docs: always here.
 CHECKS = ROOT / "tests" / "screenshots"
 HOUR = 3_600_000
-PASSWORD = "correct horse battery staple"
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-if not (os.access(CHROMIUM, os.X_OK) or shutil.which("chromium")):
-    pytest.skip(f"no chromium at {CHROMIUM}", allow_module_level=True)
 
 pytest_plugins = ["tests.support.browser_fixtures"]
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def admin_ledger(namespace: str, settings: Any) -> Ledger:
-    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace}
-    # One fast hash for the one login: the default hasher is slow on purpose.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    return get_ledger("default")
-
-
-@pytest.fixture
-def browser_page(browser: Any) -> Any:
-    return browser.new_context(viewport={"width": 1600, "height": 900}).new_page()
-
-
-def log_in(page: Any, live_server: Any, django_user_model: Any) -> None:
-    django_user_model.objects.create_superuser("operator", "operator@example.com", PASSWORD)
-    page.goto(f"{live_server.url}/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_selector("#content-main")
 
 
 def record_url(live_server: Any, queue: str, request_id: str) -> str:
@@ -93,9 +65,9 @@ def test_filter_open_retry_and_screenshots(
     django_user_model: Any,
     admin_ledger: Ledger,
     redis_client: redis.Redis,
-    browser_page: Any,
+    browser: Any,
 ) -> None:
-    page = browser_page
+    page = new_page(browser, 1600)
     for i in range(12):
         admin_ledger.admit(
             f"order-{i:03d}", f'{{"order": {i}, "lines": [{i}, {i + 1}]}}', delay=i * 1800
@@ -187,7 +159,7 @@ def test_what_a_user_saw_at_1400_px(
     browser: Any,
     settings: Any,
 ) -> None:
-    page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+    page = new_page(browser)
     for queue in ("default", "emails"):
         seed_demo(get_ledger(queue))
     admin_ledger.admit("order-1043:receipt", '{"to": "ada@example.com"}')
@@ -309,7 +281,7 @@ def test_the_records_list_and_the_workers_page_fit_1280_px(
 ) -> None:
     from django_ledger.core.worker import Heartbeats, WorkerInfo
 
-    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page = new_page(browser, 1280)
     for queue in ("default", "emails"):
         seed_demo(get_ledger(queue))
     admin_ledger.admit("order-1043:receipt", '{"to": "ada@example.com"}')

@@ -35,14 +35,6 @@ LINK = re.compile(r'<a href="([^"]+)" class="ledger-bulk-link"[^>]*>([^<]+)</a>'
 RUN = re.compile(r"/bulk/" + QUEUE + r"/([0-9a-f]{32})/$")
 
 
-@pytest.fixture
-def admin_user(django_user_model: Any) -> Any:
-    user = django_user_model(username="admin", is_staff=True, is_superuser=True)
-    user.set_unusable_password()
-    user.save()
-    return user
-
-
 def links(client: Client, query: str) -> dict[str, str]:
     page = client.get(f"{CHANGELIST}?{query}")
     assert page.status_code == 200

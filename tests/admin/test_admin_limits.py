@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from django.contrib.admin.models import LogEntry
-from django.contrib.auth.models import Group, Permission
 from django.test import Client
 
 from django_ledger.conf import get_ledger
@@ -30,30 +29,6 @@ def limited(namespace: str, settings: Any) -> Ledger:
         "QUEUES": {"default": {"CONCURRENCY": 2, "KEY": "kwargs.tenant_id"}},
     }
     return get_ledger("default")
-
-
-@pytest.fixture
-def login_as(django_user_model: Any) -> Callable[..., Client]:
-    made = 0
-
-    def build(*codenames: str, groups: tuple[str, ...] = ()) -> Client:
-        nonlocal made
-        made += 1
-        user = django_user_model(username=f"user{made}", is_staff=True)
-        user.set_unusable_password()
-        user.save()
-        user.user_permissions.add(
-            *Permission.objects.filter(
-                content_type__app_label="django_ledger", codename__in=codenames
-            )
-        )
-        for name in groups:
-            user.groups.add(Group.objects.get_or_create(name=name)[0])
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return build
 
 
 def test_the_page_shows_each_limit_its_use_and_the_keys(

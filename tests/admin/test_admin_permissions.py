@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis
 from django.contrib.admin.utils import quote
-from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
@@ -49,31 +49,6 @@ def admin_ledger(namespace: str, settings: Any) -> Ledger:
         "QUEUES": {"default": {}, "emails": {}, "reports": {"GROUPS": ["ops"]}},
     }
     return get_ledger("default")
-
-
-@pytest.fixture
-def login_as(django_user_model: Any) -> Callable[..., Client]:
-    """Return a client logged in as a new user with the given permission codenames."""
-    made = 0
-
-    def build(*codenames: str, staff: bool = True, groups: tuple[str, ...] = ()) -> Client:
-        nonlocal made
-        made += 1
-        user = django_user_model(username=f"user{made}", is_staff=staff)
-        user.set_unusable_password()
-        user.save()
-        perms = Permission.objects.filter(
-            content_type__app_label="django_ledger", codename__in=codenames
-        )
-        assert perms.count() == len(codenames), "a codename the models do not declare"
-        user.user_permissions.add(*perms)
-        for name in groups:
-            user.groups.add(Group.objects.get_or_create(name=name)[0])
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return build
 
 
 def record_url(

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from django.contrib.admin.utils import quote
-from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
@@ -27,24 +26,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def login_as(django_user_model: Any, task_namespace: str) -> Callable[..., Client]:
-    made = 0
-
-    def build(*codenames: str, superuser: bool = False) -> Client:
-        nonlocal made
-        made += 1
-        user = django_user_model(username=f"u{made}", is_staff=True, is_superuser=superuser)
-        user.set_unusable_password()
-        user.save()
-        perms = Permission.objects.filter(
-            content_type__app_label="django_ledger", codename__in=codenames
-        )
-        user.user_permissions.add(*perms)
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return build
+def login_as(login_as: Callable[..., Client], task_namespace: str) -> Callable[..., Client]:
+    """The admin tests' ``login_as`` (``tests/admin/conftest.py``), the tasks' namespace set."""
+    return login_as
 
 
 def record_url(request_id: str) -> str:

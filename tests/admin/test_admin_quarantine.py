@@ -28,21 +28,6 @@ NEXT = re.compile(r'name="next" value="([^"]*)"')
 GARBAGE = b"\x00\x01<script>alert('x')</script>\\\xfe\xff"
 
 
-@pytest.fixture
-def admin_user(django_user_model: Any) -> Any:
-    """A superuser without a password to hash (hashing is slow on purpose)."""
-    user = django_user_model(username="admin", is_staff=True, is_superuser=True)
-    user.set_unusable_password()
-    user.save()
-    return user
-
-
-@pytest.fixture
-def admin_ledger(namespace: str, settings: Any) -> Ledger:
-    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace}
-    return get_ledger("default")
-
-
 def quarantine(
     admin_ledger: Ledger, redis_client: redis.Redis, request_id: str, raw: bytes = GARBAGE
 ) -> None:

@@ -29,21 +29,6 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MINUTE = 60_000
 
 
-@pytest.fixture
-def admin_user(django_user_model: Any) -> Any:
-    """A superuser without a password to hash (hashing is slow on purpose)."""
-    user = django_user_model(username="admin", is_staff=True, is_superuser=True)
-    user.set_unusable_password()
-    user.save()
-    return user
-
-
-@pytest.fixture
-def admin_ledger(namespace: str, settings: Any) -> Ledger:
-    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace}
-    return get_ledger("default")
-
-
 def figure(text: str, name: str) -> str:
     match = re.search(rf'data-figure="{name}">([^<]*)<', text)
     assert match, f"no figure {name}"

@@ -8,7 +8,6 @@ large are refused with a message; purge takes ended records only.
 from __future__ import annotations
 
 import html
-from typing import Any
 
 import pytest
 from django.contrib.admin.models import LogEntry
@@ -16,7 +15,6 @@ from django.test import Client
 from django.urls import reverse
 
 from django_ledger import State
-from django_ledger.conf import get_ledger
 from django_ledger.core.ledger import Ledger
 from tests.admin.test_admin_records import (
     CHANGELIST,
@@ -29,21 +27,6 @@ from tests.admin.test_admin_records import (
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_user(django_user_model: Any) -> Any:
-    """A superuser without a password to hash (hashing is slow on purpose)."""
-    user = django_user_model(username="admin", is_staff=True, is_superuser=True)
-    user.set_unusable_password()
-    user.save()
-    return user
-
-
-@pytest.fixture
-def admin_ledger(namespace: str, settings: Any) -> Ledger:
-    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace}
-    return get_ledger("default")
 
 
 def test_retry_now_from_the_record_page(admin_client: Client, admin_ledger: Ledger) -> None:

@@ -18,18 +18,11 @@ from django.test import Client
 from django.urls import reverse
 
 from django_ledger import State
-from django_ledger.conf import get_ledger
 from django_ledger.core.ledger import Ledger
 from django_ledger.core.results import SettlementStatus
 from tests.admin.test_admin_records import ITEM, action_link, confirm, detail_url, messages_of
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_ledger(namespace: str, settings: Any) -> Ledger:
-    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace}
-    return get_ledger("default")
 
 
 def act(client: Client, name: str, request_id: str) -> Any:

@@ -36,15 +36,6 @@ HOUR = 3_600_000
 
 
 @pytest.fixture
-def admin_user(django_user_model: Any) -> Any:
-    """A superuser without a password to hash (hashing is slow on purpose)."""
-    user = django_user_model(username="admin", is_staff=True, is_superuser=True)
-    user.set_unusable_password()
-    user.save()
-    return user
-
-
-@pytest.fixture
 def admin_env(namespace: str, settings: Any) -> str:
     """Point the LEDGER setting at the test's own namespace."""
     settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace}

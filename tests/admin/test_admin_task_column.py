@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any
 
 import pytest
 import redis
 from django.test import Client
 
-from django_ledger.conf import get_ledger
 from django_ledger.core.jobs import encode_task
 from django_ledger.core.ledger import Ledger
 from tests.support.ledger_helpers import count_calls
@@ -27,20 +25,6 @@ CELL = re.compile(
     r'<td class="field-task_name">(?:<span title="([^"]*)">([^<]*)</span>)?</td>',
     re.S,
 )
-
-
-@pytest.fixture
-def admin_user(django_user_model: Any) -> Any:
-    user = django_user_model(username="admin", is_staff=True, is_superuser=True)
-    user.set_unusable_password()
-    user.save()
-    return user
-
-
-@pytest.fixture
-def admin_ledger(namespace: str, settings: Any) -> Ledger:
-    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace}
-    return get_ledger("default")
 
 
 def task_cells(client: Client, params: dict[str, str] | None = None) -> dict[str, str]:

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import redis
 from django.contrib.admin.utils import quote
-from django.contrib.auth.models import Group, Permission
 from django.test import Client
 from django.urls import reverse
 
@@ -24,6 +23,7 @@ from django_ledger.conf import reset_connections
 from django_ledger.core.worker import Heartbeats, WorkerInfo
 from tests.support.redis_server import RedisServer, free_port
 from tests.support.worker_process import WorkerProcess, wait_until
+from tests.support.worker_starts import starting
 
 pytestmark = pytest.mark.django_db
 
@@ -55,43 +55,10 @@ def beats(redis_client: redis.Redis, workers_ns: str) -> Heartbeats:
 
 
 @pytest.fixture
-def login_as(django_user_model: Any) -> Callable[..., Client]:
-    """Return a client logged in as a new staff user with the given permission codenames."""
-    made = 0
-
-    def build(*codenames: str, groups: tuple[str, ...] = (), superuser: bool = False) -> Client:
-        nonlocal made
-        made += 1
-        user = django_user_model(username=f"user{made}", is_staff=True, is_superuser=superuser)
-        user.set_unusable_password()
-        user.save()
-        perms = Permission.objects.filter(
-            content_type__app_label="django_ledger", codename__in=codenames
-        )
-        assert perms.count() == len(codenames), "a codename the models do not declare"
-        user.user_permissions.add(*perms)
-        for name in groups:
-            user.groups.add(Group.objects.get_or_create(name=name)[0])
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return build
-
-
-@pytest.fixture
 def start(redis_server: RedisServer, workers_ns: str, tmp_path: Path) -> Iterator[Any]:
-    started: list[WorkerProcess] = []
-
-    def run(*args: str) -> WorkerProcess:
-        log = tmp_path / f"worker-{len(started)}.log"
-        worker = WorkerProcess(redis_server.url, workers_ns, list(args), log)
-        started.append(worker)
-        return worker
-
-    yield run
-    for worker in started:
-        worker.stop()
+    yield from starting(
+        tmp_path, lambda args, log: WorkerProcess(redis_server.url, workers_ns, args, log)
+    )
 
 
 def info(worker_id: str, **kw: Any) -> WorkerInfo:

@@ -9,7 +9,6 @@ temporary folder (``LEDGER_SCREENSHOTS=docs/screenshots`` writes the docs' ones 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +17,10 @@ import pytest
 from django_ledger.conf import get_ledger
 from django_ledger.core.counters import Counters, Tally
 from django_ledger.core.ledger import Ledger
+from tests.support.browser import fast_passwords, log_in, new_page
 from tests.support.worker_process import wait_until
 
-CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
-PASSWORD = "correct horse battery staple"
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-if not (os.access(CHROMIUM, os.X_OK) or shutil.which("chromium")):
-    pytest.skip(f"no chromium at {CHROMIUM}", allow_module_level=True)
 
 pytest_plugins = ["tests.support.browser_fixtures"]
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,7 +30,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def counted(namespace: str, settings: Any) -> Ledger:
     """An hour of a worker's counts on ``default``, one flush a minute."""
     settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace}
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    fast_passwords(settings)
     ledger = get_ledger("default")
     counters, now = Counters(ledger.redis, namespace), ledger.server_time_ms()
     # Three DEAD records (one attempt each, their leases expired), for the depth chart.
@@ -89,8 +83,7 @@ def test_the_charts_render_in_chromium(
     shots = Path(os.environ.get("LEDGER_SCREENSHOTS", tmp_path))
     if not shots.is_absolute():
         shots = ROOT / shots
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
-    page = context.new_page()
+    page = new_page(browser, 1280, color_scheme=scheme)
     errors: list[str] = []
     outside: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -99,12 +92,7 @@ def test_the_charts_render_in_chromium(
         "request",
         lambda r: None if r.url.startswith(live_server.url) else outside.append(r.url),
     )
-    django_user_model.objects.create_superuser("operator", "operator@example.com", PASSWORD)
-    page.goto(f"{live_server.url}/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_selector("#content-main")
+    log_in(page, live_server, django_user_model)
 
     base = f"{live_server.url}/admin/django_ledger/queue/"
     page.goto(base + "default/change/")

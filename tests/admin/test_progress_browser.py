@@ -13,21 +13,13 @@ import pytest
 from django.contrib.admin.utils import quote
 from django.urls import reverse
 
-from django_ledger.conf import get_ledger
 from django_ledger.core.ledger import Ledger
 from django_ledger.core.progress import ProgressPad
+from tests.support.browser import log_in, new_page
 
 pytest_plugins = ["tests.support.browser_fixtures"]
 pytestmark = pytest.mark.django_db(transaction=True)
-PASSWORD = "correct horse battery staple"
 PAYLOAD = '{"args":[1,2],"kwargs":{},"task":"tests.support.tasks_app.tasks.add","v":1}'
-
-
-@pytest.fixture
-def admin_ledger(namespace: str, settings: Any) -> Ledger:
-    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace}
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    return get_ledger("default")
 
 
 def test_the_live_toggle_moves_the_bar(
@@ -39,13 +31,7 @@ def test_the_live_toggle_moves_the_bar(
     pad = ProgressPad(admin_ledger, "import-7", claim.fence, interval=1.0)
     pad.set_progress(10, 100, "rows of January")
     pad.flush()
-    django_user_model.objects.create_superuser("operator", "operator@example.com", PASSWORD)
-    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.goto(f"{live_server.url}/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_selector("#content-main")
+    page = log_in(new_page(browser, 1280), live_server, django_user_model)
     url = reverse("admin:django_ledger_record_change", args=(quote("default import-7"),))
     page.goto(f"{live_server.url}{url}")
     bar = '#task-progress [data-field="progress-bar"]'

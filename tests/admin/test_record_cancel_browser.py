@@ -14,21 +14,12 @@ from django.contrib.admin.utils import quote
 from django.urls import reverse
 
 from django_ledger.admin.lookups import join_key
-from django_ledger.conf import get_ledger
 from django_ledger.core.ledger import Ledger
 from django_ledger.core.records import State
+from tests.support.browser import log_in, new_page
 
 pytest_plugins = ["tests.support.browser_fixtures"]
 pytestmark = pytest.mark.django_db(transaction=True)
-
-PASSWORD = "correct horse battery staple"
-
-
-@pytest.fixture
-def admin_ledger(namespace: str, settings: Any) -> Ledger:
-    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace}
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    return get_ledger("default")
 
 
 def test_cancel_a_running_record_from_its_page(
@@ -37,13 +28,7 @@ def test_cancel_a_running_record_from_its_page(
     admin_ledger.admit("report-7", "x")
     claim = admin_ledger.claim("worker-1", lease=600)
     assert claim is not None
-    django_user_model.objects.create_superuser("operator", "operator@example.com", PASSWORD)
-    page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
-    page.goto(f"{live_server.url}/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_selector("#content-main")
+    page = log_in(new_page(browser), live_server, django_user_model)
     key = quote(join_key("default", "report-7"))
     page.goto(live_server.url + reverse("admin:django_ledger_record_change", args=(key,)))
     page.click('a[data-action="cancel"]')

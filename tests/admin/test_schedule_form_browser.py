@@ -9,7 +9,6 @@ Playwright is missing.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,15 +19,10 @@ import redis
 import tests.support.tasks_app.tasks  # noqa: F401 - the project imported its tasks
 from django_ledger.core.schedule import definitions_key, state_key
 from django_ledger.services import runtime_schedules
+from tests.support.browser import fast_passwords, log_in, new_page
 
-CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / os.environ.get("LEDGER_SCREENSHOTS", "tests/screenshots")
-PASSWORD = "correct horse battery staple"
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-if not (os.access(CHROMIUM, os.X_OK) or shutil.which("chromium")):
-    pytest.skip(f"no chromium at {CHROMIUM}", allow_module_level=True)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 pytest_plugins = ["tests.support.browser_fixtures"]
@@ -36,7 +30,7 @@ pytest_plugins = ["tests.support.browser_fixtures"]
 
 @pytest.fixture
 def stored_namespace(settings: Any, namespace: str, redis_client: redis.Redis) -> Iterator[str]:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    fast_passwords(settings)
     settings.LEDGER = {
         **settings.LEDGER,
         "NAMESPACE": namespace,
@@ -50,12 +44,8 @@ def stored_namespace(settings: Any, namespace: str, redis_client: redis.Redis) -
 def test_the_schedule_form_refuses_a_bad_cron_line_then_saves_and_edits(
     live_server: Any, browser: Any, django_user_model: Any, stored_namespace: str
 ) -> None:
-    django_user_model.objects.create_superuser("operator", "operator@example.com", PASSWORD)
-    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/django_ledger/schedule/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
+    page = new_page(browser, 1280)
+    log_in(page, live_server, django_user_model, then="/admin/django_ledger/schedule/", wait=None)
     page.click("#add-schedule")
     page.fill("#id_key", "nightly")
     page.fill("#id_task", "tests.support.tasks_app.tasks.add")

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import redis
 from django.contrib.admin.utils import quote
-from django.contrib.auth.models import Group, Permission
 from django.test import Client
 from django.urls import reverse
 
@@ -54,30 +53,6 @@ def schedules(settings: Any, namespace: str, redis_client: redis.Redis) -> Itera
     }
     yield namespace
     redis_client.delete(state_key(namespace))
-
-
-@pytest.fixture
-def login_as(django_user_model: Any) -> Callable[..., Client]:
-    made = 0
-
-    def build(*codenames: str, groups: tuple[str, ...] = ()) -> Client:
-        nonlocal made
-        made += 1
-        user = django_user_model(username=f"user{made}", is_staff=True)
-        user.set_unusable_password()
-        user.save()
-        perms = Permission.objects.filter(
-            content_type__app_label="django_ledger", codename__in=codenames
-        )
-        assert perms.count() == len(codenames)
-        user.user_permissions.add(*perms)
-        for name in groups:
-            user.groups.add(Group.objects.get_or_create(name=name)[0])
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return build
 
 
 def fire_beat_once() -> int:

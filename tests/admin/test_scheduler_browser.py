@@ -8,7 +8,6 @@ Logs in, opens the list and a schedule, pauses it, fires it now, and saves
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,18 +17,13 @@ import redis
 
 from django_ledger.core.schedule import state_key
 from django_ledger.services import scheduler
+from tests.support.browser import fast_passwords, log_in, new_page
 
-CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / os.environ.get("LEDGER_SCREENSHOTS", "tests/screenshots")
-PASSWORD = "correct horse battery staple"
 TASK = "tests.support.tasks_app.tasks.noop"
 #: A task declared for queue "emails" (a schedule's QUEUE must be one of its task's, E093).
 EMAILS_TASK = "tests.support.tasks_app.tasks.on_emails"
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-if not (os.access(CHROMIUM, os.X_OK) or shutil.which("chromium")):
-    pytest.skip(f"no chromium at {CHROMIUM}", allow_module_level=True)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 pytest_plugins = ["tests.support.browser_fixtures"]
@@ -37,7 +31,7 @@ pytest_plugins = ["tests.support.browser_fixtures"]
 
 @pytest.fixture
 def schedules(settings: Any, namespace: str, redis_client: redis.Redis) -> Iterator[str]:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    fast_passwords(settings)
     settings.LEDGER = {
         **settings.LEDGER,
         "NAMESPACE": namespace,
@@ -57,35 +51,14 @@ def schedules(settings: Any, namespace: str, redis_client: redis.Redis) -> Itera
     redis_client.delete(state_key(namespace))
 
 
-@pytest.fixture
-def page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    executable = CHROMIUM if os.access(CHROMIUM, os.X_OK) else shutil.which("chromium")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=executable,
-            headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        try:
-            yield browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
-        finally:
-            browser.close()
-
-
 def test_pause_and_fire_now_from_the_schedules_page(
-    live_server: Any, page: Any, django_user_model: Any, schedules: str
+    live_server: Any, browser: Any, django_user_model: Any, schedules: str
 ) -> None:
     store = scheduler.store()
     now = store.server_time_ms() // 1000
     store.set_through("heartbeat", (now // 300 - 1) * 300 - 1)  # one fire due
     scheduler.Scheduler("node-a").tick()
-    django_user_model.objects.create_superuser("operator", "operator@example.com", PASSWORD)
-    page.goto(f"{live_server.url}/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_selector("#content-main")
+    page = log_in(new_page(browser), live_server, django_user_model)
 
     page.click("text=Schedules")
     page.wait_for_selector("#schedules")
@@ -111,13 +84,14 @@ def test_the_schedules_page_fits_a_1280_px_screen(
     live_server: Any, django_user_model: Any, schedules: str, browser: Any
 ) -> None:
     scheduler.Scheduler("node-a").tick()
-    django_user_model.objects.create_superuser("operator", "operator@example.com", PASSWORD)
-    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/django_ledger/schedule/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_selector("#schedules")
+    page = new_page(browser, 1280)
+    log_in(
+        page,
+        live_server,
+        django_user_model,
+        then="/admin/django_ledger/schedule/",
+        wait="#schedules",
+    )
     # Nothing wider than the screen: no sideways scrolling to read a schedule.
     width = page.evaluate("document.documentElement.scrollWidth")
     table = page.evaluate("document.querySelector('#schedules').getBoundingClientRect().right")

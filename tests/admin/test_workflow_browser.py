@@ -11,21 +11,13 @@ from typing import Any
 
 import pytest
 
-from django_ledger.conf import get_ledger
 from django_ledger.core.ledger import Ledger
 from django_ledger.tasks.workflows import chain, get_workflow, sig
+from tests.support.browser import log_in, new_page
 from tests.support.tasks_app import workflow_tasks as t
 
 pytest_plugins = ["tests.support.browser_fixtures"]
 pytestmark = pytest.mark.django_db(transaction=True)
-PASSWORD = "correct horse battery staple"
-
-
-@pytest.fixture
-def admin_ledger(namespace: str, settings: Any) -> Ledger:
-    settings.LEDGER = {**settings.LEDGER, "NAMESPACE": namespace}
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    return get_ledger("default")
 
 
 def test_list_workflows_open_one_and_cancel_it(
@@ -33,13 +25,7 @@ def test_list_workflows_open_one_and_cancel_it(
 ) -> None:
     chain(sig(t.plus, 1), sig(t.plus), sig(t.plus)).enqueue(id="order-42")
     chain(sig(t.plus, 2)).enqueue(id="order-43")
-    django_user_model.objects.create_superuser("operator", "operator@example.com", PASSWORD)
-    page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
-    page.goto(f"{live_server.url}/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_selector("#content-main")
+    page = log_in(new_page(browser), live_server, django_user_model)
     page.goto(f"{live_server.url}/admin/django_ledger/queue/")
     page.click('#workflow-links a[data-queue="default"]')
     page.wait_for_selector("#workflows")

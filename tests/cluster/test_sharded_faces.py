@@ -33,6 +33,7 @@ from django_ledger.core.sharded import ShardedLedger
 from django_ledger.tasks import enqueue_once
 from django_ledger.tasks.compat import TaskResultStatus
 from testproject.demo import STEPS, read_demo, seed_demo
+from tests.support.admin_fixtures import admin_user  # noqa: F401 - the fixture
 from tests.support.ledger_helpers import GARBAGE
 from tests.support.tasks_helpers import run_until_settled
 
@@ -64,15 +65,6 @@ def sharded(namespace: str) -> Iterator[Ledger]:
         ledger = get_ledger("default")
         assert isinstance(ledger, ShardedLedger) and len(ledger.shards) == SHARDS
         yield ledger
-
-
-@pytest.fixture
-def admin_user(django_user_model: Any) -> Any:
-    """A superuser without a password to hash (hashing is slow on purpose)."""
-    user = django_user_model(username="admin", is_staff=True, is_superuser=True)
-    user.set_unusable_password()
-    user.save()
-    return user
 
 
 def shard_of(ledger: Ledger, request_id: str) -> int:

@@ -34,6 +34,7 @@ from django_ledger import (
     State,
 )
 from django_ledger.conf import get_ledger, reset_connections
+from tests.support.admin_fixtures import admin_user  # noqa: F401 - the fixture
 from tests.support.api_helpers import error_code, url
 from tests.support.ledger_helpers import dump, make_ledger
 from tests.support.redis_server import RedisServer
@@ -165,15 +166,6 @@ def test_the_token_endpoint_answers_json_when_its_cache_is_full(
 
 
 # -- the admin -------------------------------------------------------------------------
-
-
-@pytest.fixture
-def admin_user(django_user_model: Any) -> Any:
-    """A superuser without a password to hash (hashing is slow on purpose)."""
-    user = django_user_model(username="admin", is_staff=True, is_superuser=True)
-    user.set_unusable_password()
-    user.save()
-    return user
 
 
 @pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""renew: extend a lease that is still this claim's, else LOST."""
+"""renew: extend a lease that is still this claim's, else LOST (its LOST cases: ``test_settle.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import redis
 from django_ledger import Claim, Ledger, SettlementStatus, State
 from tests.support.ledger_helpers import (
     advance,
-    corrupt,
     count_calls,
     dump,
     expire_and_repair,
@@ -90,99 +89,10 @@ def test_same_claim_settles_after_renew(ledger: Ledger) -> None:
     assert record.state is State.FAILED
 
 
-def test_lost_after_the_lease_expired(ledger: Ledger) -> None:
-    claim = _claimed(ledger, lease=10)
-    advance(ledger, 10_000)  # now == lease_until: expired
-    before = dump(ledger)
-    settlement = ledger.renew(claim, lease=60)
-    assert settlement.status is LOST
-    assert not settlement.ok
-    assert settlement.reason == "lease_expired"
-    assert settlement.record is None
-    assert dump(ledger) == before
-
-
 def test_renew_just_before_expiry_is_renewed(ledger: Ledger) -> None:
     claim = _claimed(ledger, lease=60)
     advance(ledger, 50_000)
     assert ledger.renew(claim, lease=60).status is RENEWED
-
-
-@pytest.mark.parametrize("same_owner", [False, True])
-def test_lost_after_another_claim_took_the_record(ledger: Ledger, same_owner: bool) -> None:
-    old = _claimed(ledger, lease=10)
-    assert expire_and_repair(ledger, 11_000).expired == 1
-    new = ledger.claim("w" if same_owner else "other", lease=60)
-    assert new is not None
-    assert new.request_id == "a"
-    assert new.fence > old.fence
-    before = dump(ledger)
-
-    settlement = ledger.renew(old, lease=600)
-
-    assert (settlement.status, settlement.reason) == (LOST, "superseded")
-    assert dump(ledger) == before
-    # The newer claim is untouched and still holds the record.
-    assert ledger.renew(new).status is RENEWED
-
-
-def test_lost_after_repair_took_it_back(ledger: Ledger) -> None:
-    claim = _claimed(ledger, lease=10)
-    expire_and_repair(ledger, 11_000)
-    before = dump(ledger)
-    settlement = ledger.renew(claim)
-    assert (settlement.status, settlement.reason) == (LOST, "not_claimed")
-    assert dump(ledger) == before
-
-
-def test_lost_after_settle(ledger: Ledger) -> None:
-    claim = _claimed(ledger)
-    ledger.settle(claim)
-    before = dump(ledger)
-    settlement = ledger.renew(claim)
-    assert (settlement.status, settlement.reason) == (LOST, "not_claimed")
-    assert dump(ledger) == before
-
-
-def test_lost_on_corrupt_bytes(ledger: Ledger) -> None:
-    claim = _claimed(ledger)
-    corrupt(ledger, "a")
-    before = dump(ledger)
-    settlement = ledger.renew(claim)
-    assert (settlement.status, settlement.reason) == (LOST, "corrupt")
-    assert dump(ledger) == before
-
-
-def test_lost_on_a_flipped_byte(ledger: Ledger) -> None:
-    claim = _claimed(ledger)
-    stored = raw(ledger, "a")
-    assert stored is not None
-    ledger.redis.hset(ledger.records_key, "a", stored[:-1] + b"!")
-    settlement = ledger.renew(claim)
-    assert (settlement.status, settlement.reason) == (LOST, "corrupt")
-
-
-def test_lost_on_a_missing_record(ledger: Ledger) -> None:
-    claim = _claimed(ledger)
-    ledger.redis.hdel(ledger.records_key, "a")
-    before = dump(ledger)
-    settlement = ledger.renew(claim)
-    assert (settlement.status, settlement.reason) == (LOST, "missing")
-    assert dump(ledger) == before
-
-
-def test_lost_for_a_forged_claim(ledger: Ledger) -> None:
-    claim = _claimed(ledger)
-    before = dump(ledger)
-    for forged in (
-        Claim("a", "p", "intruder", claim.attempt, claim.fence, claim.lease_until),
-        Claim("a", "p", "w", claim.attempt, claim.fence + 1, claim.lease_until),
-        Claim("a", "p", "w", claim.attempt, claim.fence - 1, claim.lease_until),
-    ):
-        settlement = ledger.renew(forged)
-        assert (settlement.status, settlement.reason) == (LOST, "superseded")
-    assert dump(ledger) == before
-    assert ledger.renew(claim).status is RENEWED
 
 
 def test_renew_many_claims_only_moves_their_own(ledger: Ledger) -> None:

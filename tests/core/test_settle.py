@@ -1,4 +1,8 @@
-"""settle and settle_many: end a claim once, give it back as a retry, or answer LOST."""
+"""settle and settle_many: end a claim once, give it back as a retry, or answer LOST.
+
+The LOST cases run for a renewal too: a claim that no longer holds its record answers
+LOST to both, and nothing is written.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from datetime import timedelta
 import pytest
 import redis
 
-from django_ledger import Claim, Ledger, SettlementStatus, State
+from django_ledger import Claim, Ledger, Settlement, SettlementStatus, State
 from tests.support.ledger_helpers import (
     advance,
     corrupt,
@@ -17,6 +21,7 @@ from tests.support.ledger_helpers import (
     expire_and_repair,
     fused_twin,
     indexes_of,
+    raw,
 )
 
 pytest_plugins = ["tests.support.ledger_fixtures"]
@@ -104,15 +109,38 @@ def test_delay_is_ignored_for_an_ending(ledger: Ledger) -> None:
     assert settlement.record.state is State.COMPLETED
 
 
-# -- LOST -----------------------------------------------------------------------------------
+# -- LOST: a claim that no longer holds its record, renewed or settled ---------------------
+
+#: What one claim does to its record: (the call, what it answers while the claim holds).
+ACTS: dict[str, tuple[Callable[[Ledger, Claim], Settlement], SettlementStatus]] = {
+    "renew": (lambda ledger, claim: ledger.renew(claim, lease=600), SettlementStatus.RENEWED),
+    "complete": (lambda ledger, claim: ledger.settle(claim), SettlementStatus.SETTLED),
+    "fail": (lambda ledger, claim: ledger.settle(claim, State.FAILED), SettlementStatus.SETTLED),
+    "retry": (lambda ledger, claim: ledger.settle(claim, State.PENDING), SettlementStatus.SETTLED),
+}
 
 
-@pytest.mark.parametrize("state", [State.COMPLETED, State.FAILED, State.PENDING])
-def test_lost_after_the_lease_expired(ledger: Ledger, state: State) -> None:
-    claim = _claimed(ledger, lease=10)
-    advance(ledger, 10_001)
+@pytest.fixture(params=list(ACTS))
+def act(request: pytest.FixtureRequest) -> tuple[Callable[[Ledger, Claim], Settlement], object]:
+    return ACTS[request.param]
+
+
+def _lost(ledger: Ledger, act: Callable[[Ledger, Claim], Settlement], claim: Claim) -> str | None:
+    """Act with ``claim``: LOST, nothing written; return the reason."""
     before = dump(ledger)
-    settlement = ledger.settle(claim, state)
+    settlement = act(ledger, claim)
+    assert settlement.status is LOST
+    assert not settlement.ok
+    assert dump(ledger) == before
+    return settlement.reason
+
+
+@pytest.mark.parametrize("past", [10_000, 10_001])  # at lease_until (expired) and after it
+def test_lost_after_the_lease_expired(ledger: Ledger, act: tuple, past: int) -> None:
+    claim = _claimed(ledger, lease=10)
+    advance(ledger, past)
+    before = dump(ledger)
+    settlement = act[0](ledger, claim)
     assert (settlement.status, settlement.reason, settlement.record) == (
         LOST,
         "lease_expired",
@@ -122,53 +150,67 @@ def test_lost_after_the_lease_expired(ledger: Ledger, state: State) -> None:
     assert dump(ledger) == before
 
 
-@pytest.mark.parametrize("state", [State.COMPLETED, State.FAILED, State.PENDING])
-def test_lost_when_superseded(ledger: Ledger, state: State) -> None:
+@pytest.mark.parametrize("same_owner", [False, True])
+def test_lost_after_another_claim_took_the_record(
+    ledger: Ledger, act: tuple, same_owner: bool
+) -> None:
+    do, holding = act
     old = _claimed(ledger, lease=10)
-    expire_and_repair(ledger, 11_000)
-    new = ledger.claim("other")
+    assert expire_and_repair(ledger, 11_000).expired == 1
+    new = ledger.claim("w" if same_owner else "other", lease=60)
     assert new is not None
-    before = dump(ledger)
-    settlement = ledger.settle(old, state)
-    assert (settlement.status, settlement.reason) == (LOST, "superseded")
-    assert dump(ledger) == before
-    # The worker that holds it now settles it.
-    assert ledger.settle(new, state).status is SETTLED
+    assert new.request_id == "a"
+    assert new.fence > old.fence
+    assert _lost(ledger, do, old) == "superseded"
+    # The newer claim is untouched and still holds the record.
+    assert do(ledger, new).status is holding
 
 
-def test_lost_after_repair_returned_it(ledger: Ledger) -> None:
+def test_lost_after_repair_took_it_back(ledger: Ledger, act: tuple) -> None:
     claim = _claimed(ledger, lease=10)
     expire_and_repair(ledger, 11_000)
-    before = dump(ledger)
-    settlement = ledger.settle(claim)
-    assert (settlement.status, settlement.reason) == (LOST, "not_claimed")
-    assert dump(ledger) == before
+    assert _lost(ledger, act[0], claim) == "not_claimed"
 
 
-def test_lost_on_corrupt_bytes(ledger: Ledger) -> None:
+def test_renew_lost_after_settle(ledger: Ledger) -> None:
+    """(Settling again is a replay or LOST: the replays below.)"""
+    claim = _claimed(ledger)
+    ledger.settle(claim)
+    assert _lost(ledger, ACTS["renew"][0], claim) == "not_claimed"
+
+
+def test_lost_on_corrupt_bytes(ledger: Ledger, act: tuple) -> None:
     claim = _claimed(ledger)
     corrupt(ledger, "a")
-    before = dump(ledger)
-    settlement = ledger.settle(claim)
-    assert (settlement.status, settlement.reason) == (LOST, "corrupt")
-    assert dump(ledger) == before
+    assert _lost(ledger, act[0], claim) == "corrupt"
 
 
-def test_lost_on_a_missing_record(ledger: Ledger) -> None:
+def test_lost_on_a_flipped_byte(ledger: Ledger, act: tuple) -> None:
+    claim = _claimed(ledger)
+    stored = raw(ledger, "a")
+    assert stored is not None
+    ledger.redis.hset(ledger.records_key, "a", stored[:-1] + b"!")
+    assert _lost(ledger, act[0], claim) == "corrupt"
+
+
+def test_lost_on_a_missing_record(ledger: Ledger, act: tuple) -> None:
     claim = _claimed(ledger)
     ledger.redis.hdel(ledger.records_key, "a")
-    settlement = ledger.settle(claim)
-    assert (settlement.status, settlement.reason) == (LOST, "missing")
+    assert _lost(ledger, act[0], claim) == "missing"
 
 
-def test_lost_for_a_forged_claim(ledger: Ledger) -> None:
+def test_lost_for_a_forged_claim(ledger: Ledger, act: tuple) -> None:
+    do, holding = act
     claim = _claimed(ledger)
-    before = dump(ledger)
-    forged = Claim("a", "p", "intruder", 1, claim.fence, claim.lease_until)
-    assert (ledger.settle(forged).status, ledger.settle(forged).reason) == (LOST, "superseded")
-    stale = Claim("a", "p", "w", 1, claim.fence - 1, claim.lease_until)
-    assert ledger.settle(stale).reason == "superseded"
-    assert dump(ledger) == before
+    for forged in (
+        Claim("a", "p", "intruder", claim.attempt, claim.fence, claim.lease_until),
+        Claim("a", "p", "intruder", 1, claim.fence, claim.lease_until),
+        Claim("a", "p", "w", claim.attempt, claim.fence + 1, claim.lease_until),
+        Claim("a", "p", "w", claim.attempt, claim.fence - 1, claim.lease_until),
+        Claim("a", "p", "w", 1, claim.fence - 1, claim.lease_until),
+    ):
+        assert _lost(ledger, do, forged) == "superseded"
+    assert do(ledger, claim).status is holding
 
 
 # -- replays --------------------------------------------------------------------------------

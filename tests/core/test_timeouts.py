@@ -34,6 +34,7 @@ from django_ledger.conf import (
     reset_connections,
 )
 from django_ledger.core.dispatch import DispatchUnavailable
+from tests.support.admin_fixtures import admin_user  # noqa: F401 - the fixture
 from tests.support.cluster_server import redis_cluster
 from tests.support.redis_server import RedisServer
 
@@ -222,15 +223,6 @@ def test_the_dispatch_registrys_own_connection_has_the_timeouts(
                 registry.claim_dispatch("nightly", FIRE, "node-a")
     assert isinstance(caught.value, LedgerUnavailable)
     assert isinstance(caught.value.__cause__, redis.TimeoutError)
-
-
-@pytest.fixture
-def admin_user(django_user_model: Any) -> Any:
-    """A superuser without a password to hash (hashing is slow on purpose)."""
-    user = django_user_model(username="admin", is_staff=True, is_superuser=True)
-    user.set_unusable_password()
-    user.save()
-    return user
 
 
 @pytest.mark.django_db

@@ -2,6 +2,7 @@
 
 ``pytest_plugins = ["tests.support.browser_fixtures"]`` in a test module gives it ``browser``;
 the test skips where Playwright or Chromium is missing.
+(``tests/support/browser.py`` opens pages and logs them in.)
 """
 
 from __future__ import annotations

@@ -8,13 +8,9 @@ outbox row keeps the trace until the commit admits it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from django.db import transaction
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from django_ledger.core.worker import Worker, WorkerConfig
@@ -24,26 +20,7 @@ from django_ledger.tasks import enqueue_many
 from django_ledger.tasks.handler import TaskHandler
 from tests.support.tasks_app import tasks
 
-pytest_plugins = ["tests.support.tasks_fixtures"]
-
-
-@pytest.fixture(scope="module")
-def exporter() -> InMemorySpanExporter:
-    """The process's tracer provider (set once per process) sending spans to memory."""
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    memory = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    return memory
-
-
-@pytest.fixture
-def spans(exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter]:
-    exporter.clear()
-    yield exporter
-    exporter.clear()
+pytest_plugins = ["tests.support.tasks_fixtures", "tests.support.tracing_fixtures"]
 
 
 def traceparent_of(span: trace.Span) -> str:

@@ -18,23 +18,16 @@ from django_ledger import Ledger
 from django_ledger.core.worker import Heartbeats, WorkerInfo
 from tests.support.redis_server import RedisServer
 from tests.support.worker_process import WorkerProcess, wait_until
+from tests.support.worker_starts import starting
 
 Start = Callable[..., WorkerProcess]
 
 
 @pytest.fixture
 def start(redis_server: RedisServer, namespace: str, tmp_path: Path) -> Iterator[Start]:
-    started: list[WorkerProcess] = []
-
-    def run(*args: str) -> WorkerProcess:
-        log = tmp_path / f"worker-{len(started)}.log"
-        worker = WorkerProcess(redis_server.url, namespace, list(args), log)
-        started.append(worker)
-        return worker
-
-    yield run
-    for worker in started:
-        worker.stop()
+    yield from starting(
+        tmp_path, lambda args, log: WorkerProcess(redis_server.url, namespace, args, log)
+    )
 
 
 @pytest.fixture

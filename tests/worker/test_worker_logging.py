@@ -18,6 +18,7 @@ import redis
 from django_ledger import Ledger
 from tests.support.redis_server import RedisServer
 from tests.support.worker_process import WorkerProcess, wait_until
+from tests.support.worker_starts import starting
 from tests.support.worker_variants import VariantWorker
 
 Start = Callable[..., WorkerProcess]
@@ -28,32 +29,23 @@ KEYS = ["outcome", "queue", "task", "id", "attempt", "fence", "seconds"]
 
 @pytest.fixture
 def start(redis_server: RedisServer, namespace: str, tmp_path: Path) -> Iterator[Start]:
-    started: list[WorkerProcess] = []
-
-    def run(*args: str, logger: str | None = None) -> WorkerProcess:
-        log = tmp_path / f"worker-{len(started)}.out"
-        worker: WorkerProcess
+    def make(args: list[str], log: Path, logger: str | None = None) -> WorkerProcess:
         if logger is None:
-            worker = WorkerProcess(redis_server.url, namespace, list(args), log)
-        else:
-            env = {
-                "LEDGER_TEST_LOG_FILE": str(tmp_path / "project.log"),
-                "LEDGER_TEST_LOGGER": logger,
-            }
-            worker = VariantWorker(
-                redis_server.url,
-                namespace,
-                list(args),
-                log,
-                settings="tests.support.worker_logging_settings",
-                env=env,
-            )
-        started.append(worker)
-        return worker
+            return WorkerProcess(redis_server.url, namespace, args, log)
+        env = {
+            "LEDGER_TEST_LOG_FILE": str(tmp_path / "project.log"),
+            "LEDGER_TEST_LOGGER": logger,
+        }
+        return VariantWorker(
+            redis_server.url,
+            namespace,
+            args,
+            log,
+            settings="tests.support.worker_logging_settings",
+            env=env,
+        )
 
-    yield run
-    for worker in started:
-        worker.stop()
+    yield from starting(tmp_path, make, suffix=".out")
 
 
 def outcome_lines(text: str) -> list[str]:

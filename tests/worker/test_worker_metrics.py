@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from django_ledger import Ledger, State, operations
 from tests.support.redis_server import RedisServer, free_port
 from tests.support.worker_process import WorkerProcess, wait_until
+from tests.support.worker_starts import starting
 from tests.support.worker_variants import VariantWorker
 
 Start = Callable[..., WorkerProcess]
@@ -27,21 +28,12 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 @pytest.fixture
 def start(redis_server: RedisServer, namespace: str, tmp_path: Path) -> Iterator[Start]:
-    started: list[WorkerProcess] = []
-
-    def run(*args: str, block: tuple[str, ...] = ()) -> WorkerProcess:
-        log = tmp_path / f"worker-{len(started)}.log"
-        worker: WorkerProcess
+    def make(args: list[str], log: Path, block: tuple[str, ...] = ()) -> WorkerProcess:
         if block:
-            worker = VariantWorker(redis_server.url, namespace, list(args), log, block=block)
-        else:
-            worker = WorkerProcess(redis_server.url, namespace, list(args), log)
-        started.append(worker)
-        return worker
+            return VariantWorker(redis_server.url, namespace, args, log, block=block)
+        return WorkerProcess(redis_server.url, namespace, args, log)
 
-    yield run
-    for worker in started:
-        worker.stop()
+    yield from starting(tmp_path, make)
 
 
 def scrape(port: int, host: str = "127.0.0.1") -> Samples:

@@ -10,7 +10,7 @@ redis-server; what the handlers ran is read back from Redis
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,23 +20,16 @@ from django_ledger import Ledger
 from django_ledger.core.worker.config import EXIT_RECYCLE
 from tests.support.redis_server import RedisServer
 from tests.support.worker_process import WorkerProcess
+from tests.support.worker_starts import starting
 
 
 @pytest.fixture
 def start(
     redis_server: RedisServer, namespace: str, tmp_path: Path
-) -> Iterator[type[WorkerProcess]]:
-    started: list[WorkerProcess] = []
-
-    def run(*args: str) -> WorkerProcess:
-        log = tmp_path / f"worker-{len(started)}.log"
-        worker = WorkerProcess(redis_server.url, namespace, list(args), log)
-        started.append(worker)
-        return worker
-
-    yield run  # type: ignore[misc]
-    for worker in started:
-        worker.stop()
+) -> Iterator[Callable[..., WorkerProcess]]:
+    yield from starting(
+        tmp_path, lambda args, log: WorkerProcess(redis_server.url, namespace, args, log)
+    )
 
 
 def ran(client: redis.Redis, namespace: str) -> list[tuple[str, str, str]]:

@@ -11,14 +11,11 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -27,28 +24,11 @@ from django_ledger.core.worker import CallableHandler, Job, Outcome, Worker, Wor
 from tests.support.redis_server import RedisServer
 from tests.support.worker_process import ROOT
 
+pytest_plugins = ["tests.support.tracing_fixtures"]
+
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
-
-
-@pytest.fixture(scope="module")
-def exporter() -> InMemorySpanExporter:
-    """The process's tracer provider (set once per process) sending spans to memory."""
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    memory = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    return memory
-
-
-@pytest.fixture
-def spans(exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter]:
-    exporter.clear()
-    yield exporter
-    exporter.clear()
 
 
 def run_burst(ledger: Ledger, func: Any) -> int:

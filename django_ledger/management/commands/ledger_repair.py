@@ -5,8 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from types import FrameType
 from typing import Any
 
@@ -17,7 +16,7 @@ from django.utils.translation import gettext, gettext_lazy
 from django_ledger.core.results import RepairReport
 from django_ledger.services import QueueRepair, configured_queues, repair_queues
 
-from ..base import LedgerCommand
+from ..base import LedgerCommand, float_argument, signals_handled
 
 BAR_WIDTH = 30
 
@@ -48,11 +47,8 @@ class Command(LedgerCommand):
             action="store_true",
             help=gettext("repeat cycles until stopped (SIGINT or SIGTERM)"),
         )
-        parser.add_argument(
-            "--interval",
-            type=float,
-            default=60.0,
-            help=gettext("seconds to wait between cycles (default 60)"),
+        float_argument(
+            parser, "--interval", 60.0, gettext("seconds to wait between cycles (default 60)")
         )
         parser.add_argument(
             "--max-cycles",
@@ -148,24 +144,15 @@ class Command(LedgerCommand):
         return draw
 
 
-@contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+def _stop_on_signals(stop: threading.Event) -> AbstractContextManager[None]:
     """Turn SIGINT and SIGTERM into ``stop`` (a second SIGINT interrupts at once)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be set in the main thread
-        return
 
     def handle(signum: int, frame: FrameType | None) -> None:
         if stop.is_set() and signum == signal.SIGINT:
             raise KeyboardInterrupt
         stop.set()
 
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return signals_handled(handle)
 
 
 def _sleep(seconds: float, stop: threading.Event) -> None:

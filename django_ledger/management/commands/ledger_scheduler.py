@@ -8,10 +8,8 @@ after the tick in progress; a second one stops it at once.
 
 from __future__ import annotations
 
-import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -22,7 +20,7 @@ from ...core.errors import LedgerError
 from ...core.schedule import TickReport, datetime_of
 from ...services import scheduler
 from ...services.probes import scheduler_probes
-from ..base import LedgerCommand, add_probe_arguments
+from ..base import LedgerCommand, add_http_arguments, float_argument, signals_handled
 
 
 class Command(LedgerCommand):
@@ -39,30 +37,17 @@ class Command(LedgerCommand):
         parser.add_argument(
             "--count", type=int, default=10, help=gettext("fires --explain prints (default 10)")
         )
-        parser.add_argument(
-            "--interval",
-            type=float,
-            default=1.0,
-            help=gettext("the most seconds between two ticks (default 1)"),
+        float_argument(
+            parser, "--interval", 1.0, gettext("the most seconds between two ticks (default 1)")
         )
-        parser.add_argument(
-            "--metrics-port",
-            type=int,
-            default=None,
-            help=gettext(
+        add_http_arguments(
+            parser,
+            gettext(
                 "serve /healthz, /readyz and (with prometheus-client) the process's /metrics "
                 "on this port"
             ),
+            gettext("3 intervals, at least 10"),
         )
-        parser.add_argument(
-            "--metrics-address",
-            default=None,
-            help=gettext(
-                "the address --metrics-port listens on (default 127.0.0.1: this host only; "
-                "0.0.0.0 for every interface)"
-            ),
-        )
-        add_probe_arguments(parser, gettext("3 intervals, at least 10"))
         parser.add_argument(
             "--node-id",
             default=None,
@@ -186,8 +171,7 @@ class Command(LedgerCommand):
             )
 
 
-@contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+def _stop_on_signals(stop: threading.Event) -> AbstractContextManager[None]:
     """Set ``stop`` on SIGTERM or SIGINT (the tick in progress finishes first).
 
     A second signal exits at once: whatever that tick had decided stays pending in
@@ -199,9 +183,4 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
             raise SystemExit(128 + signum)
         stop.set()
 
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return signals_handled(handle)

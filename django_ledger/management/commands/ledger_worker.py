@@ -14,8 +14,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
@@ -26,7 +26,7 @@ from ...core.worker.config import EXIT_RECYCLE
 from ...core.worker.health import notify_systemd
 from ...core.worker.upkeep import Room
 from ...services.worker import MAX_PORT, WorkerOptions, build_worker, worker_queues
-from ..base import LedgerCommand, add_probe_arguments
+from ..base import LedgerCommand, add_http_arguments, float_argument, signals_handled
 
 #: Set in the environment of the children ``--processes`` starts.
 CHILD_ENV = "DJANGO_LEDGER_WORKER_CHILD"
@@ -97,17 +97,17 @@ class Command(LedgerCommand):
         parser.add_argument(
             "--worker-id", default=None, help=gettext("this worker's id (default: host:pid:random)")
         )
-        parser.add_argument(
+        float_argument(
+            parser,
             "--shutdown-timeout",
-            type=float,
-            default=30.0,
-            help=gettext("seconds running tasks get to finish on a stop (default 30)"),
+            30.0,
+            gettext("seconds running tasks get to finish on a stop (default 30)"),
         )
-        parser.add_argument(
+        float_argument(
+            parser,
             "--progress-interval",
-            type=float,
-            default=DEFAULT_INTERVAL,
-            help=gettext(
+            DEFAULT_INTERVAL,
+            gettext(
                 "seconds between two writes of a running task's progress and metadata "
                 "(0.05 to 60, default 1)"
             ),
@@ -132,24 +132,14 @@ class Command(LedgerCommand):
         parser.add_argument(
             "--reload", action="store_true", help=gettext("restart when code changes (development)")
         )
-        parser.add_argument(
-            "--metrics-port",
-            type=int,
-            default=None,
-            help=gettext(
+        add_http_arguments(
+            parser,
+            gettext(
                 "serve /healthz, /readyz and (with prometheus-client) Prometheus /metrics "
                 "on this port"
             ),
+            gettext("the shortest lease, at least 10"),
         )
-        parser.add_argument(
-            "--metrics-address",
-            default=None,
-            help=gettext(
-                "the address --metrics-port listens on (default 127.0.0.1: this host only; "
-                "0.0.0.0 for every interface)"
-            ),
-        )
-        add_probe_arguments(parser, gettext("the shortest lease, at least 10"))
         parser.add_argument(
             "--scheduler", action="store_true", help=gettext("run the scheduler in this worker too")
         )
@@ -366,19 +356,6 @@ def _stop_with_parent(request_stop: Any) -> None:
     threading.Thread(target=watch, name="ledger-parent-watch", daemon=True).start()
 
 
-@contextmanager
-def _signals_stop(request_stop: Any) -> Iterator[None]:
+def _signals_stop(request_stop: Callable[[], object]) -> AbstractContextManager[None]:
     """SIGTERM or SIGINT asks the worker to stop; a second one stops it at once."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handle(signum: int, frame: Any) -> None:
-        request_stop()
-
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return signals_handled(lambda signum, frame: request_stop())

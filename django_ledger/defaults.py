@@ -321,9 +321,7 @@ def groups_of(value: Any, queue: str) -> tuple[str, ...]:
 
 
 def as_timedelta(value: Any) -> timedelta:
-    if isinstance(value, timedelta):
-        return value
-    return timedelta(seconds=value)
+    return value if isinstance(value, timedelta) else timedelta(seconds=value)
 
 
 def default_node_id() -> str:

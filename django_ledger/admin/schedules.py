@@ -9,11 +9,9 @@ kept in Redis and honoured by every scheduler at its next tick.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
-from zoneinfo import ZoneInfo
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
@@ -21,30 +19,33 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.translation import gettext, gettext_lazy, pgettext
+from django.utils.translation import gettext, gettext_lazy
 
 from .. import permissions
 from ..conf import get_dispatch_registry, ledger_settings
 from ..core.counters import Counters
 from ..core.dispatch import Dispatch
 from ..core.schedule import (
-    BadTiming,
-    Cron,
-    Every,
     Fire,
     Running,
-    Snapshot,
-    Timing,
-    datetime_of,
-    zone_of,
 )
-from ..core.schedule.monitor import host_of
 from ..models import Schedule
 from ..schedules.config import ScheduleConfig
 from ..services import runtime_schedules as runtime
 from ..services import scheduler
-from .display import instant_text, period_text
+from .display import instant_text
 from .schedule_edit import ScheduleEditing
+from .schedule_rows import (
+    is_active,
+    local_of,
+    local_text,
+    running_row,
+    settings_rows,
+    state_text,
+    unrun_row,
+    utc_of,
+    utc_text,
+)
 
 __all__ = ["ScheduleAdmin"]
 
@@ -158,10 +159,10 @@ class ScheduleAdmin(ScheduleEditing):
                     "url": self.change_url(key),
                     "task": config.task,
                     "words": config.timing.describe(),
-                    "state": _state_text(config.key, config.enabled, state),
-                    "active": _active(config.key, config.enabled, state),
-                    "next_utc": _utc(following),
-                    "next_local": _local(following, config.timing.zone),
+                    "state": state_text(config.key, config.enabled, state),
+                    "active": is_active(config.key, config.enabled, state),
+                    "next_utc": utc_of(following),
+                    "next_local": local_of(following, config.timing.zone),
                     "nodes": sorted({entry.node for entry in running.get(key, [])}),
                     "known": True,
                     "stored": key not in settings,
@@ -169,10 +170,10 @@ class ScheduleAdmin(ScheduleEditing):
             )
         for key, definition in sorted(runtime.stored().definitions.items()):
             if key not in configs and self.has_view_permission(request):
-                rows.append(_unrun_row(key, definition.entry))
+                rows.append(unrun_row(key, definition.entry))
         for key, entries in running.items():
             if key not in configs and self._can_see_running(request, entries[0]):
-                rows.append(_running_row(key, entries, state))
+                rows.append(running_row(key, entries, state))
         counted = _schedule_counts()
         for row in rows:
             last = registry.history(str(row["key"]), limit=1)
@@ -217,18 +218,18 @@ class ScheduleAdmin(ScheduleEditing):
             "key": key,
             "config": config,
             "words": found.words,
-            "settings": _settings(config),
+            "settings": settings_rows(config),
             "now": instant_text(state.now_ms),
-            "state": _state_text(config.key, config.enabled, state),
+            "state": state_text(config.key, config.enabled, state),
             "paused": pause is not None,
             "pause": pause,
             "paused_at": instant_text(pause.at_ms) if pause else "",
-            "through": _utc(through),
+            "through": utc_of(through),
             "pending": [
-                (_utc(epoch), entry.node, instant_text(entry.deadline_ms))
+                (utc_of(epoch), entry.node, instant_text(entry.deadline_ms))
                 for epoch, entry in sorted(state.pending.get(key, {}).items())
             ],
-            "fires": [(_utc_text(utc), _local_text(local)) for utc, local in found.rows()],
+            "fires": [(utc_text(utc), local_text(local)) for utc, local in found.rows()],
             # A schedule in UTC gets one column: a second one headed "UTC" says nothing.
             "in_utc": config.timing.zone.key in _UTC_ZONES,
             "dispatches": self._dispatches(request, config),
@@ -338,124 +339,3 @@ def _schedule_counts() -> dict[str, dict[str, int]]:
 
 def _epoch(moment: datetime) -> int:
     return int(moment.timestamp())
-
-
-def _running_row(key: str, entries: list[Running], state: Snapshot) -> dict[str, Any]:
-    """A row for a schedule some node runs and these settings lack, from what it published."""
-    entry = entries[0]
-    now = state.now_ms // 1000
-    try:
-        zone = zone_of(entry.timezone)
-        timing: Timing = (
-            Cron(entry.cron, zone) if entry.cron is not None else Every(entry.every or 0, zone)
-        )
-    except BadTiming:
-        words, following, zone = "-", entry.next_fire, zone_of("UTC")
-    else:
-        words, following = timing.describe(), timing.next_after(now)
-    return {
-        "key": key,
-        "url": None,
-        "task": entry.task,
-        "words": words,
-        "state": _state_text(key, entry.enabled, state),
-        "active": _active(key, entry.enabled, state),
-        "next_utc": _utc(following if entry.enabled and key not in state.paused else None),
-        "next_local": _local(
-            following if entry.enabled and key not in state.paused else None, zone
-        ),
-        "nodes": sorted({e.node for e in entries}),
-        "known": False,
-    }
-
-
-def _unrun_row(key: str, entry: dict[str, Any]) -> dict[str, Any]:
-    """A row for a stored schedule that does not run, and why."""
-    why = (
-        gettext("not run: run-time schedules are off (LEDGER['RUNTIME_SCHEDULES'] is False)")
-        if not ledger_settings.runtime_schedules
-        else gettext("not run: LEDGER['SCHEDULES'] has this name, or it fails the checks")
-    )
-    return {
-        "key": key,
-        "url": None,
-        "task": entry.get("TASK", ""),
-        "words": "-",
-        "state": why,
-        "active": False,
-        "next_utc": "-",
-        "next_local": "",
-        "nodes": [],
-        "known": True,
-        "stored": True,
-    }
-
-
-def _state_text(key: str, enabled: bool, state: Snapshot) -> str:
-    if not enabled:
-        return gettext("disabled (ENABLED is False)")
-    pause = state.paused.get(key)
-    if pause is not None:
-        return gettext("paused by %(by)s") % {"by": pause.by or gettext("an operator")}
-    return pgettext("schedule state", "active")
-
-
-def _active(key: str, enabled: bool, state: Snapshot) -> bool:
-    """Whether the schedule fires: enabled and not paused (the list marks the others)."""
-    return enabled and key not in state.paused
-
-
-def _utc(epoch: int | None) -> str:
-    return "-" if epoch is None else _utc_text(datetime_of(epoch))
-
-
-def _local(epoch: int | None, zone: ZoneInfo) -> str:
-    if epoch is None:
-        return "-"
-    return _local_text(datetime_of(epoch).astimezone(zone))
-
-
-def _utc_text(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _local_text(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M:%S %Z (%z)")
-
-
-def _settings(config: ScheduleConfig) -> list[tuple[str, str, str]]:
-    """(label, setting key, value) of each setting, in words and JSON, not Python."""
-    if config.cron is not None:
-        when = (gettext("Cron expression"), "CRON", config.cron)
-    elif config.at is not None:
-        when = (gettext("Once, at"), "AT", _local(config.at, config.timing.zone))
-    else:
-        every = Every(config.every or 1).describe().removeprefix("Every ")
-        when = (gettext("Every"), "EVERY", every)
-    rows = [
-        (gettext("Task"), "TASK", config.task),
-        when,
-        (gettext("Time zone"), "TIMEZONE", config.timezone),
-        (gettext("Queue"), "QUEUE", config.queue),
-        (gettext("Priority"), "PRIORITY", str(config.priority)),
-        (gettext("Arguments"), "ARGS", json.dumps(list(config.args), ensure_ascii=False)),
-        (
-            gettext("Keyword arguments"),
-            "KWARGS",
-            json.dumps(config.kwargs, ensure_ascii=False),
-        ),
-        (gettext("Misfire policy"), "MISFIRE", str(config.misfire)),
-        (gettext("Grace of missed fires (for 'all')"), "GRACE", period_text(config.grace)),
-        (gettext("Enabled"), "ENABLED", gettext("yes") if config.enabled else gettext("no")),
-    ]
-    monitor = config.monitor
-    if monitor is not None:  # a ping URL holds its token: its host only
-        said = (
-            [gettext("Sentry monitor %(slug)s") % {"slug": monitor.sentry}]
-            if monitor.sentry
-            else []
-        )
-        if monitor.url is not None:
-            said.insert(0, gettext("ping URL on %(host)s") % {"host": host_of(monitor.url)})
-        rows.append((gettext("Monitor"), "MONITOR", "; ".join(said)))
-    return rows

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils.translation import gettext
@@ -89,7 +89,7 @@ class LedgerCommand(BaseCommand):
     has no use for the URL checks, which import every view (0.3 s of CPU a start).
     """
 
-    requires_system_checks: Sequence[str] | str = [RUN_TAG, "tasks"]
+    requires_system_checks: list[str] | tuple[str, ...] | Literal["__all__"] = [RUN_TAG, "tasks"]
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
         lazy = self.help

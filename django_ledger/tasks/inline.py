@@ -54,8 +54,6 @@ class RunReport:
     retrying: list[str] = field(default_factory=list)
     #: The queue of each id that ran.
     queue_of: dict[str, str] = field(default_factory=dict)
-    #: Retries the call waits for: id -> the monotonic time its backoff ends.
-    _soon: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def ran(self) -> int:
@@ -138,37 +136,44 @@ def _drain(
     handlers: dict[str, TaskHandler], report: RunReport, limit: int, raise_errors: bool
 ) -> None:
     names = list(handlers)
+    soon: dict[str, float] = {}  # retries waited for: id -> when its backoff ends (monotonic)
     while True:
         ran_any = False
         for name, handler in handlers.items():
-            while _run_one(name, handler, report, raise_errors):
+            while _run_one(name, handler, report, soon, raise_errors):
                 ran_any = True
                 if report.ran >= limit and _anything_due(names):
                     raise RuntimeError(
                         f"run_due_tasks made {limit} runs and tasks are still due: "
                         "does a task enqueue itself? Pass a higher limit if not."
                     )
-        if not ran_any and not _wait_for_a_retry(report):
+        if not ran_any and not _wait_for_a_retry(soon):
             return
 
 
-def _wait_for_a_retry(report: RunReport) -> bool:
+def _wait_for_a_retry(soon: dict[str, float]) -> bool:
     """Wait for the nearest short retry still owed; ``False`` when none is.
 
     The store judges due times by the Redis server's clock, so a retry may still be a
     moment away when this clock says it is due: it is waited for until a second past it.
     """
     now = time.monotonic()
-    for request_id, due in list(report._soon.items()):
+    for request_id, due in list(soon.items()):
         if now > due + RETRY_WAIT_SECONDS:
-            del report._soon[request_id]  # someone else ran it, or it was cancelled
-    if not report._soon:
+            del soon[request_id]  # someone else ran it, or it was cancelled
+    if not soon:
         return False
-    time.sleep(min(max(min(report._soon.values()) - now, 0.0) + 0.001, 0.05))
+    time.sleep(min(max(min(soon.values()) - now, 0.0) + 0.001, 0.05))
     return True
 
 
-def _run_one(queue: str, handler: TaskHandler, report: RunReport, raise_errors: bool) -> bool:
+def _run_one(
+    queue: str,
+    handler: TaskHandler,
+    report: RunReport,
+    soon: dict[str, float],
+    raise_errors: bool,
+) -> bool:
     """Claim, run and settle one task of ``queue``; ``False`` if none is due."""
     ledger = ledger_queues.get(queue).ledger
     claim = ledger.claim(WORKER_ID, LEASE_SECONDS)
@@ -194,14 +199,14 @@ def _run_one(queue: str, handler: TaskHandler, report: RunReport, raise_errors: 
         outcome.settled(settlement.ok)
     request_id = claim.request_id
     report.queue_of[request_id] = queue
-    report._soon.pop(request_id, None)
+    soon.pop(request_id, None)
     if outcome.state is State.COMPLETED:
         report.completed.append(request_id)
         return True
     if outcome.state is not State.FAILED:
         report.retrying.append(request_id)
         if outcome.delay <= RETRY_WAIT_SECONDS:
-            report._soon[request_id] = time.monotonic() + outcome.delay
+            soon[request_id] = time.monotonic() + outcome.delay
         return True
     report.failed.append(request_id)
     if raise_errors:

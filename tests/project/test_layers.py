@@ -78,7 +78,7 @@ LAYERS: dict[str, set[str]] = {
         "services",
     },
     "api": {"core", "conf", "permissions", "tasks", "services"},
-    "management": {"core", "core.worker", "core.schedule", "conf", "services", "api"},
+    "management": {"core", "core.worker", "core.schedule", "conf", "checks", "services", "api"},
     "apps": {"checks"},
     # The testing kit: runs tasks as the worker's handler does, reads what waits.
     "testing": {"core", "core.worker", "conf", "queues", "tasks"},

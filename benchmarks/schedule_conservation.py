@@ -55,7 +55,7 @@ TIMINGS: dict[str, Timing] = {
     "every-3s": Every(3),
     "cron-2s-paris": Cron("*/2 * * * * *", zone_of("Europe/Paris")),
 }
-FAULT_KINDS = ("kill", "kill-mid-fire", "pause", "fleet-down", "redis-restart", "script-flush")
+FAULT_KINDS = ("kill", "kill-mid-fire", "pause", "fleet-down", "redis-restart", "function-flush")
 ADMITTED = re.compile(r"^admitted schedule:(\S+):(\d+) at ", re.M)
 
 
@@ -266,9 +266,9 @@ def _inject(
         elif kind == "redis-restart":
             server.kill()
             server.restart()
-        elif kind == "script-flush":
+        elif kind == "function-flush":
             with contextlib.suppress(Exception):  # Redis restarting: nothing to flush
-                client.script_flush()
+                client.function_flush()
         outcome.faults[kind] += 1
         echo(f"{time.monotonic() - began:6.1f} s  {kind}")
     for _, process in paused:

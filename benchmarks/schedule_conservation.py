@@ -10,7 +10,7 @@ Europe/Paris; all ``MISFIRE: all`` with a grace longer than the run, so that eve
 of the run is due whatever is down), runs ``manage.py ledger_scheduler`` processes, and
 for ``--duration`` seconds SIGKILLs schedulers (some between their dispatch claim and
 their admission, and now and then all of them for a few seconds), SIGSTOPs them past
-their fire lease, SIGKILLs and restarts Redis, and flushes the script cache. Then it lets the schedulers catch up, stops them, and checks
+their fire lease, SIGKILLs and restarts Redis, and flushes the ledger's functions. Then it lets the schedulers catch up, stops them, and checks
 every fire of every schedule against the ledger, the dispatch registry and the
 schedulers' logs. The exit status is 0 for PASS. ``tests/schedule/test_schedule_conservation.py``
 is the short run.

@@ -2,7 +2,7 @@
 
 What a user checks: inside ``borrowed(client)`` a thread's script calls share one
 connection of the pool; every call still answers as before when that connection is
-killed, when the server restarts, when the script cache is flushed, in a forked child
+killed, when the server restarts, when the ledger's functions are flushed, in a forked child
 and from many threads; a script's own error is raised and leaves the connection usable;
 outside a scope every call is redis-py's own; nested scopes share one connection. Each
 test reads the server's own view (``CLIENT LIST``, ``INFO commandstats``).

@@ -1,6 +1,6 @@
 """Conservation through real workers: ``ledger_worker`` processes drain N identities
 while workers are SIGKILLed and SIGTERMed, Redis is SIGKILLed and restarted from its
-AOF, and the script cache is flushed; then every identity is checked.
+AOF, and the ledger's functions are flushed; then every identity is checked.
 
 The short run is ``tests/worker/test_worker_conservation.py``, the long one
 ``benchmarks/worker_conservation.py``; ``docs/reliability.md`` has the figures.

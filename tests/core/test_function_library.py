@@ -14,6 +14,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from django_ledger import AdmissionStatus, Ledger, SettlementStatus, State
+from django_ledger.core.lane import borrowed, current
 from django_ledger.core.library import READ_ONLY, library, located, script
 from django_ledger.core.scripts import call
 from tests.support.ledger_helpers import servers
@@ -62,6 +63,21 @@ def test_each_node_loads_at_its_own_first_call(
             kwargs = server.connection_pool.connection_kwargs
             if f"{kwargs.get('host')}:{kwargs.get('port')}" == address:
                 assert libraries(server) == [library().name]
+
+
+def test_a_borrowed_connection_finds_the_library_missing_and_the_call_loads_it(
+    redis_client: redis.Redis | RedisCluster, namespace: str
+) -> None:
+    ledger = Ledger(redis_client, namespace, "scope")
+    with borrowed(redis_client):
+        assert current(redis_client) is not None
+        assert ledger.admit("a", "p").status is AdmissionStatus.ADMITTED
+        flush_all(redis_client)
+        assert ledger.admit("b", "p").status is AdmissionStatus.ADMITTED
+        claims = ledger.claim_many("w", 5)
+        flush_all(redis_client)
+        settled = ledger.settle_many([(c, State.COMPLETED) for c in claims])
+        assert [s.status for s in settled] == [SettlementStatus.SETTLED] * 2
 
 
 def test_a_flush_storm_never_reaches_concurrent_callers(

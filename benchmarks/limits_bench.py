@@ -148,11 +148,11 @@ def drain_worker(
 
 
 def claim_server_time(
-    client: Any, ledger: Any, calls: Callable[[], int], sha: str | None = None
+    client: Any, ledger: Any, calls: Callable[[], int], function: str | None = None
 ) -> tuple[float, int]:
     """Run ``calls`` with every command in SLOWLOG; answer the median µs of the claim
-    script's calls (or those of the script ``sha``) and how many there were."""
-    sha = sha or ledger.runner.scripts.claim.sha
+    function's calls (or those of ``function``) and how many there were."""
+    function = function or ledger.runner.scripts.claim.function
     client.config_set("slowlog-log-slower-than", 0)
     client.config_set("slowlog-max-len", 1_000_000)
     client.slowlog_reset()
@@ -163,8 +163,8 @@ def claim_server_time(
         e["duration"]
         for e in entries
         if len(e["command"].split()) > 1
-        and e["command"].split()[0].upper() == b"EVALSHA"
-        and e["command"].split()[1].decode() == sha
+        and e["command"].split()[0].upper() == b"FCALL"
+        and e["command"].split()[1].decode() == function
     ]
     return statistics.median(times), len(times)
 
@@ -202,7 +202,7 @@ def settle_and_claim_server_time(client: Any, rounds: int) -> dict[str, float]:
                 return 0
 
             median, _ = claim_server_time(
-                client, ledger, drain, sha=ledger.runner.scripts.settle_claim.sha
+                client, ledger, drain, function=ledger.runner.scripts.settle_claim.function
             )
             found.setdefault(label, []).append(median)
     return {label: statistics.median(values) for label, values in found.items()}

@@ -10,7 +10,7 @@ Europe/Paris; all ``MISFIRE: all`` with a grace longer than the run, so that eve
 of the run is due whatever is down), runs ``manage.py ledger_scheduler`` processes, and
 for ``--duration`` seconds SIGKILLs schedulers (some between their dispatch claim and
 their admission, and now and then all of them for a few seconds), SIGSTOPs them past
-their fire lease, SIGKILLs and restarts Redis, and flushes the script cache. Then it lets the schedulers catch up, stops them, and checks
+their fire lease, SIGKILLs and restarts Redis, and flushes the ledger's functions. Then it lets the schedulers catch up, stops them, and checks
 every fire of every schedule against the ledger, the dispatch registry and the
 schedulers' logs. The exit status is 0 for PASS. ``tests/schedule/test_schedule_conservation.py``
 is the short run.
@@ -55,7 +55,7 @@ TIMINGS: dict[str, Timing] = {
     "every-3s": Every(3),
     "cron-2s-paris": Cron("*/2 * * * * *", zone_of("Europe/Paris")),
 }
-FAULT_KINDS = ("kill", "kill-mid-fire", "pause", "fleet-down", "redis-restart", "script-flush")
+FAULT_KINDS = ("kill", "kill-mid-fire", "pause", "fleet-down", "redis-restart", "function-flush")
 ADMITTED = re.compile(r"^admitted schedule:(\S+):(\d+) at ", re.M)
 
 
@@ -266,9 +266,9 @@ def _inject(
         elif kind == "redis-restart":
             server.kill()
             server.restart()
-        elif kind == "script-flush":
+        elif kind == "function-flush":
             with contextlib.suppress(Exception):  # Redis restarting: nothing to flush
-                client.script_flush()
+                client.function_flush()
         outcome.faults[kind] += 1
         echo(f"{time.monotonic() - began:6.1f} s  {kind}")
     for _, process in paused:

@@ -12,7 +12,7 @@ ledger also in bulk (``enqueue_many``, 128 per round trip). Rounds alternate bet
 systems so that a busy machine slows all of them alike; the table shows the median rate
 of each and the median per-round ratio to huey's, and from Redis's ``INFO commandstats``
 over each system's rounds: the commands per call (those scripts run included), the
-script calls (``EVALSHA``) per call and the server time of one script call. RQ and
+script calls (``FCALL``) per call and the server time of one script call. RQ and
 Celery are measured when installed (they are not the project's dependencies).
 
 * ledger enqueue: ``task.enqueue(1, 2)`` through Django's API: one admission script call;
@@ -160,7 +160,7 @@ def server_counts(client: Any) -> tuple[int, int, float]:
     """Return the commands, the script calls and their microseconds since the last reset."""
     stats = client.info("commandstats")
     commands = sum(v["calls"] for k, v in stats.items() if k not in OWN_COMMANDS)
-    script = stats.get("cmdstat_evalsha", {"calls": 0, "usec": 0})
+    script = stats.get("cmdstat_fcall", {"calls": 0, "usec": 0})
     return commands, int(script["calls"]), float(script["usec"])
 
 

@@ -36,7 +36,7 @@ the last, over that time (the worker's start-up is not in it), and the **wall** 
 from starting the process until drained (start-up in it). Each rate is printed with the
 Redis commands per task from ``INFO commandstats`` over the same window, less the
 bench's own polls (commands run inside Lua scripts count too, as commandstats counts
-them; ``scripts/task`` counts ``EVALSHA`` and ``EVAL`` alone). After the rounds, one
+them; ``scripts/task`` counts ``FCALL``, ``EVALSHA`` and ``EVAL`` alone). After the rounds, one
 more untimed run per system under ``MONITOR`` counts the requests the worker sent
 (``sent/task``: commands from clients only, not those scripts ran; a pipeline's commands
 count one each), with the most frequent.
@@ -583,7 +583,7 @@ def report(runs: dict[str, list[Run]], sent: dict[str, Counter[str]]) -> None:
         "per-round ratios of tasks/s; /raw: a Django-task row against the raw HANDLER row of "
         "the same concurrency, same rounds (on ledger-nocount: counters off against on); "
         "cmds/task: INFO commandstats over the drain (commands "
-        "scripts ran included); scripts/task: EVALSHA + EVAL; sent/task: commands clients "
+        "scripts ran included); scripts/task: FCALL + EVALSHA + EVAL; sent/task: commands clients "
         "sent, counted with MONITOR in one more untimed run."
     )
     cost = ratios("ledger", "ledger-nocount") if "ledger" in runs else "-"
@@ -732,7 +732,7 @@ def profile(args: argparse.Namespace) -> int:
                 worker.run()
                 wall = time.perf_counter() - began
                 cpu = time.process_time() - cpu
-                stats = client.info("commandstats").get("cmdstat_evalsha", {})
+                stats = client.info("commandstats").get("cmdstat_fcall", {})
                 figures.setdefault((label, concurrency), []).append(
                     (
                         n / wall,
@@ -744,7 +744,7 @@ def profile(args: argparse.Namespace) -> int:
                 )
         print(
             f"\n{'variant':<10}{'conc.':>6}{'tasks/s':>10}{'CPU us/task':>13}"
-            f"{'in settle_and_claim':>21}{'EVALSHA/task':>14}{'server us/call':>16}"
+            f"{'in settle_and_claim':>21}{'FCALL/task':>14}{'server us/call':>16}"
         )
         for (label, concurrency), rows in figures.items():
             print(

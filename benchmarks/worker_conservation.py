@@ -8,7 +8,7 @@ The short run is ``tests/worker/test_worker_conservation.py``; both use
 It starts its own redis-server (AOF, ``appendfsync always``) on a free port, 2
 producers and 3 ``manage.py ledger_worker conserve`` processes (``tests.support.bench_settings``),
 SIGKILLs and SIGTERMs workers (restarting them), SIGKILLs Redis and restarts it from its
-AOF, and flushes the script cache, at random moments over ``--duration`` seconds; waits
+AOF, and flushes the ledger's functions, at random moments over ``--duration`` seconds; waits
 for the queue to drain; checks every identity; prints one table. The exit status is 0
 for PASS and 1 for FAIL (anything lost, ended twice, run again unexplained, or wrong).
 Logs stay in ``--workdir`` (a temporary directory by default, printed first).

@@ -35,7 +35,7 @@ from the first signature built to the result in hand. Systems (``--only`` picks 
 
 Figures per run: seconds from enqueue to result, steps per second, and the Redis
 commands per step from ``INFO commandstats`` over the timed window (enqueue, drain and
-read; commands that scripts run included; ``scripts/step``: ``EVALSHA`` + ``EVAL``).
+read; commands that scripts run included; ``scripts/step``: ``FCALL`` + ``EVALSHA`` + ``EVAL``).
 After the rounds, one more untimed run per system (``--count-steps``, 2,000 by default)
 under ``MONITOR``: the chord is enqueued first, with no worker running; then the worker
 starts and drains it while the bench polls with a command of its own; the commands the
@@ -239,7 +239,7 @@ def report(runs: dict[str, list[Run]], sent: dict[str, Counter[str]], count_step
         "(ledger-plain: to the last task seen done), median of the rounds; vs celery: "
         "median of the per-round ratios celery seconds / this row's seconds; cmds/step: INFO "
         "commandstats over the timed window / steps (commands scripts ran included, the "
-        "bench's own waiting polls taken out); scripts/step: EVALSHA + EVAL; sent/step: "
+        "bench's own waiting polls taken out); scripts/step: FCALL + EVALSHA + EVAL; sent/step: "
         f"requests the worker sent per step (MONITOR, one more untimed run of {count_steps:,} "
         "steps enqueued before the worker started; its start-up included)."
     )

@@ -20,7 +20,7 @@ processes of its own:
 
 For ``--duration`` seconds, every 0.5 to 2 s, one fault at random: SIGKILL a worker
 (restarted), SIGSTOP a worker past its lease (then SIGCONT), SIGKILL Redis and restart
-it from its AOF, ``SCRIPT FLUSH``, or SIGKILL the producer (restarted). Then the faults
+it from its AOF, ``FUNCTION FLUSH``, or SIGKILL the producer (restarted). Then the faults
 stop, the producer finishes, the workers drain what is due, and it prints the counts
 from the ledger (``get_workflow`` of each chord), the run logs and the database. Exit 0
 for PASS: every chord admitted once and found; every step COMPLETED (none waiting, due,
@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import transactions_chaos as chaos  # noqa: E402
 
 LEASE = 3
-FAULTS = ("worker", "pause", "redis", "script-flush", "producer")
+FAULTS = ("worker", "pause", "redis", "function-flush", "producer")
 
 
 def configure() -> None:
@@ -343,9 +343,9 @@ def parent(args: argparse.Namespace) -> int:
                 redis_server.restart()
             else:
                 try:
-                    redis_server.client().script_flush()
+                    redis_server.client().function_flush()
                 except Exception as exc:  # Redis restarting: count it all the same
-                    print(f"SCRIPT FLUSH failed: {exc}")
+                    print(f"FUNCTION FLUSH failed: {exc}")
         faulted = time.monotonic() - began
         deadline = time.monotonic() + 300
         while not Path(str(answers) + ".done").exists():

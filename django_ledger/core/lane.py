@@ -1,4 +1,4 @@
-"""Script calls on a connection borrowed from the pool for a scope: the short road.
+"""Function calls on a connection borrowed from the pool for a scope: the short road.
 
 A call through redis-py's client checks a connection out of the pool and back in,
 packs every argument in Python and wraps the call in metrics and retries: about 65 µs
@@ -6,24 +6,25 @@ of client CPU on this project's VM, more than the round trip itself. A thread th
 makes many calls in a row (a worker's main loop, a bulk loop) opens a scope instead::
 
     with borrowed(client):
-        ...  # every ledger script call of this thread on ``client`` goes the short road
+        ...  # every ledger function call of this thread on ``client`` goes the short road
 
 The scope borrows one connection with ``pool.get_connection()`` at its first call (on
 a cluster, one per node, each at its first call there) and gives it back with
-``pool.release()`` when it ends. Inside it, each script call is checked as the pool
+``pool.release()`` when it ends. Inside it, each ``FCALL`` is checked as the pool
 checks a connection it hands out (``can_read``: data waiting means the server closed
 it; ``should_reconnect``: a maintenance notification moved it), packed in one hiredis
 call where hiredis is installed, and sent and read inside the connection's own
 ``retry.call_with_retry``, whose failure handler disconnects as redis-py's does: retry
 counts, backoff and ``set_retry`` are the client's. The client's response callback for
-``EVALSHA`` and redis-py's operation metrics see every call.
+``FCALL`` and redis-py's operation metrics see every call.
 
 The connection stays the pool's: it counts against ``max_connections`` (a
 ``BlockingConnectionPool`` waits for it like any other), ``disconnect()`` and
 ``close()`` close it, a forked child never uses it (the scope answers ``MISSED`` there),
 and it is back in the pool when the scope ends. A refusal given before anything ran
-(NOSCRIPT, MOVED, ASK, TRYAGAIN, CLUSTERDOWN, LOADING, READONLY, MASTERDOWN) answers
-``MISSED``: the caller takes redis-py's path, which knows them. Outside a scope (a
+(``Function not found``, MOVED, ASK, TRYAGAIN, CLUSTERDOWN, LOADING, READONLY,
+MASTERDOWN) answers ``MISSED``: the caller takes redis-py's path, which knows them (and
+``scripts.fcall``, which loads the library where it is missing). Outside a scope (a
 request thread, the admin, the API) every call is redis-py's own. Clients with
 client-side caching or pinned to one connection (``single_connection_client``) get
 no scope.
@@ -43,6 +44,8 @@ from redis.observability.providers import get_observability_instance
 from redis.observability.recorder import record_error_count, record_operation_duration
 from redis.utils import HIREDIS_AVAILABLE
 
+from .scripts import function_missing
+
 _pack: Callable[[tuple[Any, ...]], bytes] | None = None
 if HIREDIS_AVAILABLE:  # the hiredis redis-py itself parses with; else redis-py's packer
     from hiredis import pack_command as _pack
@@ -53,7 +56,6 @@ __all__ = ["MISSED", "borrowed", "current"]
 MISSED: Any = object()
 #: Refusals given before anything runs: the call goes to redis-py's path, which knows them.
 _REFUSALS = (
-    redis_py.exceptions.NoScriptError,
     redis_py.exceptions.BusyLoadingError,
     redis_py.exceptions.ReadOnlyError,
     redis_py.exceptions.AskError,  # MovedError is an AskError
@@ -229,6 +231,9 @@ class _Scope:
             self.close()  # redis-py's path takes it from the pool: no second connection
             return MISSED
         except Exception as exc:
+            if function_missing(exc):  # the library is not loaded there: fcall loads it
+                self.close()
+                return MISSED
             _record_error(connection, exc, self.attempts)
             raise
         if get_observability_instance().get_provider_manager() is not None:
@@ -293,6 +298,11 @@ class _ClusterScope:
             response = _exchange(connection, packed, command)
         except _REFUSALS:
             self._give_back(node.name)  # redis-py's path takes it from the node's pool
+            return MISSED
+        except redis_py.ResponseError as exc:
+            if not function_missing(exc):
+                raise
+            self._give_back(node.name)  # the library is not loaded there: fcall loads it
             return MISSED
         except redis_py.exceptions.MaxConnectionsError:
             raise  # the pool is full here: not the node's failure

@@ -1,18 +1,17 @@
 """One queue's keys and scripts on one client: the plumbing both paths of the ledger share.
 
-``Runner.run`` calls a script with the queue's keys: EVALSHA on the connection the calling
-thread borrowed for a scope (``lane.py``: a worker's main loop, a bulk loop), else (and
-when that cannot answer) through redis-py's client, and on NOSCRIPT one EVAL with the
-source. ``translate_errors`` turns redis-py's
-errors into the ledger's, and ``server_time_ms`` reads the Redis server clock of the
-node that holds the queue. The fused path (``fused.py``), the reference path
-(``reference.py``) and ``Ledger`` (the facade choosing one) all build on it; it imports
-none of them.
+``Runner.run`` calls a script's function with the queue's keys: ``FCALL`` on the
+connection the calling thread borrowed for a scope (``lane.py``: a worker's main loop, a
+bulk loop), else (and when that cannot answer) through redis-py's client, and when the
+server lacks the library, the load and the call as one (``scripts.fcall``).
+``translate_errors`` turns redis-py's errors into the ledger's, and ``server_time_ms``
+reads the Redis server clock of the node that holds the queue. The fused path
+(``fused.py``), the reference path (``reference.py``) and ``Ledger`` (the facade
+choosing one) all build on it; it imports none of them.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,7 +22,18 @@ from .errors import NotReplicated
 from .lane import MISSED, current
 from .layout import QUEUE_KEY_NAMES, QueueKeys
 from .records import State
-from .scripts import SCRIPT_NAMES, SCRIPTS, Scripts
+from .scripts import (
+    READ_ONLY,
+    SCRIPT_NAMES,
+    SCRIPTS,
+    Scripts,
+    fcall,
+    function_missing,
+    loaded_reply,
+    moved,
+    queue_loaded,
+    refresh_slots,
+)
 from .transport import Translate
 
 __all__ = ["KEY_NAMES", "WRITE_SCRIPTS", "Runner"]
@@ -31,14 +41,7 @@ __all__ = ["KEY_NAMES", "WRITE_SCRIPTS", "Runner"]
 #: The suffixes of a queue's keys, in the order every script takes them in ``KEYS``.
 KEY_NAMES = QUEUE_KEY_NAMES
 #: The ledger's scripts that may write: with durability on, each is followed by ``WAIT``.
-WRITE_SCRIPTS = frozenset(SCRIPT_NAMES) - {
-    "stats",
-    "now",
-    "admin_page",
-    "admin_quarantine",
-    "server_time",
-    "schedule_snapshot",
-}
+WRITE_SCRIPTS = frozenset(SCRIPT_NAMES) - READ_ONLY
 #: Attempts of a replicated write whose slot moved (MOVED after a failover) before giving up.
 _REDIRECTS = 3
 
@@ -65,7 +68,6 @@ class Runner:
         #: Replicas that must acknowledge each write (``WAIT``); 0: none asked.
         self.durability_replicas = durability_replicas
         self.durability_timeout_ms = durability_timeout_ms
-        self._writes = frozenset(getattr(self.scripts, name).sha for name in WRITE_SCRIPTS)
         #: The queue's name as messages give it (``namespace:queue``).
         self.queue_name = f"{namespace}:{queue}"
         #: The queue's cluster slot: a scope's call on a cluster goes to the node serving it.
@@ -119,26 +121,23 @@ class Runner:
     def run(self, script: Any, args: Sequence[Any], extra_keys: Sequence[str] = ()) -> Any:
         """Run one of this queue's scripts, with errors in the ledger's terms.
 
-        EVALSHA first; on NOSCRIPT, EVAL with the source. redis-py's own recovery
-        (SCRIPT LOAD, then EVALSHA again) leaves a window in which another flush
-        reaches the caller; EVAL has none. With durability on, a write script is
-        followed by ``WAIT`` on the same connection (``replicated``). ``extra_keys``
-        follow the queue's (a script whose ``KEY_NAMES`` name more, all under its tag).
+        One ``FCALL`` of the script's function; on a server that lacks the library, the
+        load and the call as one (``scripts.fcall``). With durability on, a write
+        script is followed by ``WAIT`` on the same connection (``replicated``).
+        ``extra_keys`` follow the queue's (a script whose ``KEY_NAMES`` name more, all
+        under its tag).
         """
         keys = (*self.keys, *extra_keys)
+        command = ("FCALL", script.function, len(keys), *keys, self.clock_skew_ms, *args)
         with self.translate_errors():
-            if self.durability_replicas and script.sha in self._writes:
-                return self._replicated_script(script, args, keys)
+            if self.durability_replicas and script.writes:
+                return self._replicated_call(command)
             scope = current(self.redis)  # a scope this thread opened on the client
             if scope is not None:
-                command = (b"EVALSHA", script.sha, len(keys), *keys, self.clock_skew_ms, *args)
-                reply = scope.call("EVALSHA", command, self._slot)
+                reply = scope.call("FCALL", command, self._slot)
                 if reply is not MISSED:
                     return reply
-            try:
-                return self.redis.evalsha(script.sha, len(keys), *keys, self.clock_skew_ms, *args)
-            except redis_py.exceptions.NoScriptError:
-                return self.redis.eval(script.script, len(keys), *keys, self.clock_skew_ms, *args)
+            return fcall(self.redis, command)
 
     def write(self, *command: Any) -> Any:
         """Send one plain write command on this queue's keys, replicated like a script."""
@@ -147,16 +146,13 @@ class Runner:
                 return self.replicated(lambda pipe: pipe.execute_command(*command))
             return self.redis.execute_command(*command)
 
-    def _replicated_script(self, script: Any, args: Sequence[Any], keys: Sequence[str]) -> Any:
-        skew = self.clock_skew_ms
+    def _replicated_call(self, command: Sequence[Any]) -> Any:
         try:
-            return self.replicated(
-                lambda pipe: pipe.evalsha(script.sha, len(keys), *keys, skew, *args)
-            )
-        except redis_py.exceptions.NoScriptError:
-            return self.replicated(
-                lambda pipe: pipe.eval(script.script, len(keys), *keys, skew, *args)
-            )
+            return self.replicated(lambda pipe: pipe.execute_command(*command))
+        except redis_py.ResponseError as exc:
+            if not function_missing(exc):
+                raise
+        return self.replicated(lambda pipe: queue_loaded(pipe, command))
 
     def replicated(self, queue_command: Callable[[Any], Any]) -> Any:
         """Send one write and ``WAIT`` in one round trip, on one connection of the master.
@@ -165,8 +161,10 @@ class Runner:
         so it must travel on the connection that carried the write: a pooled client may
         hand the next command another one, whose last write is older. Hence a pipeline
         of the two, on the queue's own master (on a cluster, the node serving the
-        queue's slot). Return the write's reply; raise ``NotReplicated`` when fewer
-        than ``durability_replicas`` replicas acknowledged it in time.
+        queue's slot). ``queue_command`` queues one command, or the four of
+        ``scripts.queue_loaded`` (the library loaded and the call made as one). Return
+        the write's reply; raise ``NotReplicated`` when fewer than
+        ``durability_replicas`` replicas acknowledged it in time.
         """
         wanted, timeout_ms = self.durability_replicas, self.durability_timeout_ms
         for _ in range(_REDIRECTS):
@@ -174,13 +172,14 @@ class Runner:
             queue_command(pipe)
             pipe.execute_command("WAIT", wanted, timeout_ms)
             try:
-                reply, acknowledged = pipe.execute(raise_on_error=False)
+                *replies, acknowledged = pipe.execute(raise_on_error=False)
             except (redis_py.ConnectionError, redis_py.TimeoutError):
                 self._refresh_slots()  # the master may have failed over: ask again next time
                 raise
-            if isinstance(reply, redis_py.exceptions.AskError):  # MOVED too: the slot moved
+            if moved(replies):  # the slot moved
                 self._refresh_slots()
                 continue
+            reply = replies[0] if len(replies) == 1 else loaded_reply(replies)
             if isinstance(reply, Exception):
                 raise reply
             if isinstance(acknowledged, Exception):
@@ -222,13 +221,7 @@ class Runner:
         return self.redis.get_redis_connection(node_of(self.keys.records))
 
     def _refresh_slots(self) -> None:
-        manager = getattr(self.redis, "nodes_manager", None)
-        if manager is not None:
-            # Best effort: if no node answers, the next call says so itself.
-            with contextlib.suppress(
-                redis_py.RedisError, redis_py.exceptions.RedisClusterException
-            ):
-                manager.initialize()
+        refresh_slots(self.redis)  # best effort: if no node answers, the next call says so
 
     def translate_errors(self) -> Translate:
         return Translate(self)

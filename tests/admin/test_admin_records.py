@@ -162,7 +162,7 @@ def test_a_page_costs_a_handful_of_redis_calls(
         assert shown == rows, params
         # Counted on the server: the round trips are the script calls, never one per
         # record, and no record is read twice.
-        assert calls.evalsha == script_calls, (params, calls.by_command)
+        assert calls.fcall == script_calls, (params, calls.by_command)
         reads = calls.by_command.get("hget", 0) + calls.by_command.get("hmget", 0)
         assert reads <= most_reads, (params, calls.by_command)
 

@@ -166,4 +166,4 @@ def test_a_process_reads_a_sharded_queue_layout_once(
         with count_calls(again.redis) as calls:
             again.stats()
     assert calls.by_command.get("get", 0) == 0, calls.by_command
-    assert calls.by_command.get("evalsha") == 3  # one stats script per shard, nothing else
+    assert calls.by_command.get("fcall") == 3  # one stats call per shard, nothing else

@@ -145,7 +145,7 @@ def test_129_items_take_two_script_calls(ledger: Ledger, redis_client: redis.Red
     assert [a.request_id for a in answers] == [request_id for request_id, _ in requests]
     assert redis_client.hlen(ledger.records_key) == MAX_BATCH + 1
     if ledger.optimized:
-        assert calls.evalsha == 2
+        assert calls.fcall == 2
 
 
 def test_128_items_take_one_script_call(ledger: Ledger, redis_client: redis.Redis) -> None:
@@ -154,7 +154,7 @@ def test_128_items_take_one_script_call(ledger: Ledger, redis_client: redis.Redi
         answers = ledger.admit_many(requests)
     assert [a.status for a in answers] == [ADMITTED] * MAX_BATCH
     if ledger.optimized:
-        assert calls.evalsha == 1
+        assert calls.fcall == 1
 
 
 def _two_items(total: int, id_chars: str = "a") -> list[tuple[str, str]]:
@@ -178,7 +178,7 @@ def test_two_mib_of_ids_and_payloads_is_one_batch_and_one_byte_more_is_two(
     stored = ledger.resolve_many([i for i, _ in requests])
     assert [r.payload if r else None for r in stored] == [p for _, p in requests]
     if ledger.optimized:
-        assert calls.evalsha == batches
+        assert calls.fcall == batches
 
 
 def test_multibyte_ids_count_in_bytes_toward_a_batch(
@@ -195,7 +195,7 @@ def test_multibyte_ids_count_in_bytes_toward_a_batch(
         answers = ledger.admit_many(requests)
     assert [a.status for a in answers] == [ADMITTED, ADMITTED]
     if ledger.optimized:
-        assert calls.evalsha == 2
+        assert calls.fcall == 2
 
 
 def test_many_small_items_split_by_count_then_by_bytes(
@@ -208,7 +208,7 @@ def test_many_small_items_split_by_count_then_by_bytes(
     assert len(answers) == 300
     assert {a.status for a in answers} == {ADMITTED}
     if ledger.optimized:
-        assert calls.evalsha == 3
+        assert calls.fcall == 3
 
 
 def test_rejected_items_do_not_travel(ledger: Ledger, redis_client: redis.Redis) -> None:
@@ -217,7 +217,7 @@ def test_rejected_items_do_not_travel(ledger: Ledger, redis_client: redis.Redis)
         answers = ledger.admit_many(requests)
     assert [a.status for a in answers] == [REJECTED] * 200 + [ADMITTED]
     if ledger.optimized:
-        assert calls.evalsha == 1
+        assert calls.fcall == 1
 
 
 # -- a call cut off midway ----------------------------------------------------------------

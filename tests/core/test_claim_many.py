@@ -86,7 +86,7 @@ def test_one_round_trip_per_batch_of_128(
     assert [c.request_id for c in claims] == ids[:claimed]
     assert len({c.request_id for c in claims}) == claimed
     if ledger.optimized:
-        assert counted.evalsha == calls
+        assert counted.fcall == calls
 
 
 def test_more_than_a_batch_with_fences_and_leases(ledger: Ledger) -> None:
@@ -106,4 +106,4 @@ def test_gate_closed_claims_nothing(ledger: Ledger, redis_client: redis.Redis) -
     with count_calls(redis_client) as counted:
         assert ledger.claim_many("w", 200) == []
     if ledger.optimized:
-        assert counted.evalsha == 1
+        assert counted.fcall == 1

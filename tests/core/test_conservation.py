@@ -3,8 +3,8 @@
 10,000 identities, 2 producers, 4 workers (one with its clock hours off) and a repair
 loop, against a Redis with AOF (``appendfsync always``) behind a fault proxy, while
 every fault kind lands at least twice: workers SIGKILLed mid-lease, workers paused
-(SIGSTOP) until others hold their records, Redis SIGKILLed and restarted from its AOF, connections dropped, stalled and half-closed, the script
-cache flushed, records overwritten with garbage. Then every identity is checked; see
+(SIGSTOP) until others hold their records, Redis SIGKILLed and restarted from its AOF, connections dropped, stalled and half-closed, the
+ledger's functions flushed, records overwritten with garbage. Then every identity is checked; see
 ``tests/support/harness/checker.py`` for the rules and ``docs/reliability.md`` for the figures.
 """
 

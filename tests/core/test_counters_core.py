@@ -17,7 +17,7 @@ from redis.crc import key_slot
 
 from django_ledger import Ledger
 from django_ledger.core.counters import EDGES, MAX_ERROR, Counters, Depth, Tally, percentile
-from django_ledger.core.scripts import source
+from django_ledger.core.library import library, script
 from tests.support.counter_month import CLUSTER_BYTES_PER_KEY, MINUTES_A_MONTH, month_of_minutes
 
 #: Wednesday 2027-01-13 08:00 UTC, on a minute.
@@ -111,13 +111,13 @@ def test_memory_stays_bounded_over_a_month_of_minutes(
     ledger = Ledger(redis_client, namespace, "q")
     for n in range(1200):  # four-digit depths: the samples' fields at a realistic size
         ledger.admit(f"r-{n}", "work", delay=0 if n % 2 else 3600)
-    sha = redis_client.script_load(source("counters"))
     if isinstance(redis_client, RedisCluster):
         node = redis_client.get_node_from_key(prefix)
         server = redis_client.get_redis_connection(node)
-        sha = server.script_load(source("counters"))
     else:
         server = redis_client
+    server.function_load(library().source, replace=True)
+    function = script("counters").function
     minutes = MINUTES_A_MONTH
     pipe = server.pipeline(transaction=False)
     for n, (minute, times) in enumerate(month_of_minutes()):
@@ -125,7 +125,7 @@ def test_memory_stays_bounded_over_a_month_of_minutes(
         error = json.dumps(["app.errors.Boom", "x" * MAX_ERROR, at])  # the task's last error
         keys = counters.add_keys(prefix, at, indexes)
         flat = [x for field, count in added for x in (field, count * times)]
-        pipe.evalsha(sha, len(keys), *keys, 0, at, 1, 1000, task, error, *flat)
+        pipe.fcall(function, len(keys), *keys, 0, at, 1, 1000, task, error, *flat)
         if n % 500 == 499:
             pipe.execute()
     pipe.execute()

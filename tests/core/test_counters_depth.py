@@ -16,7 +16,7 @@ from redis.crc import key_slot
 
 from django_ledger import Ledger
 from django_ledger.core.counters import Counters, Depth, Tally
-from django_ledger.core.scripts import source
+from django_ledger.core.library import library, script
 from django_ledger.core.sharded import ShardedLedger
 from tests.support.counter_month import CLUSTER_BYTES_PER_KEY, month_of_minutes
 from tests.support.redis_server import RedisServer
@@ -198,11 +198,12 @@ def test_a_month_of_depth_samples_stays_within_the_stated_bytes(
         server = redis_client.get_redis_connection(redis_client.get_node_from_key(keys4[0]))
     else:
         server = redis_client
-    sha = server.script_load(source("counters"))
+    server.function_load(library().source, replace=True)
+    function = script("counters").function
     pipe = server.pipeline(transaction=False)
     for n, (minute, _) in enumerate(month_of_minutes()):  # samples: a max, not a sum
         keys = counters.add_keys(keys4[0], T0 + minute * MINUTE, keys4[1:])
-        pipe.evalsha(sha, len(keys), *keys, 0, T0 + minute * MINUTE, 0, 1000)
+        pipe.fcall(function, len(keys), *keys, 0, T0 + minute * MINUTE, 0, 1000)
         if n % 500 == 499:
             pipe.execute()
     pipe.execute()

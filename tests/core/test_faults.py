@@ -1,4 +1,4 @@
-"""Faults the ledger must hide or survive: a lost script cache, Redis dying mid-run."""
+"""Faults the ledger must hide or survive: a lost function library, Redis dying mid-run."""
 
 from __future__ import annotations
 
@@ -31,14 +31,14 @@ def optimized(request: pytest.FixtureRequest) -> bool:
     return bool(request.param)
 
 
-# -- the script cache -----------------------------------------------------------------
+# -- the function library ----------------------------------------------------------------
 
 
-def test_script_flush_before_every_call_is_invisible(
+def test_function_flush_before_every_call_is_invisible(
     redis_client: redis.Redis, namespace: str, optimized: bool
 ) -> None:
     ledger = Ledger(redis_client, namespace, "q", optimized=optimized)
-    flush = redis_client.script_flush
+    flush = redis_client.function_flush
 
     flush()
     assert ledger.admit("a", "p").status is AdmissionStatus.ADMITTED
@@ -75,35 +75,38 @@ def test_script_flush_before_every_call_is_invisible(
     assert claim is not None and claim.request_id == "d"
 
 
-class FlushAfterLoad(redis.Redis):
-    """A client whose script cache is flushed right after it reloads a script.
+class FlushBeforeLoad(redis.Redis):
+    """A client whose functions are flushed again as it opens the connection that loads them.
 
-    The worst moment for a flush: after the client saw NOSCRIPT and loaded the script
-    again, before it ran it.
+    The worst moment for a flush: after the client saw ``Function not found``, before
+    its load and its call. They go as one transaction, so the flush comes before both.
     """
 
-    def script_load(self, script: Any) -> Any:
-        sha = super().script_load(script)
-        super().script_flush()
-        return sha
+    flushes = 0
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
+        self.function_flush()
+        self.flushes += 1
+        return super().pipeline(transaction, shard_hint)
 
 
 @pytest.mark.standalone_only(reason="a Redis subclass on the standalone URL flushes one server")
-def test_script_flush_right_after_a_reload_is_invisible(
+def test_function_flush_right_before_a_reload_is_invisible(
     redis_server: RedisServer, redis_client: redis.Redis, namespace: str, optimized: bool
 ) -> None:
-    client = FlushAfterLoad.from_url(redis_server.url)
+    client = FlushBeforeLoad.from_url(redis_server.url)
     try:
         ledger = Ledger(client, namespace, "q", optimized=optimized)
-        redis_client.script_flush()
+        redis_client.function_flush()
         assert ledger.admit("a", "p").status is AdmissionStatus.ADMITTED
+        assert client.flushes >= 1  # the flush came, and did not reach the caller
     finally:
         client.close()
 
 
 @pytest.fixture
 def flushing(redis_server: RedisServer) -> Iterator[list[int]]:
-    """Flush the script cache over and over from another thread until the test ends."""
+    """Flush the server's functions over and over from another thread until the test ends."""
     stop = threading.Event()
     flushes = [0]
 
@@ -111,7 +114,7 @@ def flushing(redis_server: RedisServer) -> Iterator[list[int]]:
         client = redis_server.client()
         try:
             while not stop.is_set():
-                client.script_flush()
+                client.function_flush()
                 flushes[0] += 1
         finally:
             client.close()
@@ -125,8 +128,8 @@ def flushing(redis_server: RedisServer) -> Iterator[list[int]]:
         thread.join(10)
 
 
-@pytest.mark.standalone_only(reason="flushes the script cache of one server")
-def test_script_flush_mid_run_is_invisible(
+@pytest.mark.standalone_only(reason="flushes the functions of one server")
+def test_function_flush_mid_run_is_invisible(
     redis_client: redis.Redis, namespace: str, optimized: bool, flushing: list[int]
 ) -> None:
     ledger = Ledger(redis_client, namespace, "q", optimized=optimized)
@@ -185,7 +188,7 @@ def test_redis_killed_and_restarted_loses_nothing_acknowledged(
     fresh_redis.kill()  # SIGKILL: nothing flushed at exit
     fresh_redis.restart()
 
-    # The next call works (the client reconnects; the script cache is empty).
+    # The next call works (the client reconnects; the library came back with the AOF).
     stats = first_call_after_restart(ledger.stats)
     assert (stats.pending, stats.claimed, stats.completed, stats.failed) == (71, 10, 10, 10)
     assert stats.total == 101

@@ -301,7 +301,7 @@ def test_the_last_parents_settlement_releases_and_claims_the_child_in_one_call(
         )
     assert [c.request_id for c in claims] == ["one:c"]
     assert json.loads(claims[0].payload)["args"] == ["A", "B"]
-    assert counted.evalsha == 1  # settle, release and claim: one round trip
+    assert counted.fcall == 1  # settle, release and claim: one round trip
 
 
 def test_repair_never_makes_a_waiting_step_claimable(ledger: Ledger) -> None:

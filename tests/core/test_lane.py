@@ -2,7 +2,7 @@
 
 What a user checks: inside ``borrowed(client)`` a thread's script calls share one
 connection of the pool; every call still answers as before when that connection is
-killed, when the server restarts, when the script cache is flushed, in a forked child
+killed, when the server restarts, when the ledger's functions are flushed, in a forked child
 and from many threads; a script's own error is raised and leaves the connection usable;
 outside a scope every call is redis-py's own; nested scopes share one connection. Each
 test reads the server's own view (``CLIENT LIST``, ``INFO commandstats``).
@@ -40,7 +40,7 @@ def client_on(server: RedisServer, name: str, **kwargs: Any) -> redis.Redis:
 
 
 def warmed(client: redis.Redis, queue: str) -> Ledger:
-    """A ledger whose scripts are loaded (the first call's NOSCRIPT is behind it)."""
+    """A ledger whose library is loaded (the first call's miss is behind it)."""
     ledger = Ledger(client, "n", queue)
     ledger.stats()
     ledger.admit("warm", "p")
@@ -56,7 +56,7 @@ def test_calls_in_a_scope_share_one_connection_of_the_pool(own_redis: RedisServe
             for i in range(20):
                 assert ledger.admit(f"id-{i}", "p").status is AdmissionStatus.ADMITTED
         assert current(client) is None
-    assert calls.by_command.get("evalsha") == 20
+    assert calls.by_command.get("fcall") == 20
     # The pool's one connection served them all: borrowed, then given back.
     assert len(named_clients(own_redis, "lane-one")) == 1
     client.connection_pool.disconnect(inuse_connections=False)
@@ -73,7 +73,7 @@ def test_outside_a_scope_every_call_is_redis_pys_own(own_redis: RedisServer) -> 
         seen.append(response)
         return response
 
-    client.set_response_callback("EVALSHA", callback)
+    client.set_response_callback("FCALL", callback)
     for i in range(20):
         ledger.admit(f"out-{i}", "p")
     assert current(client) is None and len(seen) == 20
@@ -98,12 +98,12 @@ def test_a_killed_connection_is_made_again_and_nothing_is_admitted_twice(
     client.close()
 
 
-def test_a_flushed_script_cache_and_a_restart_are_answered(own_redis: RedisServer) -> None:
+def test_a_flushed_function_library_and_a_restart_are_answered(own_redis: RedisServer) -> None:
     client = client_on(own_redis, "lane-flush")
     ledger = warmed(client, "flush")
     with borrowed(client):
         assert ledger.admit("a", "p").status is AdmissionStatus.ADMITTED
-        client.script_flush()
+        client.function_flush()
         assert ledger.admit("b", "p").status is AdmissionStatus.ADMITTED
         own_redis.stop()
         with pytest.raises(LedgerUnavailable):
@@ -250,7 +250,7 @@ def test_a_cluster_queue_calls_its_master_in_a_scope_and_survives_its_kill(
 
     def refused(node: RedisServer) -> int:  # calls a node answered MOVED (or refused)
         with node.client() as admin:
-            stats = admin.info("commandstats").get("cmdstat_evalsha", {})
+            stats = admin.info("commandstats").get("cmdstat_fcall", {})
         return int(stats.get("rejected_calls", 0)) + int(stats.get("failed_calls", 0))
 
     client = cluster.client(client_name="lane-cluster")
@@ -258,14 +258,14 @@ def test_a_cluster_queue_calls_its_master_in_a_scope_and_survives_its_kill(
         for master in cluster.masters():
             queue = cluster.queue_on(master, namespace)
             ledger = Ledger(client, namespace, queue)
-            assert ledger.admit("a", "p").status is AdmissionStatus.ADMITTED  # loads the script
+            assert ledger.admit("a", "p").status is AdmissionStatus.ADMITTED  # loads the library
             with borrowed(client):
                 before = {node.port: refused(node) for node in cluster.masters()}
                 assert ledger.admit("b", "p").status is AdmissionStatus.ADMITTED
                 # No master was asked for another's queue: the call went to the right one.
                 assert {node.port: refused(node) for node in cluster.masters()} == before
                 mine = named_clients(master, "lane-cluster")
-                assert any(entry["cmd"] == "evalsha" for entry in mine), mine
+                assert any(entry["cmd"] == "fcall" for entry in mine), mine
                 with master.client() as admin:  # only ours: the cluster may serve other tests
                     for entry in mine:
                         admin.client_kill_filter(_id=entry["id"])

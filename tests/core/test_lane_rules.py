@@ -45,9 +45,9 @@ def named(server: RedisServer, name: str) -> list[dict[str, Any]]:
         return [entry for entry in admin.client_list() if entry["name"] == name]
 
 
-def evalsha_calls(server: RedisServer) -> int:
+def fcall_calls(server: RedisServer) -> int:
     with server.client() as admin:
-        return int(admin.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+        return int(admin.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0))
 
 
 def kill_named(server: RedisServer, name: str) -> int:
@@ -227,7 +227,7 @@ def test_set_retry_to_no_retries_gives_exactly_one_try(own_redis: RedisServer) -
         for i in range(20):  # the connection is in hand before the retry policy changes
             ledger.admit(f"warm-{i}", "p")
         client.set_retry(Retry(NoBackoff(), 0))
-        before = evalsha_calls(own_redis)
+        before = fcall_calls(own_redis)
         own_redis.pause()  # the call goes out and its reply never comes in time
         try:
             with pytest.raises(LedgerUnavailable):
@@ -235,10 +235,10 @@ def test_set_retry_to_no_retries_gives_exactly_one_try(own_redis: RedisServer) -
         finally:
             own_redis.resume()
     deadline = time.monotonic() + 10
-    while evalsha_calls(own_redis) == before and time.monotonic() < deadline:
+    while fcall_calls(own_redis) == before and time.monotonic() < deadline:
         time.sleep(0.01)  # the server runs what it had received once it resumes
     time.sleep(0.2)  # a second copy, if one was sent, would be in by now
-    assert evalsha_calls(own_redis) - before == 1
+    assert fcall_calls(own_redis) - before == 1
     assert ledger.resolve("slow") is not None
     client.close()
 
@@ -251,9 +251,9 @@ def test_a_response_callback_sees_every_call(own_redis: RedisServer) -> None:
         seen.append(response)
         return response
 
-    client.set_response_callback("EVALSHA", callback)
+    client.set_response_callback("FCALL", callback)
     ledger = Ledger(client, "n", "hooks")
-    ledger.admit("warm", "p")  # loads the script: its first EVALSHA was refused
+    ledger.admit("warm", "p")  # loads the library: its first FCALL was refused
     seen.clear()
     with borrowed(client):
         for i in range(100):

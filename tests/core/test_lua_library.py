@@ -1,5 +1,5 @@
-"""The Lua library's rules: keys by name in both languages, one way to load a script,
-and a script's error named by its ``.lua`` file and line."""
+"""The Lua library's rules: keys by name in both languages, one way to load the library,
+and a function's error named by its ``.lua`` file and line."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from redis.cluster import RedisCluster
 from django_ledger import Ledger
 from django_ledger.core.errors import LedgerError
 from django_ledger.core.layout import QUEUE_KEY_NAMES, QueueKeys
-from django_ledger.core.scripts import KEY_NAMES, SCRIPT_NAMES, LuaScript, call, key_line, script
+from django_ledger.core.library import Library, library
+from django_ledger.core.scripts import KEY_NAMES, SCRIPT_NAMES, call, key_line, script
 from tests.support.ledger_helpers import servers
 
 PACKAGE = Path(__file__).resolve().parents[2] / "django_ledger"
@@ -52,7 +53,8 @@ def test_the_naming_line_is_the_only_positional_access_and_matches_python() -> N
     keys = QueueKeys.of("ns", "q")
     assert keys.held == "{ns:q}:held" and keys.keyed == "{ns:q}:keyed"
     assert len(set(keys)) == len(keys)  # one meaning, one key
-    assert all(script(name).script.startswith("KEYS.") for name in SCRIPT_NAMES)
+    source = library().source
+    assert all(f"KEYS, ARGV = keys, args\n{key_line(name)}\n" in source for name in SCRIPT_NAMES)
 
 
 def test_each_queue_key_is_described_in_the_encoding_page() -> None:
@@ -70,35 +72,41 @@ def test_every_script_names_the_keys_it_is_given() -> None:
 
 
 def test_the_package_loads_lua_only_through_the_registry() -> None:
-    # Runner.run sends the registry's scripts itself (a connection scope, durability);
-    # nothing else registers, loads or sends Lua source of its own.
-    loaders = re.compile(r"register_script|script_load|function_load|\.eval\(\s*[\"']|lua\"\)")
+    # Runner.run sends the registry's functions itself (a connection scope, durability);
+    # nothing else registers, loads or sends Lua of its own.
+    loaders = re.compile(
+        r"register_script|script_load|function_load|FUNCTION LOAD|evalsha|EVALSHA|"
+        r"\.eval\(\s*[\"']|lua\"\)"
+    )
     found = [
         f"{path.relative_to(PACKAGE)}:{number}"
         for path in sorted(PACKAGE.rglob("*.py"))
-        if path.name != "scripts.py"
+        if path.name not in ("scripts.py", "library.py")
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if loaders.search(line)
     ]
     assert not found, found
 
 
-def _line_of(lua: LuaScript, path: str, text: str) -> int:
-    """The line of the whole source where ``text`` is in file ``path`` (and that file's line)."""
+def _line_of(lua: Library, path: str, text: str) -> int:
+    """The line of the library where ``text`` is in file ``path`` (and that file's line)."""
     part = next(p for p in lua.parts if p.path == path)
-    lines = lua.script.split("\n")
+    lines = lua.source.split("\n")
     for number in range(part.first, part.last + 1):
         if text in lines[number - 1]:
             return number
     raise AssertionError(f"{text!r} is not in {path}")
 
 
-def test_a_line_of_the_source_maps_to_its_file() -> None:
-    lua = script("settle_claim")
-    at = _line_of(lua, "lib/claiming.lua", "local function claim_due(")
-    path, line = lua.locate(at)
-    text = (LUA / path).read_text(encoding="utf-8").splitlines()[line - 1]
-    assert path == "lib/claiming.lua" and text.startswith("local function claim_due(")
+def test_a_line_of_the_library_maps_to_its_file() -> None:
+    lua = library()
+    for path, text in (
+        ("lib/claiming.lua", "local function claim_due("),
+        ("scripts/settle_claim.lua", "local now = server_now()"),
+    ):
+        found, line = lua.locate(_line_of(lua, path, text))
+        assert found == path
+        assert (LUA / path).read_text(encoding="utf-8").splitlines()[line - 1].startswith(text)
 
 
 def test_a_script_error_names_its_lua_file_and_line(
@@ -122,13 +130,13 @@ def test_a_script_error_names_its_lua_file_and_line(
     redis_client.delete(ledger.ready_key)
 
 
-def test_a_flushed_script_cache_never_reaches_a_caller_of_the_registry(
+def test_flushed_functions_never_reach_a_caller_of_the_registry(
     redis_client: redis.Redis | RedisCluster, namespace: str
 ) -> None:
     key = f"{{{namespace}}}:clock"
     seconds, _ = call(redis_client, script("server_time"), [key], [])
     for server in servers(redis_client):
-        server.script_flush()
+        server.function_flush()
     again, micros = call(redis_client, script("server_time"), [key], [])
     assert int(again) >= int(seconds) and 0 <= int(micros) < 1_000_000
 

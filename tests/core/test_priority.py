@@ -50,7 +50,7 @@ def test_a_claim_is_one_script_call_whatever_the_bands(
     with count_calls(ledger.redis) as counted:
         claims = ledger.claim_many("w", 5)
     assert [c.request_id for c in claims] == ["p100", "p1", "p0", "p-1", "p-100"]
-    assert counted.evalsha == 1
+    assert counted.fcall == 1
 
 
 def test_a_later_high_priority_record_does_not_hold_back_due_ones(

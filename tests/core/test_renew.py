@@ -141,7 +141,7 @@ def test_renew_many_renews_each_claim_in_one_round_trip(
     with count_calls(redis_client) as calls:
         results = ledger.renew_many([(claims[0], 60), (claims[1], 60), (stale, 60)])
     if ledger.optimized:
-        assert calls.evalsha == 1
+        assert calls.fcall == 1
     assert [r.status for r in results] == [
         SettlementStatus.RENEWED,
         SettlementStatus.RENEWED,

@@ -326,7 +326,7 @@ def test_settle_many_one_round_trip_per_batch(
         answers = ledger.settle_many((c, State.COMPLETED) for c in claims)
     assert [s.status for s in answers] == [SETTLED] * count
     if ledger.optimized:
-        assert counted.evalsha == calls
+        assert counted.fcall == calls
     assert ledger.stats().completed == count
 
 

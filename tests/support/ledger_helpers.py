@@ -18,8 +18,8 @@ from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from django_ledger import Ledger, State
+from django_ledger.core.library import library
 from django_ledger.core.results import RepairReport
-from django_ledger.core.scripts import SCRIPT_NAMES, source
 from tests.support.redis_server import free_port
 
 #: A valid W3C trace context.
@@ -162,10 +162,9 @@ def command_calls(client: redis.Redis | RedisCluster) -> dict[str, int]:
 
 
 def load_scripts(client: redis.Redis | RedisCluster) -> None:
-    """Load every ledger script (on every master), so no NOSCRIPT retry disturbs a count."""
+    """Load the ledger's function library (on every master), so no loading disturbs a count."""
     for server in servers(client):
-        for name in SCRIPT_NAMES:
-            server.script_load(source(name))
+        server.function_load(library().source, replace=True)
 
 
 @dataclass
@@ -175,8 +174,8 @@ class Calls:
     by_command: dict[str, int] = field(default_factory=dict)
 
     @property
-    def evalsha(self) -> int:
-        return self.by_command.get("evalsha", 0)
+    def fcall(self) -> int:
+        return self.by_command.get("fcall", 0)
 
 
 @contextmanager
@@ -185,8 +184,8 @@ def count_calls(client: redis.Redis | RedisCluster) -> Iterator[Calls]:
 
     On a cluster the counts are summed over every master, so ``client`` may be a
     ``RedisCluster`` (the suite's cluster mode). Scripts are loaded first, so every
-    script call is exactly one ``EVALSHA``. Redis counts the commands a script runs
-    too, so only ``evalsha`` counts round trips.
+    script call is exactly one ``FCALL``. Redis counts the commands a function runs
+    too, so only ``fcall`` counts round trips.
     """
     load_scripts(client)
     before = command_calls(client)

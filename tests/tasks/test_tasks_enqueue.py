@@ -330,17 +330,17 @@ def test_djangos_task_decorator_reaches_the_ledger_options() -> None:
 # -- bulk ------------------------------------------------------------------------------------
 
 
-def evalsha_calls(client: Any) -> int:
-    return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+def fcall_calls(client: Any) -> int:
+    return int(client.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0))
 
 
-@pytest.mark.standalone_only(reason="its evalsha_calls reads INFO commandstats of one node")
+@pytest.mark.standalone_only(reason="its fcall_calls reads INFO commandstats of one node")
 def test_enqueue_many_admits_128_per_round_trip(task_namespace: str) -> None:
     client = get_ledger("default").redis
-    before = evalsha_calls(client)
+    before = fcall_calls(client)
     with Enqueued() as seen:
         results = enqueue_many(tasks.add, [((i, i), {}) for i in range(300)])
-    assert evalsha_calls(client) - before == 3  # 128 + 128 + 44
+    assert fcall_calls(client) - before == 3  # 128 + 128 + 44
     assert [result.args for result in results] == [[i, i] for i in range(300)]
     assert len({result.id for result in results}) == 300
     assert len(seen.events) == 300

@@ -86,18 +86,18 @@ def test_a_template_checks_its_task_and_options() -> None:
         PayloadTemplate("a.b", {"colour": "red"})
 
 
-def evalsha_calls(client: Any) -> int:
-    return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+def fcall_calls(client: Any) -> int:
+    return int(client.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0))
 
 
-@pytest.mark.standalone_only(reason="its evalsha_calls reads INFO commandstats of one node")
+@pytest.mark.standalone_only(reason="its fcall_calls reads INFO commandstats of one node")
 def test_one_enqueue_is_one_script_call(task_namespace: str) -> None:
     client = get_ledger("default").redis
     tasks.add.enqueue(0, 0)  # the queue's entry and the task's plan are made here
-    before = evalsha_calls(client)
+    before = fcall_calls(client)
     for i in range(5):
         tasks.add.enqueue(i, i)
-    assert evalsha_calls(client) - before == 5
+    assert fcall_calls(client) - before == 5
 
 
 def test_a_kept_plan_follows_the_queue_options(namespace: str) -> None:

@@ -4,8 +4,8 @@
 3,000 identities admitted by 2 producers, drained by 3 ``manage.py ledger_worker``
 processes (``tests.support.bench_settings``' ``conserve`` queue, whose handler logs each run
 outside Redis), while workers are SIGKILLed mid-run and SIGTERMed (each restarted), Redis
-is SIGKILLed and restarted from its AOF (``appendfsync always``) and the script cache is
-flushed. Then every identity must be COMPLETED once, and every run but the last of an
+is SIGKILLed and restarted from its AOF (``appendfsync always``) and the ledger's functions
+are flushed. Then every identity must be COMPLETED once, and every run but the last of an
 identity explained by a lease that ended; see ``tests/support/harness/worker_experiment.py``.
 """
 

@@ -28,7 +28,7 @@ from django_ledger.core.worker import CallableHandler, Job, Worker, WorkerConfig
 from tests.support.redis_server import RedisServer
 from tests.support.worker_process import ROOT, wait_until
 
-SCRIPTS = ("evalsha", "eval", "evalsha_ro", "eval_ro")
+SCRIPTS = ("fcall", "fcall_ro", "evalsha", "eval")
 
 
 class Process:

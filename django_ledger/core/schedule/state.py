@@ -103,7 +103,7 @@ class ScheduleStore:
         return Translate(self)
 
     def _run(self, lua: LuaScript, *args: str, keys: tuple[str, ...] = ()) -> Any:
-        """Run a script on the state's key (or ``keys``): EVALSHA, on NOSCRIPT one EVAL."""
+        """Run a script on the state's key (or ``keys``): its function, loaded where missing."""
         keys = keys or (self.key, self.definitions_key)
         with self._translate():
             return call(self.redis, lua, keys, args)

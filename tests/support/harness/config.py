@@ -23,7 +23,7 @@ FAULT_KINDS = (
     "proxy_drop",
     "proxy_stall",
     "proxy_half_close",
-    "script_flush",
+    "function_flush",
     "garbage",
 )
 
@@ -67,7 +67,7 @@ class Config:
             "proxy_drop": 2,
             "proxy_stall": 2,
             "proxy_half_close": 2,
-            "script_flush": 2,
+            "function_flush": 2,
             "garbage": 2,
         }
     )

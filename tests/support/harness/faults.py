@@ -1,6 +1,6 @@
 """The fault injector: a schedule of faults over the run, and how each is done.
 
-Faults that hit Redis itself (``SCRIPT FLUSH``, garbage) go over a direct connection,
+Faults that hit Redis itself (``FUNCTION FLUSH``, garbage) go over a direct connection,
 not the proxy. Garbage is written with a plain ``HSET`` over a stored record, as a
 disk or a buggy writer would: it is remembered, so the checker expects exactly those
 ids in quarantine.
@@ -151,10 +151,10 @@ class Injector:
     def proxy_half_close(self) -> None:
         self.proxy.fault("half_close", 0.3 + self.rng.random() * 0.7)
 
-    def script_flush(self) -> None:
+    def function_flush(self) -> None:
         client = self.direct()
         try:
-            client.script_flush()
+            client.function_flush()
         finally:
             client.close()
 

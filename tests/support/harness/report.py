@@ -18,7 +18,7 @@ _FAULT_LABELS = {
     "proxy_drop": "proxy: connections dropped",
     "proxy_stall": "proxy: stalled past the timeout",
     "proxy_half_close": "proxy: half-closed (replies lost)",
-    "script_flush": "SCRIPT FLUSH",
+    "function_flush": "FUNCTION FLUSH",
     "garbage": "records overwritten with garbage",
 }
 

@@ -1,6 +1,6 @@
 """Conservation through real workers: ``ledger_worker`` processes drain N identities
 while workers are SIGKILLed and SIGTERMed, Redis is SIGKILLed and restarted from its
-AOF, and the script cache is flushed; then every identity is checked.
+AOF, and the ledger's functions are flushed; then every identity is checked.
 
 The short run is ``tests/worker/test_worker_conservation.py``, the long one
 ``benchmarks/worker_conservation.py``; ``docs/reliability.md`` has the figures.
@@ -14,7 +14,7 @@ The short run is ``tests/worker/test_worker_conservation.py``, the long one
 * Faults, at random moments, each kind at least its minimum: ``worker_kill`` (SIGKILL a
   worker while it has a run in flight, start another), ``worker_term`` (SIGTERM one,
   wait for its clean stop, start another), ``redis_kill`` (SIGKILL Redis, restart it
-  from its AOF on the same port), ``script_flush``.
+  from its AOF on the same port), ``function_flush``.
 
 The check (``check_runs``): the harness's checker over the records, indexes, stats and
 the producers' and workers' logs; then, per identity: COMPLETED in the ledger (else
@@ -49,13 +49,13 @@ from tests.support.redis_server import RedisServer
 __all__ = ["WORKER_FAULTS", "WorkerOutcome", "WorkerRun", "check_runs", "run_workers"]
 
 #: The faults of this run, in the order the table lists them.
-WORKER_FAULTS = ("worker_kill", "worker_term", "redis_kill", "script_flush")
+WORKER_FAULTS = ("worker_kill", "worker_term", "redis_kill", "function_flush")
 
 _LABELS = {
     "worker_kill": "worker SIGKILL mid-run (restarted)",
     "worker_term": "worker SIGTERM (restarted)",
     "redis_kill": "Redis SIGKILL (restarted from AOF)",
-    "script_flush": "SCRIPT FLUSH",
+    "function_flush": "FUNCTION FLUSH",
 }
 
 
@@ -303,10 +303,10 @@ def _inject(kind: str, server: RedisServer, workers: WorkerFleet, rng: random.Ra
         finally:
             client.close()
         fault.detail = f"(down {time.monotonic() - down:.1f} s)"
-    elif kind == "script_flush":
+    elif kind == "function_flush":
         client = server.client(socket_timeout=5)
         try:
-            client.script_flush()
+            client.function_flush()
         finally:
             client.close()
     else:

@@ -4,7 +4,7 @@
 -- index. Shared by claim.lua, settle_claim.lua and keyed_claim.lua; settling.lua holds
 -- the settlements, so a claim alone carries no settlement code.
 
--- keyed_claim.lua (prepended after this file) sets it: claim_limited with a KEY.
+-- keyed_claim.lua (after this file in the library) sets it: claim_limited with a KEY.
 local keyed_claim
 
 -- Claim the records of `ids` (read from the ready index) that are due PENDING ones;
@@ -26,7 +26,7 @@ local function claim_ids(ids, now, owner, lease, out, got, skipped, budget, star
     elseif r.s ~= 'P' or r.due > now then
       -- The index disagrees with the record: put the entry where the record says.
       redis.call('ZREM', KEYS.ready, id)
-      redis.call('ZADD', INDEX_OF[r.s], score_of(r), id)
+      redis.call('ZADD', index_of(r.s), score_of(r), id)
     else
       r.s, r.owner, r.att, r.fence = 'C', owner, r.att + 1, next_fence(r.fence)
       r.lease, r.updated = now + lease, now

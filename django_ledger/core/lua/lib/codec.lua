@@ -1,4 +1,4 @@
--- codec.lua: the prelude shared by every ledger script (prepended when loaded).
+-- codec.lua: the library's first part (core/library.py), read by every ledger function.
 --
 -- Every writing script receives the same KEYS, all with the queue's hash tag:
 --   KEYS.records records (hash)    KEYS.ready ready (zset)      KEYS.leases leases (zset)

@@ -1,14 +1,14 @@
--- indexes.lua: the prelude's second part (prepended after codec.lua to every script but
--- admit.lua, which needs none of it): the ready index's priority bands and due times,
--- fences, and forgetting and trimming ended records. Lua builds every function of a
--- script's source on each call, so the admission, the hottest call, carries only the
--- codec.
+-- indexes.lua: the library's second part (after codec.lua): the ready index's priority
+-- bands and due times, fences, and forgetting and trimming ended records.
 
--- The index each state's records are in (KEYS.<name>: the queue's keys, named in the
--- line the registry puts first, core/scripts.py). Few top-level locals: each one a
--- function reads is an upvalue every later function's creation walks past, per call.
+-- The index each state's records are in (KEYS.<name>: the queue's keys, named by the
+-- first line of each function, core/library.py): read from KEYS at each call, since the
+-- library's parts are built once, when it is loaded, before any call has keys.
 -- A state letter is ended when string.find('KFD', s, 1, true) finds it.
-local INDEX_OF = {P = KEYS.ready, C = KEYS.leases, K = KEYS.completed, F = KEYS.failed, D = KEYS.dead}
+local INDEX_NAME = {P = 'ready', C = 'leases', K = 'completed', F = 'failed', D = 'dead'}
+local function index_of(s)
+  return KEYS[INDEX_NAME[s]]
+end
 
 local function traceparent_of(r)
   if r.tlen == 0 then return '' end
@@ -107,7 +107,7 @@ local function trim_ended(max_retained, budget)
     redis.call('ZREM', index, id)
     local raw = redis.call('HGET', KEYS.records, id)
     local r = raw and decode(id, raw)
-    if r and INDEX_OF[r.s] == index then
+    if r and index_of(r.s) == index then
       forget(id)
       purged = purged + 1
     end

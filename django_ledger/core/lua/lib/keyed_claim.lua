@@ -1,5 +1,5 @@
 -- keyed_claim.lua: limits per key of a task's arguments, and fair share among the keys
--- (prepended after limits_accounting.lua and keyed_pool.lua, the pool's entries). A queue whose
+-- (after limits_accounting.lua and keyed_pool.lua, the pool's entries, in the library). A queue whose
 -- limits hash (KEYS.limits) holds `key` (its KEY setting, e.g. 'kwargs.tenant_id') applies
 -- its RATE and CONCURRENCY to each key apart, and its claims take the keys in turn: one
 -- claim per key per turn, so a key with a million due records does not delay one with ten.

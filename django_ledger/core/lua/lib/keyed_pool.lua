@@ -1,7 +1,7 @@
 -- keyed_pool.lua: the keyed pool's entries (KEYS.keyed and the '@' .. id and 'R' .. key
--- fields of KEYS.limits, keyed_claim.lua describes them), prepended before keyed_claim.lua and to
--- admit.lua, which stores each admitted request's key and brings those due now into the
--- pool: the admission carries these few functions, not the claim's.
+-- fields of KEYS.limits, keyed_claim.lua describes them), before keyed_claim.lua in the
+-- library; admit.lua stores each admitted request's key with them and brings those due now
+-- into the pool.
 
 local KEYED_OFFSET = 4503599627370496  -- 2^52: every ready score plus it is positive
 

@@ -1,6 +1,6 @@
 -- limits_read.lua: a queue's limits as a call reads them (limits_accounting.lua describes the
 -- fields of KEYS.limits), shared by settle.lua (a settlement that frees a slot wakes a
--- worker) and the claims (prepended before limits_accounting.lua).
+-- worker) and the claims (before limits_accounting.lua in the library).
 
 -- The queue's limits, or nil when it has none (one HMGET).
 local function limits_read()

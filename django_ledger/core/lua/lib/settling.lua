@@ -1,5 +1,5 @@
--- settling.lua: settlements, shared by settle.lua and settle_claim.lua (prepended after
--- workflows.lua: an ended workflow step moves its dependants on).
+-- settling.lua: settlements, shared by settle.lua and settle_claim.lua (after workflows.lua
+-- in the library: an ended workflow step moves its dependants on).
 
 -- Settle the items ARGV[first], ARGV[first + 6], ...: six each, request id, owner, fence,
 -- target, ms, result. Target 'C' renews the lease to now + ms; 'S' renews it too and
@@ -80,7 +80,7 @@ local function settle_items(now, first, last, out)
     for _, id in ipairs(order) do
       records[#records + 1] = id
       records[#records + 1] = latest[id]
-      local index = INDEX_OF[final[id].s]
+      local index = index_of(final[id].s)
       local add = adds[index]
       add[#add + 1] = score_of(final[id])
       add[#add + 1] = id

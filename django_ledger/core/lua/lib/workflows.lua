@@ -1,5 +1,5 @@
--- workflows.lua: workflows (docs/workflows.md), prepended after indexes.lua to the scripts that
--- end records (settling.lua's settle_items, repair.lua) and to the flow_*.lua scripts.
+-- workflows.lua: workflows (docs/workflows.md), after indexes.lua in the library: read by
+-- what ends records (settling.lua's settle_items, repair.lua) and by the flow_*.lua scripts.
 -- A workflow lives in one queue, so in one hash slot. KEYS.flows (the flows hash) holds, for
 -- workflow F and step id S (core/flows.py writes the JSON):
 --   m:F  the manifest: the workflow's steps in order, with their parents and rules
@@ -103,7 +103,7 @@ local function flow_record(now, id, state, payload)
   local r = {s = state, due = now, att = 0, fence = 0, created = now, updated = now,
     owner = '', tlen = 0, tail = payload, prio = 0}
   redis.call('HSET', KEYS.records, id, encode(id, r))
-  redis.call('ZADD', INDEX_OF[state], score_of(r), id)
+  redis.call('ZADD', index_of(state), score_of(r), id)
 end
 
 -- Waiting step `spec` stops waiting (released or ended): the outputs kept for it of its

@@ -123,7 +123,7 @@ for i = 8, #ARGV, 2 do
   elseif action == 'retry' then
     local ended = string.find('KFD', r.s, 1, true) ~= nil
     -- The bytes matched decode as this state: its index holds the id (else repair mends it).
-    redis.call('ZREM', INDEX_OF[r.s], id)
+    redis.call('ZREM', index_of(r.s), id)
     r.s, r.due, r.lease, r.owner, r.att, r.updated = 'P', now, nil, '', 0, now
     r.held, r.given = false, false
     redis.call('HSET', KEYS.records, id, encode(id, r))
@@ -140,7 +140,7 @@ for i = 8, #ARGV, 2 do
     failed[#failed + 1], final[id] = id, r
     done = done + 1
   elseif action == 'purge' and string.find('KFD', r.s, 1, true) then
-    redis.call('ZREM', INDEX_OF[r.s], id)
+    redis.call('ZREM', index_of(r.s), id)
     forget(id)
     done = done + 1
   else

@@ -27,7 +27,7 @@ for i = 3, #ARGV, 2 do
       code = 4  -- only live records make a queue full
     else
       redis.call('HSET', KEYS.records, id, raw)
-      redis.call('ZADD', INDEX_OF[r.s], score_of(r), id)
+      redis.call('ZADD', index_of(r.s), score_of(r), id)
       if live then size = size + 1 end
       due = due or r.s == 'P'
     end

@@ -8,7 +8,7 @@
 local id = ARGV[2]
 if redis.call('HGET', KEYS.records, id) ~= ARGV[3] then return 0 end
 -- Bytes that decode again are back in service: a quarantined copy of them is obsolete.
-local own = INDEX_OF[ARGV[4]]
+local own = index_of(ARGV[4])
 local changed = redis.call('HDEL', KEYS.quarantine, id) + redis.call('ZADD', own, 'CH', ARGV[5], id)
 for _, k in ipairs({KEYS.ready, KEYS.leases, KEYS.completed, KEYS.failed, KEYS.dead}) do
   if k ~= own then changed = changed + redis.call('ZREM', k, id) end

@@ -66,7 +66,7 @@ local function repair(id, raw)
     end
     redis.call('HSET', KEYS.records, id, encode(id, r))
     unindex(id)
-    redis.call('ZADD', INDEX_OF[r.s], score_of(r), id)
+    redis.call('ZADD', index_of(r.s), score_of(r), id)
     if r.s == 'P' then wake(now) end  -- due now: an idle worker claims it at once
     if r.s == 'D' then flow_settled(now, {id}, {[id] = r}) end  -- a workflow step moves on
     return code
@@ -76,7 +76,7 @@ local function repair(id, raw)
     unindex(id)
     return 6
   end
-  local own = INDEX_OF[r.s]
+  local own = index_of(r.s)
   local changed = restored + redis.call('ZADD', own, 'CH', score_of(r), id)
   for _, k in ipairs({KEYS.ready, KEYS.leases, KEYS.completed, KEYS.failed, KEYS.dead}) do
     if k ~= own then changed = changed + redis.call('ZREM', k, id) end

@@ -51,7 +51,7 @@ if ARGV[5] ~= '' then
 end
 if ARGV[6] ~= '' then redis.call('ZADD', KEYS.leases, ARGV[6], id) end
 if ARGV[7] ~= '' then
-  redis.call('ZADD', INDEX_OF[ARGV[7]], ARGV[8], id)
+  redis.call('ZADD', index_of(ARGV[7]), ARGV[8], id)
   if ARGV[13] ~= '' then trim_ended(tonumber(ARGV[13]), 17) end
 end
 return 1

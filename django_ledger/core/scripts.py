@@ -15,6 +15,7 @@ there misses; the other nodes of a cluster load theirs at their own first miss.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "LuaScript",
     "Scripts",
     "call",
+    "drop_old_libraries",
     "fcall",
     "function_missing",
     "key_line",
@@ -53,6 +55,8 @@ __all__ = [
 
 #: Attempts of a loading call whose slot moved (MOVED after a failover) before giving up.
 _REDIRECTS = 3
+#: The name of a version of the ledger's library.
+_LIBRARY_NAME = re.compile(r"ledger_[0-9a-f]{12}")
 
 
 class Scripts:
@@ -191,3 +195,37 @@ def call(redis: Any, lua: LuaScript, keys: Sequence[str], args: Sequence[Any]) -
         return fcall(redis, ("FCALL", lua.function, len(keys), *keys, *args))
     except redis_py.ResponseError as exc:
         raise located(exc) from exc
+
+
+def drop_old_libraries(redis: Any) -> list[str]:
+    """Delete the other versions' libraries (``ledger_<hash>``) from every primary.
+
+    Return their names, each once. Safe at any time: a process still running another
+    version finds its function missing at its next call and loads its library again
+    with that call (``fcall``), so nothing is refused; it only costs that one load.
+    """
+    ours = library().name
+    nodes: list[Any] = [redis]
+    if isinstance(redis, redis_py.RedisCluster):
+        primaries: Callable[[], list[Any]] = redis.get_primaries  # untyped in redis-py
+        nodes = [redis.get_redis_connection(node) for node in primaries()]
+    dropped: set[str] = set()
+    for node in nodes:
+        for entry in node.execute_command("FUNCTION LIST", "LIBRARYNAME", "ledger_*"):
+            name = _library_name(entry)
+            if name == ours or not _LIBRARY_NAME.fullmatch(name):
+                continue
+            try:
+                node.execute_command("FUNCTION DELETE", name)
+            except redis_py.ResponseError as exc:
+                if "not found" not in str(exc).lower():  # another worker dropped it first
+                    raise
+            dropped.add(name)
+    return sorted(dropped)
+
+
+def _library_name(entry: Any) -> str:
+    """The name in one entry of ``FUNCTION LIST`` (a RESP2 list or a RESP3 map)."""
+    fields = entry if isinstance(entry, dict) else dict(zip(entry[::2], entry[1::2], strict=True))
+    name = fields.get(b"library_name", fields.get("library_name", ""))
+    return name.decode() if isinstance(name, bytes) else str(name)

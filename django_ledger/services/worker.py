@@ -21,6 +21,7 @@ from ..core.progress import DEFAULT_INTERVAL
 from ..core.progress import board as progress_board
 from ..core.worker.handler import Backoff, CallableHandler, Handler
 from ..core.worker.heartbeat import Heartbeats
+from ..core.worker.libraries import OldLibraries
 from ..core.worker.recycle import resident_mib
 from ..core.worker.runtime import Metrics, Worker, WorkerConfig, default_worker_id
 from ..core.worker.upkeep import Room
@@ -180,8 +181,10 @@ def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
         leases = {queue: ledger_settings.queue(queue).lease.total_seconds() for queue in queues}
         handlers = {queue: handler_for(queue) for queue in queues}
         beats = heartbeats(options.counters)
-        # Beside repair, in the repairer's thread: what running tasks reported, coalesced.
+        # Beside repair, in the repairer's thread: what running tasks reported, coalesced;
+        # other versions' function libraries, dropped at start and once a day.
         progress_room = progress_board.room(options.progress_interval)
+        libraries_room = OldLibraries(ledger.redis for ledger in ledgers.values())
     except ImproperlyConfigured as exc:
         raise ValueError(str(exc)) from exc
     config = WorkerConfig(
@@ -197,7 +200,7 @@ def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
         heartbeats=beats,
         exit_on_timeout=options.exit_on_timeout,
         cancel_grace=options.cancel_grace,
-        rooms=(*rooms, progress_room),
+        rooms=(*rooms, progress_room, libraries_room),
         started=task_started,
         ended=task_ended,
     )

@@ -16,21 +16,13 @@ from redis.cluster import RedisCluster
 from django_ledger import AdmissionStatus, Ledger, SettlementStatus, State
 from django_ledger.core.lane import borrowed, current
 from django_ledger.core.library import READ_ONLY, library, located, script
-from django_ledger.core.scripts import call
+from django_ledger.core.scripts import call, drop_old_libraries
+from django_ledger.core.worker.libraries import PERIOD, OldLibraries
 from tests.support.ledger_helpers import servers
+from tests.support.library_versions import libraries, other_version
 from tests.support.redis_server import RedisServer
 
 SYNC_TIMEOUT = 30.0
-
-
-def libraries(server: redis.Redis) -> list[str]:
-    """The names of the function libraries ``server`` holds."""
-    names = []
-    for entry in server.function_list():
-        fields = dict(zip(entry[::2], entry[1::2], strict=True))
-        name = fields[b"library_name"] if b"library_name" in fields else fields["library_name"]
-        names.append(name.decode() if isinstance(name, bytes) else name)
-    return names
 
 
 def flush_all(client: redis.Redis | RedisCluster) -> None:
@@ -137,17 +129,6 @@ def test_read_only_functions_run_as_fcall_ro_and_writers_do_not(
     with pytest.raises(redis.ResponseError, match="write flag"):
         redis_client.fcall_ro(script("admit").function, len(keys), *keys, 0)
     assert "stats" in READ_ONLY and "admit" not in READ_ONLY
-
-
-def other_version() -> tuple[str, str]:
-    """Another version of the library: its ``now`` answers 42 too, under another hash."""
-    lua = library()
-    other = "ledger_0123456789ab"
-    source = lua.source.replace(lua.name, other).replace(
-        "if #ARGV < 2 then return {now} end", "if #ARGV < 2 then return {now, 42} end"
-    )
-    assert source != lua.source.replace(lua.name, other)
-    return other, source
 
 
 def test_two_versions_answer_side_by_side(
@@ -258,3 +239,43 @@ def test_a_durable_write_loads_the_library_and_the_replica_has_both(
         client.function_flush()
         assert ledger.settle(claim, State.COMPLETED).status is SettlementStatus.SETTLED
     client.close()
+
+
+def test_other_versions_are_dropped_and_ours_stays(
+    redis_client: redis.Redis | RedisCluster, namespace: str
+) -> None:
+    other, source = other_version()
+    for server in servers(redis_client):
+        server.function_load(source, replace=True)
+    ledger = Ledger(redis_client, namespace, "drops")
+    assert ledger.admit("a", "p").status is AdmissionStatus.ADMITTED
+    assert drop_old_libraries(redis_client) == [other]
+    for server in servers(redis_client):
+        assert other not in libraries(server)
+    assert drop_old_libraries(redis_client) == []  # nothing left to drop
+    claim = ledger.claim("w")  # ours still answers, or loads again where it never was
+    assert claim is not None and ledger.settle(claim).ok
+
+
+def test_the_worker_room_drops_them_and_leaves_them_to_a_user_who_may_not(
+    fresh_redis: RedisServer,
+) -> None:
+    other, source = other_version()
+    with fresh_redis.client() as admin:
+        admin.function_load(source)
+        admin.acl_setuser(
+            "app",
+            enabled=True,
+            passwords=["+pw"],
+            keys=["*"],
+            commands=["+@all", "-function|delete"],
+        )
+        with redis.Redis(port=fresh_redis.port, username="app", password="pw") as app:
+            room = OldLibraries([app, app])
+            assert room.beat() == PERIOD  # refused: said once, left in place
+            assert other in libraries(admin)
+            assert room.beat() == PERIOD
+        assert admin.info("commandstats").get("cmdstat_function|delete", {}).get("calls", 0) == 0
+        room = OldLibraries([admin])
+        assert room.beat() == PERIOD
+        assert libraries(admin) == []

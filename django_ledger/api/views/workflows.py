@@ -22,7 +22,7 @@ from ...core.flows import read_workflow
 from ...core.records import id_problem
 from ...tasks.workflow_state import STEP_STATES, WorkflowState, state_of
 from ..conf import api_settings
-from ..errors import ApiError
+from ..errors import ApiError, invalid
 from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
 from .base import LedgerViewSet
 
@@ -152,12 +152,7 @@ class WorkflowViewSet(LedgerViewSet):
         offset = _number(request, "offset", 0)
         limit = min(_number(request, "limit", api_settings.page_size), api_settings.max_page_size)
         if limit < 1:
-            raise ApiError(
-                400,
-                "invalid",
-                gettext("The request is not valid: see details."),
-                {"limit": [gettext("A positive integer is required.")]},
-            )
+            raise invalid({"limit": [gettext("A positive integer is required.")]})
         if len(self.ledger.shards) != 1:
             status = None  # a sharded queue holds no workflows
         else:
@@ -177,10 +172,7 @@ def _number(request: Request, name: str, default: int) -> int:
     if raw is None:
         return default
     if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
-        raise ApiError(
-            400,
-            "invalid",
-            gettext("The request is not valid: see details."),
-            {name: [gettext("An integer of at least 0 (and at most 999,999,999) is required.")]},
+        raise invalid(
+            {name: [gettext("An integer of at least 0 (and at most 999,999,999) is required.")]}
         )
     return int(raw)

@@ -62,15 +62,15 @@ class ApiError(exceptions.APIException):
         self.wait = wait
 
 
-def check_request_id(request_id: str) -> None:
-    """Refuse (400, the problem's code) a request id the ledger cannot hold."""
+def check_request_id(request_id: str, message: str = "") -> None:
+    """Refuse (400, the problem's code) an id the ledger cannot hold.
+
+    ``message`` says so with ``%(problem)s``; by default, of a request id.
+    """
     problem = id_problem(request_id)
     if problem is not None:
-        raise ApiError(
-            400,
-            problem,
-            gettext("The request id is not usable (%(problem)s).") % {"problem": problem},
-        )
+        message = message or gettext("The request id is not usable (%(problem)s).")
+        raise ApiError(400, problem, message % {"problem": problem})
 
 
 def invalid(details: Any) -> ApiError:

@@ -19,10 +19,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ...core.flows import read_workflow
-from ...core.records import id_problem
 from ...tasks.workflow_state import STEP_STATES, WorkflowState, state_of
 from ..conf import api_settings
-from ..errors import ApiError, invalid
+from ..errors import ApiError, check_request_id, invalid
 from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
 from .base import LedgerViewSet
 
@@ -142,13 +141,7 @@ class WorkflowViewSet(LedgerViewSet):
     )
     def retrieve(self, request: Request, queue: str, workflow_id: str) -> Response:
         """Read one workflow's steps from the queue's flows hash and their records."""
-        problem = id_problem(workflow_id)
-        if problem is not None:
-            raise ApiError(
-                400,
-                problem,
-                gettext("The workflow id is not usable (%(problem)s).") % {"problem": problem},
-            )
+        check_request_id(workflow_id, gettext("The workflow id is not usable (%(problem)s)."))
         offset = _number(request, "offset", 0)
         limit = min(_number(request, "limit", api_settings.page_size), api_settings.max_page_size)
         if limit < 1:

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -395,3 +397,45 @@ class ActionsAdmin(LedgerModelAdmin):
 
     def act(self, request: HttpRequest, name: str) -> HttpResponse:
         return self.guard(request, act_view, self, request, name)
+
+    def detail_context(
+        self, request: HttpRequest, key: str, queue: str, request_id: str, title: str
+    ) -> dict[str, Any]:
+        """What the page of one id starts with: the id, its queue, the link to its history."""
+        info = f"admin:{self.opts.app_label}_{self.opts.model_name}"
+        return {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "subtitle": None,
+            "opts": self.opts,
+            "key": key,
+            "queue": queue,
+            "request_id": request_id,
+            "history_url": reverse(f"{info}_history", args=(quote(key),)),
+        }
+
+    def action_links(
+        self, request: HttpRequest, key: str, queue: str, snap: Snapshot, back_url: str
+    ) -> list[dict[str, Any]]:
+        """The actions this user may take on ``snap``, each a link to its confirmation.
+
+        Done, it goes back to ``back_url``, or to the list when the id is gone.
+        """
+        info = f"admin:{self.opts.app_label}_{self.opts.model_name}"
+        return [
+            {
+                "op": op,
+                "refusal": op.refusal(snap),
+                "url": reverse(f"{info}_act", args=(op.name,))
+                + "?"
+                + urlencode(
+                    {
+                        "key": key,
+                        "version": snap.version,
+                        "next": self.changelist_url() if op.removes else back_url,
+                    }
+                ),
+            }
+            for op in self.operations.values()
+            if permissions.can(request.user, op.permission, queue)
+        ]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.contrib.admin.utils import quote
@@ -162,14 +161,9 @@ class QuarantinedRecordAdmin(ActionsAdmin):
             stored = gettext("the same bytes")
         else:
             stored = gettext("other bytes (%(size)s)") % {"size": bytes_count(len(snap.raw))}
-        context: dict[str, Any] = {
-            **self.admin_site.each_context(request),
-            "title": gettext("Quarantined record %(request_id)s") % {"request_id": request_id},
-            "subtitle": None,
-            "opts": self.opts,
-            "key": key,
-            "queue": queue,
-            "request_id": request_id,
+        title = gettext("Quarantined record %(request_id)s") % {"request_id": request_id}
+        context = self.detail_context(request, key, queue, request_id, title)
+        context |= {
             "snap": snap,
             "size": len(snap.quarantined),
             "reason": decode_error(request_id, snap.quarantined)
@@ -180,23 +174,6 @@ class QuarantinedRecordAdmin(ActionsAdmin):
             "stored": stored,
             "stored_error": snap.error if snap.raw else "",
             "record_url": reverse("admin:django_ledger_record_change", args=(quote(key),)),
-            "history_url": reverse(
-                f"admin:{self.opts.app_label}_{self.opts.model_name}_history", args=(quote(key),)
-            ),
-            "actions": [
-                {
-                    "op": op,
-                    "refusal": op.refusal(snap),
-                    "url": reverse(
-                        f"admin:{self.opts.app_label}_{self.opts.model_name}_act", args=(op.name,)
-                    )
-                    + "?"
-                    + urlencode(
-                        {"key": key, "version": snap.version, "next": self.changelist_url()}
-                    ),
-                }
-                for op in self.operations.values()
-                if permissions.can(request.user, op.permission, queue)
-            ],
+            "actions": self.action_links(request, key, queue, snap, self.changelist_url()),
         }
         return TemplateResponse(request, "admin/django_ledger/quarantine_detail.html", context)

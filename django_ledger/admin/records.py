@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.contrib.admin.utils import quote
@@ -148,21 +147,13 @@ class RecordAdmin(ActionsAdmin):
         now = ledger.shard_for(request_id).server_time_ms()  # the clock of its shard
         record = snap.record
         detail_url = self.change_url(key)
-        context: dict[str, Any] = {
-            **self.admin_site.each_context(request),
-            "title": gettext("Record %(request_id)s") % {"request_id": request_id},
-            "subtitle": None,
-            "opts": self.opts,
-            "key": key,
-            "queue": queue,
-            "request_id": request_id,
+        title = gettext("Record %(request_id)s") % {"request_id": request_id}
+        context = self.detail_context(request, key, queue, request_id, title)
+        context |= {
             "workflow_url": step_workflow_url(queue, request_id),
             "snap": snap,
             "record": record,
             "size": len(snap.raw),
-            "history_url": reverse(
-                f"admin:{self.opts.app_label}_{self.opts.model_name}_history", args=(quote(key),)
-            ),
             "queue_url": reverse("admin:django_ledger_queue_change", args=(quote(queue),))
             if permissions.can(request.user, "view_queue", queue)
             else "",
@@ -235,25 +226,7 @@ class RecordAdmin(ActionsAdmin):
         else:
             raw_text, cut = escape_bytes(snap.raw, None if full else RAW_PREVIEW)
             context.update(raw_text=raw_text, raw_cut=cut, full_url=f"{detail_url}?full=1")
-        context["actions"] = [
-            {
-                "op": op,
-                "refusal": op.refusal(snap),
-                "url": reverse(
-                    f"admin:{self.opts.app_label}_{self.opts.model_name}_act", args=(op.name,)
-                )
-                + "?"
-                + urlencode(
-                    {
-                        "key": key,
-                        "version": snap.version,
-                        "next": self.changelist_url() if op.removes else detail_url,
-                    }
-                ),
-            }
-            for op in self.operations.values()
-            if permissions.can(request.user, op.permission, queue)
-        ]
+        context["actions"] = self.action_links(request, key, queue, snap, detail_url)
         return TemplateResponse(request, "admin/django_ledger/record_detail.html", context)
 
 

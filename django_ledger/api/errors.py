@@ -26,9 +26,17 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from ..core.errors import CorruptRecord, LedgerError, LedgerUnavailable
+from ..core.records import id_problem
 from .conf import api_settings
 
-__all__ = ["ApiError", "error_body", "exception_handler"]
+__all__ = [
+    "ApiError",
+    "check_request_id",
+    "error_body",
+    "exception_handler",
+    "invalid",
+    "record_not_found",
+]
 
 logger = logging.getLogger("django_ledger.api")
 
@@ -52,6 +60,29 @@ class ApiError(exceptions.APIException):
         self.details = details
         # DRF's handler turns ``wait`` into a Retry-After header.
         self.wait = wait
+
+
+def check_request_id(request_id: str, message: str = "") -> None:
+    """Refuse (400, the problem's code) an id the ledger cannot hold.
+
+    ``message`` says so with ``%(problem)s``; by default, of a request id.
+    """
+    problem = id_problem(request_id)
+    if problem is not None:
+        message = message or gettext("The request id is not usable (%(problem)s).")
+        raise ApiError(400, problem, message % {"problem": problem})
+
+
+def invalid(details: Any) -> ApiError:
+    """The 400 for a request that is not valid, ``details`` saying where."""
+    return ApiError(400, "invalid", gettext("The request is not valid: see details."), details)
+
+
+def record_not_found(request_id: str) -> ApiError:
+    """The 404 for an id no record has."""
+    return ApiError(
+        404, "record_not_found", gettext("No record has this id."), {"request_id": request_id}
+    )
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from .conf import api_settings
-from .errors import ApiError
+from .errors import ApiError, invalid
 
 __all__ = ["QuarantinePagination", "RecordPagination"]
 
@@ -44,12 +44,7 @@ class OpaqueCursorPagination(BasePagination):
         if raw is None:
             return min(api_settings.page_size, api_settings.max_page_size)
         if not raw.isdigit() or int(raw) < 1:
-            raise ApiError(
-                400,
-                "invalid",
-                gettext("The request is not valid: see details."),
-                {self.limit_query_param: [gettext("A positive integer is required.")]},
-            )
+            raise invalid({self.limit_query_param: [gettext("A positive integer is required.")]})
         return min(int(raw), api_settings.max_page_size)
 
     def read_cursor(self, request: Request, bind: dict[str, Any]) -> Any:

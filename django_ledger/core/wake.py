@@ -38,7 +38,7 @@ from redis.crc import key_slot
 
 from .probes import Contact
 
-__all__ = ["BLOCK_MOST", "Waker", "block_for"]
+__all__ = ["BLOCK_MOST", "Waker", "block_for", "slot_groups"]
 
 log = logging.getLogger("django_ledger.worker")
 
@@ -60,6 +60,19 @@ def block_for(client: Any, most: float = BLOCK_MOST) -> float:
     if not timeout:
         return most
     return max(0.001, min(most, float(timeout) - min(0.25, float(timeout) / 2)))
+
+
+def slot_groups(
+    keys: Mapping[str, Sequence[tuple[Any, str]]],
+) -> list[tuple[Any, dict[str, str]]]:
+    """The keys one blocking call can read: (client, key -> queue) per client and cluster slot."""
+    groups: dict[tuple[int, int], tuple[Any, dict[str, str]]] = {}
+    for queue, pairs in keys.items():
+        for client, key in pairs:
+            cluster = isinstance(client, redis_py.RedisCluster)
+            slot = int(key_slot(key.encode())) if cluster else -1
+            groups.setdefault((id(client), slot), (client, {}))[1][key] = queue
+    return list(groups.values())
 
 
 @dataclass
@@ -94,17 +107,10 @@ class Waker:
         self._calling = 0  # the threads' blocking calls in flight
         self._empty = False  # the loop waits with nothing in hand: a block may be its own
         self._popped: set[str] = set()
-        groups: dict[tuple[int, int], _Group] = {}
-        for queue, pairs in keys.items():
-            for client, key in pairs:
-                cluster = isinstance(client, redis_py.RedisCluster)
-                slot = int(key_slot(key.encode())) if cluster else -1
-                group = groups.get((id(client), slot))
-                if group is None:
-                    group = groups[(id(client), slot)] = _Group(client, block_for(client, most))
-                group.wake_keys.append(key)
-                group.queues[key] = queue
-        self._groups = list(groups.values())
+        self._groups = [
+            _Group(client, block_for(client, most), list(queues), queues)
+            for client, queues in slot_groups(keys)
+        ]
         self._threads: list[threading.Thread] = []
         #: The key a stop pushes to end the loop's own block (in the first wake key's slot).
         self.stop_key = f"{self._groups[0].wake_keys[0]}:stop:{owner}" if self._groups else ""

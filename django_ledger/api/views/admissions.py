@@ -14,7 +14,7 @@ from ...core.ledger import MAX_BATCH, MAX_BATCH_BYTES
 from ...core.records import MAX_ID_BYTES
 from ...core.results import Admission, AdmissionStatus
 from ..conf import api_settings
-from ..errors import ApiError
+from ..errors import ApiError, invalid
 from ..representations import admission_data
 from ..schema import IDEMPOTENCY_KEY, QUEUE, RETRY_AFTER, errors, extend_schema
 from ..serializers import (
@@ -199,11 +199,8 @@ def _request_id(body: str | None, header: str | None) -> str:
         )
     request_id = body if body is not None else header
     if request_id is None:
-        raise ApiError(
-            400,
-            "invalid",
-            gettext("The request is not valid: see details."),
-            {"request_id": [gettext("Send request_id in the body or the Idempotency-Key header.")]},
+        raise invalid(
+            {"request_id": [gettext("Send request_id in the body or the Idempotency-Key header.")]}
         )
     return request_id
 

@@ -15,9 +15,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ...core.cancelling import MAX_REASON_BYTES
-from ...core.records import id_problem
 from ...services.cancelling import cancel_record, effects_database
-from ..errors import ApiError
+from ..errors import ApiError, check_request_id, invalid, record_not_found
 from ..schema import QUEUE, REQUEST_ID, RETRY_AFTER, errors, extend_schema
 from .base import LedgerViewSet
 
@@ -70,21 +69,10 @@ class CancelViewSet(LedgerViewSet):
     def cancel(self, request: Request, queue: str, request_id: str) -> Response:
         """Cancel one record and say what it was."""
         self.check_body_size(4096)
-        problem = id_problem(request_id)
-        if problem is not None:
-            raise ApiError(
-                400,
-                problem,
-                gettext("The request id is not usable (%(problem)s).") % {"problem": problem},
-            )
+        check_request_id(request_id)
         data = self.validated(CancelRequestSerializer, request.data)
         if len(data["reason"].encode("utf-8", "surrogatepass")) > MAX_REASON_BYTES:
-            raise ApiError(
-                400,
-                "invalid",
-                gettext("The request is not valid: see details."),
-                {"reason": [gettext("At most 500 bytes (UTF-8).")]},
-            )
+            raise invalid({"reason": [gettext("At most 500 bytes (UTF-8).")]})
         user = request.user
         by = str(user.get_username()) if hasattr(user, "get_username") else str(user)
         outcome = cancel_record(
@@ -108,12 +96,7 @@ class CancelViewSet(LedgerViewSet):
     @staticmethod
     def _refuse(status: str, request_id: str, was: str | None = None) -> None:
         if status == "missing":
-            raise ApiError(
-                404,
-                "record_not_found",
-                gettext("No record has this id."),
-                {"request_id": request_id},
-            )
+            raise record_not_found(request_id)
         messages = {
             "ended": ("record_ended", gettext("The record has ended; nothing was changed.")),
             "changed": (

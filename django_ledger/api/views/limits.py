@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.translation import gettext
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,7 +18,7 @@ from rest_framework.response import Response
 from ...core.limits import LimitUse
 from ...permissions import can
 from ...services.limits import KEEP, LimitChange, change_limits, parse_rate
-from ..errors import ApiError
+from ..errors import invalid
 from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
 from .base import LedgerViewSet
 
@@ -174,12 +173,7 @@ class LimitsViewSet(LedgerViewSet):
         try:
             use = change_limits(queue, change, actor=f"API user {request.user.get_username()}")
         except (ValueError, ImproperlyConfigured) as exc:
-            raise ApiError(
-                400,
-                "invalid",
-                gettext("The request is not valid: see details."),
-                {"limits": [str(exc)]},
-            ) from exc
+            raise invalid({"limits": [str(exc)]}) from exc
         body = _body(queue, use)
         if not can(request.user, "view_queue", queue):
             for name in USE_FIELDS:

@@ -14,7 +14,7 @@ from ...core.errors import CorruptRecord
 from ...core.records import decode_record
 from ...core.sharded import AnyLedger
 from ...permissions import can, can_reach_queue
-from ..errors import ApiError
+from ..errors import ApiError, invalid
 from ..pagination import QuarantinePagination
 from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
 from ..serializers import (
@@ -93,12 +93,7 @@ class QueueViewSet(LedgerViewSet):
         try:
             report = self.ledger.repair_page(data["cursor"], data["count"])
         except ValueError as exc:  # a shard this queue does not have
-            raise ApiError(
-                400,
-                "invalid",
-                gettext("The request is not valid: see details."),
-                {"cursor": [str(exc)]},
-            ) from exc
+            raise invalid({"cursor": [str(exc)]}) from exc
         body = {"cursor": report.cursor, "done": report.cursor == "0", "counts": report.counts()}
         return Response(RepairReportSerializer(body).data)
 

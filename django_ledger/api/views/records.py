@@ -14,7 +14,7 @@ from ...core.errors import CorruptRecord
 from ...core.ledger import MAX_BATCH, Ledger
 from ...core.records import Record, State, decode_record, id_problem
 from ...core.sharded import AnyLedger
-from ..errors import ApiError
+from ..errors import ApiError, check_request_id, record_not_found
 from ..pagination import (
     RecordPagination,
     Row,
@@ -99,21 +99,10 @@ class RecordViewSet(LedgerViewSet):
     )
     def retrieve(self, request: Request, queue: str, request_id: str) -> Response:
         """Resolve one record, verified by its checksum."""
-        problem = id_problem(request_id)
-        if problem is not None:
-            raise ApiError(
-                400,
-                problem,
-                gettext("The request id is not usable (%(problem)s).") % {"problem": problem},
-            )
+        check_request_id(request_id)
         record = self.ledger.resolve(request_id)  # corrupt: 409 record_corrupt
         if record is None:
-            raise ApiError(
-                404,
-                "record_not_found",
-                gettext("No record has this id."),
-                {"request_id": request_id},
-            )
+            raise record_not_found(request_id)
         return Response(record_data(record))
 
     @extend_schema(

@@ -15,10 +15,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ...core.jobs import payload_problem
-from ...core.records import id_problem
 from ...tasks.state import TaskState
 from ...tasks.store import read_tasks
-from ..errors import ApiError
+from ..errors import ApiError, check_request_id, record_not_found
 from ..schema import QUEUE, REQUEST_ID, RETRY_AFTER, errors, extend_schema
 from .base import LedgerViewSet
 
@@ -138,21 +137,10 @@ class TaskResultViewSet(LedgerViewSet):
     )
     def retrieve(self, request: Request, queue: str, request_id: str) -> Response:
         """Read one task's result, from its record and its stored result document."""
-        problem = id_problem(request_id)
-        if problem is not None:
-            raise ApiError(
-                400,
-                problem,
-                gettext("The request id is not usable (%(problem)s).") % {"problem": problem},
-            )
+        check_request_id(request_id)
         state = read_tasks([self.ledger], [request_id])[0]  # corrupt: 409 record_corrupt
         if state is None:
-            raise ApiError(
-                404,
-                "record_not_found",
-                gettext("No record has this id."),
-                {"request_id": request_id},
-            )
+            raise record_not_found(request_id)
         if state.payload is None:
             reason = payload_problem(state.record.payload) or gettext("it changed while read")
             raise ApiError(

@@ -25,7 +25,7 @@ from ...permissions import can_reach_queue
 from ...services import runtime_schedules as runtime
 from ...services import scheduler
 from ...services.schedule_rows import ScheduleRow, row, rows
-from ..errors import ApiError
+from ..errors import ApiError, invalid
 from ..schema import RETRY_AFTER, errors, extend_schema
 from .base import LedgerViewSet
 
@@ -127,7 +127,7 @@ class ScheduleViewSet(LedgerViewSet):
         """Store a schedule; every running scheduler picks it up at its next tick."""
         key, _, entry = self._entry(request)
         if not isinstance(key, str):
-            raise _invalid({"key": [gettext("Give the schedule's key.")]})
+            raise invalid({"key": [gettext("Give the schedule's key.")]})
         self._may_reach(key, entry)
         with _refusals():
             runtime.create(key, entry, self._who(request))
@@ -164,7 +164,7 @@ class ScheduleViewSet(LedgerViewSet):
         self._stored(key)
         text = request.query_params.get("version")
         if text is not None and not text.isdigit():
-            raise _invalid({"version": [gettext("A version is a whole number.")]})
+            raise invalid({"version": [gettext("A version is a whole number.")]})
         with _refusals():
             runtime.delete(key, self._who(request), None if text is None else int(text))
         return Response(status=204)
@@ -245,10 +245,10 @@ class ScheduleViewSet(LedgerViewSet):
     def _entry(self, request: Request) -> tuple[Any, int | None, dict[str, Any]]:
         self.check_body_size(MAX_BODY)
         if not isinstance(request.data, dict):
-            raise _invalid({"__all__": [gettext("Send a JSON object.")]})
+            raise invalid({"__all__": [gettext("Send a JSON object.")]})
         unknown = sorted(set(request.data) - set(FIELDS) - {"key", "version"})
         if unknown:
-            raise _invalid({name: [gettext("Unknown field.")] for name in unknown})
+            raise invalid({name: [gettext("Unknown field.")] for name in unknown})
         data = self.validated(ScheduleBodySerializer, request.data)
         entry = {FIELDS[name]: value for name, value in data.items() if name in FIELDS}
         return data.get("key"), data.get("version"), entry
@@ -262,10 +262,6 @@ def _reaches(user: Any, key: str, entry: dict[str, Any]) -> bool:
     return can_reach_queue(user, queue)
 
 
-def _invalid(details: dict[str, list[str]]) -> ApiError:
-    return ApiError(400, "invalid", gettext("The request is not valid: see details."), details)
-
-
 class _refusals:
     """Turn the service's refusals into the API's answers."""
 
@@ -275,7 +271,7 @@ class _refusals:
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
         if isinstance(exc, runtime.ScheduleInvalid):
             details = {name.lower(): words for name, words in exc.errors.items()}
-            raise _invalid(details) from exc
+            raise invalid(details) from exc
         if isinstance(exc, runtime.VersionConflict):
             raise ApiError(
                 409,

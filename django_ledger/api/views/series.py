@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from ...conf import ledger_settings
 from ...core.counters import EDGES, OUTCOMES, WINDOWS, Counters, Depth, Stat, rounded
 from ...core.records import ms_to_datetime
-from ..errors import ApiError
+from ..errors import invalid
 from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
 from .base import LedgerViewSet
 
@@ -127,15 +127,12 @@ class SeriesViewSet(LedgerViewSet):
         """Counts by outcome, run and wait time quantiles and depth per bucket; per task."""
         window = request.query_params.get("window", "hour")
         if window not in WINDOWS:
-            raise ApiError(
-                400,
-                "invalid",
-                gettext("The request is not valid: see details."),
+            raise invalid(
                 {
                     "window": [
                         gettext("must be one of %(windows)s") % {"windows": ", ".join(WINDOWS)}
                     ]
-                },
+                }
             )
         ledger = self.ledger
         with ledger.translate_errors():

@@ -19,10 +19,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ...core.flows import read_workflow
-from ...core.records import id_problem
 from ...tasks.workflow_state import STEP_STATES, WorkflowState, state_of
 from ..conf import api_settings
-from ..errors import ApiError
+from ..errors import ApiError, check_request_id, invalid
 from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
 from .base import LedgerViewSet
 
@@ -142,22 +141,11 @@ class WorkflowViewSet(LedgerViewSet):
     )
     def retrieve(self, request: Request, queue: str, workflow_id: str) -> Response:
         """Read one workflow's steps from the queue's flows hash and their records."""
-        problem = id_problem(workflow_id)
-        if problem is not None:
-            raise ApiError(
-                400,
-                problem,
-                gettext("The workflow id is not usable (%(problem)s).") % {"problem": problem},
-            )
+        check_request_id(workflow_id, gettext("The workflow id is not usable (%(problem)s)."))
         offset = _number(request, "offset", 0)
         limit = min(_number(request, "limit", api_settings.page_size), api_settings.max_page_size)
         if limit < 1:
-            raise ApiError(
-                400,
-                "invalid",
-                gettext("The request is not valid: see details."),
-                {"limit": [gettext("A positive integer is required.")]},
-            )
+            raise invalid({"limit": [gettext("A positive integer is required.")]})
         if len(self.ledger.shards) != 1:
             status = None  # a sharded queue holds no workflows
         else:
@@ -177,10 +165,7 @@ def _number(request: Request, name: str, default: int) -> int:
     if raw is None:
         return default
     if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
-        raise ApiError(
-            400,
-            "invalid",
-            gettext("The request is not valid: see details."),
-            {name: [gettext("An integer of at least 0 (and at most 999,999,999) is required.")]},
+        raise invalid(
+            {name: [gettext("An integer of at least 0 (and at most 999,999,999) is required.")]}
         )
     return int(raw)

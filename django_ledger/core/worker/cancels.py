@@ -31,11 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis as redis_py
-from redis.crc import key_slot
-
 from ..records import State
-from ..wake import block_for
+from ..wake import block_for, slot_groups
 from .handler import CancelNotice, Outcome
 from .state import Entry, WorkerState
 
@@ -86,17 +83,11 @@ class CancelListener:
         self._state = state
         if keys is None:
             keys = {queue: cancel_keys(ledger) for queue, ledger in state.ledgers.items()}
-        groups: dict[tuple[int, int], _Group] = {}
-        for queue, pairs in keys.items():
-            for client, key in pairs:
-                cluster = isinstance(client, redis_py.RedisCluster)
-                slot = int(key_slot(key.encode())) if cluster else -1
-                group = groups.get((id(client), slot))
-                if group is None:
-                    most = min(1.0, state.config.wake_block)
-                    group = groups[(id(client), slot)] = _Group(client, block_for(client, most))
-                group.streams[key] = queue
-        self._groups = list(groups.values())
+        most = min(1.0, state.config.wake_block)
+        self._groups = [
+            _Group(client, block_for(client, most), streams)
+            for client, streams in slot_groups(keys)
+        ]
         self._grace = state.config.cancel_grace
         #: Cancelled jobs still running, with when their grace ends (``time.monotonic``).
         self._graced: dict[int, tuple[Entry, float]] = {}

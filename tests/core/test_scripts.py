@@ -13,6 +13,7 @@ import hashlib
 import re
 from importlib import resources
 
+import pytest
 import redis
 from redis.cluster import RedisCluster
 
@@ -66,7 +67,7 @@ def parts() -> str:
     return code("\n".join((LUA / p).read_text(encoding="utf-8") for p in LIB_PARTS))
 
 
-def test_the_library_is_its_parts_then_one_function_per_script() -> None:
+def test_the_library_is_its_parts_each_once_in_order_then_its_functions() -> None:
     assert list(SCRIPT_NAMES) == BODIES
     lib = {f"lib/{e.name}" for e in (LUA / "lib").iterdir() if e.name.endswith(".lua")}
     assert set(LIB_PARTS) == lib and len(LIB_PARTS) == len(lib)  # each part once
@@ -80,18 +81,21 @@ def test_the_library_is_its_parts_then_one_function_per_script() -> None:
         assert lua.source.count(text) == 1, path
         assert lua.source.index(text) > offset
         offset = lua.source.index(text)
-    for name in BODIES:
-        body = (LUA / "scripts" / f"{name}.lua").read_text(encoding="utf-8")
-        head = f"function_name = '{lua.name}_{name}',"
-        assert lua.source.count(head) == 1
-        after = lua.source[lua.source.index(head) :]
-        assert after.startswith(f"{head} callback = function(keys, args)\n") or after.startswith(
-            f"{head} flags = {{'no-writes'}}, callback = function(keys, args)\n"
-        )
-        lines = after.split("\n")
-        assert lines[1:3] == ["KEYS, ARGV = keys, args", key_line(name)]
-        assert after.startswith(f"{lines[0]}\n{lines[1]}\n{key_line(name)}\n{body}\nend}}")
-        assert script(name).function == f"{lua.name}_{name}"
+
+
+@pytest.mark.parametrize("name", BODIES)
+def test_each_script_is_one_function_its_keys_named_then_its_body(name: str) -> None:
+    lua = library()
+    body = (LUA / "scripts" / f"{name}.lua").read_text(encoding="utf-8")
+    head = f"function_name = '{lua.name}_{name}',"
+    assert lua.source.count(head) == 1
+    after = lua.source[lua.source.index(head) :]
+    flags = " flags = {'no-writes'}," if name in READ_ONLY else ""
+    assert after.startswith(f"{head}{flags} callback = function(keys, args)\n")
+    lines = after.split("\n")
+    assert lines[1:3] == ["KEYS, ARGV = keys, args", key_line(name)]
+    assert after.startswith(f"{lines[0]}\n{lines[1]}\n{key_line(name)}\n{body}\nend}}")
+    assert script(name).function == f"{lua.name}_{name}"
 
 
 def test_the_name_is_the_hash_of_the_text() -> None:

@@ -7,7 +7,6 @@ directly: what ``WAIT`` acknowledged is there.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -19,33 +18,15 @@ from django_ledger.core.records import State
 from django_ledger.core.results import AdmissionStatus, SettlementStatus
 from tests.support.cluster_server import LocalCluster
 from tests.support.redis_server import RedisServer
+from tests.support.replication import master_and_replica as replicated_pair
 
 MODES = [pytest.param(True, id="optimized"), pytest.param(False, id="reference")]
-SYNC_TIMEOUT = 30.0
-
-
-def wait_for_sync(replica: RedisServer) -> None:
-    deadline = time.monotonic() + SYNC_TIMEOUT
-    with replica.client() as client:
-        while time.monotonic() < deadline:
-            if client.info("replication").get("master_link_status") == "up":
-                return
-            time.sleep(0.02)
-    raise AssertionError(f"{replica!r} did not sync with its master in {SYNC_TIMEOUT:.0f} s")
 
 
 @pytest.fixture
 def master_and_replica() -> Iterator[tuple[RedisServer, RedisServer]]:
-    master = RedisServer(extra_args=["--repl-diskless-sync-delay", "0"])
-    master.start()
-    replica = RedisServer(extra_args=["--replicaof", "127.0.0.1", str(master.port)])
-    try:
-        replica.start()
-        wait_for_sync(replica)
-        yield master, replica
-    finally:
-        replica.cleanup()
-        master.cleanup()
+    with replicated_pair() as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ version's, read-only functions flagged ``no-writes``, errors named by file and l
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,8 +20,7 @@ from django_ledger.core.worker.libraries import PERIOD, OldLibraries
 from tests.support.ledger_helpers import servers
 from tests.support.library_versions import libraries, other_version
 from tests.support.redis_server import RedisServer
-
-SYNC_TIMEOUT = 30.0
+from tests.support.replication import master_and_replica as replicated_pair
 
 
 def flush_all(client: redis.Redis | RedisCluster) -> None:
@@ -189,28 +187,10 @@ def test_a_missing_function_under_a_pinned_client_uses_its_one_connection(
 # -- with durability on: the load, the call and WAIT on one connection of the master ------
 
 
-def wait_for_sync(replica: RedisServer) -> None:
-    deadline = time.monotonic() + SYNC_TIMEOUT
-    with replica.client() as client:
-        while time.monotonic() < deadline:
-            if client.info("replication").get("master_link_status") == "up":
-                return
-            time.sleep(0.02)
-    raise AssertionError(f"{replica!r} did not sync with its master in {SYNC_TIMEOUT:.0f} s")
-
-
 @pytest.fixture
 def master_and_replica() -> Iterator[tuple[RedisServer, RedisServer]]:
-    master = RedisServer(extra_args=["--repl-diskless-sync-delay", "0"])
-    master.start()
-    replica = RedisServer(extra_args=["--replicaof", "127.0.0.1", str(master.port)])
-    try:
-        replica.start()
-        wait_for_sync(replica)
-        yield master, replica
-    finally:
-        replica.cleanup()
-        master.cleanup()
+    with replicated_pair() as pair:
+        yield pair
 
 
 @pytest.mark.parametrize("optimized", [True, False], ids=["optimized", "reference"])

@@ -266,10 +266,9 @@ def confirm(
     opts = model_admin.model._meta
     acting = [item for item in items if not item.refusal]
     context = {
-        **model_admin.admin_site.each_context(request),
-        "title": gettext("%(label)s: are you sure?") % {"label": op.label},
-        "subtitle": None,
-        "opts": opts,
+        **model_admin.page_context(
+            request, gettext("%(label)s: are you sure?") % {"label": op.label}
+        ),
         "op": op,
         "items": items,
         "acting": acting,
@@ -404,10 +403,7 @@ class ActionsAdmin(LedgerModelAdmin):
         """What the page of one id starts with: the id, its queue, the link to its history."""
         info = f"admin:{self.opts.app_label}_{self.opts.model_name}"
         return {
-            **self.admin_site.each_context(request),
-            "title": title,
-            "subtitle": None,
-            "opts": self.opts,
+            **self.page_context(request, title),
             "key": key,
             "queue": queue,
             "request_id": request_id,

@@ -107,6 +107,15 @@ class LedgerModelAdmin(_ModelAdmin):
 
     # -- views ----------------------------------------------------------------------
 
+    def page_context(self, request: HttpRequest, title: str) -> dict[str, Any]:
+        """What every page of this admin starts with: the site's context, a title, ``opts``."""
+        return {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "subtitle": None,
+            "opts": self.opts,
+        }
+
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         try:
             return super().get_changelist_instance(request)
@@ -139,10 +148,7 @@ class LedgerModelAdmin(_ModelAdmin):
             return view(*args)
         except LedgerError as exc:
             context = {
-                **self.admin_site.each_context(request),
-                "title": gettext("The ledger is unavailable"),
-                "subtitle": None,
-                "opts": self.opts,
+                **self.page_context(request, gettext("The ledger is unavailable")),
                 "error": sentence(str(exc)),
             }
             response = TemplateResponse(

@@ -145,10 +145,10 @@ def bulk_view(model_admin: ActionsAdmin, request: HttpRequest) -> HttpResponse:
         return HttpResponseRedirect(_run_url(model_admin, run))
     count = preview(spec)
     context = {
-        **model_admin.admin_site.each_context(request),
-        "title": gettext("%(label)s: every record the filter matches") % {"label": LABELS[action]},
-        "subtitle": None,
-        "opts": model_admin.opts,
+        **model_admin.page_context(
+            request,
+            gettext("%(label)s: every record the filter matches") % {"label": LABELS[action]},
+        ),
         "spec": spec,
         "states": ", ".join(s.value for s in spec.states),
         "bounds": _bounds_text(spec),
@@ -192,11 +192,10 @@ def run_view(
             )
         return HttpResponseRedirect(_run_url(model_admin, run))
     context = {
-        **model_admin.admin_site.each_context(request),
-        "title": gettext("%(label)s: run %(run)s")
-        % {"label": LABELS[run.filter.action], "run": run.id},
-        "subtitle": None,
-        "opts": model_admin.opts,
+        **model_admin.page_context(
+            request,
+            gettext("%(label)s: run %(run)s") % {"label": LABELS[run.filter.action], "run": run.id},
+        ),
         "run": run,
         "states": ", ".join(s.value for s in run.filter.states),
         "bounds": _bounds_text(run.filter),

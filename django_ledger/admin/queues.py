@@ -114,10 +114,7 @@ class QueueAdmin(PagesAdmin):
                 (name, workflow_list_url(name))
                 for name in permissions.allowed_queues(request.user, "view")
             ],
-            **self.admin_site.each_context(request),
-            "title": gettext("Queues"),
-            "subtitle": None,
-            "opts": self.opts,
+            **self.page_context(request, gettext("Queues")),
             "rows": rows,
         }
         return TemplateResponse(request, "admin/django_ledger/queue_list.html", context)
@@ -158,10 +155,7 @@ class QueueAdmin(PagesAdmin):
         context = {
             **limits.limits_context(request, queue),
             **self.charts_context(queue, window),
-            **self.admin_site.each_context(request),
-            "title": gettext("Queue %(queue)s") % {"queue": queue},
-            "subtitle": None,
-            "opts": self.opts,
+            **self.page_context(request, gettext("Queue %(queue)s") % {"queue": queue}),
             "queue": queue,
             "stats": stats,
             "figures": _figures(stats),
@@ -237,10 +231,7 @@ class QueueAdmin(PagesAdmin):
             if not permissions.can(request.user, "view", row["queue"]):
                 row["url"] = None
         context = {
-            **self.admin_site.each_context(request),
-            "title": gettext("Tasks"),
-            "subtitle": None,
-            "opts": self.opts,
+            **self.page_context(request, gettext("Tasks")),
             "rows": rows,
             "window": window,
             "windows": charts.WINDOW_CHOICES,
@@ -278,11 +269,11 @@ class QueueAdmin(PagesAdmin):
             )
             return HttpResponseRedirect(self.change_url(queue))
         context = {
-            **self.admin_site.each_context(request),
-            "title": gettext("%(label)s of queue %(queue)s: are you sure?")
-            % {"label": label, "queue": queue},
-            "subtitle": None,
-            "opts": self.opts,
+            **self.page_context(
+                request,
+                gettext("%(label)s of queue %(queue)s: are you sure?")
+                % {"label": label, "queue": queue},
+            ),
             "queue": queue,
             "label": label,
             "effect": effect,

@@ -91,10 +91,7 @@ class ScheduleEditing(PagesAdmin):
             else gettext("Edit schedule %(key)s") % {"key": key}
         )
         context = {
-            **self.admin_site.each_context(request),
-            "title": title,
-            "subtitle": None,
-            "opts": self.opts,
+            **self.page_context(request, title),
             "form": form,
             "key": key,
             "adding": key is None,
@@ -170,10 +167,9 @@ class ScheduleEditing(PagesAdmin):
             )
             return HttpResponseRedirect(self.changelist_url())
         context = {
-            **self.admin_site.each_context(request),
-            "title": gettext("Delete schedule %(key)s: are you sure?") % {"key": key},
-            "subtitle": None,
-            "opts": self.opts,
+            **self.page_context(
+                request, gettext("Delete schedule %(key)s: are you sure?") % {"key": key}
+            ),
             "key": key,
             "label": gettext("Delete"),
             "effect": gettext(

@@ -180,10 +180,7 @@ class ScheduleAdmin(ScheduleEditing):
             row["last"] = last[0] if last else None
             row["counts"] = counted.get(str(row["key"]), dict(_NO_COUNTS))
         context = {
-            **self.admin_site.each_context(request),
-            "title": gettext("Schedules"),
-            "subtitle": None,
-            "opts": self.opts,
+            **self.page_context(request, gettext("Schedules")),
             "rows": rows,
             "now": instant_text(state.now_ms),
             "add_url": self.edit_url(None) if self.can_edit(request) else None,
@@ -211,10 +208,7 @@ class ScheduleAdmin(ScheduleEditing):
         pause = state.paused.get(key)
         through = state.through.get(key)
         context = {
-            **self.admin_site.each_context(request),
-            "title": gettext("Schedule %(key)s") % {"key": key},
-            "subtitle": None,
-            "opts": self.opts,
+            **self.page_context(request, gettext("Schedule %(key)s") % {"key": key}),
             "key": key,
             "config": config,
             "words": found.words,
@@ -282,11 +276,10 @@ class ScheduleAdmin(ScheduleEditing):
             self.message_user(request, text, messages.SUCCESS)
             return HttpResponseRedirect(self.change_url(key))
         context = {
-            **self.admin_site.each_context(request),
-            "title": gettext("%(label)s schedule %(key)s: are you sure?")
-            % {"label": label, "key": key},
-            "subtitle": None,
-            "opts": self.opts,
+            **self.page_context(
+                request,
+                gettext("%(label)s schedule %(key)s: are you sure?") % {"label": label, "key": key},
+            ),
             "key": key,
             "label": label,
             "effect": effect,

@@ -102,10 +102,7 @@ class WorkerAdmin(PagesAdmin):
         now, found = _read()
         rows = [self._row(request, info, now) for info in found if self.can_see(request, info)]
         context = {
-            **self.admin_site.each_context(request),
-            "title": gettext("Workers"),
-            "subtitle": None,
-            "opts": self.opts,
+            **self.page_context(request, gettext("Workers")),
             "rows": rows,
             "now": instant_text(now),
             "data_loss": _data_loss(),
@@ -122,10 +119,9 @@ class WorkerAdmin(PagesAdmin):
             return self.not_found(request, worker_id)
         row = self._row(request, info, now)
         context = {
-            **self.admin_site.each_context(request),
-            "title": gettext("Worker %(worker_id)s") % {"worker_id": worker_id},
-            "subtitle": None,
-            "opts": self.opts,
+            **self.page_context(
+                request, gettext("Worker %(worker_id)s") % {"worker_id": worker_id}
+            ),
             "row": row,
             "fields": [
                 (Label.of(gettext_lazy("Worker id")), info.worker_id),

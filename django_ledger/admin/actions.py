@@ -18,7 +18,7 @@ from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.urls import URLPattern, reverse
 from django.utils.functional import lazy
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext, gettext_lazy, ngettext
@@ -384,15 +384,7 @@ class ActionsAdmin(LedgerModelAdmin):
     operations: dict[str, Operation] = {}
 
     def get_urls(self) -> list[URLPattern]:
-        info = (self.opts.app_label, self.opts.model_name)
-        extra = [
-            path(
-                "act/<str:name>/",
-                self.admin_site.admin_view(self.act),
-                name=f"{info[0]}_{info[1]}_act",
-            ),
-        ]
-        return extra + super().get_urls()
+        return [self.route("act/<str:name>/", self.act, "act"), *super().get_urls()]
 
     def act(self, request: HttpRequest, name: str) -> HttpResponse:
         return self.guard(request, act_view, self, request, name)

@@ -12,7 +12,7 @@ from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext, gettext_lazy
@@ -179,6 +179,15 @@ class LedgerModelAdmin(_ModelAdmin):
     def detail(self, request: HttpRequest, key: str, queue: str, request_id: str) -> HttpResponse:
         """Show one id of ``queue`` (the admins of records and quarantine say how)."""
         raise NotImplementedError
+
+    def route(self, pattern: str, view: Callable[..., HttpResponse], name: str) -> URLPattern:
+        """``pattern`` to ``view`` behind the admin's login, named ``<app>_<model>_<name>``."""
+        opts = self.opts
+        return path(
+            pattern,
+            self.admin_site.admin_view(view),
+            name=f"{opts.app_label}_{opts.model_name}_{name}",
+        )
 
     def changelist_url(self) -> str:
         return reverse(

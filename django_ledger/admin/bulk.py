@@ -15,7 +15,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.urls import URLPattern, reverse
 from django.utils.translation import gettext, gettext_lazy
 
 from .. import permissions
@@ -52,22 +52,18 @@ _TIME_PREFIXES = ("due_at__range", "lease_until__range", "updated_at__range")
 
 
 def bulk_urls(model_admin: ActionsAdmin) -> list[URLPattern]:
-    info = (model_admin.opts.app_label, model_admin.opts.model_name)
-    wrap = model_admin.admin_site.admin_view
     return [
-        path(
+        model_admin.route(
             "bulk/",
-            wrap(lambda request: model_admin.guard(request, bulk_view, model_admin, request)),
-            name=f"{info[0]}_{info[1]}_bulk",
+            lambda request: model_admin.guard(request, bulk_view, model_admin, request),
+            "bulk",
         ),
-        path(
+        model_admin.route(
             "bulk/<str:queue>/<str:run_id>/",
-            wrap(
-                lambda request, queue, run_id: model_admin.guard(
-                    request, run_view, model_admin, request, queue, run_id
-                )
+            lambda request, queue, run_id: model_admin.guard(
+                request, run_view, model_admin, request, queue, run_id
             ),
-            name=f"{info[0]}_{info[1]}_bulk_run",
+            "bulk_run",
         ),
     ]
 

@@ -10,7 +10,7 @@ from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.urls import URLPattern, reverse
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy
 
@@ -52,25 +52,12 @@ class QueueAdmin(PagesAdmin):
     actions = None
 
     def get_urls(self) -> list[URLPattern]:
-        info = (self.opts.app_label, self.opts.model_name)
-        extra = [
-            path(
-                "tasks/",
-                self.admin_site.admin_view(self.tasks_view),
-                name=f"{info[0]}_{info[1]}_tasks",
-            ),
-            path(
-                "<path:object_id>/limits/",
-                self.admin_site.admin_view(self.limits_view),
-                name=f"{info[0]}_{info[1]}_limits",
-            ),
-            path(
-                "<path:object_id>/gate/<str:action>/",
-                self.admin_site.admin_view(self.gate),
-                name=f"{info[0]}_{info[1]}_gate",
-            ),
+        return [
+            self.route("tasks/", self.tasks_view, "tasks"),
+            self.route("<path:object_id>/limits/", self.limits_view, "limits"),
+            self.route("<path:object_id>/gate/<str:action>/", self.gate, "gate"),
+            *super().get_urls(),
         ]
-        return extra + super().get_urls()
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None

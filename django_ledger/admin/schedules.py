@@ -18,7 +18,7 @@ from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.urls import URLPattern, reverse
 from django.utils.translation import gettext, gettext_lazy
 
 from .. import permissions
@@ -100,30 +100,13 @@ class ScheduleAdmin(ScheduleEditing):
     # -- urls and views ---------------------------------------------------------------
 
     def get_urls(self) -> list[URLPattern]:
-        info = (self.opts.app_label, self.opts.model_name)
-        extra = [
-            path(
-                "add/",
-                self.admin_site.admin_view(self.add_schedule),
-                name=f"{info[0]}_{info[1]}_add",
-            ),
-            path(
-                "<path:object_id>/edit/",
-                self.admin_site.admin_view(self.edit_schedule),
-                name=f"{info[0]}_{info[1]}_edit",
-            ),
-            path(
-                "<path:object_id>/delete-stored/",
-                self.admin_site.admin_view(self.delete_schedule),
-                name=f"{info[0]}_{info[1]}_remove",
-            ),
-            path(
-                "<path:object_id>/do/<str:action>/",
-                self.admin_site.admin_view(self.act),
-                name=f"{info[0]}_{info[1]}_act",
-            ),
+        return [
+            self.route("add/", self.add_schedule, "add"),
+            self.route("<path:object_id>/edit/", self.edit_schedule, "edit"),
+            self.route("<path:object_id>/delete-stored/", self.delete_schedule, "remove"),
+            self.route("<path:object_id>/do/<str:action>/", self.act, "act"),
+            *super().get_urls(),
         ]
-        return extra + super().get_urls()
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None

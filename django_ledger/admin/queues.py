@@ -293,31 +293,15 @@ def _links(queue: str, stats: Stats) -> dict[str, str]:
     # To the millisecond: "expired" means a lease ended at or before the snapshot.
     now = timezone.localtime(ms_to_datetime(stats.now))
     date, time = now.strftime("%Y-%m-%d"), now.strftime("%H:%M:%S.%f")[:-3]
-    links = {"all": base + "?" + urlencode({"queue": queue})}
-    for state in State:
-        links[state.value] = base + "?" + urlencode({"queue": queue, "state": state.value})
-    links["due"] = (
-        base
-        + "?"
-        + urlencode(
-            {
-                "queue": queue,
-                "state": "PENDING",
-                "due_at__range__lte_0": date,
-                "due_at__range__lte_1": time,
-            }
-        )
-    )
-    links["expired"] = (
-        base
-        + "?"
-        + urlencode(
-            {
-                "queue": queue,
-                "state": "CLAIMED",
-                "lease_until__range__lte_0": date,
-                "lease_until__range__lte_1": time,
-            }
-        )
-    )
-    return links
+
+    def link(**params: str) -> str:
+        return base + "?" + urlencode({"queue": queue, **params})
+
+    return {
+        "all": link(),
+        **{state.value: link(state=state.value) for state in State},
+        "due": link(state="PENDING", due_at__range__lte_0=date, due_at__range__lte_1=time),
+        "expired": link(
+            state="CLAIMED", lease_until__range__lte_0=date, lease_until__range__lte_1=time
+        ),
+    }

@@ -92,7 +92,7 @@ class WorkerAdmin(PagesAdmin):
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
     ) -> Any:
-        info = self._find(request, object_id)
+        info = self._find(request, object_id)[1]
         return None if info is None else Worker(key=info.worker_id)
 
     def overview(self, request: HttpRequest) -> HttpResponse:
@@ -113,9 +113,8 @@ class WorkerAdmin(PagesAdmin):
         """Show one live worker: its heartbeat's every field and its running tasks."""
         if not self.has_view_permission(request):
             raise PermissionDenied
-        now, found = _read()
-        info = next((i for i in found if i.worker_id == worker_id), None)
-        if info is None or not self.can_see(request, info):
+        now, info = self._find(request, worker_id)
+        if info is None:
             return self.not_found(request, worker_id)
         row = self._row(request, info, now)
         context = {
@@ -139,10 +138,11 @@ class WorkerAdmin(PagesAdmin):
 
     # -- reading ----------------------------------------------------------------------
 
-    def _find(self, request: HttpRequest, worker_id: str) -> WorkerInfo | None:
-        _, found = _read()
+    def _find(self, request: HttpRequest, worker_id: str) -> tuple[int, WorkerInfo | None]:
+        """The server's clock and the live worker ``worker_id``, if this user may see it."""
+        now, found = _read()
         info = next((i for i in found if i.worker_id == worker_id), None)
-        return info if info is not None and self.can_see(request, info) else None
+        return now, info if info is not None and self.can_see(request, info) else None
 
     def _row(self, request: HttpRequest, info: WorkerInfo, now: int) -> WorkerRow:
         user = request.user
@@ -156,6 +156,16 @@ class WorkerAdmin(PagesAdmin):
                 continue
             viewable = permissions.can(user, "view", queue)
             running.append(_running_row(task, now, self.admin_site.name if viewable else None))
+        counts = [
+            ("processed", gettext("processed"), count_text(info.processed)),
+            ("failed", gettext("failed"), count_text(info.failed)),
+            ("retried", gettext("retried"), count_text(info.retried)),
+            ("lost", gettext("lost"), count_text(info.lost)),
+        ]
+        if info.data_losses:
+            counts.append(
+                ("Redis data losses", gettext("Redis data losses"), count_text(info.data_losses))
+            )
         return WorkerRow(
             info=info,
             url=self.change_url(info.worker_id),
@@ -165,23 +175,7 @@ class WorkerAdmin(PagesAdmin):
             started_ago=relative_text(info.started_at, now),
             beat=instant_text(info.beat_at or None),
             beat_ago=relative_text(info.beat_at or None, now),
-            counts=[
-                ("processed", gettext("processed"), count_text(info.processed)),
-                ("failed", gettext("failed"), count_text(info.failed)),
-                ("retried", gettext("retried"), count_text(info.retried)),
-                ("lost", gettext("lost"), count_text(info.lost)),
-                *(
-                    [
-                        (
-                            "Redis data losses",
-                            gettext("Redis data losses"),
-                            count_text(info.data_losses),
-                        )
-                    ]
-                    if info.data_losses
-                    else []
-                ),
-            ],
+            counts=counts,
             running=_with_progress(running),
             hidden=hidden,
         )

@@ -237,13 +237,10 @@ def confirm(
     for key in dict.fromkeys(keys):
         queue, request_id = _reachable(request, op, key)
         snap = operations.snapshot(get_ledger(queue), request_id)
-        refusal = None
-        if snap is None or (model_admin.needs_quarantine and snap.quarantined is None):
-            refusal = (
-                gettext("it no longer exists")
-                if snap is None
-                else gettext("it is no longer quarantined")
-            )
+        if snap is None:
+            refusal: str | None = gettext("it no longer exists")
+        elif model_admin.needs_quarantine and snap.quarantined is None:
+            refusal = gettext("it is no longer quarantined")
         elif versions and key in versions and versions[key] != snap.version:
             refusal = gettext("it changed since it was shown")
         else:
@@ -303,10 +300,7 @@ def act_view(model_admin: ActionsAdmin, request: HttpRequest, name: str) -> Http
     by = str(user.get_username()) if hasattr(user, "get_username") else str(user)
     for version, key, queue, request_id in items:
         try:
-            if op.by_user:
-                said = op.run(get_ledger(queue), request_id, version, by)
-            else:
-                said = op.run(get_ledger(queue), request_id, version)
+            said = op.run(get_ledger(queue), request_id, version, *([by] if op.by_user else []))
         except RecordChanged as exc:
             model_admin.message_user(
                 request,

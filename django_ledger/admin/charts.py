@@ -37,6 +37,8 @@ WINDOW_CHOICES = (
 WIDTH, HEIGHT, PAD = 720, 180, 36
 #: Room on the left for the top value ('2.39 s').
 LEFT = 56
+#: The plotting area inside the axes.
+INNER_W, INNER_H = WIDTH - LEFT - 8, HEIGHT - 2 * PAD
 
 
 def read_series(queue: str, window: str) -> Series:
@@ -100,15 +102,14 @@ def _figure(
     )
 
 
-def _frame(title: str, top: float, unit: str, labels: list[str], body: str) -> SafeString:
+def _frame(title: str, unit: str, labels: list[str], body: str) -> SafeString:
     """The SVG around a chart's marks: axes, the top value, first and last times."""
-    inner_h = HEIGHT - 2 * PAD
     parts = [
         f'<svg class="ledger-svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
         f'preserveAspectRatio="none" aria-label="{_esc(title)}"><title>{_esc(title)}</title>',
-        f'<line class="axis" x1="{LEFT}" y1="{PAD + inner_h}" x2="{WIDTH - 8}" '
-        f'y2="{PAD + inner_h}"/>',
-        f'<line class="axis" x1="{LEFT}" y1="{PAD}" x2="{LEFT}" y2="{PAD + inner_h}"/>',
+        f'<line class="axis" x1="{LEFT}" y1="{PAD + INNER_H}" x2="{WIDTH - 8}" '
+        f'y2="{PAD + INNER_H}"/>',
+        f'<line class="axis" x1="{LEFT}" y1="{PAD}" x2="{LEFT}" y2="{PAD + INNER_H}"/>',
         f'<text class="tick" x="{LEFT - 4}" y="{PAD + 4}" text-anchor="end">{_esc(unit)}</text>',
         body,
     ]
@@ -137,14 +138,13 @@ def throughput_chart(series: Series) -> SafeString:
     done = [b.counts["completed"] for b in series.buckets]
     failed = [b.counts["failed"] + b.counts["dead"] for b in series.buckets]
     top = max([d + f for d, f in zip(done, failed, strict=True)] + [1])
-    inner_w, inner_h = WIDTH - LEFT - 8, HEIGHT - 2 * PAD
-    step = inner_w / len(done)
+    step = INNER_W / len(done)
     marks = []
     for i, (d, f) in enumerate(zip(done, failed, strict=True)):
         x = LEFT + i * step + step * 0.1
         w = max(1.0, step * 0.8)
-        hd, hf = inner_h * d / top, inner_h * f / top
-        base = PAD + inner_h
+        hd, hf = INNER_H * d / top, INNER_H * f / top
+        base = PAD + INNER_H
         if d:
             marks.append(
                 f'<rect class="done" x="{x:.1f}" y="{base - hd:.1f}" width="{w:.1f}" '
@@ -156,7 +156,7 @@ def throughput_chart(series: Series) -> SafeString:
                 f'height="{hf:.1f}" data-value="{f}"/>'
             )
     labels = [_label(s, series.window) for s in series.starts]
-    svg = _frame(title, top, str(top), labels, "".join(marks))
+    svg = _frame(title, str(top), labels, "".join(marks))
     rows = [
         [label, str(d), str(f)] for label, d, f in zip(labels, done, failed, strict=True) if d or f
     ]
@@ -185,8 +185,7 @@ def depth_chart(series: Series) -> SafeString:
         title = gettext("Depth: pending due, claimed and dead (the most sampled each hour)")
     depth = series.depth or [None] * len(series.starts)
     top = max([v for d in depth if d is not None for v in (d.due, d.claimed, d.dead)] + [1])
-    inner_w, inner_h = WIDTH - LEFT - 8, HEIGHT - 2 * PAD
-    step = inner_w / max(1, len(depth) - 1)
+    step = INNER_W / max(1, len(depth) - 1)
     marks = []
     for css, _ in DEPTH_LINES:
         runs: list[list[str]] = [[]]
@@ -196,14 +195,14 @@ def depth_chart(series: Series) -> SafeString:
                     runs.append([])
                 continue
             value = getattr(d, css)
-            runs[-1].append(f"{LEFT + i * step:.1f},{PAD + inner_h - inner_h * value / top:.1f}")
+            runs[-1].append(f"{LEFT + i * step:.1f},{PAD + INNER_H - INNER_H * value / top:.1f}")
         for points in (r for r in runs if r):
             if len(points) > 1:
                 marks.append(f'<polyline class="{css}" points="{" ".join(points)}"/>')
             x, y = points[-1].split(",")  # a lone sample is seen too
             marks.append(f'<circle class="{css}" cx="{x}" cy="{y}" r="2"/>')
     labels = [_label(s, series.window) for s in series.starts]
-    svg = _frame(title, top, str(top), labels, "".join(marks))
+    svg = _frame(title, str(top), labels, "".join(marks))
     rows = [
         [label, str(d.due), str(d.claimed), str(d.dead), str(d.pending)]
         for label, d in zip(labels, depth, strict=True)
@@ -240,12 +239,11 @@ def line_chart(series: Series, kind: str) -> SafeString:
     p50 = [b.quantiles()[f"{kind}_p50"] for b in series.buckets]
     p95 = [b.quantiles()[f"{kind}_p95"] for b in series.buckets]
     top = max([v for v in p95 if v is not None] + [0.001])
-    inner_w, inner_h = WIDTH - LEFT - 8, HEIGHT - 2 * PAD
-    step = inner_w / max(1, len(p50) - 1)
+    step = INNER_W / max(1, len(p50) - 1)
     marks = []
     for css, values in (("p50", p50), ("p95", p95)):
         points = [
-            f"{LEFT + i * step:.1f},{PAD + inner_h - inner_h * v / top:.1f}"
+            f"{LEFT + i * step:.1f},{PAD + INNER_H - INNER_H * v / top:.1f}"
             for i, v in enumerate(values)
             if v is not None
         ]
@@ -256,7 +254,7 @@ def line_chart(series: Series, kind: str) -> SafeString:
                 for p in points
             )
     labels = [_label(s, series.window) for s in series.starts]
-    svg = _frame(title, top, _seconds(top), labels, "".join(marks))
+    svg = _frame(title, _seconds(top), labels, "".join(marks))
     rows = [
         [label, _seconds(a), _seconds(b)]
         for label, a, b in zip(labels, p50, p95, strict=True)

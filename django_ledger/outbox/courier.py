@@ -149,7 +149,10 @@ class Courier:
                     pending.add(database, admit(database, mine))
                 pending.parcels += len(taken)
             if pending.parcels and (
-                not taken or pending.full() or pending.overdue() or self._hurried()
+                not taken
+                or pending.count >= DELETE_BATCH
+                or time.monotonic() >= pending.due
+                or self._hurried()
             ):
                 self._done(pending.delete())
             elif taken is None:  # idle: give the connections back
@@ -179,12 +182,6 @@ class _Deletes:
             self.due = time.monotonic() + DELETE_AFTER
         self.ids.setdefault(database, []).extend(ids)
         self.count += len(ids)
-
-    def full(self) -> bool:
-        return self.count >= DELETE_BATCH
-
-    def overdue(self) -> bool:
-        return time.monotonic() >= self.due
 
     def delete(self) -> int:
         """Delete what waits; return how many parcels it finishes."""

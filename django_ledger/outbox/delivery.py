@@ -190,10 +190,6 @@ def deliver_rows(rows: Iterable[Staged]) -> Delivered:
     return Delivered(done, kept, stalled, away)
 
 
-def _in(count: int) -> str:
-    return ", ".join(["%s"] * count)
-
-
 def delete_ids(database: str, ids: Sequence[str]) -> None:
     """Delete the outbox rows of ``ids``: one statement (per ``CHUNK`` ids but on PostgreSQL)."""
     if not ids:
@@ -207,7 +203,8 @@ def delete_ids(database: str, ids: Sequence[str]) -> None:
             return
         for start in range(0, len(ids), CHUNK):
             part = list(ids[start : start + CHUNK])
-            cursor.execute(f"DELETE FROM {table} WHERE {key} IN ({_in(len(part))})", part)
+            marks = ", ".join(["%s"] * len(part))
+            cursor.execute(f"DELETE FROM {table} WHERE {key} IN ({marks})", part)
 
 
 def read_rows(database: str, ids: Sequence[str]) -> list[Row]:

@@ -158,8 +158,7 @@ def tombstone(task_id: str, fence: int, database: str) -> bool:
                 f"{quote('updated_at')} = %s WHERE {guard}",
                 [task_id, fence, now, fence, now, fence],
             )
-        done = TaskEffect.objects.using(database).filter(pk=task_id, done=True).exists()
-    return done
+        return TaskEffect.objects.using(database).filter(pk=task_id, done=True).exists()
 
 
 def _hold_mysql(connection: Any, table: str, task_id: str, fence: int, now: Any) -> bool:

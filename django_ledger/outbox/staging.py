@@ -19,7 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from . import courier
-from .delivery import CHUNK, Row, admit_rows, committed_rows, delete_ids
+from .delivery import CHUNK, ROW_COLUMNS, Row, admit_rows, committed_rows, delete_ids
 from .models import OutboxEntry, OutboxKind
 from .target import outbox_target
 
@@ -68,10 +68,6 @@ class _Delivery:
         #: Ids written inside a savepoint: admitted only if their row exists at commit.
         self.guarded: list[str] = []
 
-    @property
-    def ids(self) -> list[str]:
-        return [row.id for row in self.rows]
-
     def __call__(self) -> None:
         if self.background:
             courier.send(self.database, self.rows, self.guarded)
@@ -101,20 +97,8 @@ def _delivery(database: str, background: bool) -> _Delivery:
     return state
 
 
-#: The columns ``stage`` writes, in its ``VALUES`` order.
-_COLUMNS = (
-    "id",
-    "backend",
-    "queue",
-    "payload",
-    "delay_ms",
-    "run_after_ms",
-    "priority",
-    "created_at",
-    "target",
-    "kind",
-    "traceparent",
-)
+#: The columns ``stage`` writes, in its ``VALUES`` order: a ``Row``'s, then the rest.
+_COLUMNS = (*ROW_COLUMNS, "backend", "created_at", "target")
 
 
 def _upserts(connection: Any) -> bool:
@@ -151,21 +135,7 @@ def _insert_new(connection: Any, rows: Sequence[Row], backend: str, target: str)
     with connection.cursor() as cursor:
         for start in range(0, len(rows), CHUNK):
             part = rows[start : start + CHUNK]
-            params: list[Any] = []
-            for row in part:
-                params += [
-                    row.id,
-                    backend,
-                    row.queue,
-                    row.payload,
-                    row.delay_ms,
-                    row.run_after_ms,
-                    row.priority,
-                    now,
-                    target,
-                    row.kind,
-                    row.traceparent,
-                ]
+            params = [value for row in part for value in (*row, backend, now, target)]
             cursor.execute(_insert_sql(connection, len(part)), params)
             inserted.update(found for (found,) in cursor.fetchall())
     return inserted

@@ -124,14 +124,11 @@ def bounded(attempts: list[Attempt]) -> list[Attempt]:
     failed = [i for i, attempt in enumerate(attempts) if attempt.error]
     if len(failed) <= KEPT_TRACEBACKS + 1:
         return attempts
-    short = set(failed[1:-KEPT_TRACEBACKS])
-    kept = []
-    for i, attempt in enumerate(attempts):
-        if i in short and attempt.error:
-            text = attempt.error.get("traceback", "").rstrip("\n")
-            error = dict(attempt.error, traceback=text.rpartition("\n")[2] + "\n")
-            attempt = replace(attempt, error=error)
-        kept.append(attempt)
+    kept = list(attempts)
+    for i in failed[1:-KEPT_TRACEBACKS]:
+        error = kept[i].error or {}  # failed: it has one
+        text = error.get("traceback", "").rstrip("\n").rpartition("\n")[2] + "\n"
+        kept[i] = replace(kept[i], error=dict(error, traceback=text))
     return kept
 
 
@@ -146,9 +143,7 @@ def earlier_attempts(job: Job) -> list[Attempt]:
                 "task %s: %s; its earlier attempts are not shown", job.claim.request_id, exc
             )
     # Attempts claimed but never settled (their worker died) before this one.
-    while len(attempts) < job.claim.attempt - 1:
-        attempts.append(lost_attempt("", len(attempts) + 1))
-    return attempts
+    return attempts + [lost_attempt("", n) for n in range(len(attempts) + 1, job.claim.attempt)]
 
 
 def document(attempts: list[Attempt], value_json: str | None = None) -> str:

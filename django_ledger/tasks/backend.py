@@ -28,6 +28,7 @@ from django.utils.module_loading import import_string
 from ..core.errors import LedgerUnavailable
 from ..core.jobs import PayloadTemplate
 from ..core.records import id_problem
+from ..core.results import Admission
 from ..core.timing import duration_ms
 from ..core.worker.tracing import current_traceparent
 from ..outbox.options import (
@@ -225,20 +226,16 @@ class LedgerBackend(BaseTaskBackend):
             return result
         entry = plan.entry
         ledger = entry.ledger
-        try:
-            answer = ledger.admit(
+
+        def admit() -> Admission:
+            return ledger.admit(
                 result.id, payload, delay(task, entry), trace, priority=task.priority
             )
+
+        try:
+            answer = admit()
         except LedgerUnavailable as exc:  # applied or not: try again under the same id
-            answer = retried(
-                exc,
-                ledger,
-                plan.path,
-                [result.id],
-                lambda: ledger.admit(
-                    result.id, payload, delay(task, entry), trace, priority=task.priority
-                ),
-            )
+            answer = retried(exc, ledger, plan.path, [result.id], admit)
             own = not given and not plan.unique
             return answered(type(self), self.alias, task, entry, [result], [answer], own=own)[0]
         if answer.times is not None:  # admitted just now: the common answer, without lists
@@ -295,16 +292,14 @@ class LedgerBackend(BaseTaskBackend):
             return self.ran_eagerly(results)
         entry = plan.entry
         ledger = entry.ledger
+
+        def admit() -> list[Admission]:
+            return ledger.admit_many(requests, delay(task, entry), trace, task.priority)
+
         try:
-            answers = ledger.admit_many(requests, delay(task, entry), trace, task.priority)
+            answers = admit()
         except LedgerUnavailable as exc:  # any prefix applied: try all again under their ids
-            answers = retried(
-                exc,
-                ledger,
-                plan.path,
-                [request_id for request_id, _ in requests],
-                lambda: ledger.admit_many(requests, delay(task, entry), trace, task.priority),
-            )
+            answers = retried(exc, ledger, plan.path, [id_ for id_, _ in requests], admit)
             own = ids is None and not plan.unique
             return self.ran_eagerly(
                 answered(type(self), self.alias, task, entry, results, answers, own=own)
@@ -323,9 +318,8 @@ class LedgerBackend(BaseTaskBackend):
         if self.staging():
             raise not_staged(plan.path)
         wait = duration_ms(delay(task, plan.entry), "run_after")
-        held = plan.held
         return enqueue_held(
-            type(self), self.alias, task, plan.entry, held, result, payload, wait, trace
+            type(self), self.alias, task, plan.entry, plan.held, result, payload, wait, trace
         )
 
     def _stage(

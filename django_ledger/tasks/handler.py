@@ -31,14 +31,13 @@ from .attempt import (
     earlier_attempts,
     error_of,
 )
-from .attempt import bounded as _bounded
 from .backend import LedgerBackend
 from .compat import Task, task_backends
 from .ledger_task import LedgerTask
 from .options import TaskOptions, check_queue, resolve_options, tighten
 from .resolve import resolve_task
 
-__all__ = ["KEPT_TRACEBACKS", "TRACEBACK_LIMIT", "TaskHandler", "TaskPlan", "_bounded"]
+__all__ = ["KEPT_TRACEBACKS", "TRACEBACK_LIMIT", "TaskHandler", "TaskPlan"]
 
 
 class TaskHandler:

@@ -84,13 +84,8 @@ def _refuses(handler: logging.Handler) -> bool:
     """Whether one of ``handler``'s filters refuses every record under these settings."""
     if not handler.filters:
         return False
-    debug = bool(settings.DEBUG)
-    for refusing in handler.filters:
-        if type(refusing) is RequireDebugTrue and not debug:
-            return True
-        if type(refusing) is RequireDebugFalse and debug:
-            return True
-    return False
+    refusing = RequireDebugFalse if settings.DEBUG else RequireDebugTrue
+    return any(type(found) is refusing for found in handler.filters)
 
 
 #: ``_own``'s answers: the signal's id -> (Django's receiver, its logger).

@@ -95,12 +95,11 @@ class LedgerTask(_TaskBase[_P, _R]):
     @property
     def ledger_options(self) -> dict[str, Any]:
         """The options this task sets, as a payload carries them."""
-        options = {}
-        for name in OPTION_NAMES:
-            value = getattr(self, name)
-            if value is not None:
-                options[name] = list(value) if name == "retry_on" else value
-        return options
+        return {
+            name: list(value) if name == "retry_on" else value
+            for name in OPTION_NAMES
+            if (value := getattr(self, name)) is not None
+        }
 
     def using(
         self,
@@ -115,16 +114,10 @@ class LedgerTask(_TaskBase[_P, _R]):
         unknown = sorted(set(options) - OPTION_NAMES)
         if unknown:
             raise TypeError(f"using() got unknown option(s): {', '.join(unknown)}")
-        changes: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
-        if priority is not None:
-            changes["priority"] = priority
-        if queue_name is not None:
-            changes["queue_name"] = queue_name
-        if run_after is not None:
-            changes["run_after"] = run_after
-        if backend is not None:
-            changes["backend"] = backend
-        return replace(self, **changes)
+        changes = dict(
+            options, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
+        )
+        return replace(self, **{name: v for name, v in changes.items() if v is not None})
 
 
 # django-stubs declares TaskContext unfrozen; Django's own is frozen, as this is.

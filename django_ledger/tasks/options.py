@@ -148,7 +148,7 @@ def normalize_option(name: str, value: Any) -> Any:
         if not 1 <= value <= 1_000_000:
             raise ValueError(f"max_attempts must be from 1 to 1,000,000, got {value}")
         return value
-    if name in ("backoff_base", "backoff_cap", "lease"):
+    if name in ("backoff_base", "backoff_cap", "lease", "debounce", "debounce_max"):
         return _seconds(name, value, zero_ok=False)
     if name == "timeout":
         return _seconds(name, value, zero_ok=True)
@@ -156,8 +156,6 @@ def normalize_option(name: str, value: Any) -> Any:
         return _retry_on(value)
     if name == "unique":
         return _unique(value)
-    if name in ("debounce", "debounce_max"):
-        return _seconds(name, value, zero_ok=False)
     raise TypeError(
         f"unknown task option {name!r}; the options are {', '.join(sorted(OPTION_NAMES))}"
     )
@@ -193,12 +191,11 @@ def resolve_options(*layers: Mapping[str, Any], max_attempts: int, lease: float)
                 chosen[name] = normalize_option(name, value)
     base = chosen.get("backoff_base", Backoff.base)
     cap = max(chosen.get("backoff_cap", Backoff.cap), base)
-    timeout = chosen.get("timeout")
     return TaskOptions(
         max_attempts=chosen.get("max_attempts", max_attempts),
         backoff=Backoff(base=base, cap=cap),
         retry_on=tuple(chosen.get("retry_on", DEFAULT_RETRY_ON)),
-        timeout=timeout or None,
+        timeout=chosen.get("timeout") or None,
         lease=chosen.get("lease", lease),
         unique=chosen.get("unique", False),
         debounce=chosen.get("debounce"),
@@ -208,8 +205,7 @@ def resolve_options(*layers: Mapping[str, Any], max_attempts: int, lease: float)
 
 def retries(options: TaskOptions, exc: BaseException) -> bool:
     """Say whether ``exc`` is one of the exceptions ``options`` retry (by class path)."""
-    wanted = options.retry_on
-    return any(exception_path(kind) in wanted for kind in type(exc).__mro__)
+    return any(exception_path(kind) in options.retry_on for kind in type(exc).__mro__)
 
 
 def backend_option_problem(name: str, value: Any) -> str | None:
@@ -307,8 +303,7 @@ def tighten(limits: TaskOptions, payload: Mapping[str, Any]) -> TaskOptions:
     options["backoff"] = Backoff(base=base, cap=max(cap, base))
     retry_on = chosen.get("retry_on")
     if retry_on is not None:
-        wider = [path for path in retry_on if not _narrower(path, limits.retry_on)]
-        if wider:
+        if not all(_narrower(path, limits.retry_on) for path in retry_on):
             raise _refuse("retry_on", list(retry_on), f"within {list(limits.retry_on)}")
         options["retry_on"] = tuple(retry_on)
     for name in ("unique", "debounce", "debounce_max"):  # enqueue's, not the run's

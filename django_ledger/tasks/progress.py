@@ -108,9 +108,7 @@ class ProgressReporting:
     def set_metadata(self, values: Mapping[str, Any] | None = None, /, **more: Any) -> None:
         """Update the metadata with ``values`` and ``more``, and save it (all or nothing)."""
         reports = self._reports()
-        merged = dict(reports.metadata)
-        merged.update(values or {})
-        merged.update(more)
+        merged = {**reports.metadata, **(values or {}), **more}
         encode_metadata(merged)  # refused whole: the dict is left as it was
         reports.metadata.clear()
         reports.metadata.update(merged)

@@ -74,9 +74,7 @@ def cancel_record(
                 return CancelOutcome(request_id, queue, "changed", None, 0, None)
             expect = stored
     fence = ledger.next_fence()
-    committed: bool | None = None
-    if outbox_ready(database):
-        committed = tombstone(request_id, fence, database)
+    committed = tombstone(request_id, fence, database) if outbox_ready(database) else None
     answer = ledger.cancel(request_id, by=by, reason=reason, fence_floor=fence, expect=expect)
     return CancelOutcome(
         request_id,

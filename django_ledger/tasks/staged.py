@@ -50,31 +50,19 @@ def stage_calls(
     ``TaskIdConflict`` when an id waits in the outbox for another call, or for another
     deployment; nothing is written then.
     """
+    rows: dict[str, Any] = {
+        "delay_ms": delay_ms,
+        "run_after_ms": run_after_ms,
+        "priority": priority,
+        "kind": kind,
+        "traceparent": traceparent or "",
+    }
     if options.mode != "outbox":
-        defer(
-            options.database,
-            queue,
-            requests,
-            delay_ms=delay_ms,
-            run_after_ms=run_after_ms,
-            priority=priority,
-            kind=kind,
-            traceparent=traceparent or "",
-        )
+        defer(options.database, queue, requests, **rows)
         return
     try:
-        stage(
-            options.database,
-            alias,
-            queue,
-            requests,
-            delay_ms=delay_ms,
-            run_after_ms=run_after_ms,
-            priority=priority,
-            kind=kind,
-            background=options.delivery == "background",
-            traceparent=traceparent or "",
-        )
+        background = options.delivery == "background"
+        stage(options.database, alias, queue, requests, background=background, **rows)
     except RowConflict as exc:
         reason = "elsewhere" if exc.elsewhere else None
         raise TaskIdConflict(exc.row_id, queue, reason) from None

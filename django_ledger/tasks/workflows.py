@@ -32,7 +32,7 @@ failure rules (``on_failure="cancel"``, the default, or ``"continue"``), retries
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -45,6 +45,7 @@ from ..core.flows import (
 )
 from ..core.flows import cancel_workflow as cancel_flow
 from ..core.results import AdmissionStatus
+from ..core.sharded import AnyLedger
 from ..outbox.models import OutboxKind
 from ..outbox.workflow_rows import row_id, row_of
 from ..queues import queues
@@ -127,12 +128,8 @@ class Signature:
 
     def set(self, *, name: str | None = None, on_failure: str | None = None) -> Signature:
         """A copy with a step name and/or a failure rule."""
-        changes: dict[str, Any] = {}
-        if name is not None:
-            changes["name"] = name
-        if on_failure is not None:
-            changes["on_failure"] = on_failure
-        return replace(self, **changes)
+        changes: dict[str, Any] = {"name": name, "on_failure": on_failure}
+        return replace(self, **{key: value for key, value in changes.items() if value is not None})
 
     def enqueue(self, id: str | None = None, queue: str | None = None) -> WorkflowResult:
         return Chain((self,)).enqueue(id=id, queue=queue)
@@ -153,9 +150,6 @@ Node = Any  # Signature | Chain | Group | Chord
 
 class _Shape:
     """What chain, group and chord share: compile to steps, enqueue."""
-
-    def _compile(self, parents: list[str], kind: str, out: list[_Planned]) -> tuple[list[str], str]:
-        raise NotImplementedError
 
     def planned(self) -> list[_Planned]:
         out: list[_Planned] = []
@@ -371,7 +365,9 @@ def _enqueue(planned: list[_Planned], workflow_id: str | None, queue: str | None
     if backend.staging():
         # Refused now, as outside a transaction, not when the relay meets its row.
         check_workflow(ledger, flow_id, steps)
-        _stage(backend, queue, flow_id, steps)
+        # One outbox row (or one on_commit admission) carrying the whole workflow.
+        requests = [(row_id(flow_id), row_of(flow_id, steps))]
+        stage_calls(backend.transactions, backend.alias, queue, requests, kind=OutboxKind.WORKFLOW)
         backend.ran_eagerly([])  # EAGER: the steps run at the commit
         return WorkflowResult(flow_id, queue, backend.alias, task_ids, True, staged=True)
     answer = admit_workflow(ledger, flow_id, steps)
@@ -384,19 +380,17 @@ def _enqueue(planned: list[_Planned], workflow_id: str | None, queue: str | None
     return WorkflowResult(flow_id, queue, backend.alias, task_ids, created)
 
 
-def _stage(backend: LedgerBackend, queue: str, flow_id: str, steps: list[FlowStep]) -> None:
-    """One outbox row (or one on_commit admission) carrying the whole workflow."""
-    requests = [(row_id(flow_id), row_of(flow_id, steps))]
-    stage_calls(backend.transactions, backend.alias, queue, requests, kind=OutboxKind.WORKFLOW)
-
-
-def _queues(queue: str | None, backend: str) -> list[str]:
+def _ledgers(queue: str | None, backend: str) -> Iterator[AnyLedger]:
+    """The ledgers of ``queue`` (default: every queue ``backend`` reads) that hold workflows."""
     if queue is not None:
-        return [queue]
-    found = task_backends[backend]
-    if isinstance(found, LedgerBackend):
-        return found.lookup_queues()
-    return queues.names()
+        names = [queue]
+    else:
+        found = task_backends[backend]
+        names = found.lookup_queues() if isinstance(found, LedgerBackend) else queues.names()
+    for name in names:
+        ledger = queues.get(name).ledger
+        if len(ledger.shards) == 1:  # a sharded queue holds no workflows
+            yield ledger
 
 
 def get_workflow(
@@ -407,10 +401,7 @@ def get_workflow(
     ``queue``: where it runs (default: every queue the backend reads, in order).
     ``WorkflowDoesNotExist`` if none holds it.
     """
-    for name in _queues(queue, backend):
-        ledger = queues.get(name).ledger
-        if len(ledger.shards) != 1:
-            continue  # a sharded queue holds no workflows
+    for ledger in _ledgers(queue, backend):
         status = read_workflow(ledger, workflow_id)
         if status is not None:
             return state_of(status)
@@ -424,10 +415,7 @@ def cancel_workflow(
 
     Steps already running finish; what waits on them stays cancelled.
     """
-    for name in _queues(queue, backend):
-        ledger = queues.get(name).ledger
-        if len(ledger.shards) != 1:
-            continue
+    for ledger in _ledgers(queue, backend):
         cancelled = cancel_flow(ledger, workflow_id)
         if cancelled is not None:
             return cancelled

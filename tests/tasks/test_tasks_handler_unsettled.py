@@ -13,8 +13,9 @@ from django_ledger.core.records import State
 from django_ledger.core.worker.handler import Job
 from django_ledger.queues import queues
 from django_ledger.tasks import LeaseExpired
+from django_ledger.tasks.attempt import bounded as _bounded
 from django_ledger.tasks.compat import TaskResultStatus
-from django_ledger.tasks.handler import KEPT_TRACEBACKS, TaskHandler, _bounded
+from django_ledger.tasks.handler import KEPT_TRACEBACKS, TaskHandler
 from tests.support.tasks_app import tasks
 from tests.support.tasks_helpers import run_claimed, task_settings
 from tests.tasks.test_tasks_handler import admit_raw

@@ -219,7 +219,7 @@ class LedgerBackend(BaseTaskBackend):
         result, payload = request(plan, task, args, kwargs, request_id, self.alias, given=given)
         trace = current_traceparent()  # the run's span continues the enqueuer's trace
         if plan.held is not None and not given:
-            return self.ran_eagerly(self._enqueue_held(task, plan, result, payload, trace))
+            return self._enqueue_held(task, plan, result, payload, trace)  # run by the caller
         if self.staging():
             self._stage(task, plan, [(result.id, payload)], trace)
             object.__setattr__(result, "enqueued_at", timezone.now())

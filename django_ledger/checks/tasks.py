@@ -64,9 +64,11 @@ def check_tasks(
     tasks = getattr(settings, "TASKS", None)
     if not isinstance(tasks, dict):
         return errors
+    found = False
     for alias, params in tasks.items():
         if not isinstance(params, dict) or not _is_ledger_backend(params.get("BACKEND")):
             continue
+        found = True
         where = f"TASKS[{alias!r}]"
         missing = _missing_framework()
         if missing is not None:
@@ -76,13 +78,7 @@ def check_tasks(
             continue
         if backends:
             errors += _check_backend(where, params, queues)
-    if (
-        errors
-        or django.VERSION >= (6, 0)
-        or not any(
-            isinstance(p, dict) and _is_ledger_backend(p.get("BACKEND")) for p in tasks.values()
-        )
-    ):
+    if errors or django.VERSION >= (6, 0) or not found:
         return errors
     if not apps.is_installed("django_tasks"):
         errors.append(

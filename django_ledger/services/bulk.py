@@ -157,7 +157,7 @@ def start_run(
 
 def load_run(queue: str, run_id: str) -> BulkRun:
     """Read run ``run_id`` of ``queue`` (``BulkRefused`` when there is none)."""
-    if not isinstance(run_id, str) or len(run_id) != 32 or not _hex(run_id):
+    if not isinstance(run_id, str) or len(run_id) != 32 or set(run_id) - set("0123456789abcdef"):
         raise BulkRefused(gettext("%(run)r names no bulk run") % {"run": str(run_id)[:40]})
     ledger = get_ledger(queue)
     with ledger.translate_errors():
@@ -244,7 +244,7 @@ def step_run(
                     progress(load_run(queue, run_id))
         return _finish(ledger, load_run(queue, run_id))
     finally:
-        _release(ledger, run_id, token)
+        _renew(ledger, run_id, token, None)
 
 
 def _page(
@@ -335,20 +335,13 @@ def _hold(ledger: AnyLedger, run_id: str, hold_ms: int, take_over: bool = False)
     return token
 
 
-def _renew(ledger: AnyLedger, run_id: str, token: str, hold_ms: int) -> None:
+def _renew(ledger: AnyLedger, run_id: str, token: str, hold_ms: int | None) -> None:
+    """Hold the run ``hold_ms`` longer, or let go of it (``None``), if this stepper holds it."""
     head = ledger.shards[0]
     key = bulk.run_key(head, run_id)
     with ledger.translate_errors():
         if head.redis.hget(key, "token") == token.encode():
-            head.redis.hset(key, "hold", head.server_time_ms() + hold_ms)
-
-
-def _release(ledger: AnyLedger, run_id: str, token: str) -> None:
-    head = ledger.shards[0]
-    key = bulk.run_key(head, run_id)
-    with ledger.translate_errors():
-        if head.redis.hget(key, "token") == token.encode():
-            head.redis.hset(key, "hold", 0)
+            head.redis.hset(key, "hold", 0 if hold_ms is None else head.server_time_ms() + hold_ms)
 
 
 def _finish(ledger: AnyLedger, run: BulkRun) -> BulkRun:
@@ -397,7 +390,3 @@ def _runs_key(head: Any) -> str:
     from ..core.layout import bulk_runs_key
 
     return bulk_runs_key(head.namespace, head.queue)
-
-
-def _hex(text: str) -> bool:
-    return all(c in "0123456789abcdef" for c in text)

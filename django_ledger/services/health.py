@@ -16,7 +16,6 @@ from redis.exceptions import RedisError
 
 from ..core.errors import LedgerError
 from ..core.worker.health import loop_age_s
-from ..core.worker.heartbeat import WorkerInfo
 from .scheduler import store
 from .worker import heartbeats
 
@@ -57,7 +56,10 @@ def probe(worker_id: str | None, queue: str | None, max_age: float) -> str:
             )
             % {"worker": info.worker_id, "age": loop_age_s(info, now_ms), "max_age": max_age}
         )
-    return _fresh_line(fresh[0], now_ms)
+    return gettext("worker %(worker)s is fresh: its loop turned %(age).1f s ago") % {
+        "worker": fresh[0].worker_id,
+        "age": loop_age_s(fresh[0], now_ms),
+    }
 
 
 def probe_scheduler(node: str, max_age: float) -> str:
@@ -91,11 +93,4 @@ def probe_scheduler(node: str, max_age: float) -> str:
     return gettext("scheduler %(node)s is fresh: it ticked %(age).1f s ago") % {
         "node": node,
         "age": age,
-    }
-
-
-def _fresh_line(info: WorkerInfo, now_ms: int) -> str:
-    return gettext("worker %(worker)s is fresh: its loop turned %(age).1f s ago") % {
-        "worker": info.worker_id,
-        "age": loop_age_s(info, now_ms),
     }

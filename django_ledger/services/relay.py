@@ -192,14 +192,11 @@ class Relay:
     def walks(self) -> list[Walk]:
         """The beats' walks now: per database, this process's target's, then the old rows'."""
         target = outbox_target()
-        found = []
-        for database in self.databases:
-            for where in (target, LEGACY):
-                walk = self._walks.get((database, where))
-                if walk is None:
-                    walk = self._walks[(database, where)] = Walk(database, where)
-                found.append(walk)
-        return found
+        return [
+            self._walks.setdefault((database, where), Walk(database, where))
+            for database in self.databases
+            for where in (target, LEGACY)
+        ]
 
     def run_once(self) -> int:
         """Deliver every row there is now (batch after batch); return how many."""
@@ -295,10 +292,7 @@ def worker_relay(*, burst: bool) -> Relay | None:
     ``None`` when there is no outbox to serve (no outbox backend, or no table yet), or
     with ``burst``: the rows waiting are delivered before the burst, so that it runs them.
     """
-    databases = outbox_databases()
-    if not databases:
-        return None
-    ready = tables_ready(databases)
+    ready = tables_ready(outbox_databases())
     if not ready:
         return None
     relay = Relay(ready)

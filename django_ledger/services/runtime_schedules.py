@@ -146,7 +146,9 @@ def edit(key: str, entry: dict[str, Any], by: str, version: int | None = None) -
     if expected != old.version:
         raise VersionConflict(key, expected, old.version)
     validate(key, entry)
-    old_config = None if _problems(key, old.entry) else schedule_of(key, old.entry, _queues())
+    old_config = (
+        None if _problems(key, old.entry) else schedule_of(key, old.entry, ledger_settings.queues)
+    )
     for _ in range(_ATTEMPTS):
         snapshot = store().snapshot()
         now = snapshot.now_ms // 1000
@@ -217,20 +219,13 @@ def _runtime_on(key: str) -> None:
         )
 
 
-def _queues() -> dict[str, Any]:
-    return ledger_settings.queues
-
-
 def _problems(key: str, entry: dict[str, Any]) -> list[Any]:
     return problems({key: entry}, ledger_settings.queues, ledger_settings.defaults)
 
 
 def _field(key: str, place: str) -> str:
     """The field a problem's place names (``__all__`` for the schedule as a whole)."""
-    for name in FIELDS:
-        if place == where(key, name):
-            return name
-    return "__all__"
+    return next((name for name in FIELDS if place == where(key, name)), "__all__")
 
 
 def _clean(entry: dict[str, Any]) -> dict[str, Any]:
@@ -256,8 +251,9 @@ def every_schedule() -> dict[str, ScheduleConfig]:
 
 def queue_of(key: str, entry: dict[str, Any]) -> str | None:
     """The queue a valid ``entry``'s fires go to (``None`` if it is not valid)."""
+    entry = _clean(entry)
     try:
-        validate(key, _clean(entry))
+        validate(key, entry)
     except ScheduleInvalid:
         return None
-    return schedule_of(key, _clean(entry), ledger_settings.queues).queue
+    return schedule_of(key, entry, ledger_settings.queues).queue

@@ -23,6 +23,7 @@ __all__ = [
     "LineProblem",
     "export_queue",
     "import_lines",
+    "read_raw",
 ]
 
 
@@ -250,17 +251,7 @@ def _read(ledger: AnyLedger, ids: list[str]) -> list[Record | str | None]:
 
     One ``HMGET`` per shard that holds some of ``ids`` (a plain queue: one).
     """
-    groups: dict[int, list[int]] = {}
-    for position, request_id in enumerate(ids):
-        groups.setdefault(id(ledger.shard_for(request_id)), []).append(position)
-    raws: list[bytes | None] = [None] * len(ids)
-    with ledger.translate_errors():
-        for shard in ledger.shards:
-            positions = groups.get(id(shard))
-            if positions:
-                got = shard.redis.hmget(shard.records_key, [ids[p] for p in positions])
-                for position, raw in zip(positions, got, strict=True):
-                    raws[position] = raw
+    raws = read_raw(ledger, [(ledger.shard_for(request_id), request_id) for request_id in ids])
     found: list[Record | str | None] = []
     for request_id, raw in zip(ids, raws, strict=True):
         if raw is None:
@@ -271,6 +262,22 @@ def _read(ledger: AnyLedger, ids: list[str]) -> list[Record | str | None]:
         except CorruptRecord as exc:
             found.append(f"stored bytes are corrupt ({exc.reason})")
     return found
+
+
+def read_raw(ledger: AnyLedger, fields: list[tuple[Ledger, str | bytes]]) -> list[bytes | None]:
+    """The stored bytes of (shard, id) pairs, in order: one ``HMGET`` per shard named."""
+    groups: dict[int, list[int]] = {}
+    for position, (shard, _) in enumerate(fields):
+        groups.setdefault(id(shard), []).append(position)
+    raws: list[bytes | None] = [None] * len(fields)
+    with ledger.translate_errors():
+        for shard in ledger.shards:
+            positions = groups.get(id(shard))
+            if positions:
+                got = shard.redis.hmget(shard.records_key, [fields[p][1] for p in positions])
+                for position, raw in zip(positions, got, strict=True):
+                    raws[position] = raw
+    return raws
 
 
 def _differs(item: _Checked, found: Record) -> str:

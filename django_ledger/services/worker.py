@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -150,8 +150,7 @@ def handler_for(queue: str) -> Handler:
         from ..tasks.handler import TaskHandler
     except ImportError as exc:
         raise ValueError(f"queue {queue!r} runs Django tasks, but they cannot load: {exc}") from exc
-    handler: Handler = TaskHandler(queue)
-    return handler
+    return TaskHandler(queue)
 
 
 def _seconds(value: Any, default: float) -> float:
@@ -252,5 +251,4 @@ def _metrics(options: WorkerOptions) -> Metrics | None:
     if options.metrics_port is None or not metrics.available():
         return None  # the probes are served without it (``serve_probes`` says so)
     exporter: Any = metrics.PrometheusMetrics()
-    result: Metrics = exporter
-    return result
+    return cast(Metrics, exporter)

@@ -14,6 +14,7 @@ from ...core.errors import CorruptRecord
 from ...core.ledger import MAX_BATCH, Ledger
 from ...core.records import Record, State, decode_record, id_problem
 from ...core.sharded import AnyLedger
+from ...services.transfer import read_raw
 from ..errors import ApiError, check_request_id, record_not_found
 from ..pagination import (
     RecordPagination,
@@ -141,7 +142,7 @@ class RecordViewSet(LedgerViewSet):
                     % {"index": index, "problem": problem},
                     {"index": index},
                 )
-        raws = _read_raw(ledger, ids)
+        raws = read_raw(ledger, [(ledger.shard_for(request_id), request_id) for request_id in ids])
         results = []
         for request_id, raw in zip(ids, raws, strict=True):
             result: dict[str, Any] = {
@@ -165,27 +166,6 @@ def _index_key(shard: Ledger, state: State) -> str:
     indexes = {State.PENDING: shard.ready_key, State.CLAIMED: shard.leases_key}
     indexes.update(shard.terminal_keys)
     return indexes[state]
-
-
-def _read_raw(ledger: AnyLedger, ids: list[str]) -> list[bytes | None]:
-    """The stored bytes of ``ids``, in order: one ``HMGET`` per shard that holds some."""
-    return _hmget(ledger, [(ledger.shard_for(request_id), request_id) for request_id in ids])
-
-
-def _hmget(ledger: AnyLedger, fields: list[tuple[Ledger, str | bytes]]) -> list[bytes | None]:
-    """The records of (shard, id) pairs, in order: one ``HMGET`` per shard named."""
-    groups: dict[int, list[int]] = {}
-    for position, (shard, _) in enumerate(fields):
-        groups.setdefault(id(shard), []).append(position)
-    raws: list[bytes | None] = [None] * len(fields)
-    with ledger.translate_errors():
-        for shard in ledger.shards:
-            positions = groups.get(id(shard))
-            if positions:
-                got = shard.redis.hmget(shard.records_key, [fields[p][1] for p in positions])
-                for position, raw in zip(positions, got, strict=True):
-                    raws[position] = raw
-    return raws
 
 
 def _sharded_page(
@@ -227,4 +207,4 @@ def _sharded_page(
         if last is not None:
             paginator.next_cursor = paginator.make_cursor(bind, _encode_position(last))
     members = [member for (member, _), _ in page]
-    return members, _hmget(ledger, [(shard, member) for (member, _), shard in page])
+    return members, read_raw(ledger, [(shard, member) for (member, _), shard in page])

@@ -14,8 +14,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
@@ -178,10 +176,9 @@ class Command(LedgerCommand):
 
     def _serve(self, options: dict[str, Any]) -> int:
         child = bool(os.environ.get(CHILD_ENV))
-        concurrency = options["concurrency"] or (1 if child else 8)
         worker_options = WorkerOptions(
             queues=options["queues"],
-            concurrency=concurrency,
+            concurrency=options["concurrency"] or (1 if child else 8),
             prefetch=options["prefetch"],
             burst=options["burst"],
             max_tasks=options["max_tasks"],
@@ -215,7 +212,8 @@ class Command(LedgerCommand):
         if child:
             _stop_with_parent(worker.request_stop)
         watchdog = notify_systemd(worker.loop_age)  # Type=notify, WatchdogSec=
-        with _signals_stop(worker.request_stop):
+        # SIGTERM or SIGINT asks the worker to stop; a second one stops it at once.
+        with signals_handled(lambda signum, frame: worker.request_stop()):
             try:
                 code = worker.run()
                 self._abandoned = worker.abandoned
@@ -354,8 +352,3 @@ def _stop_with_parent(request_stop: Any) -> None:
                 return
 
     threading.Thread(target=watch, name="ledger-parent-watch", daemon=True).start()
-
-
-def _signals_stop(request_stop: Callable[[], object]) -> AbstractContextManager[None]:
-    """SIGTERM or SIGINT asks the worker to stop; a second one stops it at once."""
-    return signals_handled(lambda signum, frame: request_stop())

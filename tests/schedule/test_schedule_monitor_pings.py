@@ -14,9 +14,8 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import redis
 
 from django_ledger.core.schedule.monitor import run_id
 from tests.support.redis_server import RedisServer, delete_namespace
+from tests.support.worker_process import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,17 +65,6 @@ class Pings:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        pause.wait(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 @pytest.fixture
@@ -129,8 +118,8 @@ def test_a_monitored_schedule_pings_start_then_success_or_fail_from_a_real_worke
             stderr=subprocess.STDOUT,
         )
         try:
-            ok = wait_for(lambda: first_run(pings.of("good")), 30, "a completed run's pings")
-            failed = wait_for(lambda: first_run(pings.of("bad")), 30, "a failed run's pings")
+            ok = wait_until(lambda: first_run(pings.of("good")), 30, "a completed run's pings")
+            failed = wait_until(lambda: first_run(pings.of("bad")), 30, "a failed run's pings")
         finally:
             worker.terminate()
             code = worker.wait(30)

@@ -14,11 +14,9 @@ import re
 import signal
 import subprocess
 import sys
-import threading
-import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ from django_ledger.core.ledger import Ledger
 from django_ledger.core.schedule import FIRE_LEASE_MS, ScheduleStore, state_key
 from django_ledger.services.scheduler import KILL_AFTER_CLAIM_ENV
 from tests.support.redis_server import RedisServer, delete_namespace
+from tests.support.worker_process import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = "tests.support.tasks_app.tasks.noop"
@@ -79,17 +78,6 @@ class Scheduler:
             raise
         finally:
             self._out.close()
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        pause.wait(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 class Setup:
@@ -165,9 +153,9 @@ def test_three_schedulers_started_together_admit_each_fire_once(setup: Setup) ->
     processes = [setup.start(EVERY_SECOND) for _ in range(3)]
     # Each says "schedules" once its signal handlers are in place: a SIGTERM before that
     # (a slow start on a busy machine) would kill it, not stop it.
-    wait_for(lambda: all(": schedules " in p.output for p in processes), 60, "three schedulers")
+    wait_until(lambda: all(": schedules " in p.output for p in processes), 60, "three schedulers")
 
-    wait_for(lambda: len(setup.dispatched()) >= 12, 60, "twelve fires dispatched")
+    wait_until(lambda: len(setup.dispatched()) >= 12, 60, "twelve fires dispatched")
     codes = [process.stop() for process in processes]
 
     assert codes == [0, 0, 0], [p.output[-2000:] for p in processes]
@@ -199,8 +187,8 @@ def test_a_scheduler_killed_between_claim_and_admission_leaves_the_fire_to_the_n
     assert epoch in setup.store.snapshot().pending[setup.key]
 
     survivor = setup.start(EVERY_SECOND)
-    wait_for(lambda: setup.ledger.resolve(request_id), 30 + FIRE_LEASE_MS / 1000, "the fire")
-    wait_for(lambda: (setup.key, epoch, True) in survivor.admitted(), 30, "its log line")
+    wait_until(lambda: setup.ledger.resolve(request_id), 30 + FIRE_LEASE_MS / 1000, "the fire")
+    wait_until(lambda: (setup.key, epoch, True) in survivor.admitted(), 30, "its log line")
     assert survivor.stop() == 0
 
     record = setup.registry.find_dispatch(setup.key, epoch)
@@ -218,7 +206,7 @@ def test_a_scheduler_whose_clock_is_hours_off_fires_by_the_server_clock(
     start = setup.seed()
     skewed = setup.start(EVERY_SECOND, clock_skew=hours * 3600)
 
-    wait_for(lambda: len(setup.dispatched()) >= 3, 90, "three fires")
+    wait_until(lambda: len(setup.dispatched()) >= 3, 90, "three fires")
     assert skewed.stop() == 0, skewed.output[-2000:]
 
     server_now = setup.store.server_time_ms() // 1000
@@ -232,7 +220,7 @@ def test_a_signal_stops_the_loop_cleanly(setup: Setup, sig: int) -> None:
     setup.seed()
     process = setup.start({"TASK": TASK, "CRON": "0 3 * * *"})
 
-    wait_for(lambda: "schedules beat-" in process.output, 90, "the scheduler to start")
+    wait_until(lambda: "schedules beat-" in process.output, 90, "the scheduler to start")
 
     assert process.stop(sig) == 0
     assert "stopped after" in process.output

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import signal
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-import pytest
 import redis
 
 from django_ledger import Ledger
-from django_ledger.core.worker.health import STALL_FILE_ENV
+from tests.support.http_get import get
 from tests.support.redis_server import RedisServer, free_port
 from tests.support.worker_process import WorkerProcess, wait_until
 
@@ -27,28 +24,9 @@ from tests.support.worker_process import WorkerProcess, wait_until
 BOUNDS = ["--healthz-max-age", "1", "--readyz-max-outage", "1"]
 
 
-def get(port: int, path: str) -> tuple[int, str] | None:
-    """The status and body of ``GET path`` on the probes' port (``None``: no answer yet)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except (urllib.error.URLError, ConnectionError):
-        return None
-
-
 def status(port: int, path: str) -> int | None:
     answer = get(port, path)
     return None if answer is None else answer[0]
-
-
-@pytest.fixture
-def stall(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The file that, while it exists, holds the loop of the workers started after."""
-    path = tmp_path / "stall"
-    monkeypatch.setenv(STALL_FILE_ENV, str(path))
-    return path
 
 
 def test_healthz_fails_within_its_bound_while_the_loop_stands_still_and_readyz_while_it_drains(

@@ -17,6 +17,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from django_ledger import Ledger, State, operations
+from tests.support.http_get import get
 from tests.support.redis_server import RedisServer, free_port
 from tests.support.worker_process import WorkerProcess, wait_until
 from tests.support.worker_starts import starting
@@ -188,17 +189,6 @@ def test_without_prometheus_client_the_worker_runs_and_its_port_serves_the_probe
     assert "no /metrics on 127.0.0.1:" in out
     assert "pip install 'django-task-ledger[metrics]'" in out
     assert "Traceback" not in out
-
-
-def get(port: int, path: str) -> tuple[int, str] | None:
-    """The status and body of ``GET path`` on the probes' port (``None``: no answer yet)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except (urllib.error.URLError, ConnectionError):
-        return None
 
 
 def answers(host: str, port: int) -> bool:

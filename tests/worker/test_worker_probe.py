@@ -16,11 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 import redis
 
 from django_ledger import Ledger
-from django_ledger.core.worker.health import STALL_FILE_ENV
 from tests.support.redis_server import RedisServer
 from tests.support.worker_process import ROOT, WorkerProcess, wait_until
 
@@ -40,14 +38,6 @@ def probe(
     }
     argv = [sys.executable, "manage.py", "ledger_status", *args]
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-
-
-@pytest.fixture
-def stall(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The file that, while it exists, holds the loop of the workers started after."""
-    path = tmp_path / "stall"
-    monkeypatch.setenv(STALL_FILE_ENV, str(path))
-    return path
 
 
 def test_the_probe_fails_while_the_loop_stands_still_and_after_a_kill(

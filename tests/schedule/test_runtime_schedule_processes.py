@@ -25,8 +25,9 @@ import tests.support.tasks_app.tasks  # noqa: F401 - the web process imported it
 from django_ledger.core.ledger import Ledger
 from django_ledger.core.schedule import ScheduleStore
 from django_ledger.services.scheduler import KILL_AFTER_CLAIM_ENV
-from tests.schedule.test_scheduler_processes import ROOT, Scheduler, wait_for
+from tests.schedule.test_scheduler_processes import ROOT, Scheduler
 from tests.support.redis_server import RedisServer
+from tests.support.worker_process import wait_until
 
 pytest_plugins = ["tests.support.api_fixtures"]
 
@@ -77,9 +78,9 @@ def test_three_schedulers_follow_schedules_created_edited_paused_and_deleted_ove
         assert response.status_code in (200, 201, 204), response.content
         return before, now()
 
-    wait_for(lambda: all(": schedules " in p.output for p in schedulers), 60, "three schedulers")
+    wait_until(lambda: all(": schedules " in p.output for p in schedulers), 60, "three schedulers")
     if now() % 3600 > 3600 - 30:  # the hour in CRON below must hold for the whole test
-        wait_for(lambda: now() % 3600 < 30, 40, "the next hour")
+        wait_until(lambda: now() % 3600 < 30, 40, "the next hour")
     hour = datetime.fromtimestamp(now(), UTC).hour
     post, put = api_root.post, api_root.put
     _, made_a = call(post, "/api/schedules/", {"key": "a", **EVERY_SECOND})
@@ -92,7 +93,7 @@ def test_three_schedulers_follow_schedules_created_edited_paused_and_deleted_ove
     once = now() + 3
     at = datetime.fromtimestamp(once, UTC).isoformat()
     call(post, "/api/schedules/", {"key": "once", "task": TASK, "at": at})
-    wait_for(lambda: all(len(fired(k)) >= 2 for k in "abc"), 30, "fires of a, b and c")
+    wait_until(lambda: all(len(fired(k)) >= 2 for k in "abc"), 30, "fires of a, b and c")
 
     # a: every second, then every other second; b: into a zone where it is another hour.
     edit_a = call(
@@ -104,11 +105,11 @@ def test_three_schedulers_follow_schedules_created_edited_paused_and_deleted_ove
         {"task": TASK, "cron": f"* * {hour} * * *", "timezone": "Asia/Kathmandu"},
     )
     pause_c = call(post, "/api/schedules/c/pause/")
-    wait_for(lambda: now() >= max(edit_a[1], once) + 3, 30, "three seconds more")
+    wait_until(lambda: now() >= max(edit_a[1], once) + 3, 30, "three seconds more")
     delete_c = call(api_root.delete, "/api/schedules/c/")
-    wait_for(lambda: now() >= delete_c[1] + 2, 30, "two seconds after the deletion")
+    wait_until(lambda: now() >= delete_c[1] + 2, 30, "two seconds after the deletion")
     end = now()
-    wait_for(lambda: len(fired("a")) and fired("a")[-1] >= end - 1, 30, "a's last fire")
+    wait_until(lambda: len(fired("a")) and fired("a")[-1] >= end - 1, 30, "a's last fire")
     for process in schedulers:  # all at once (a second signal would stop one at once)
         process.process.send_signal(signal.SIGTERM)
     codes = [process.process.wait(30) for process in schedulers]

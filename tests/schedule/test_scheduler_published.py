@@ -23,8 +23,8 @@ from django.test import Client
 
 from django_ledger.core.schedule import PUBLISH_TTL_MS, ScheduleStore, state_key
 from django_ledger.core.schedule.running import running_index_key, running_key
-from tests.schedule.test_scheduler_processes import wait_for
 from tests.support.redis_server import RedisServer, delete_namespace
+from tests.support.worker_process import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 LIST = "/admin/django_ledger/schedule/"
@@ -77,7 +77,7 @@ def test_the_page_lists_a_schedule_only_another_scheduler_knows(
         "SCHEDULES": {"here-only": {"TASK": TASK, "EVERY": 60}},
     }
     store = ScheduleStore(redis_client, namespace)
-    wait_for(lambda: any(e.key == "only-there" for e in store.running()), 30, "the publication")
+    wait_until(lambda: any(e.key == "only-there" for e in store.running()), 30, "the publication")
     # One key for the node, with a TTL its ticks refresh, and the index of nodes.
     ttl = redis_client.pttl(running_key(namespace, "published-node"))
     assert 0 < ttl <= PUBLISH_TTL_MS

@@ -29,7 +29,8 @@ SETTINGS = next(block for block in PYTHON_BLOCKS if "LEDGER = {" in block)
 TASK_MODULE = next(block for block in PYTHON_BLOCKS if "@task" in block)
 ENQUEUE = next(block for block in PYTHON_BLOCKS if ".enqueue(" in block)
 READ = next(block for block in PYTHON_BLOCKS if "result.refresh()" in block)
-PAGE_URL = "redis://127.0.0.1:6379/0"
+#: The Redis URL the page's settings name: replaced by the suite's own server before anything runs.
+PAGE_URL = re.search(r"redis://[^\"' ]+", SETTINGS).group()  # type: ignore[union-attr]
 TIMEOUT = 120
 
 # The page's shell session: the enqueue, a worker in another process, the result.

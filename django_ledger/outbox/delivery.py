@@ -40,17 +40,6 @@ logger = logging.getLogger("django_ledger.outbox")
 
 #: Ids per ``IN (...)`` statement: under SQLite's 999 bound variables.
 CHUNK = 500
-#: The columns a delivery reads, in ``Row``'s order.
-ROW_COLUMNS = (
-    "id",
-    "queue",
-    "payload",
-    "delay_ms",
-    "run_after_ms",
-    "priority",
-    "kind",
-    "traceparent",
-)
 
 
 class Staged(Protocol):
@@ -87,6 +76,10 @@ class Row(NamedTuple):
     kind: str
     #: The enqueue's W3C trace context, "" for none.
     traceparent: str = ""
+
+
+#: The columns a delivery reads and a staging writes first: ``Row``'s fields, in order.
+ROW_COLUMNS: tuple[str, ...] = Row._fields
 
 
 class Delivered(NamedTuple):

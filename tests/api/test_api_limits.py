@@ -24,12 +24,13 @@ CHANGE = url("default", "limits/change/")
 def limited(api_ledger: Ledger) -> Ledger:
     api_ledger.set_limits(Limits(rate=Rate(5, 1000, 5), concurrency=2), source="settings")
     api_ledger.admit_many((f"r{i}", "p") for i in range(6))
+    CLAIMED_AT[:] = [time.monotonic()]  # before: the server spends the tokens after this
     api_ledger.claim_many("w", 6)
-    CLAIMED_AT[:] = [time.monotonic()]
     return api_ledger
 
 
-#: When ``limited`` spent its tokens: the bucket refills at 5 a second from then.
+#: Just before ``limited`` spent its tokens: the bucket refills at 5 a second from then
+#: at most (the claim's own instant on the server clock comes after it).
 CLAIMED_AT: list[float] = []
 
 

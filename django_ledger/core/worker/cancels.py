@@ -46,6 +46,8 @@ MARGIN_MS = 1000
 
 #: Entries one read takes at most (the rest come with the next read, at once).
 COUNT = 100
+#: Seconds a read that found nothing leaves its connection to others (see ``_serve``).
+HAND_BACK = 0.002
 
 #: How long (s) a cancel of this worker's run that is not in hand yet is kept, to be
 #: matched once the claim that brought it is taken in hand (a cancel can land between the
@@ -140,6 +142,10 @@ class CancelListener:
                     self._entry(queue, fields)
             self._match_kept()
             self._end_graces()
+            if not reply:
+                # A read that timed out hands its connection back for a moment: a thread
+                # waiting on a small pool (the renewer, the repairer) gets it first.
+                state.done.wait(HAND_BACK)
 
     def _from(self, group: _Group, entries: list[Entry]) -> None:
         """Where a read starts when it has none yet: just before the earliest claim in hand.

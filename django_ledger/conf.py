@@ -141,13 +141,16 @@ class LedgerSettings:
             self.raw.get("NAMESPACE", TOP_DEFAULTS["NAMESPACE"]), "LEDGER['NAMESPACE']"
         )
 
+    def _flag(self, name: str) -> bool:
+        value = self.raw.get(name, TOP_DEFAULTS[name])
+        if not isinstance(value, bool):
+            raise ImproperlyConfigured(f"LEDGER[{name!r}] must be True or False, not {value!r}")
+        return value
+
     @property
     def counters(self) -> bool:
         """``LEDGER['COUNTERS']``: whether workers keep counters for the charts."""
-        value = self.raw.get("COUNTERS", TOP_DEFAULTS["COUNTERS"])
-        if not isinstance(value, bool):
-            raise ImproperlyConfigured(f"LEDGER['COUNTERS'] must be True or False, not {value!r}")
-        return value
+        return self._flag("COUNTERS")
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -186,16 +189,12 @@ class LedgerSettings:
             )
         defaults = self.defaults
         overrides = queues[name]
-        values: dict[str, Any] = {}
-        for key in DEFAULTS:
-            if key in overrides:
-                where, value = f"LEDGER['QUEUES'][{name!r}][{key!r}]", overrides[key]
-            else:
-                where, value = f"LEDGER['DEFAULTS'][{key!r}]", defaults[key]
-            problem = LIMITS[key].problem(value)
-            if problem is not None:
-                raise ImproperlyConfigured(f"{where} {problem}")
-            values[key] = value
+        values = {
+            key: LIMITS[key].check(overrides[key], f"LEDGER['QUEUES'][{name!r}][{key!r}]")
+            if key in overrides
+            else LIMITS[key].check(defaults[key], f"LEDGER['DEFAULTS'][{key!r}]")
+            for key in DEFAULTS
+        }
         return QueueSettings(
             name=checked_name(name, "a queue name in LEDGER['QUEUES']"),
             max_payload_bytes=values["MAX_PAYLOAD_BYTES"],
@@ -230,12 +229,7 @@ class LedgerSettings:
     @property
     def runtime_schedules(self) -> bool:
         """``LEDGER['RUNTIME_SCHEDULES']``: whether schedules stored in Redis fire."""
-        value = self.raw.get("RUNTIME_SCHEDULES", TOP_DEFAULTS["RUNTIME_SCHEDULES"])
-        if not isinstance(value, bool):
-            raise ImproperlyConfigured(
-                f"LEDGER['RUNTIME_SCHEDULES'] must be True or False, not {value!r}"
-            )
-        return value
+        return self._flag("RUNTIME_SCHEDULES")
 
     @property
     def schedules(self) -> Any:

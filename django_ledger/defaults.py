@@ -177,6 +177,13 @@ class Limit:
             return f"must be {self.describe()}, got {value!r}"
         return None
 
+    def check(self, value: Any, where: str) -> Any:
+        """Return ``value``, or raise ``ImproperlyConfigured`` saying what is wrong at ``where``."""
+        problem = self.problem(value)
+        if problem is not None:
+            raise ImproperlyConfigured(f"{where} {problem}")
+        return value
+
     def describe(self) -> str:
         unit = " seconds" if self.kind == "duration" else ""
         low = "at least" if self.low_inclusive else "more than"
@@ -248,9 +255,7 @@ def dispatch_settings_of(config: dict[str, Any]) -> DispatchSettings:
         raise ImproperlyConfigured(
             f"LEDGER['DISPATCH']['BACKEND'] must be a dotted path, got {backend!r}"
         )
-    problem = LIMITS["TTL"].problem(config["TTL"])
-    if problem is not None:
-        raise ImproperlyConfigured(f"LEDGER['DISPATCH']['TTL'] {problem}")
+    ttl = LIMITS["TTL"].check(config["TTL"], "LEDGER['DISPATCH']['TTL']")
     node_id = config["NODE_ID"]
     if node_id is not None and (not isinstance(node_id, str) or not node_id.strip()):
         raise ImproperlyConfigured(
@@ -260,7 +265,7 @@ def dispatch_settings_of(config: dict[str, Any]) -> DispatchSettings:
         backend=backend,
         connection=config["CONNECTION"],
         namespace=checked_name(config["NAMESPACE"], "LEDGER['DISPATCH']['NAMESPACE']"),
-        ttl=config["TTL"],
+        ttl=ttl,
         node_id=node_id or default_node_id(),
         groups=dispatch_groups_of(config["GROUPS"]),
     )
@@ -279,14 +284,7 @@ def dispatch_groups_of(value: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
     for prefix, groups in value.items():
         if not isinstance(prefix, str):
             raise ImproperlyConfigured(f"{where} has the key {prefix!r}, not a key prefix (a str)")
-        if isinstance(groups, str) or not isinstance(groups, list | tuple):
-            raise ImproperlyConfigured(
-                f"{where}[{prefix!r}] must be a list of group names, got {groups!r}"
-            )
-        for group in groups:
-            if not isinstance(group, str) or not group:
-                raise ImproperlyConfigured(f"{where}[{prefix!r}] holds {group!r}, not a group name")
-        pairs.append((prefix, tuple(groups)))
+        pairs.append((prefix, _group_names(groups, f"{where}[{prefix!r}]")))
     pairs.sort(key=lambda pair: len(pair[0]), reverse=True)
     return tuple(pairs)
 
@@ -308,15 +306,15 @@ def checked_name(value: Any, where: str) -> str:
 def groups_of(value: Any, queue: str) -> tuple[str, ...]:
     if value is None:
         return ()
+    return _group_names(value, f"LEDGER['QUEUES'][{queue!r}]['GROUPS']")
+
+
+def _group_names(value: Any, where: str) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise ImproperlyConfigured(
-            f"LEDGER['QUEUES'][{queue!r}]['GROUPS'] must be a list of group names, got {value!r}"
-        )
+        raise ImproperlyConfigured(f"{where} must be a list of group names, got {value!r}")
     for group in value:
         if not isinstance(group, str) or not group:
-            raise ImproperlyConfigured(
-                f"LEDGER['QUEUES'][{queue!r}]['GROUPS'] holds {group!r}, not a group name"
-            )
+            raise ImproperlyConfigured(f"{where} holds {group!r}, not a group name")
     return tuple(value)
 
 
@@ -339,14 +337,13 @@ class Timeouts:
 
 def timeouts_of(config: dict[str, Any]) -> Timeouts:
     """Check and type a full ``TIMEOUTS`` dict (defaults already merged)."""
-    seconds: dict[str, float] = {}
-    for key in ("CONNECT", "SOCKET"):
-        value = config[key]
-        problem = TIMEOUT_LIMIT.problem(value)
-        if problem is not None:
-            raise ImproperlyConfigured(f"LEDGER['TIMEOUTS'][{key!r}] {problem}")
-        seconds[key] = as_timedelta(value).total_seconds()
-    return Timeouts(connect=seconds["CONNECT"], socket=seconds["SOCKET"])
+    connect, reply = (
+        as_timedelta(
+            TIMEOUT_LIMIT.check(config[key], f"LEDGER['TIMEOUTS'][{key!r}]")
+        ).total_seconds()
+        for key in ("CONNECT", "SOCKET")
+    )
+    return Timeouts(connect=connect, socket=reply)
 
 
 @dataclass(frozen=True)
@@ -359,12 +356,12 @@ class Durability:
 
 def durability_of(config: dict[str, Any]) -> Durability:
     """Check and type a full ``DURABILITY`` dict (defaults already merged)."""
-    for key in ("REPLICAS", "TIMEOUT"):
-        problem = DURABILITY_LIMITS[key].problem(config[key])
-        if problem is not None:
-            raise ImproperlyConfigured(f"LEDGER['DURABILITY'][{key!r}] {problem}")
-    seconds = as_timedelta(config["TIMEOUT"]).total_seconds()
-    return Durability(replicas=config["REPLICAS"], timeout_ms=max(1, math.ceil(seconds * 1000)))
+    replicas, timeout = (
+        DURABILITY_LIMITS[key].check(config[key], f"LEDGER['DURABILITY'][{key!r}]")
+        for key in ("REPLICAS", "TIMEOUT")
+    )
+    seconds = as_timedelta(timeout).total_seconds()
+    return Durability(replicas=replicas, timeout_ms=max(1, math.ceil(seconds * 1000)))
 
 
 _MAX_LIMIT = 1_000_000_000
@@ -441,9 +438,8 @@ def _limits_at(overrides: dict[str, Any], where: str) -> Limits:
             raise ImproperlyConfigured(
                 f"{where}['RATE']['{key}'] must be an int from 1 to {_MAX_LIMIT:,}, got {value!r}"
             )
-    period = rate.get("PERIOD", 1)
-    problem = Limit("duration", 0.001, 366 * 24 * 3600).problem(period)
-    if problem is not None:
-        raise ImproperlyConfigured(f"{where}['RATE']['PERIOD'] {problem}")
+    period = Limit("duration", 0.001, 366 * 24 * 3600).check(
+        rate.get("PERIOD", 1), f"{where}['RATE']['PERIOD']"
+    )
     period_ms = round(as_timedelta(period).total_seconds() * 1000)
     return Limits(Rate(limit, period_ms, burst), concurrency, key_path)

@@ -108,11 +108,15 @@ def _commit(
         **kwargs,
     )
     if written != 1:
-        raise RecordChanged(
-            gettext("record %(request_id)r changed while acting; nothing was done")
-            % {"request_id": current.request_id}
-        )
+        raise _changed_while_acting(current.request_id)
     return new
+
+
+def _changed_while_acting(request_id: str) -> RecordChanged:
+    return RecordChanged(
+        gettext("record %(request_id)r changed while acting; nothing was done")
+        % {"request_id": request_id}
+    )
 
 
 def _decoded(current: Snapshot) -> Record:
@@ -147,10 +151,7 @@ def retry_now(ledger: AnyLedger, request_id: str, version: str) -> Record:
     # ending cancelled are one script call, so no settlement of the retried step (nor the
     # operator's process dying) can come between them.
     if retry_step(ledger.shard_for(request_id), request_id, current.raw, new) is None:
-        raise RecordChanged(
-            gettext("record %(request_id)r changed while acting; nothing was done")
-            % {"request_id": request_id}
-        )
+        raise _changed_while_acting(request_id)
     return new
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from django.core import signing
@@ -109,24 +110,45 @@ class RecordPagination(OpaqueCursorPagination):
     kind = "records"
 
     def paginate_index(
-        self, request: Request, redis: Any, key: str, *, descending: bool, bind: dict[str, Any]
-    ) -> list[bytes]:
-        """Return the members of the requested page; set ``next_cursor``."""
+        self,
+        request: Request,
+        indexes: Sequence[tuple[Any, str]],
+        *,
+        descending: bool,
+        bind: dict[str, Any],
+    ) -> list[tuple[bytes, int]]:
+        """Return the requested page's members, each with its index's position; set ``next_cursor``.
+
+        ``indexes`` are (client, key) pairs, one per shard, merged in the order one sorted
+        set orders its entries. The cursor is the last entry shown (its score and member):
+        each index reads the ``limit + 1`` entries after it, and the page is the first
+        ``limit`` of them all.
+        """
         limit = self.get_limit(request)
         after = _position(self.read_cursor(request, bind))
-        start = 0 if after is None else _start_after(redis, key, after, descending)
-        rows: list[Row] = redis.zrange(key, start, start + limit, desc=descending, withscores=True)
-        examined = rows[:limit]
-        # The index may change between the calls above: never hand back what the
-        # previous page already covered.
-        page = [row for row in examined if after is None or _beyond(row, after, descending)]
+        candidates: list[tuple[Row, int]] = []
+        more = False
+        for position, (redis, key) in enumerate(indexes):
+            start = 0 if after is None else _start_after(redis, key, after, descending)
+            rows: list[Row] = redis.zrange(
+                key, start, start + limit, desc=descending, withscores=True
+            )
+            more = more or len(rows) > limit
+            # The index may change between the calls above: never hand back what the
+            # previous page already covered.
+            candidates += [
+                (row, position)
+                for row in rows[:limit]
+                if after is None or _beyond(row, after, descending)
+            ]
+        candidates.sort(key=lambda item: (item[0][1], item[0][0]), reverse=descending)
+        page = candidates[:limit]
         self.next_cursor = None
-        if len(rows) > limit:
-            last = examined[-1]
-            if after is not None and not _beyond(last, after, descending):
-                last = after
-            self.next_cursor = self.make_cursor(bind, _encode_position(last))
-        return [member for member, _ in page]
+        if more or len(candidates) > limit:
+            last = page[-1][0] if page else after
+            if last is not None:
+                self.next_cursor = self.make_cursor(bind, _encode_position(last))
+        return [(member, position) for (member, _), position in page]
 
 
 class QuarantinePagination(OpaqueCursorPagination):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -63,10 +63,12 @@ def check_settings(
         )
     timeouts = _section(raw, "TIMEOUTS", errors)
     if timeouts is not None:
-        errors += _check_timeouts(timeouts)
+        limits = dict.fromkeys(setting.TIMEOUT_KEYS, setting.TIMEOUT_LIMIT)
+        errors += _check_ranges(timeouts, "TIMEOUTS", limits, _bad_timeout)
     durability = _section(raw, "DURABILITY", errors)
     if durability is not None:
-        errors += _check_durability(durability)
+        limits = setting.DURABILITY_LIMITS
+        errors += _check_ranges(durability, "DURABILITY", limits, _bad_durability)
     defaults = _section(raw, "DEFAULTS", errors)
     if defaults is not None:
         errors += _unknown_keys(defaults, frozenset(setting.DEFAULTS), "LEDGER['DEFAULTS']")
@@ -265,54 +267,43 @@ def _check_limit(
         yield _error(30, f"{key} {problem}.", hints[limit.kind], where)
 
 
-def _check_timeouts(timeouts: dict[str, Any]) -> list[checks.CheckMessage]:
-    errors = list(_unknown_keys(timeouts, setting.TIMEOUT_KEYS, "LEDGER['TIMEOUTS']"))
-    for key in sorted(setting.TIMEOUT_KEYS & set(timeouts)):
-        problem = setting.TIMEOUT_LIMIT.problem(timeouts[key])
+def _check_ranges(
+    section: dict[str, Any],
+    name: str,
+    limits: dict[str, setting.Limit],
+    out_of_range: Callable[[str, str, setting.Limit, str], checks.CheckMessage],
+) -> list[checks.CheckMessage]:
+    """Unknown keys of ``LEDGER[name]`` (E002), and each value out of its range."""
+    where = f"LEDGER[{name!r}]"
+    errors = list(_unknown_keys(section, frozenset(limits), where))
+    for key in sorted(limits.keys() & section.keys()):
+        problem = limits[key].problem(section[key])
         if problem is not None:
-            errors.append(
-                _error(
-                    15,
-                    f"{key} {problem}.",
-                    gettext(
-                        "Give a timedelta or a number of seconds, %(range)s (default "
-                        "%(default)s), or leave it out."
-                    )
-                    % {
-                        "range": setting.TIMEOUT_LIMIT.describe(),
-                        "default": setting.TIMEOUT_DEFAULTS[key],
-                    },
-                    f"LEDGER['TIMEOUTS'][{key!r}]",
-                )
-            )
+            errors.append(out_of_range(key, problem, limits[key], f"{where}[{key!r}]"))
     return errors
 
 
-def _check_durability(durability: dict[str, Any]) -> list[checks.CheckMessage]:
-    where = "LEDGER['DURABILITY']"
-    errors = list(_unknown_keys(durability, setting.DURABILITY_KEYS, where))
-    for key in sorted(setting.DURABILITY_KEYS & set(durability)):
-        limit = setting.DURABILITY_LIMITS[key]
-        problem = limit.problem(durability[key])
-        if problem is not None:
-            errors.append(
-                _error(
-                    16,
-                    f"{key} {problem}.",
-                    gettext(
-                        "Give an int, %(range)s (default %(default)s), or leave it out; see "
-                        "'Redis Cluster' in the django-ledger docs."
-                    )
-                    if limit.kind == "int"
-                    else gettext(
-                        "Give a timedelta or seconds, %(range)s (default %(default)s), or "
-                        "leave it out; see 'Redis Cluster' in the django-ledger docs."
-                    )
-                    % {"range": limit.describe(), "default": setting.DURABILITY_DEFAULTS[key]},
-                    f"{where}[{key!r}]",
-                )
-            )
-    return errors
+def _bad_timeout(key: str, problem: str, limit: setting.Limit, where: str) -> checks.Error:
+    hint = gettext(
+        "Give a timedelta or a number of seconds, %(range)s (default %(default)s), or leave it out."
+    ) % {"range": limit.describe(), "default": setting.TIMEOUT_DEFAULTS[key]}
+    return _error(15, f"{key} {problem}.", hint, where)
+
+
+def _bad_durability(key: str, problem: str, limit: setting.Limit, where: str) -> checks.Error:
+    hint = (
+        gettext(
+            "Give an int, %(range)s (default %(default)s), or leave it out; see "
+            "'Redis Cluster' in the django-ledger docs."
+        )
+        if limit.kind == "int"
+        else gettext(
+            "Give a timedelta or seconds, %(range)s (default %(default)s), or "
+            "leave it out; see 'Redis Cluster' in the django-ledger docs."
+        )
+        % {"range": limit.describe(), "default": setting.DURABILITY_DEFAULTS[key]}
+    )
+    return _error(16, f"{key} {problem}.", hint, where)
 
 
 # -- the dispatch registry --------------------------------------------------------------

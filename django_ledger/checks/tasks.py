@@ -61,14 +61,8 @@ def check_tasks(
     """
     queues = _ledger_queues()
     errors: list[checks.CheckMessage] = list(_check_queue_options(queues))
-    tasks = getattr(settings, "TASKS", None)
-    if not isinstance(tasks, dict):
-        return errors
-    found = False
-    for alias, params in tasks.items():
-        if not isinstance(params, dict) or not _is_ledger_backend(params.get("BACKEND")):
-            continue
-        found = True
+    found = _ledger_backends()
+    for alias, params in found:
         where = f"TASKS[{alias!r}]"
         missing = _missing_framework()
         if missing is not None:
@@ -93,6 +87,18 @@ def check_tasks(
             )
         )
     return errors
+
+
+def _ledger_backends() -> list[tuple[Any, dict[str, Any]]]:
+    """The entries of ``TASKS`` that name a ``LedgerBackend``: (alias, params)."""
+    tasks = getattr(settings, "TASKS", None)
+    if not isinstance(tasks, dict):
+        return []
+    return [
+        (alias, params)
+        for alias, params in tasks.items()
+        if isinstance(params, dict) and _is_ledger_backend(params.get("BACKEND"))
+    ]
 
 
 def _is_ledger_backend(path: Any) -> bool:
@@ -185,15 +191,12 @@ def check_outbox(
     from ..outbox.options import transaction_options
     from ..outbox.tables import MISSING_HINT, table_exists
 
-    tasks = getattr(settings, "TASKS", None)
     databases = kwargs.get("databases") or ()
-    if not isinstance(tasks, dict) or not databases:
+    if not databases:
         return []
     warnings: list[checks.CheckMessage] = []
     seen: set[str] = set()
-    for alias, params in tasks.items():
-        if not isinstance(params, dict) or not _is_ledger_backend(params.get("BACKEND")):
-            continue
+    for alias, params in _ledger_backends():
         try:
             options = transaction_options(params.get("OPTIONS") or {})
         except (ValueError, TypeError):
@@ -270,9 +273,6 @@ def check_eager(
     Eager runs each task in the process that enqueues it (a web request would run it):
     a setting for tests, never for a deployment.
     """
-    tasks = getattr(settings, "TASKS", None)
-    if not isinstance(tasks, dict):
-        return []
     return [
         checks.Warning(
             gettext(
@@ -283,9 +283,6 @@ def check_eager(
             obj=f"TASKS[{alias!r}]",
             id="django_ledger.W067",
         )
-        for alias, params in tasks.items()
-        if isinstance(params, dict)
-        and _is_ledger_backend(params.get("BACKEND"))
-        and isinstance(params.get("OPTIONS"), dict)
-        and params["OPTIONS"].get("EAGER") is True
+        for alias, params in _ledger_backends()
+        if isinstance(params.get("OPTIONS"), dict) and params["OPTIONS"].get("EAGER") is True
     ]

@@ -17,7 +17,6 @@ from typing import Any
 
 from ..core.jobs import BadPayload, decode_task
 from ..core.records import State
-from ..core.sharded import ShardedLedger
 from ..queues import queues as ledger_queues
 from ..tasks.compat import Task, TaskResult, task_enqueued
 from .running import task_queues
@@ -63,7 +62,7 @@ def enqueued_tasks(queues: Iterable[str] | None = None) -> list[Enqueued]:
     found: list[Enqueued] = []
     for name in task_queues() if queues is None else queues:
         ledger = ledger_queues.get(name).ledger
-        for shard in ledger.shards if isinstance(ledger, ShardedLedger) else (ledger,):
+        for shard in ledger.shards:
             ids = [raw.decode() for raw in shard.redis.zrange(shard.ready_key, 0, -1)]
             for record in shard.resolve_many(ids):
                 if record is None or record.state is not State.PENDING:
@@ -83,24 +82,6 @@ def _path(task: Task[..., Any] | str) -> str:
     if not isinstance(path, str):
         raise TypeError(f"expected a task or its dotted path, not {type(task).__name__}")
     return path
-
-
-def _matching(
-    task: Task[..., Any] | str,
-    args: Sequence[Any],
-    kwargs: dict[str, Any],
-    queue: str | None,
-) -> tuple[str, list[Enqueued]]:
-    path = _path(task)
-    waiting = enqueued_tasks(None if queue is None else [queue])
-    found = [
-        call
-        for call in waiting
-        if call.task == path
-        and (args is _ANY or call.args == list(args))
-        and (kwargs is _ANY or call.kwargs == dict(kwargs))
-    ]
-    return path, found
 
 
 def _wanted(path: str, args: Any, kwargs: Any, queue: str | None) -> str:
@@ -130,10 +111,17 @@ def assert_enqueued(
     """
     if count is not None and count < 0:
         raise ValueError(f"count must be 0 or more, got {count}")
-    path, found = _matching(task, args, kwargs, queue)
+    path = _path(task)
+    waiting = enqueued_tasks(None if queue is None else [queue])
+    found = [
+        call
+        for call in waiting
+        if call.task == path
+        and (args is _ANY or call.args == list(args))
+        and (kwargs is _ANY or call.kwargs == dict(kwargs))
+    ]
     if (count is None and found) or (count is not None and len(found) == count):
         return found
-    waiting = enqueued_tasks(None if queue is None else [queue])
     expected = "at least one call" if count is None else f"{count} call(s)"
     listed = "\n".join(
         f"  {call.task} args={call.args!r} kwargs={call.kwargs!r} queue={call.queue!r}"

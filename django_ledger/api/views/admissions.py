@@ -27,9 +27,6 @@ from .base import LedgerViewSet
 
 __all__ = ["AdmissionViewSet", "carries_tasks"]
 
-#: Reasons of a REJECTED admission that mean "too large" rather than "invalid".
-TOO_LARGE = {"payload_too_large"}
-
 
 @extend_schema(tags=["admission"])
 class AdmissionViewSet(LedgerViewSet):
@@ -55,15 +52,11 @@ class AdmissionViewSet(LedgerViewSet):
         data = self.validated(AdmitSerializer, request.data)
         request_id = _request_id(data.get("request_id"), request.headers.get("Idempotency-Key"))
         if carries_tasks(queue) and too_deep(data["payload"]):
-            raise ApiError(
-                400,
-                "payload_too_deep",
-                refusal_message("payload_too_deep"),
-                {"request_id": request_id, "reason": "payload_too_deep"},
+            admission = Admission(request_id, AdmissionStatus.REJECTED, "payload_too_deep")
+        else:
+            admission = ledger.admit(
+                request_id, data["payload"], data["delay"], data["traceparent"], data["priority"]
             )
-        admission = ledger.admit(
-            request_id, data["payload"], data["delay"], data["traceparent"], data["priority"]
-        )
         return admission_response(admission, ledger.max_payload_bytes)
 
     @extend_schema(
@@ -96,10 +89,8 @@ class AdmissionViewSet(LedgerViewSet):
         tasks = carries_tasks(queue)
         for position, item in enumerate(valid):
             if tasks and too_deep(item["payload"]):
-                refused = Admission(
-                    item["request_id"], AdmissionStatus.REJECTED, "payload_too_deep"
-                )
-                results[position] = refused
+                reason = "payload_too_deep"
+                results[position] = Admission(item["request_id"], AdmissionStatus.REJECTED, reason)
                 continue
             key = (item["delay"], item["traceparent"], item["priority"])
             groups.setdefault(key, []).append(position)
@@ -111,7 +102,7 @@ class AdmissionViewSet(LedgerViewSet):
         return Response({"results": [admission_data(r) for r in results if r is not None]})
 
 
-def admission_response(admission: Admission, max_payload_bytes: int | None = None) -> Response:
+def admission_response(admission: Admission, max_payload_bytes: int) -> Response:
     """Answer one admission: 201, 200, or the refusal with its stable code."""
     status = admission.status
     if status is AdmissionStatus.ADMITTED:
@@ -132,7 +123,7 @@ def admission_response(admission: Admission, max_payload_bytes: int | None = Non
             details,
             wait=api_settings.full_retry_after,
         )
-    code = 413 if reason in TOO_LARGE else 400
+    code = 413 if reason == "payload_too_large" else 400
     raise ApiError(code, reason, refusal_message(reason, max_payload_bytes), details)
 
 
@@ -143,9 +134,9 @@ def carries_tasks(queue: str) -> bool:
     return queue in task_queues()
 
 
-def refusal_message(reason: str, max_payload_bytes: int | None = None) -> str:
+def refusal_message(reason: str, max_payload_bytes: int) -> str:
     """Say in words why an admission was refused, with the limit it passed."""
-    if reason == "payload_too_large" and max_payload_bytes is not None:
+    if reason == "payload_too_large":
         return gettext(
             "The payload is over this queue's limit of %(max)s bytes (UTF-8); raise the "
             "queue's MAX_PAYLOAD_BYTES or send less."

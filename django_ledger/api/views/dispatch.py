@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 
 from ... import conf
-from ...core.dispatch import CorruptDispatch, Dispatch
+from ...core.dispatch import CorruptDispatch, Dispatch, DispatchRegistry
 from ...permissions import can_reach_dispatch_key
 from ..errors import ApiError
 from ..schema import RETRY_AFTER, errors, extend_schema
@@ -47,8 +47,11 @@ class DispatchViewSet(LedgerViewSet):
         "check": ("view", "read"),
     }
 
-    def fire(self, serializer_class: type[Serializer[Any]], data: Any) -> dict[str, Any]:
-        """Validate a fire (key and time); refuse a key the caller may not use."""
+    def fire(
+        self, serializer_class: type[Serializer[Any]], data: Any
+    ) -> tuple[dict[str, Any], DispatchRegistry]:
+        """Validate a fire (key and time), refusing a key the caller may not use; return it
+        and the dispatch registry."""
         fire = self.validated(serializer_class, data)
         key = fire["key"]
         if not can_reach_dispatch_key(self.request.user, key):
@@ -61,7 +64,7 @@ class DispatchViewSet(LedgerViewSet):
                 % {"key": key},
                 {"key": key},
             )
-        return fire
+        return fire, conf.get_dispatch_registry()
 
     @extend_schema(
         operation_id="dispatch_log",
@@ -73,8 +76,7 @@ class DispatchViewSet(LedgerViewSet):
     def log(self, request: Request) -> Response:
         """Record the dispatch of a fire, by this node unless node_id is given."""
         self.check_body_size(4096)
-        data = self.fire(DispatchLogSerializer, request.data)
-        registry = conf.get_dispatch_registry()
+        data, registry = self.fire(DispatchLogSerializer, request.data)
         node_id = data.get("node_id") or conf.dispatch_node_id()
         dispatch = _call(
             registry.log_dispatch, data["key"], data["fire_time"], node_id, data["status"]
@@ -89,8 +91,7 @@ class DispatchViewSet(LedgerViewSet):
     )
     def find(self, request: Request) -> Response:
         """Return the kept dispatch of a fire (404 dispatch_not_found if none)."""
-        data = self.fire(DispatchQuerySerializer, request.query_params)
-        registry = conf.get_dispatch_registry()
+        data, registry = self.fire(DispatchQuerySerializer, request.query_params)
         dispatch = _call(registry.find_dispatch, data["key"], data["fire_time"])
         if dispatch is None:
             raise ApiError(404, "dispatch_not_found", gettext("No dispatch of this fire is kept."))
@@ -104,8 +105,7 @@ class DispatchViewSet(LedgerViewSet):
     )
     def check(self, request: Request) -> Response:
         """Say whether a fire has a kept dispatch."""
-        data = self.fire(DispatchQuerySerializer, request.query_params)
-        registry = conf.get_dispatch_registry()
+        data, registry = self.fire(DispatchQuerySerializer, request.query_params)
         dispatched = _call(registry.is_dispatched, data["key"], data["fire_time"])
         return Response({"dispatched": dispatched})
 
@@ -122,8 +122,7 @@ class DispatchViewSet(LedgerViewSet):
     def claim(self, request: Request) -> Response:
         """Claim a fire for a node: 201 for the winner, 409 dispatch_taken for every other."""
         self.check_body_size(4096)
-        data = self.fire(DispatchClaimSerializer, request.data)
-        registry = conf.get_dispatch_registry()
+        data, registry = self.fire(DispatchClaimSerializer, request.data)
         node_id = data.get("node_id") or conf.dispatch_node_id()
         key, fire_time = data["key"], data["fire_time"]
         won = _call(registry.claim_dispatch, key, fire_time, node_id)

@@ -13,17 +13,9 @@ from rest_framework.response import Response
 from ...core.errors import CorruptRecord
 from ...core.ledger import MAX_BATCH, Ledger
 from ...core.records import Record, State, decode_record, id_problem
-from ...core.sharded import AnyLedger
 from ...services.transfer import read_raw
 from ..errors import ApiError, check_request_id, record_not_found
-from ..pagination import (
-    RecordPagination,
-    Row,
-    _beyond,
-    _encode_position,
-    _position,
-    _start_after,
-)
+from ..pagination import RecordPagination
 from ..representations import record_data
 from ..schema import QUEUE, REQUEST_ID, RETRY_AFTER, errors, extend_schema
 from ..serializers import (
@@ -67,23 +59,17 @@ class RecordViewSet(LedgerViewSet):
         query = self.validated(RecordListQuerySerializer, request.query_params)
         state = State(query["state"])
         paginator = RecordPagination()
-        bind = {"q": queue, "s": state.value, "o": query["order"]}
-        descending = query["order"] == "newest"
-        if len(ledger.shards) > 1:
-            members, raws = _sharded_page(request, ledger, paginator, state, descending, bind)
-        else:
-            single = ledger.shards[0]
-            with single.translate_errors():
-                members = paginator.paginate_index(
-                    request,
-                    single.redis,
-                    _index_key(single, state),
-                    descending=descending,
-                    bind=bind,
-                )
-                raws = single.redis.hmget(single.records_key, members) if members else []
+        shards = ledger.shards
+        with ledger.translate_errors():
+            page = paginator.paginate_index(
+                request,
+                [(shard.redis, _index_key(shard, state)) for shard in shards],
+                descending=query["order"] == "newest",
+                bind={"q": queue, "s": state.value, "o": query["order"]},
+            )
+        raws = read_raw(ledger, [(shards[position], member) for member, position in page])
         records: list[Record] = []
-        for member, raw in zip(members, raws, strict=True):
+        for (member, _), raw in zip(page, raws, strict=True):
             if raw is None:
                 continue  # the record is gone: repair drops the entry
             try:
@@ -166,45 +152,3 @@ def _index_key(shard: Ledger, state: State) -> str:
     indexes = {State.PENDING: shard.ready_key, State.CLAIMED: shard.leases_key}
     indexes.update(shard.terminal_keys)
     return indexes[state]
-
-
-def _sharded_page(
-    request: Request,
-    ledger: AnyLedger,
-    paginator: RecordPagination,
-    state: State,
-    descending: bool,
-    bind: dict[str, Any],
-) -> tuple[list[bytes], list[bytes | None]]:
-    """One page of a sharded queue's index of ``state``: the shards' merged in index order.
-
-    The cursor is the same as on one shard (the last entry shown, its score and id):
-    each shard reads the ``limit + 1`` entries after it, and the page is the first
-    ``limit`` of them all, ordered as one sorted set orders its entries.
-    """
-    limit = paginator.get_limit(request)
-    after = _position(paginator.read_cursor(request, bind))
-    candidates: list[tuple[Row, Ledger]] = []
-    more = False
-    with ledger.translate_errors():
-        for shard in ledger.shards:
-            key = _index_key(shard, state)
-            start = 0 if after is None else _start_after(shard.redis, key, after, descending)
-            rows: list[Row] = shard.redis.zrange(
-                key, start, start + limit, desc=descending, withscores=True
-            )
-            more = more or len(rows) > limit
-            candidates += [
-                (row, shard)
-                for row in rows[:limit]
-                if after is None or _beyond(row, after, descending)
-            ]
-    candidates.sort(key=lambda item: (item[0][1], item[0][0]), reverse=descending)
-    page = candidates[:limit]
-    paginator.next_cursor = None
-    if more or len(candidates) > limit:
-        last = page[-1][0] if page else after
-        if last is not None:
-            paginator.next_cursor = paginator.make_cursor(bind, _encode_position(last))
-    members = [member for (member, _), _ in page]
-    return members, read_raw(ledger, [(shard, member) for (member, _), shard in page])

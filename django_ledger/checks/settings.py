@@ -301,8 +301,7 @@ def _bad_durability(key: str, problem: str, limit: setting.Limit, where: str) ->
             "Give a timedelta or seconds, %(range)s (default %(default)s), or "
             "leave it out; see 'Redis Cluster' in the django-ledger docs."
         )
-        % {"range": limit.describe(), "default": setting.DURABILITY_DEFAULTS[key]}
-    )
+    ) % {"range": limit.describe(), "default": setting.DURABILITY_DEFAULTS[key]}
     return _error(16, f"{key} {problem}.", hint, where)
 
 

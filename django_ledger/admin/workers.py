@@ -15,9 +15,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.utils import quote
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.translation import gettext, gettext_lazy
 
@@ -97,30 +95,18 @@ class WorkerAdmin(PagesAdmin):
 
     def overview(self, request: HttpRequest) -> HttpResponse:
         """List the live workers this user may see, with what each runs."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
         now, found = _read()
         rows = [self._row(request, info, now) for info in found if self.can_see(request, info)]
-        context = {
-            **self.page_context(request, gettext("Workers")),
-            "rows": rows,
-            "now": instant_text(now),
-            "data_loss": _data_loss(),
-        }
-        return TemplateResponse(request, "admin/django_ledger/worker_list.html", context)
+        context = {"rows": rows, "now": instant_text(now), "data_loss": _data_loss()}
+        return self.render(request, "worker_list.html", gettext("Workers"), context)
 
     def detail_view(self, request: HttpRequest, worker_id: str) -> HttpResponse:
         """Show one live worker: its heartbeat's every field and its running tasks."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
         now, info = self._find(request, worker_id)
         if info is None:
             return self.not_found(request, worker_id)
         row = self._row(request, info, now)
         context = {
-            **self.page_context(
-                request, gettext("Worker %(worker_id)s") % {"worker_id": worker_id}
-            ),
             "row": row,
             "fields": [
                 (Label.of(gettext_lazy("Worker id")), info.worker_id),
@@ -134,7 +120,8 @@ class WorkerAdmin(PagesAdmin):
             ],
             "now": instant_text(now),
         }
-        return TemplateResponse(request, "admin/django_ledger/worker_detail.html", context)
+        title = gettext("Worker %(worker_id)s") % {"worker_id": worker_id}
+        return self.render(request, "worker_detail.html", title, context)
 
     # -- reading ----------------------------------------------------------------------
 

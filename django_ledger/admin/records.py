@@ -127,7 +127,7 @@ class RecordAdmin(ActionsAdmin):
         return permissions.can(request.user, "purge")
 
     def get_urls(self) -> list[URLPattern]:
-        return [*workflow_urls(self.admin_site), *bulk_urls(self), *super().get_urls()]
+        return [*workflow_urls(self), *bulk_urls(self), *super().get_urls()]
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None

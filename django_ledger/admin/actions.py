@@ -368,11 +368,24 @@ def _selected_description(op: Operation) -> str:
     }
 
 
+def _may(action: str) -> Callable[[Any, HttpRequest], bool]:
+    def has_permission(model_admin: Any, request: HttpRequest) -> bool:
+        return permissions.can(request.user, action)
+
+    return has_permission
+
+
 class ActionsAdmin(LedgerModelAdmin):
     """A ledger admin with operator actions: each confirmed on its own page, then run."""
 
     #: Operator actions this admin offers, by name.
     operations: dict[str, Operation] = {}
+    # Django asks has_<name>_permission for each action's permissions.
+    has_retry_permission = _may("retry")
+    has_fail_permission = _may("fail")
+    has_purge_permission = _may("purge")
+    has_discard_permission = _may("discard")
+    has_restore_permission = _may("restore")
 
     def get_urls(self) -> list[URLPattern]:
         return [self.route("act/<str:name>/", partial(act_view, self), "act"), *super().get_urls()]

@@ -20,16 +20,25 @@ from django.utils.translation import gettext, gettext_lazy
 from .. import permissions
 from ..core.errors import LedgerError
 from .display import sentence
-from .lookups import Spec, split_key
+from .lookups import Spec, join_key, split_key
 from .query import LedgerQuery
 from .record_query import RecordQuery
 
-__all__ = ["LedgerModelAdmin", "PagesAdmin"]
+__all__ = ["LedgerModelAdmin", "PagesAdmin", "record_url"]
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]
 else:  # ModelAdmin is generic in the stubs only
     _ModelAdmin = admin.ModelAdmin
+
+
+def record_url(queue: str, request_id: str, site_name: str | None = None) -> str:
+    """The page of record ``request_id`` of ``queue`` (on the admin site ``site_name``)."""
+    return reverse(
+        "admin:django_ledger_record_change",
+        args=(quote(join_key(queue, request_id)),),
+        current_app=site_name,
+    )
 
 
 class LedgerModelAdmin(_ModelAdmin):

@@ -5,16 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import quote
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import reverse
 from django.utils.translation import gettext, gettext_lazy
 
-from .. import operations, permissions
+from .. import operations
 from ..conf import get_ledger
 from ..models import LedgerEntry, QuarantinedRecord
 from .actions import OPERATIONS, ActionsAdmin, bulk_action
+from .base import record_url
 from .display import bytes_count, decode_error, escape_bytes
 from .filters import QueueFilter
 from .lookups import ALL_STATES, Spec, UnsupportedLookup, join_key
@@ -115,12 +114,6 @@ class QuarantinedRecordAdmin(ActionsAdmin):
         text, cut = escape_bytes(obj.quarantined_bytes or b"", LIST_PREVIEW)
         return text + ("…" if cut else "")
 
-    def has_discard_permission(self, request: HttpRequest) -> bool:
-        return permissions.can(request.user, "discard")
-
-    def has_restore_permission(self, request: HttpRequest) -> bool:
-        return permissions.can(request.user, "restore")
-
     def detail(self, request: HttpRequest, key: str, queue: str, request_id: str) -> HttpResponse:
         """Show the quarantined bytes safely, why they fail, and what is stored now."""
         snap = operations.snapshot(get_ledger(queue), request_id)
@@ -147,7 +140,7 @@ class QuarantinedRecordAdmin(ActionsAdmin):
             "full_url": f"{detail_url}?full=1",
             "stored": stored,
             "stored_error": snap.error if snap.raw else "",
-            "record_url": reverse("admin:django_ledger_record_change", args=(quote(key),)),
+            "record_url": record_url(queue, request_id),
             "actions": self.action_links(request, key, queue, snap, self.changelist_url()),
         }
         return TemplateResponse(request, "admin/django_ledger/quarantine_detail.html", context)

@@ -116,16 +116,6 @@ class RecordAdmin(ActionsAdmin):
     def get_rangefilter_updated_at_title(self, request: HttpRequest, field_path: str) -> str:
         return gettext("ended at (completed, failed, dead, UTC)")
 
-    # Django asks has_<name>_permission for each action's permissions.
-    def has_retry_permission(self, request: HttpRequest) -> bool:
-        return permissions.can(request.user, "retry")
-
-    def has_fail_permission(self, request: HttpRequest) -> bool:
-        return permissions.can(request.user, "fail")
-
-    def has_purge_permission(self, request: HttpRequest) -> bool:
-        return permissions.can(request.user, "purge")
-
     def get_urls(self) -> list[URLPattern]:
         return [*workflow_urls(self), *bulk_urls(self), *super().get_urls()]
 

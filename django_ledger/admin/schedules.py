@@ -17,7 +17,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.urls import URLPattern, reverse
+from django.urls import URLPattern
 from django.utils.translation import gettext, gettext_lazy
 
 from .. import permissions
@@ -32,6 +32,7 @@ from ..models import Schedule
 from ..schedules.config import ScheduleConfig
 from ..services import runtime_schedules as runtime
 from ..services import scheduler
+from .base import record_url
 from .display import instant_text
 from .schedule_edit import ScheduleEditing
 from .schedule_rows import (
@@ -79,12 +80,9 @@ class DispatchRow:
 @admin.register(Schedule)
 class ScheduleAdmin(ScheduleEditing):
     actions = None
+    view_action = "view_schedule"
 
     # -- permissions ------------------------------------------------------------------
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        user = request.user
-        return bool(user.is_active and user.has_perm("django_ledger.view_schedule"))
 
     def can_see(self, request: HttpRequest, config: ScheduleConfig) -> bool:
         return self.has_view_permission(request) and permissions.can_reach_queue(
@@ -270,17 +268,15 @@ class ScheduleAdmin(ScheduleEditing):
         ]
         found.sort(key=lambda pair: (pair[1].dispatched_at, pair[0].epoch), reverse=True)
         linkable = permissions.can(request.user, "view", config.queue)
-        rows = []
-        for fire, dispatch in found[:HISTORY]:
-            url = None
-            if linkable:
-                url = reverse(
-                    "admin:django_ledger_record_change",
-                    args=(quote(f"{config.queue} {fire.request_id}"),),
-                    current_app=self.admin_site.name,
-                )
-            rows.append(DispatchRow(fire, dispatch, url))
-        return rows
+        site = self.admin_site.name
+        return [
+            DispatchRow(
+                fire,
+                dispatch,
+                record_url(config.queue, fire.request_id, site) if linkable else None,
+            )
+            for fire, dispatch in found[:HISTORY]
+        ]
 
 
 _NO_COUNTS: Final = {"fired": 0, "skipped": 0, "misfired": 0}

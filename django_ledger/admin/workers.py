@@ -14,9 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import quote
 from django.http import HttpRequest, HttpResponse
-from django.urls import reverse
 from django.utils.translation import gettext, gettext_lazy
 
 from .. import permissions
@@ -26,7 +24,7 @@ from ..core.transport import Translate
 from ..core.worker.heartbeat import Heartbeats, WorkerInfo
 from ..models import Worker
 from ..services import worker as worker_service
-from .base import PagesAdmin
+from .base import PagesAdmin, record_url
 from .display import Label, count_text, instant_text, relative_text
 from .progress import progress_bars
 
@@ -198,13 +196,7 @@ def running_on(request: HttpRequest, queue: str, site_name: str) -> list[Running
 def _running_row(task: dict[str, Any], now: int, site_name: str | None) -> RunningRow:
     """One running task's row; with a link to its record page on ``site_name``, if given."""
     queue, request_id, since = str(task.get("queue", "")), str(task.get("id", "")), _since(task)
-    url = None
-    if site_name is not None:
-        url = reverse(
-            "admin:django_ledger_record_change",
-            args=(quote(f"{queue} {request_id}"),),
-            current_app=site_name,
-        )
+    url = None if site_name is None else record_url(queue, request_id, site_name)
     return RunningRow(
         request_id=request_id,
         queue=queue,

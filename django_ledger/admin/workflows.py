@@ -28,8 +28,7 @@ from ..core.errors import LedgerError
 from ..core.flows import cancel_workflow, read_workflow, workflow_of_step
 from ..models import Queue
 from ..tasks.workflow_state import WorkflowStep, state_of
-from .base import LedgerModelAdmin
-from .lookups import join_key
+from .base import LedgerModelAdmin, record_url
 from .workflow_list import workflow_list_url, workflow_list_view
 
 __all__ = [
@@ -132,15 +131,11 @@ def _row(queue: str, step: WorkflowStep) -> StepRow:
         value = json.dumps(step.return_value, ensure_ascii=False)
         cut = len(value) > VALUE_PREVIEW
         value = value[:VALUE_PREVIEW]
-    record_url = ""
-    if step.state not in ("WAITING", "GONE"):
-        record_url = reverse(
-            "admin:django_ledger_record_change", args=(quote(join_key(queue, step.task_id)),)
-        )
+    url = "" if step.state in ("WAITING", "GONE") else record_url(queue, step.task_id)
     parents = ", ".join(step.parents[:PARENTS_SHOWN])
     if len(step.parents) > PARENTS_SHOWN:
         parents += f" and {len(step.parents) - PARENTS_SHOWN:,} more"
-    return StepRow(step, record_url, parents, value, cut)
+    return StepRow(step, url, parents, value, cut)
 
 
 def cancel_view(

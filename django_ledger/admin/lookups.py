@@ -170,15 +170,8 @@ class Spec:
         op = op or "exact"
         if name == "pk":
             name = "key"
-        if name in ("key", "request_id", "queue", "state"):
-            if op == "exact":
-                values = [value]
-            elif op == "in":
-                values = list(_iterable(value, lookup))
-            else:
-                raise UnsupportedLookup(
-                    gettext("the ledger admin cannot filter by %(lookup)r") % {"lookup": lookup}
-                )
+        if name in ("key", "request_id", "queue", "state") and op in ("exact", "in"):
+            values = [value] if op == "exact" else list(_iterable(value, lookup))
             return self._narrow_values(name, values)
         if name in _TIME_FIELDS:
             return self._narrow_time(name, op, value)

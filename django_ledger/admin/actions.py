@@ -115,9 +115,6 @@ class Operation:
     #: Whether ``run`` also takes who acts (their user name), as a cancel names its author.
     by_user: bool = False
 
-    def warning_for(self, count: int) -> str:
-        return str(self.warning if count == 1 else self.warning_many)
-
 
 OPERATIONS = {
     op.name: op
@@ -260,7 +257,7 @@ def confirm(
             "op": op,
             "items": items,
             "acting": acting,
-            "warning": op.warning_for(len(acting) or len(items)),
+            "warning": str(op.warning if len(acting or items) == 1 else op.warning_many),
             "several": len(acting or items) > 1,
             "form_url": model_admin.url("act", op.name),
             "next": next_url,

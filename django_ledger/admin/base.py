@@ -161,13 +161,11 @@ class LedgerModelAdmin(_ModelAdmin):
         try:
             return view(*args, **kwargs)
         except LedgerError as exc:
-            context = {
-                **self.page_context(request, gettext("The ledger is unavailable")),
-                "error": sentence(str(exc)),
-            }
-            response = TemplateResponse(
-                request, "admin/django_ledger/unavailable.html", context, status=503
+            title = gettext("The ledger is unavailable")
+            response = self.render(
+                request, "unavailable.html", title, {"error": sentence(str(exc))}
             )
+            response.status_code = 503
             return response.render()
 
     def change_view(

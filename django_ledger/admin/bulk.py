@@ -70,11 +70,13 @@ def _filter_params(query: QueryDict) -> QueryDict:
     return kept
 
 
-def read_filter(model_admin: ActionsAdmin, request: HttpRequest, action: str) -> BulkFilter:
-    """The list's current filter as a bulk filter (``BulkRefused`` when it cannot be one)."""
-    params = _filter_params(request.GET if request.method == "GET" else _posted(request))
+def read_filter(
+    model_admin: ActionsAdmin, request: HttpRequest, action: str, query: QueryDict
+) -> BulkFilter:
+    """The list's filter (``query``) as a bulk filter (``BulkRefused`` when it cannot be one)."""
     if action not in ACTIONS:
         raise Http404("no such bulk action")
+    params = query.copy()
     task = params.pop("task", [""])[-1]
     # The list's own filters read the rest, as they do for the list (its errors too).
     listing = QueryDict(params.urlencode())  # immutable, as a request's own
@@ -101,19 +103,16 @@ def read_filter(model_admin: ActionsAdmin, request: HttpRequest, action: str) ->
     )
 
 
-def _posted(request: HttpRequest) -> QueryDict:
-    return QueryDict(request.POST.get("filter", ""))
-
-
 def bulk_view(model_admin: ActionsAdmin, request: HttpRequest) -> HttpResponse:
     """GET: the preview of ``?action=`` on the list's filter; POST: start the run."""
     source = request.GET if request.method == "GET" else request.POST
     action = source.get("action", "")
     changelist = model_admin.changelist_url()
-    query = _filter_params(request.GET if request.method == "GET" else _posted(request))
+    posted = QueryDict(request.POST.get("filter", ""))
+    query = _filter_params(request.GET if request.method == "GET" else posted)
     back = f"{changelist}?{query.urlencode()}" if query else changelist
     try:
-        spec = read_filter(model_admin, request, action)
+        spec = read_filter(model_admin, request, action, query)
     except BulkRefused as exc:
         model_admin.message_user(
             request,

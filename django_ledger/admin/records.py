@@ -15,7 +15,6 @@ from django.utils.translation import gettext, gettext_lazy
 
 from .. import operations, permissions
 from ..conf import get_ledger
-from ..core.records import Record as StoredRecord
 from ..core.records import State
 from ..models import LedgerEntry, Record
 from .actions import OPERATIONS, ActionsAdmin, bulk_action
@@ -143,6 +142,7 @@ class RecordAdmin(ActionsAdmin):
             "workflow_url": step_workflow_url(queue, request_id),
             "snap": snap,
             "record": record,
+            "full_url": f"{detail_url}?full=1",
             "size": len(snap.raw),
             "queue_url": reverse("admin:django_ledger_queue_change", args=(quote(queue),))
             if permissions.can(request.user, "view_queue", queue)
@@ -168,7 +168,6 @@ class RecordAdmin(ActionsAdmin):
                 payload_is_json=is_json,
                 payload_problem=problem,
                 payload_cut=cut,
-                full_url=f"{detail_url}?full=1",
                 fields=[
                     (Label.of(gettext_lazy("Request id")), record.request_id, ""),
                     (Label.of(gettext_lazy("Queue")), queue, ""),
@@ -180,7 +179,8 @@ class RecordAdmin(ActionsAdmin):
                     (
                         Label.of(gettext_lazy("Due at")),
                         instant_text(record.due_at),
-                        _due_note(record, now),
+                        # How far off a waiting record's due time is; others wait no more.
+                        relative_text(record.due_at, now) if record.state is State.PENDING else "",
                     ),
                     (Label.of(gettext_lazy("Owner")), record.owner or "-", ""),
                     (
@@ -215,14 +215,9 @@ class RecordAdmin(ActionsAdmin):
             )
         else:
             raw_text, cut = escape_bytes(snap.raw, None if full else RAW_PREVIEW)
-            context.update(raw_text=raw_text, raw_cut=cut, full_url=f"{detail_url}?full=1")
+            context.update(raw_text=raw_text, raw_cut=cut)
         context["actions"] = self.action_links(request, key, queue, snap, detail_url)
         return TemplateResponse(request, "admin/django_ledger/record_detail.html", context)
-
-
-def _due_note(record: StoredRecord, now: int) -> str:
-    """Say how far off a waiting record's due time is; a claimed or ended one waits no more."""
-    return relative_text(record.due_at, now) if record.state is State.PENDING else ""
 
 
 def _state_note(state: State) -> str:

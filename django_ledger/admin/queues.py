@@ -156,18 +156,15 @@ class QueueAdmin(PagesAdmin):
                 crowding_hint(node, shards) for node, shards in crowded_masters(placed).items()
             ],
             "settings": [
-                (Label.of(gettext_lazy("Most records")), count_text(config.max_records)),
-                (
-                    Label.of(gettext_lazy("Most payload bytes")),
-                    bytes_text(config.max_payload_bytes),
-                ),
-                (Label.of(gettext_lazy("Most attempts")), count_text(config.max_attempts)),
-                (
-                    Label.of(gettext_lazy("Retention of ended records")),
-                    period_text(config.retention),
-                ),
-                (Label.of(gettext_lazy("Default lease")), period_text(config.lease)),
-                (Label.of(gettext_lazy("Shards")), count_text(config.shards)),
+                (Label.of(label), text)
+                for label, text in (
+                    (gettext_lazy("Most records"), count_text(config.max_records)),
+                    (gettext_lazy("Most payload bytes"), bytes_text(config.max_payload_bytes)),
+                    (gettext_lazy("Most attempts"), count_text(config.max_attempts)),
+                    (gettext_lazy("Retention of ended records"), period_text(config.retention)),
+                    (gettext_lazy("Default lease"), period_text(config.lease)),
+                    (gettext_lazy("Shards"), count_text(config.shards)),
+                )
             ],
             "can_operate": permissions.can(request.user, "operate", queue),
             "can_see_records": can_see_records,

@@ -162,56 +162,42 @@ class RecordAdmin(ActionsAdmin):
                 is_json = False
             else:
                 (payload, is_json), cut = pretty_payload(record.payload), False
+
+            def at(ms: int | None) -> tuple[str, str]:
+                return instant_text(ms), relative_text(ms, now)
+
+            limit = gettext("of at most %(limit)s") % {"limit": attempt_limit(ledger, record)}
+            fields = (
+                (gettext_lazy("Request id"), record.request_id, ""),
+                (gettext_lazy("Queue"), queue, ""),
+                (gettext_lazy("State"), record.state.value, _state_note(record.state)),
+                (
+                    gettext_lazy("Due at"),
+                    instant_text(record.due_at),
+                    # How far off a waiting record's due time is; others wait no more.
+                    relative_text(record.due_at, now) if record.state is State.PENDING else "",
+                ),
+                (gettext_lazy("Owner"), record.owner or "-", ""),
+                (gettext_lazy("Attempts"), record.attempts, limit),
+                (gettext_lazy("Fence"), record.fence, ""),
+                (gettext_lazy("Lease until"), *at(record.lease_until)),
+                (gettext_lazy("Created at"), *at(record.created_at)),
+                (gettext_lazy("Updated at"), *at(record.updated_at)),
+                (gettext_lazy("Traceparent"), record.traceparent or "-", ""),
+                (gettext_lazy("Size"), bytes_count(len(snap.raw)), ""),
+                (
+                    gettext_lazy("Version"),
+                    snap.version,
+                    gettext("what an action compares before it writes"),
+                ),
+            )
             context.update(
                 task=None if problem else task_section(ledger, record),
                 payload=payload,
                 payload_is_json=is_json,
                 payload_problem=problem,
                 payload_cut=cut,
-                fields=[
-                    (Label.of(gettext_lazy("Request id")), record.request_id, ""),
-                    (Label.of(gettext_lazy("Queue")), queue, ""),
-                    (
-                        Label.of(gettext_lazy("State")),
-                        record.state.value,
-                        _state_note(record.state),
-                    ),
-                    (
-                        Label.of(gettext_lazy("Due at")),
-                        instant_text(record.due_at),
-                        # How far off a waiting record's due time is; others wait no more.
-                        relative_text(record.due_at, now) if record.state is State.PENDING else "",
-                    ),
-                    (Label.of(gettext_lazy("Owner")), record.owner or "-", ""),
-                    (
-                        Label.of(gettext_lazy("Attempts")),
-                        record.attempts,
-                        gettext("of at most %(limit)s") % {"limit": attempt_limit(ledger, record)},
-                    ),
-                    (Label.of(gettext_lazy("Fence")), record.fence, ""),
-                    (
-                        Label.of(gettext_lazy("Lease until")),
-                        instant_text(record.lease_until),
-                        relative_text(record.lease_until, now),
-                    ),
-                    (
-                        Label.of(gettext_lazy("Created at")),
-                        instant_text(record.created_at),
-                        relative_text(record.created_at, now),
-                    ),
-                    (
-                        Label.of(gettext_lazy("Updated at")),
-                        instant_text(record.updated_at),
-                        relative_text(record.updated_at, now),
-                    ),
-                    (Label.of(gettext_lazy("Traceparent")), record.traceparent or "-", ""),
-                    (Label.of(gettext_lazy("Size")), bytes_count(len(snap.raw)), ""),
-                    (
-                        Label.of(gettext_lazy("Version")),
-                        snap.version,
-                        gettext("what an action compares before it writes"),
-                    ),
-                ],
+                fields=[(Label.of(label), value, note) for label, value, note in fields],
             )
         else:
             raw_text, cut = escape_bytes(snap.raw, None if full else RAW_PREVIEW)

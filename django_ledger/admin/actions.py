@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -17,8 +18,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
-from django.urls import URLPattern, reverse
+from django.urls import URLPattern
 from django.utils.functional import lazy
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext, gettext_lazy, ngettext
@@ -114,9 +114,6 @@ class Operation:
     warning_many: StrOrPromise = ""
     #: Whether ``run`` also takes who acts (their user name), as a cancel names its author.
     by_user: bool = False
-
-    def warning_for(self, count: int) -> str:
-        return str(self.warning if count == 1 else self.warning_many)
 
 
 OPERATIONS = {
@@ -246,36 +243,40 @@ def confirm(
         else:
             refusal = op.refusal(snap)
         items.append(Item(key, queue, request_id, snap, refusal))
+    back = _safe_next(request, next_url) or model_admin.changelist_url()
     if len(items) == 1 and items[0].refusal:
-        model_admin.message_user(
-            request,
-            sentence(
-                gettext("%(label)s: %(request_id)r refused: %(refusal)s")
-                % {
-                    "label": op.label,
-                    "request_id": items[0].request_id,
-                    "refusal": items[0].refusal,
-                }
-            ),
-            messages.ERROR,
-        )
-        return HttpResponseRedirect(_safe_next(request, next_url) or model_admin.changelist_url())
-    opts = model_admin.model._meta
+        _refused(model_admin, request, op, items[0].request_id, items[0].refusal)
+        return HttpResponseRedirect(back)
     acting = [item for item in items if not item.refusal]
-    context = {
-        **model_admin.page_context(
-            request, gettext("%(label)s: are you sure?") % {"label": op.label}
+    title = gettext("%(label)s: are you sure?") % {"label": op.label}
+    return model_admin.render(
+        request,
+        "confirm_action.html",
+        title,
+        {
+            "op": op,
+            "items": items,
+            "acting": acting,
+            "warning": str(op.warning if len(acting or items) == 1 else op.warning_many),
+            "several": len(acting or items) > 1,
+            "form_url": model_admin.url("act", op.name),
+            "next": next_url,
+            "cancel_url": back,
+        },
+    )
+
+
+def _refused(
+    model_admin: ActionsAdmin, request: HttpRequest, op: Operation, request_id: str, why: object
+) -> None:
+    model_admin.message_user(
+        request,
+        sentence(
+            gettext("%(label)s: %(request_id)r refused: %(refusal)s")
+            % {"label": op.label, "request_id": request_id, "refusal": why}
         ),
-        "op": op,
-        "items": items,
-        "acting": acting,
-        "warning": op.warning_for(len(acting) or len(items)),
-        "several": len(acting or items) > 1,
-        "form_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_act", args=(op.name,)),
-        "next": next_url,
-        "cancel_url": _safe_next(request, next_url) or model_admin.changelist_url(),
-    }
-    return TemplateResponse(request, "admin/django_ledger/confirm_action.html", context)
+        messages.ERROR,
+    )
 
 
 def act_view(model_admin: ActionsAdmin, request: HttpRequest, name: str) -> HttpResponse:
@@ -310,14 +311,7 @@ def act_view(model_admin: ActionsAdmin, request: HttpRequest, name: str) -> Http
                 messages.ERROR,
             )
         except LedgerError as exc:
-            model_admin.message_user(
-                request,
-                sentence(
-                    gettext("%(label)s: %(request_id)r refused: %(refusal)s")
-                    % {"label": op.label, "request_id": request_id, "refusal": exc}
-                ),
-                messages.ERROR,
-            )
+            _refused(model_admin, request, op, request_id, exc)
         else:
             done += 1
             if isinstance(said, Note):
@@ -371,29 +365,38 @@ def _selected_description(op: Operation) -> str:
     }
 
 
+def _may(action: str) -> Callable[[Any, HttpRequest], bool]:
+    def has_permission(model_admin: Any, request: HttpRequest) -> bool:
+        return permissions.can(request.user, action)
+
+    return has_permission
+
+
 class ActionsAdmin(LedgerModelAdmin):
     """A ledger admin with operator actions: each confirmed on its own page, then run."""
 
     #: Operator actions this admin offers, by name.
     operations: dict[str, Operation] = {}
+    # Django asks has_<name>_permission for each action's permissions.
+    has_retry_permission = _may("retry")
+    has_fail_permission = _may("fail")
+    has_purge_permission = _may("purge")
+    has_discard_permission = _may("discard")
+    has_restore_permission = _may("restore")
 
     def get_urls(self) -> list[URLPattern]:
-        return [self.route("act/<str:name>/", self.act, "act"), *super().get_urls()]
-
-    def act(self, request: HttpRequest, name: str) -> HttpResponse:
-        return self.guard(request, act_view, self, request, name)
+        return [self.route("act/<str:name>/", partial(act_view, self), "act"), *super().get_urls()]
 
     def detail_context(
         self, request: HttpRequest, key: str, queue: str, request_id: str, title: str
     ) -> dict[str, Any]:
         """What the page of one id starts with: the id, its queue, the link to its history."""
-        info = f"admin:{self.opts.app_label}_{self.opts.model_name}"
         return {
             **self.page_context(request, title),
             "key": key,
             "queue": queue,
             "request_id": request_id,
-            "history_url": reverse(f"{info}_history", args=(quote(key),)),
+            "history_url": self.url("history", quote(key)),
         }
 
     def action_links(
@@ -403,12 +406,11 @@ class ActionsAdmin(LedgerModelAdmin):
 
         Done, it goes back to ``back_url``, or to the list when the id is gone.
         """
-        info = f"admin:{self.opts.app_label}_{self.opts.model_name}"
         return [
             {
                 "op": op,
                 "refusal": op.refusal(snap),
-                "url": reverse(f"{info}_act", args=(op.name,))
+                "url": self.url("act", op.name)
                 + "?"
                 + urlencode(
                     {

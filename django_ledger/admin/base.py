@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters, ShowFacets
-from django.contrib.admin.utils import unquote
+from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -20,16 +20,25 @@ from django.utils.translation import gettext, gettext_lazy
 from .. import permissions
 from ..core.errors import LedgerError
 from .display import sentence
-from .lookups import Spec, split_key
+from .lookups import Spec, join_key, split_key
 from .query import LedgerQuery
 from .record_query import RecordQuery
 
-__all__ = ["LedgerModelAdmin", "PagesAdmin"]
+__all__ = ["LedgerModelAdmin", "PagesAdmin", "record_url"]
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]
 else:  # ModelAdmin is generic in the stubs only
     _ModelAdmin = admin.ModelAdmin
+
+
+def record_url(queue: str, request_id: str, site_name: str | None = None) -> str:
+    """The page of record ``request_id`` of ``queue`` (on the admin site ``site_name``)."""
+    return reverse(
+        "admin:django_ledger_record_change",
+        args=(quote(join_key(queue, request_id)),),
+        current_app=site_name,
+    )
 
 
 class LedgerModelAdmin(_ModelAdmin):
@@ -66,6 +75,11 @@ class LedgerModelAdmin(_ModelAdmin):
         if not permissions.can(request.user, self.view_action):
             return False
         return obj is None or permissions.can_reach_queue(request.user, obj.queue)
+
+    def need_view(self, request: HttpRequest) -> None:
+        """Refuse a user who may not see this admin's pages."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
 
     def can_view_queue(self, request: HttpRequest, queue: str) -> bool:
         return permissions.can(request.user, self.view_action, queue)
@@ -141,19 +155,17 @@ class LedgerModelAdmin(_ModelAdmin):
         return response
 
     def guard(
-        self, request: HttpRequest, view: Callable[..., HttpResponse], *args: Any
+        self, request: HttpRequest, view: Callable[..., HttpResponse], *args: Any, **kwargs: Any
     ) -> HttpResponse:
-        """Call ``view(*args)``; answer a Redis failure with a page that says so (503)."""
+        """Call ``view(*args, **kwargs)``; answer a Redis failure with a page that says so (503)."""
         try:
-            return view(*args)
+            return view(*args, **kwargs)
         except LedgerError as exc:
-            context = {
-                **self.page_context(request, gettext("The ledger is unavailable")),
-                "error": sentence(str(exc)),
-            }
-            response = TemplateResponse(
-                request, "admin/django_ledger/unavailable.html", context, status=503
+            title = gettext("The ledger is unavailable")
+            response = self.render(
+                request, "unavailable.html", title, {"error": sentence(str(exc))}
             )
+            response.status_code = 503
             return response.render()
 
     def change_view(
@@ -167,8 +179,7 @@ class LedgerModelAdmin(_ModelAdmin):
 
     def open_key(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Check that this user may see the record ``object_id`` names; then ``detail`` it."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
+        self.need_view(request)
         key = unquote(object_id)
         pair = split_key(key)
         if pair is None or not self.can_view_queue(request, pair[0]):
@@ -180,29 +191,47 @@ class LedgerModelAdmin(_ModelAdmin):
         """Show one id of ``queue`` (the admins of records and quarantine say how)."""
         raise NotImplementedError
 
-    def route(self, pattern: str, view: Callable[..., HttpResponse], name: str) -> URLPattern:
-        """``pattern`` to ``view`` behind the admin's login, named ``<app>_<model>_<name>``."""
+    def render(
+        self, request: HttpRequest, template: str, title: str, context: dict[str, Any]
+    ) -> TemplateResponse:
+        """Answer with ``admin/django_ledger/<template>``: ``page_context`` and ``context``."""
+        return TemplateResponse(
+            request,
+            f"admin/django_ledger/{template}",
+            {**self.page_context(request, title), **context},
+        )
+
+    def route(
+        self, pattern: str, view: Callable[..., HttpResponse], name: str, guarded: bool = True
+    ) -> URLPattern:
+        """``pattern`` to ``view`` behind the admin's login, named ``<app>_<model>_<name>``.
+
+        ``guarded``: through ``guard``, so a Redis failure answers with the page saying so.
+        """
+
+        def page(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+            return self.guard(request, view, request, **kwargs)
+
         opts = self.opts
         return path(
             pattern,
-            self.admin_site.admin_view(view),
+            self.admin_site.admin_view(page if guarded else view),
             name=f"{opts.app_label}_{opts.model_name}_{name}",
         )
 
-    def changelist_url(self) -> str:
+    def url(self, name: str, *args: str) -> str:
+        """The URL of this admin's page ``name`` (``changelist``, ``change``, ``act``...)."""
         return reverse(
-            f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist",
+            f"admin:{self.opts.app_label}_{self.opts.model_name}_{name}",
+            args=args,
             current_app=self.admin_site.name,
         )
+
+    def changelist_url(self) -> str:
+        return self.url("changelist")
 
     def change_url(self, key: str) -> str:
-        from django.contrib.admin.utils import quote
-
-        return reverse(
-            f"admin:{self.opts.app_label}_{self.opts.model_name}_change",
-            args=(quote(key),),
-            current_app=self.admin_site.name,
-        )
+        return self.url("change", quote(key))
 
     def not_found(self, request: HttpRequest, key: str) -> HttpResponse:
         """Say an id is not there (or not this user's to see) and go back to the list."""
@@ -220,12 +249,14 @@ class PagesAdmin(LedgerModelAdmin):
     """A ledger admin whose two pages are its own views: ``overview`` and ``detail_view``.
 
     For what is not a record (schedules, workers): the list and the object page go
-    through ``guard`` like every page, with the object id unquoted.
+    through ``guard`` like every page, with the object id unquoted, for a user who may
+    view this admin (``need_view``).
     """
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
+        self.need_view(request)
         return self.guard(request, self.overview, request)
 
     def change_view(
@@ -235,6 +266,7 @@ class PagesAdmin(LedgerModelAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
+        self.need_view(request)
         return self.guard(request, self.detail_view, request, unquote(object_id))
 
     def overview(self, request: HttpRequest) -> HttpResponse:

@@ -11,11 +11,12 @@ pauses the run: it resumes from the runs list, the API or ``manage.py ledger_rec
 
 from __future__ import annotations
 
+from functools import partial
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
-from django.template.response import TemplateResponse
-from django.urls import URLPattern, reverse
+from django.urls import URLPattern
 from django.utils.translation import gettext, gettext_lazy
 
 from .. import permissions
@@ -53,17 +54,9 @@ _TIME_PREFIXES = ("due_at__range", "lease_until__range", "updated_at__range")
 
 def bulk_urls(model_admin: ActionsAdmin) -> list[URLPattern]:
     return [
+        model_admin.route("bulk/", partial(bulk_view, model_admin), "bulk"),
         model_admin.route(
-            "bulk/",
-            lambda request: model_admin.guard(request, bulk_view, model_admin, request),
-            "bulk",
-        ),
-        model_admin.route(
-            "bulk/<str:queue>/<str:run_id>/",
-            lambda request, queue, run_id: model_admin.guard(
-                request, run_view, model_admin, request, queue, run_id
-            ),
-            "bulk_run",
+            "bulk/<str:queue>/<str:run_id>/", partial(run_view, model_admin), "bulk_run"
         ),
     ]
 
@@ -77,11 +70,13 @@ def _filter_params(query: QueryDict) -> QueryDict:
     return kept
 
 
-def read_filter(model_admin: ActionsAdmin, request: HttpRequest, action: str) -> BulkFilter:
-    """The list's current filter as a bulk filter (``BulkRefused`` when it cannot be one)."""
-    params = _filter_params(request.GET if request.method == "GET" else _posted(request))
+def read_filter(
+    model_admin: ActionsAdmin, request: HttpRequest, action: str, query: QueryDict
+) -> BulkFilter:
+    """The list's filter (``query``) as a bulk filter (``BulkRefused`` when it cannot be one)."""
     if action not in ACTIONS:
         raise Http404("no such bulk action")
+    params = query.copy()
     task = params.pop("task", [""])[-1]
     # The list's own filters read the rest, as they do for the list (its errors too).
     listing = QueryDict(params.urlencode())  # immutable, as a request's own
@@ -108,19 +103,16 @@ def read_filter(model_admin: ActionsAdmin, request: HttpRequest, action: str) ->
     )
 
 
-def _posted(request: HttpRequest) -> QueryDict:
-    return QueryDict(request.POST.get("filter", ""))
-
-
 def bulk_view(model_admin: ActionsAdmin, request: HttpRequest) -> HttpResponse:
     """GET: the preview of ``?action=`` on the list's filter; POST: start the run."""
     source = request.GET if request.method == "GET" else request.POST
     action = source.get("action", "")
     changelist = model_admin.changelist_url()
-    query = _filter_params(request.GET if request.method == "GET" else _posted(request))
+    posted = QueryDict(request.POST.get("filter", ""))
+    query = _filter_params(request.GET if request.method == "GET" else posted)
     back = f"{changelist}?{query.urlencode()}" if query else changelist
     try:
-        spec = read_filter(model_admin, request, action)
+        spec = read_filter(model_admin, request, action, query)
     except BulkRefused as exc:
         model_admin.message_user(
             request,
@@ -139,27 +131,21 @@ def bulk_view(model_admin: ActionsAdmin, request: HttpRequest) -> HttpResponse:
             model_admin.message_user(request, str(exc), messages.ERROR)
             return HttpResponseRedirect(back)
         return HttpResponseRedirect(_run_url(model_admin, run))
-    count = preview(spec)
+    title = gettext("%(label)s: every record the filter matches") % {"label": LABELS[action]}
     context = {
-        **model_admin.page_context(
-            request,
-            gettext("%(label)s: every record the filter matches") % {"label": LABELS[action]},
-        ),
         "spec": spec,
         "states": ", ".join(s.value for s in spec.states),
         "bounds": _bounds_text(spec),
-        "count": count,
+        "count": preview(spec),
         "label": LABELS[action],
         "warning": _WARNINGS[action],
         "filter": query.urlencode(),
         "action": action,
-        "form_url": reverse(
-            f"admin:{model_admin.opts.app_label}_{model_admin.opts.model_name}_bulk"
-        ),
+        "form_url": model_admin.url("bulk"),
         "cancel_url": back,
         "runs": [(run, _run_url(model_admin, run)) for run in recent_runs(spec.queue, 5)],
     }
-    return TemplateResponse(request, "admin/django_ledger/bulk_preview.html", context)
+    return model_admin.render(request, "bulk_preview.html", title, context)
 
 
 def run_view(
@@ -187,25 +173,19 @@ def run_view(
                 messages.SUCCESS,
             )
         return HttpResponseRedirect(_run_url(model_admin, run))
+    title = gettext("%(label)s: run %(run)s") % {"label": LABELS[run.filter.action], "run": run.id}
     context = {
-        **model_admin.page_context(
-            request,
-            gettext("%(label)s: run %(run)s") % {"label": LABELS[run.filter.action], "run": run.id},
-        ),
         "run": run,
         "states": ", ".join(s.value for s in run.filter.states),
         "bounds": _bounds_text(run.filter),
         "total": max(run.matched, run.seen),
         "step_url": _run_url(model_admin, run),
     }
-    return TemplateResponse(request, "admin/django_ledger/bulk_run.html", context)
+    return model_admin.render(request, "bulk_run.html", title, context)
 
 
 def _run_url(model_admin: ActionsAdmin, run: BulkRun) -> str:
-    return reverse(
-        f"admin:{model_admin.opts.app_label}_{model_admin.opts.model_name}_bulk_run",
-        args=(run.filter.queue, run.id),
-    )
+    return model_admin.url("bulk_run", run.filter.queue, run.id)
 
 
 def _bounds_text(spec: BulkFilter) -> str:
@@ -219,7 +199,7 @@ def _bounds_text(spec: BulkFilter) -> str:
 
 def bulk_links(model_admin: ActionsAdmin, request: HttpRequest) -> list[tuple[str, str]]:
     """The list's links to the preview of each action this user may take on its filter."""
-    url = reverse(f"admin:{model_admin.opts.app_label}_{model_admin.opts.model_name}_bulk")
+    url = model_admin.url("bulk")
     query = _filter_params(request.GET)
     out = []
     for action in ACTIONS:

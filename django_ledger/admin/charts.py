@@ -79,7 +79,7 @@ def _figure(
     svg: SafeString,
     head: Sequence[str],
     rows: list[list[str]],
-    legend: SafeString | str = "",
+    legend: SafeString,
 ) -> SafeString:
     table = format_html(
         '<details class="ledger-chart-table"><summary>{}</summary><table>'
@@ -155,7 +155,7 @@ def throughput_chart(series: Series) -> SafeString:
                 f'<rect class="failed" x="{x:.1f}" y="{base - hd - hf:.1f}" width="{w:.1f}" '
                 f'height="{hf:.1f}" data-value="{f}"/>'
             )
-    labels = [_label(s, series.window) for s in series.starts]
+    labels = _labels(series)
     svg = _frame(title, str(top), labels, "".join(marks))
     rows = [
         [label, str(d), str(f)] for label, d, f in zip(labels, done, failed, strict=True) if d or f
@@ -199,9 +199,8 @@ def depth_chart(series: Series) -> SafeString:
         for points in (r for r in runs if r):
             if len(points) > 1:
                 marks.append(f'<polyline class="{css}" points="{" ".join(points)}"/>')
-            x, y = points[-1].split(",")  # a lone sample is seen too
-            marks.append(f'<circle class="{css}" cx="{x}" cy="{y}" r="2"/>')
-    labels = [_label(s, series.window) for s in series.starts]
+            marks.append(_dot(css, points[-1]))  # a lone sample is seen too
+    labels = _labels(series)
     svg = _frame(title, str(top), labels, "".join(marks))
     rows = [
         [label, str(d.due), str(d.claimed), str(d.dead), str(d.pending)]
@@ -209,9 +208,8 @@ def depth_chart(series: Series) -> SafeString:
         if d is not None
     ]
     latest = next((d for d in reversed(depth) if d is not None), None)
-    legend = format_html(
-        '<p class="ledger-legend">{}{}</p>',
-        format_html_join(" · ", '<span class="{}">&#9632; {}</span>', DEPTH_LINES),
+    legend = _legend(
+        DEPTH_LINES,
         ""
         if latest is None
         else format_html(
@@ -249,11 +247,8 @@ def line_chart(series: Series, kind: str) -> SafeString:
         ]
         if points:
             marks.append(f'<polyline class="{css}" points="{" ".join(points)}"/>')
-            marks.extend(
-                f'<circle class="{css}" cx="{p.split(",")[0]}" cy="{p.split(",")[1]}" r="2"/>'
-                for p in points
-            )
-    labels = [_label(s, series.window) for s in series.starts]
+            marks.extend(_dot(css, point) for point in points)
+    labels = _labels(series)
     svg = _frame(title, _seconds(top), labels, "".join(marks))
     rows = [
         [label, _seconds(a), _seconds(b)]
@@ -264,12 +259,24 @@ def line_chart(series: Series, kind: str) -> SafeString:
     return _figure(f"chart-{kind}", title, svg, [gettext("Time"), "p50", "p95"], rows, legend)
 
 
-def _legend(series: Sequence[tuple[str, str]]) -> SafeString:
-    """A chart's own legend: a coloured square and a name for each of its series."""
+def _legend(series: Sequence[tuple[str, Any]], note: SafeString | str = "") -> SafeString:
+    """A chart's own legend: a coloured square and a name for each of its series, a note."""
     return format_html(
-        '<p class="ledger-legend">{}</p>',
+        '<p class="ledger-legend">{}{}</p>',
         format_html_join(" · ", '<span class="{}">&#9632; {}</span>', series),
+        note,
     )
+
+
+def _labels(series: Series) -> list[str]:
+    """Each bucket's start, as the chart's times and its table say it."""
+    return [_label(start, series.window) for start in series.starts]
+
+
+def _dot(css: str, point: str) -> str:
+    """A sample's mark at ``point`` (``'x,y'``)."""
+    x, y = point.split(",")
+    return f'<circle class="{css}" cx="{x}" cy="{y}" r="2"/>'
 
 
 def sparkline(series: Series) -> SafeString:

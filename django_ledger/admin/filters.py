@@ -14,10 +14,30 @@ from .. import permissions
 from ..core.records import State
 from .lookups import to_ms
 
-__all__ = ["QueueFilter", "ScoreRangeFilter", "StateFilter"]
+__all__ = ["ChoiceFilter", "QueueFilter", "ScoreRangeFilter", "StateFilter"]
 
 
-class QueueFilter(admin.SimpleListFilter):
+class ChoiceFilter(admin.SimpleListFilter):
+    """A list filter whose value must be one of its choices: any other is an incorrect lookup."""
+
+    def refusal(self, value: str) -> str:
+        """Why ``value`` is not one of the choices."""
+        raise NotImplementedError
+
+    def narrow(self, queryset: Any, value: str) -> Any:
+        """The rows of ``queryset`` that the choice ``value`` selects."""
+        return queryset.filter(**{str(self.parameter_name): value})
+
+    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
+        value = self.value()
+        if value is None:
+            return queryset
+        if value not in {choice for choice, _ in self.lookup_choices}:
+            raise IncorrectLookupParameters(self.refusal(value))
+        return self.narrow(queryset, value)
+
+
+class QueueFilter(ChoiceFilter):
     """The queues the user may view; any other value is an incorrect lookup."""
 
     title = gettext_lazy("queue")
@@ -29,19 +49,12 @@ class QueueFilter(admin.SimpleListFilter):
             for name in permissions.allowed_queues(request.user, model_admin.view_action)
         ]
 
-    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
-        value = self.value()
-        if value is None:
-            return queryset
-        if value not in {name for name, _ in self.lookup_choices}:
-            # Not configured, or not this user's: no URL edit reaches another queue.
-            raise IncorrectLookupParameters(
-                gettext("no queue %(queue)r to show") % {"queue": value}
-            )
-        return queryset.filter(queue=value)
+    def refusal(self, value: str) -> str:
+        # Not configured, or not this user's: no URL edit reaches another queue.
+        return gettext("no queue %(queue)r to show") % {"queue": value}
 
 
-class StateFilter(admin.SimpleListFilter):
+class StateFilter(ChoiceFilter):
     """A record state: selects the index the list is read from."""
 
     title = gettext_lazy("state")
@@ -50,15 +63,8 @@ class StateFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         return [(state.value, state.value) for state in State]
 
-    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
-        value = self.value()
-        if value is None:
-            return queryset
-        if value not in {state.value for state in State}:
-            raise IncorrectLookupParameters(
-                gettext("%(value)r is not a record state") % {"value": value}
-            )
-        return queryset.filter(state=value)
+    def refusal(self, value: str) -> str:
+        return gettext("%(value)r is not a record state") % {"value": value}
 
 
 class ScoreRangeFilter(DateTimeRangeFilter):  # type: ignore[misc]

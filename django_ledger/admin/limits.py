@@ -12,7 +12,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.contrib.admin.utils import quote
+from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
@@ -125,8 +125,9 @@ def _rows(use: LimitUse) -> list[tuple[Label, str]]:
     return rows
 
 
-def change_view(model_admin: Any, request: HttpRequest, queue: str) -> HttpResponse:
+def change_view(model_admin: Any, request: HttpRequest, object_id: str) -> HttpResponse:
     """POST: change the queue's limits (permission ``limit_queue``); back to its page."""
+    queue = unquote(object_id)
     # A queue the user may not see answers as one that does not exist (as the API does).
     if queue not in ledger_settings.queues or not permissions.can_reach_queue(request.user, queue):
         raise Http404(gettext("no such queue"))

@@ -8,6 +8,7 @@ admin turns into its normal "incorrect lookup" error page).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -66,26 +67,20 @@ def split_key(key: object) -> tuple[str, str] | None:
 
 def to_ms(value: object) -> int:
     """Turn a bound (epoch ms, a datetime, or text of either) into epoch milliseconds."""
-    if isinstance(value, bool):
-        raise UnsupportedLookup(gettext("%(value)r is not a time") % {"value": value})
-    if isinstance(value, int):
+    ms: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
         ms = value
     elif isinstance(value, datetime):
         aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
         ms = (aware - _EPOCH) // _ONE_MS
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        ms = int(value.strip())
     elif isinstance(value, str):
-        text = value.strip()
-        if text.lstrip("-").isdigit():
-            ms = int(text)
-        else:
-            try:
-                parsed = parse_datetime(text)
-            except ValueError:
-                parsed = None
-            if parsed is None:
-                raise UnsupportedLookup(gettext("%(value)r is not a time") % {"value": value})
-            return to_ms(parsed)
-    else:
+        with contextlib.suppress(ValueError):
+            parsed = parse_datetime(value.strip())
+            if parsed is not None:
+                return to_ms(parsed)
+    if ms is None:
         raise UnsupportedLookup(gettext("%(value)r is not a time") % {"value": value})
     return max(-_MS_LIMIT, min(_MS_LIMIT, ms))
 
@@ -170,15 +165,8 @@ class Spec:
         op = op or "exact"
         if name == "pk":
             name = "key"
-        if name in ("key", "request_id", "queue", "state"):
-            if op == "exact":
-                values = [value]
-            elif op == "in":
-                values = list(_iterable(value, lookup))
-            else:
-                raise UnsupportedLookup(
-                    gettext("the ledger admin cannot filter by %(lookup)r") % {"lookup": lookup}
-                )
+        if name in ("key", "request_id", "queue", "state") and op in ("exact", "in"):
+            values = [value] if op == "exact" else list(_iterable(value, lookup))
             return self._narrow_values(name, values)
         if name in _TIME_FIELDS:
             return self._narrow_time(name, op, value)

@@ -39,18 +39,25 @@ def progress_section(progress: Progress | None, record: Record) -> dict[str, Any
     return {
         "reported": True,
         "running": running,
+        **_bar(progress),
         "done": _number(progress.done),
         "total": "" if progress.total is None else _number(progress.total),
-        "value": progress.done,
-        "max": progress.total or 0,
         "percent": progress.percent,
-        "note": progress.note,
         "at": instant_text(progress.at),
         "earlier": earlier,
         "metadata": json.dumps(progress.metadata, ensure_ascii=False, indent=2, sort_keys=True)
         if progress.metadata
         else "",
+    }
+
+
+def _bar(progress: Progress) -> dict[str, Any]:
+    """What a bar draws of ``progress``: its value, its maximum, its label and note."""
+    return {
+        "value": progress.done,
+        "max": progress.total or 0,
         "label": _label(progress),
+        "note": progress.note,
     }
 
 
@@ -98,10 +105,5 @@ def progress_bars(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dic
             continue  # a queue this process cannot reach, or an id no record may have
         for request_id, progress in zip(ids, found, strict=True):
             if progress is not None:
-                bars[(queue, request_id)] = {
-                    "value": progress.done,
-                    "max": progress.total or 0,
-                    "label": _label(progress),
-                    "note": progress.note,
-                }
+                bars[(queue, request_id)] = _bar(progress)
     return bars

@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import quote
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import reverse
 from django.utils.translation import gettext, gettext_lazy
 
-from .. import operations, permissions
+from .. import operations
 from ..conf import get_ledger
 from ..models import LedgerEntry, QuarantinedRecord
 from .actions import OPERATIONS, ActionsAdmin, bulk_action
+from .base import record_url
 from .display import bytes_count, decode_error, escape_bytes
 from .filters import QueueFilter
 from .lookups import ALL_STATES, Spec, UnsupportedLookup, join_key
-from .query import LedgerQuery, run_script
+from .query import LedgerQuery, run_script, spans
 
 __all__ = ["QuarantineQuery", "QuarantinedRecordAdmin"]
 
@@ -31,73 +29,48 @@ DETAIL_PREVIEW = 4096
 class QuarantineQuery(LedgerQuery):
     """Quarantined ids of the queues in the spec, in each quarantine's hash order."""
 
-    def __init__(self, model: type[LedgerEntry], spec: Spec, order_by: Sequence[Any] = ()) -> None:
-        super().__init__(model, spec, order_by)
-        self._cached_sizes: dict[str, int] | None = None
-        #: Each queue's quarantine sizes, per shard (what ``sizes`` read).
-        self._cached_shard_sizes: dict[str, list[int]] = {}
-        self._cached_found: list[LedgerEntry] | None = None
-
     def check_spec(self, spec: Spec) -> None:
         if spec.bounds or set(spec.states) != set(ALL_STATES):
             raise UnsupportedLookup(
                 gettext("quarantined records have no state or times to filter by")
             )
 
-    def sizes(self) -> dict[str, int]:
+    def counts(self) -> dict[str, int]:
         """Return each queue's quarantine size (a sharded queue's: its shards', summed)."""
-        if self._cached_sizes is None:
+        if self._cached_counts is None:
             sizes = {}
-            shard_sizes: dict[str, list[int]] = {}
             for queue in () if self.spec.empty else self.spec.queues:
                 ledger = self.ledger(queue)
                 with ledger.translate_errors():
-                    shard_sizes[queue] = [
+                    per_shard = [
                         int(shard.redis.hlen(shard.quarantine_key)) for shard in ledger.shards
                     ]
-                sizes[queue] = sum(shard_sizes[queue])
-            self._cached_sizes = sizes
-            self._cached_shard_sizes = shard_sizes
-        return self._cached_sizes
+                self._cached_shard_counts[queue] = per_shard
+                sizes[queue] = sum(per_shard)
+            self._cached_counts = sizes
+        return self._cached_counts
 
-    def total(self) -> int:
-        if self.spec.idents is not None:
-            return len(self.found())
-        return sum(self.sizes().values())
-
-    def rows(self, start: int, stop: int) -> list[LedgerEntry]:
-        if self.spec.idents is not None:
-            return self.found()[start:stop]
-        out: list[LedgerEntry] = []
-        offset, want = start, stop - start
+    def page(self, start: int, stop: int) -> list[LedgerEntry]:
         # A sharded queue's quarantine is its shards' quarantines, one after another.
-        self.sizes()
-        for queue, sizes in self._cached_shard_sizes.items():
-            for shard, size in zip(self.ledger(queue).shards, sizes, strict=True):
-                if want <= 0:
-                    break
-                if offset >= size:
-                    offset -= size
-                    continue
-                reply = run_script(shard, "admin_quarantine", [offset, want])
-                out += self.build(queue, reply[1:])
-                want -= min(want, size - offset)
-                offset = 0
+        self.counts()
+        parts = [
+            ((queue, shard), size)
+            for queue, sizes in self._cached_shard_counts.items()
+            for shard, size in zip(self.ledger(queue).shards, sizes, strict=True)
+        ]
+        out: list[LedgerEntry] = []
+        for (queue, shard), offset, want in spans(parts, start, stop - start):
+            reply = run_script(shard, "admin_quarantine", [offset, want])
+            out += self.build(queue, reply[1:])
         return out
 
     def found(self) -> list[LedgerEntry]:
         if self._cached_found is None:
             found: list[LedgerEntry] = []
-            for queue in () if self.spec.empty else self.spec.queues:
-                ids = sorted({i for q, i in self.spec.idents or () if q in (None, queue)})
-                if not ids:
-                    continue
-                ledger = self.ledger(queue)
-                for shard in ledger.shards:
-                    mine = [i for i in ids if ledger.shard_for(i) is shard]
-                    if mine:
-                        reply = run_script(shard, "admin_quarantine", [0, 0, *mine])
-                        found += self.build(queue, reply[1:])
+            for queue, ids in self.wanted().items():
+                for shard, mine in self.by_shard(queue, ids):
+                    reply = run_script(shard, "admin_quarantine", [0, 0, *mine])
+                    found += self.build(queue, reply[1:])
             self._cached_found = found
         return self._cached_found
 
@@ -141,12 +114,6 @@ class QuarantinedRecordAdmin(ActionsAdmin):
         text, cut = escape_bytes(obj.quarantined_bytes or b"", LIST_PREVIEW)
         return text + ("…" if cut else "")
 
-    def has_discard_permission(self, request: HttpRequest) -> bool:
-        return permissions.can(request.user, "discard")
-
-    def has_restore_permission(self, request: HttpRequest) -> bool:
-        return permissions.can(request.user, "restore")
-
     def detail(self, request: HttpRequest, key: str, queue: str, request_id: str) -> HttpResponse:
         """Show the quarantined bytes safely, why they fail, and what is stored now."""
         snap = operations.snapshot(get_ledger(queue), request_id)
@@ -173,7 +140,7 @@ class QuarantinedRecordAdmin(ActionsAdmin):
             "full_url": f"{detail_url}?full=1",
             "stored": stored,
             "stored_error": snap.error if snap.raw else "",
-            "record_url": reverse("admin:django_ledger_record_change", args=(quote(key),)),
+            "record_url": record_url(queue, request_id),
             "actions": self.action_links(request, key, queue, snap, self.changelist_url()),
         }
         return TemplateResponse(request, "admin/django_ledger/quarantine_detail.html", context)

@@ -8,9 +8,9 @@ what page 1 does.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from django.core.exceptions import MultipleObjectsReturned
 from django.db.models import Q
@@ -22,11 +22,12 @@ from ..core.sharded import AnyLedger
 from ..models import LedgerEntry
 from .lookups import SCORE_FIELD, Spec, UnsupportedLookup
 
-__all__ = ["MAX_MATERIALIZE", "LedgerQuery", "run_script"]
+__all__ = ["MAX_MATERIALIZE", "LedgerQuery", "run_script", "spans"]
 
 #: Most rows a query hands out whole (iteration, ``list()``): pages are far smaller.
 MAX_MATERIALIZE = 10_000
 _ORDER_FIELDS = frozenset({"score", *SCORE_FIELD.values()})
+_Part = TypeVar("_Part")
 
 
 def run_script(ledger: Ledger, name: str, args: Sequence[Any]) -> Any:
@@ -35,6 +36,25 @@ def run_script(ledger: Ledger, name: str, args: Sequence[Any]) -> Any:
     ``ledger`` is a one-shard ledger: a plain queue's, or one of ``ledger.shards``.
     """
     return ledger.run(script(name), args)
+
+
+def spans(
+    sizes: Iterable[tuple[_Part, int]], offset: int, want: int
+) -> Iterator[tuple[_Part, int, int]]:
+    """Walk rows ``[offset, offset + want)`` of parts of ``size`` rows each, one after another.
+
+    Yields each part the rows reach, the offset of the first of them in it, and how many
+    rows are still wanted (from this part on).
+    """
+    for part, size in sizes:
+        if want <= 0:
+            break
+        if offset >= size:
+            offset -= size
+            continue
+        yield part, offset, want
+        want -= min(want, size - offset)
+        offset = 0
 
 
 class _QueryInfo:
@@ -61,6 +81,10 @@ class LedgerQuery:
         self._ledgers: dict[str, AnyLedger] = {}
         #: A note for some rows by key, set as their ``error`` (``noting``).
         self._notes: dict[str, str] = {}
+        self._cached_counts: dict[str, int] | None = None
+        #: Each queue's counts per shard, as ``counts`` read them.
+        self._cached_shard_counts: dict[str, list[Any]] = {}
+        self._cached_found: list[LedgerEntry] | None = None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.spec}>"
@@ -200,10 +224,45 @@ class LedgerQuery:
         row: LedgerEntry = rows[0]
         return row
 
-    # -- what each kind of query implements -------------------------------------------
-
     def total(self) -> int:
-        raise NotImplementedError
+        if self.spec.idents is not None:
+            return len(self.found())
+        return sum(self.counts().values())
 
     def rows(self, start: int, stop: int) -> list[LedgerEntry]:
+        if self.spec.idents is not None:
+            return self.found()[start:stop]
+        return self.page(start, stop)
+
+    def wanted(self) -> dict[str, list[str]]:
+        """The ids asked for (``spec.idents``) by queue of the spec, each queue's sorted."""
+        out = {}
+        for queue in () if self.spec.empty else self.spec.queues:
+            ids = sorted({i for q, i in self.spec.idents or () if q in (None, queue)})
+            if ids:
+                out[queue] = ids
+        return out
+
+    def by_shard(self, queue: str, ids: list[str]) -> Iterator[tuple[Ledger, list[str]]]:
+        """Each shard of ``queue`` that holds some of ``ids``, with those ids."""
+        ledger = self.ledger(queue)
+        held: dict[int, list[str]] = {}
+        for request_id in ids:
+            held.setdefault(id(ledger.shard_for(request_id)), []).append(request_id)
+        for shard in ledger.shards:
+            if id(shard) in held:
+                yield shard, held[id(shard)]
+
+    # -- what each kind of query implements -------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """How many rows each queue of the spec has (cached, with ``_cached_shard_counts``)."""
+        raise NotImplementedError
+
+    def found(self) -> list[LedgerEntry]:
+        """The rows asked for by id (``spec.idents``), in list order (cached)."""
+        raise NotImplementedError
+
+    def page(self, start: int, stop: int) -> list[LedgerEntry]:
+        """Rows ``[start, stop)`` of the spec's queues, not narrowed to ids."""
         raise NotImplementedError

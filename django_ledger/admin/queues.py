@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 from urllib.parse import urlencode
 
@@ -46,6 +47,20 @@ _GATE = {
 }
 
 
+#: A queue's figures on its health page, by the field of ``Stats`` each shows.
+_FIGURES = (
+    (gettext_lazy("Pending, due"), "pending_due"),
+    (gettext_lazy("Pending, due later"), "pending_later"),
+    (gettext_lazy("Claimed"), "claimed"),
+    (gettext_lazy("Expired leases waiting for repair"), "expired_leases"),
+    (gettext_lazy("Completed"), "completed"),
+    (gettext_lazy("Failed"), "failed"),
+    (gettext_lazy("Dead"), "dead"),
+    (gettext_lazy("Quarantined"), "quarantined"),
+    (gettext_lazy("Total records"), "total"),
+)
+
+
 @admin.register(Queue)
 class QueueAdmin(PagesAdmin):
     view_action = "view_queue"
@@ -53,8 +68,8 @@ class QueueAdmin(PagesAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         return [
-            self.route("tasks/", self.tasks_view, "tasks"),
-            self.route("<path:object_id>/limits/", self.limits_view, "limits"),
+            self.route("tasks/", self.tasks_page, "tasks"),
+            self.route("<path:object_id>/limits/", partial(limits.change_view, self), "limits"),
             self.route("<path:object_id>/gate/<str:action>/", self.gate, "gate"),
             *super().get_urls(),
         ]
@@ -68,8 +83,6 @@ class QueueAdmin(PagesAdmin):
 
     def overview(self, request: HttpRequest) -> HttpResponse:
         """List the queues this user may see, one stats snapshot each."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
         rows = []
         for name in permissions.allowed_queues(request.user, self.view_action):
             stats = get_ledger(name).stats()
@@ -77,39 +90,25 @@ class QueueAdmin(PagesAdmin):
                 {
                     "name": name,
                     "stats": stats,
-                    "counts": [
-                        count_text(value)
-                        for value in (
-                            stats.pending_due,
-                            stats.pending_later,
-                            stats.claimed,
-                            stats.expired_leases,
-                            stats.completed,
-                            stats.failed,
-                            stats.dead,
-                            stats.quarantined,
-                        )
-                    ],
+                    # The health page's figures but the total.
+                    "counts": [count_text(getattr(stats, field)) for _, field in _FIGURES[:-1]],
                     "oldest_due": duration_text(stats.oldest_due_age_ms),
                     "url": self.change_url(name),
                     "spark": charts.sparkline(charts.read_series(name, "hour")),
                 }
             )
         context = {
-            "tasks_url": reverse("admin:django_ledger_queue_tasks"),
+            "tasks_url": self.url("tasks"),
             "workflow_links": [
                 (name, workflow_list_url(name))
                 for name in permissions.allowed_queues(request.user, "view")
             ],
-            **self.page_context(request, gettext("Queues")),
             "rows": rows,
         }
-        return TemplateResponse(request, "admin/django_ledger/queue_list.html", context)
+        return self.render(request, "queue_list.html", gettext("Queues"), context)
 
     def detail_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """Show one queue's health: its counters, gate, oldest due age and expired leases."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
         queue = object_id
         if queue not in ledger_settings.queues or not self.can_view_queue(request, queue):
             return self.not_found(request, queue)
@@ -142,10 +141,11 @@ class QueueAdmin(PagesAdmin):
         context = {
             **limits.limits_context(request, queue),
             **self.charts_context(queue, window),
-            **self.page_context(request, gettext("Queue %(queue)s") % {"queue": queue}),
             "queue": queue,
             "stats": stats,
-            "figures": _figures(stats),
+            "figures": [
+                (Label.of(label), count_text(getattr(stats, field))) for label, field in _FIGURES
+            ],
             "now": instant_text(stats.now),
             "oldest_due": duration_text(stats.oldest_due_age_ms),
             "oldest_due_at": instant_text(stats.oldest_due_at),
@@ -156,18 +156,15 @@ class QueueAdmin(PagesAdmin):
                 crowding_hint(node, shards) for node, shards in crowded_masters(placed).items()
             ],
             "settings": [
-                (Label.of(gettext_lazy("Most records")), count_text(config.max_records)),
-                (
-                    Label.of(gettext_lazy("Most payload bytes")),
-                    bytes_text(config.max_payload_bytes),
-                ),
-                (Label.of(gettext_lazy("Most attempts")), count_text(config.max_attempts)),
-                (
-                    Label.of(gettext_lazy("Retention of ended records")),
-                    period_text(config.retention),
-                ),
-                (Label.of(gettext_lazy("Default lease")), period_text(config.lease)),
-                (Label.of(gettext_lazy("Shards")), count_text(config.shards)),
+                (Label.of(label), text)
+                for label, text in (
+                    (gettext_lazy("Most records"), count_text(config.max_records)),
+                    (gettext_lazy("Most payload bytes"), bytes_text(config.max_payload_bytes)),
+                    (gettext_lazy("Most attempts"), count_text(config.max_attempts)),
+                    (gettext_lazy("Retention of ended records"), period_text(config.retention)),
+                    (gettext_lazy("Default lease"), period_text(config.lease)),
+                    (gettext_lazy("Shards"), count_text(config.shards)),
+                )
             ],
             "can_operate": permissions.can(request.user, "operate", queue),
             "can_see_records": can_see_records,
@@ -178,14 +175,12 @@ class QueueAdmin(PagesAdmin):
             "quarantine_url": reverse("admin:django_ledger_quarantinedrecord_changelist")
             + "?"
             + urlencode({"queue": queue}),
-            "gate_url": reverse(
-                "admin:django_ledger_queue_gate",
-                args=(quote(queue), "open" if stats.gate_closed else "close"),
-            ),
-            "history_url": reverse("admin:django_ledger_queue_history", args=(quote(queue),)),
+            "gate_url": self.url("gate", quote(queue), "open" if stats.gate_closed else "close"),
+            "history_url": self.url("history", quote(queue)),
             "workflows_url": workflow_list_url(queue),
         }
-        return TemplateResponse(request, "admin/django_ledger/queue_health.html", context)
+        title = gettext("Queue %(queue)s") % {"queue": queue}
+        return self.render(request, "queue_health.html", title, context)
 
     def charts_context(self, queue: str, window: str) -> dict[str, Any]:
         """The charts of one queue's counters over ``window``."""
@@ -201,13 +196,9 @@ class QueueAdmin(PagesAdmin):
             ],
         }
 
-    def tasks_view(self, request: HttpRequest) -> HttpResponse:
-        """Each task name of the user's queues: runs, failure rate, run times."""
-        return self.guard(request, self.tasks_page, request)
-
     def tasks_page(self, request: HttpRequest) -> HttpResponse:
-        if not self.has_view_permission(request):
-            raise PermissionDenied
+        """Each task name of the user's queues: runs, failure rate, run times."""
+        self.need_view(request)
         window = charts.window_of(request.GET.get("window"))
         queues = permissions.allowed_queues(request.user, self.view_action)
         rows = charts.task_rows(
@@ -217,17 +208,8 @@ class QueueAdmin(PagesAdmin):
         for row in rows:  # the records list only for those who may see records
             if not permissions.can(request.user, "view", row["queue"]):
                 row["url"] = None
-        context = {
-            **self.page_context(request, gettext("Tasks")),
-            "rows": rows,
-            "window": window,
-            "windows": charts.WINDOW_CHOICES,
-        }
-        return TemplateResponse(request, "admin/django_ledger/task_list.html", context)
-
-    def limits_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """POST: change the queue's flow limits (admin/limits.py)."""
-        return self.guard(request, limits.change_view, self, request, unquote(object_id))
+        context = {"rows": rows, "window": window, "windows": charts.WINDOW_CHOICES}
+        return self.render(request, "task_list.html", gettext("Tasks"), context)
 
     def gate(self, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
         """GET: confirm closing or opening the gate; POST: do it."""
@@ -238,9 +220,6 @@ class QueueAdmin(PagesAdmin):
             request.user, "operate", queue
         ):
             raise PermissionDenied
-        return self.guard(request, self.gate_confirmed, request, queue, action)
-
-    def gate_confirmed(self, request: HttpRequest, queue: str, action: str) -> HttpResponse:
         ledger = get_ledger(queue)
         label, done, effect = _GATE[action]
         if request.method == "POST":
@@ -255,36 +234,18 @@ class QueueAdmin(PagesAdmin):
                 messages.SUCCESS,
             )
             return HttpResponseRedirect(self.change_url(queue))
+        title = gettext("%(label)s of queue %(queue)s: are you sure?") % {
+            "label": label,
+            "queue": queue,
+        }
         context = {
-            **self.page_context(
-                request,
-                gettext("%(label)s of queue %(queue)s: are you sure?")
-                % {"label": label, "queue": queue},
-            ),
             "queue": queue,
             "label": label,
             "effect": effect,
             "gate_closed": ledger.gate_closed,
             "cancel_url": self.change_url(queue),
         }
-        return TemplateResponse(request, "admin/django_ledger/confirm_gate.html", context)
-
-
-def _figures(stats: Stats) -> list[tuple[str, str]]:
-    return [
-        (label, count_text(value))
-        for label, value in (
-            (Label.of(gettext_lazy("Pending, due")), stats.pending_due),
-            (Label.of(gettext_lazy("Pending, due later")), stats.pending_later),
-            (Label.of(gettext_lazy("Claimed")), stats.claimed),
-            (Label.of(gettext_lazy("Expired leases waiting for repair")), stats.expired_leases),
-            (Label.of(gettext_lazy("Completed")), stats.completed),
-            (Label.of(gettext_lazy("Failed")), stats.failed),
-            (Label.of(gettext_lazy("Dead")), stats.dead),
-            (Label.of(gettext_lazy("Quarantined")), stats.quarantined),
-            (Label.of(gettext_lazy("Total records")), stats.total),
-        )
-    ]
+        return self.render(request, "confirm_gate.html", title, context)
 
 
 def _links(queue: str, stats: Stats) -> dict[str, str]:

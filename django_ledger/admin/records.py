@@ -15,7 +15,6 @@ from django.utils.translation import gettext, gettext_lazy
 
 from .. import operations, permissions
 from ..conf import get_ledger
-from ..core.records import Record as StoredRecord
 from ..core.records import State
 from ..models import LedgerEntry, Record
 from .actions import OPERATIONS, ActionsAdmin, bulk_action
@@ -116,18 +115,8 @@ class RecordAdmin(ActionsAdmin):
     def get_rangefilter_updated_at_title(self, request: HttpRequest, field_path: str) -> str:
         return gettext("ended at (completed, failed, dead, UTC)")
 
-    # Django asks has_<name>_permission for each action's permissions.
-    def has_retry_permission(self, request: HttpRequest) -> bool:
-        return permissions.can(request.user, "retry")
-
-    def has_fail_permission(self, request: HttpRequest) -> bool:
-        return permissions.can(request.user, "fail")
-
-    def has_purge_permission(self, request: HttpRequest) -> bool:
-        return permissions.can(request.user, "purge")
-
     def get_urls(self) -> list[URLPattern]:
-        return [*workflow_urls(self.admin_site), *bulk_urls(self), *super().get_urls()]
+        return [*workflow_urls(self), *bulk_urls(self), *super().get_urls()]
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -153,6 +142,7 @@ class RecordAdmin(ActionsAdmin):
             "workflow_url": step_workflow_url(queue, request_id),
             "snap": snap,
             "record": record,
+            "full_url": f"{detail_url}?full=1",
             "size": len(snap.raw),
             "queue_url": reverse("admin:django_ledger_queue_change", args=(quote(queue),))
             if permissions.can(request.user, "view_queue", queue)
@@ -172,67 +162,48 @@ class RecordAdmin(ActionsAdmin):
                 is_json = False
             else:
                 (payload, is_json), cut = pretty_payload(record.payload), False
+
+            def at(ms: int | None) -> tuple[str, str]:
+                return instant_text(ms), relative_text(ms, now)
+
+            limit = gettext("of at most %(limit)s") % {"limit": attempt_limit(ledger, record)}
+            fields = (
+                (gettext_lazy("Request id"), record.request_id, ""),
+                (gettext_lazy("Queue"), queue, ""),
+                (gettext_lazy("State"), record.state.value, _state_note(record.state)),
+                (
+                    gettext_lazy("Due at"),
+                    instant_text(record.due_at),
+                    # How far off a waiting record's due time is; others wait no more.
+                    relative_text(record.due_at, now) if record.state is State.PENDING else "",
+                ),
+                (gettext_lazy("Owner"), record.owner or "-", ""),
+                (gettext_lazy("Attempts"), record.attempts, limit),
+                (gettext_lazy("Fence"), record.fence, ""),
+                (gettext_lazy("Lease until"), *at(record.lease_until)),
+                (gettext_lazy("Created at"), *at(record.created_at)),
+                (gettext_lazy("Updated at"), *at(record.updated_at)),
+                (gettext_lazy("Traceparent"), record.traceparent or "-", ""),
+                (gettext_lazy("Size"), bytes_count(len(snap.raw)), ""),
+                (
+                    gettext_lazy("Version"),
+                    snap.version,
+                    gettext("what an action compares before it writes"),
+                ),
+            )
             context.update(
                 task=None if problem else task_section(ledger, record),
                 payload=payload,
                 payload_is_json=is_json,
                 payload_problem=problem,
                 payload_cut=cut,
-                full_url=f"{detail_url}?full=1",
-                fields=[
-                    (Label.of(gettext_lazy("Request id")), record.request_id, ""),
-                    (Label.of(gettext_lazy("Queue")), queue, ""),
-                    (
-                        Label.of(gettext_lazy("State")),
-                        record.state.value,
-                        _state_note(record.state),
-                    ),
-                    (
-                        Label.of(gettext_lazy("Due at")),
-                        instant_text(record.due_at),
-                        _due_note(record, now),
-                    ),
-                    (Label.of(gettext_lazy("Owner")), record.owner or "-", ""),
-                    (
-                        Label.of(gettext_lazy("Attempts")),
-                        record.attempts,
-                        gettext("of at most %(limit)s") % {"limit": attempt_limit(ledger, record)},
-                    ),
-                    (Label.of(gettext_lazy("Fence")), record.fence, ""),
-                    (
-                        Label.of(gettext_lazy("Lease until")),
-                        instant_text(record.lease_until),
-                        relative_text(record.lease_until, now),
-                    ),
-                    (
-                        Label.of(gettext_lazy("Created at")),
-                        instant_text(record.created_at),
-                        relative_text(record.created_at, now),
-                    ),
-                    (
-                        Label.of(gettext_lazy("Updated at")),
-                        instant_text(record.updated_at),
-                        relative_text(record.updated_at, now),
-                    ),
-                    (Label.of(gettext_lazy("Traceparent")), record.traceparent or "-", ""),
-                    (Label.of(gettext_lazy("Size")), bytes_count(len(snap.raw)), ""),
-                    (
-                        Label.of(gettext_lazy("Version")),
-                        snap.version,
-                        gettext("what an action compares before it writes"),
-                    ),
-                ],
+                fields=[(Label.of(label), value, note) for label, value, note in fields],
             )
         else:
             raw_text, cut = escape_bytes(snap.raw, None if full else RAW_PREVIEW)
-            context.update(raw_text=raw_text, raw_cut=cut, full_url=f"{detail_url}?full=1")
+            context.update(raw_text=raw_text, raw_cut=cut)
         context["actions"] = self.action_links(request, key, queue, snap, detail_url)
         return TemplateResponse(request, "admin/django_ledger/record_detail.html", context)
-
-
-def _due_note(record: StoredRecord, now: int) -> str:
-    """Say how far off a waiting record's due time is; a claimed or ended one waits no more."""
-    return relative_text(record.due_at, now) if record.state is State.PENDING else ""
 
 
 def _state_note(state: State) -> str:

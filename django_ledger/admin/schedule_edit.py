@@ -10,11 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
-from django.urls import reverse
 from django.utils.translation import gettext
 
 from .. import permissions
@@ -38,27 +35,6 @@ class ScheduleEditing(PagesAdmin):
             and user.has_perm("django_ledger.edit_schedule")
         )
 
-    def edit_url(self, key: str | None, what: str = "edit") -> str:
-        if key is None:
-            return reverse("admin:django_ledger_schedule_add", current_app=self.admin_site.name)
-        return reverse(
-            f"admin:django_ledger_schedule_{what}",
-            args=(quote(key),),
-            current_app=self.admin_site.name,
-        )
-
-    def add_schedule(self, request: HttpRequest) -> HttpResponse:
-        """Add a stored schedule."""
-        return self.guard(request, self._form_view, request, None)
-
-    def edit_schedule(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """Edit a stored schedule."""
-        return self.guard(request, self._form_view, request, object_id)
-
-    def delete_schedule(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """Confirm, then delete a stored schedule."""
-        return self.guard(request, self._delete_view, request, object_id)
-
     def _stored_or_none(self, request: HttpRequest, key: str) -> Any:
         found = runtime.stored().definitions.get(key)
         if found is None:
@@ -68,7 +44,9 @@ class ScheduleEditing(PagesAdmin):
             return None
         return found
 
-    def _form_view(self, request: HttpRequest, key: str | None) -> HttpResponse:
+    def form_view(self, request: HttpRequest, object_id: str | None = None) -> HttpResponse:
+        """Add a stored schedule, or edit the one ``object_id`` names."""
+        key = object_id
         if not self.can_edit(request):
             raise PermissionDenied
         stored = None if key is None else self._stored_or_none(request, key)
@@ -91,14 +69,13 @@ class ScheduleEditing(PagesAdmin):
             else gettext("Edit schedule %(key)s") % {"key": key}
         )
         context = {
-            **self.page_context(request, title),
             "form": form,
             "key": key,
             "adding": key is None,
             "off": off,
             "cancel_url": self.changelist_url() if key is None else self.change_url(key),
         }
-        return TemplateResponse(request, "admin/django_ledger/schedule_form.html", context)
+        return self.render(request, "schedule_form.html", title, context)
 
     def _save(
         self, request: HttpRequest, form: ScheduleForm, key: str | None
@@ -149,7 +126,9 @@ class ScheduleEditing(PagesAdmin):
         )
         return HttpResponseRedirect(self.change_url(name))
 
-    def _delete_view(self, request: HttpRequest, key: str) -> HttpResponse:
+    def remove_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Confirm, then delete a stored schedule."""
+        key = object_id
         if not self.can_edit(request):
             raise PermissionDenied
         stored = self._stored_or_none(request, key)
@@ -167,9 +146,6 @@ class ScheduleEditing(PagesAdmin):
             )
             return HttpResponseRedirect(self.changelist_url())
         context = {
-            **self.page_context(
-                request, gettext("Delete schedule %(key)s: are you sure?") % {"key": key}
-            ),
             "key": key,
             "label": gettext("Delete"),
             "effect": gettext(
@@ -178,4 +154,5 @@ class ScheduleEditing(PagesAdmin):
             ),
             "cancel_url": self.change_url(key),
         }
-        return TemplateResponse(request, "admin/django_ledger/confirm_schedule.html", context)
+        title = gettext("Delete schedule %(key)s: are you sure?") % {"key": key}
+        return self.render(request, "confirm_schedule.html", title, context)

@@ -24,8 +24,6 @@ __all__ = ["ScheduleForm", "entry_of_form", "initial_of"]
 #: Fields shown as JSON text (and any field of the schedules' settings this form does not
 #: know by name, so a new one is editable as JSON without a new form).
 _JSON: Final = ("ARGS", "KWARGS")
-_INTS: Final = ("EVERY", "PRIORITY", "GRACE")
-_TIMINGS: Final = ("CRON", "EVERY", "AT")
 
 
 class ScheduleForm(forms.Form):
@@ -85,7 +83,7 @@ class ScheduleForm(forms.Form):
             self.fields[name] = forms.CharField(
                 label=name.upper(), required=False, help_text=gettext_lazy("JSON")
             )
-        self.extra_json = [n.upper() for n in self.fields if n.upper() not in _known()]
+        self.extra_json = [n.upper() for n in self.fields if n.upper() not in _KNOWN]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -108,11 +106,8 @@ class ScheduleForm(forms.Form):
                 self.add_error(field, word)
 
 
-def _known() -> set[str]:
-    return {
-        "KEY", "TASK", "CRON", "EVERY", "AT", "TIMEZONE", "ARGS", "KWARGS", "QUEUE",
-        "PRIORITY", "MISFIRE", "GRACE", "ENABLED", "VERSION",
-    }  # fmt: skip
+#: The fields the form knows by name, as the settings spell them.
+_KNOWN: Final = frozenset(name.upper() for name in ScheduleForm.base_fields)
 
 
 def entry_of_form(form: ScheduleForm) -> dict[str, Any]:
@@ -134,6 +129,6 @@ def initial_of(entry: dict[str, Any], version: int | None) -> dict[str, Any]:
     for name, value in entry.items():
         if name == "ENABLED":
             continue
-        shown_as_json = name in _JSON or name not in _known()
+        shown_as_json = name in _JSON or name not in _KNOWN
         initial[name.lower()] = json.dumps(value) if shown_as_json else value
     return initial

@@ -45,17 +45,16 @@ def running_row(key: str, entries: list[Running], state: Snapshot) -> dict[str, 
         words, following, zone = "-", entry.next_fire, zone_of("UTC")
     else:
         words, following = timing.describe(), timing.next_after(now)
+    active = is_active(key, entry.enabled, state)
     return {
         "key": key,
         "url": None,
         "task": entry.task,
         "words": words,
         "state": state_text(key, entry.enabled, state),
-        "active": is_active(key, entry.enabled, state),
-        "next_utc": utc_of(following if entry.enabled and key not in state.paused else None),
-        "next_local": local_of(
-            following if entry.enabled and key not in state.paused else None, zone
-        ),
+        "active": active,
+        "next_utc": utc_of(following if active else None),
+        "next_local": local_of(following if active else None, zone),
         "nodes": sorted({e.node for e in entries}),
         "known": False,
     }

@@ -17,8 +17,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
-from django.urls import URLPattern, reverse
+from django.urls import URLPattern
 from django.utils.translation import gettext, gettext_lazy
 
 from .. import permissions
@@ -33,6 +32,7 @@ from ..models import Schedule
 from ..schedules.config import ScheduleConfig
 from ..services import runtime_schedules as runtime
 from ..services import scheduler
+from .base import record_url
 from .display import instant_text
 from .schedule_edit import ScheduleEditing
 from .schedule_rows import (
@@ -80,12 +80,9 @@ class DispatchRow:
 @admin.register(Schedule)
 class ScheduleAdmin(ScheduleEditing):
     actions = None
+    view_action = "view_schedule"
 
     # -- permissions ------------------------------------------------------------------
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        user = request.user
-        return bool(user.is_active and user.has_perm("django_ledger.view_schedule"))
 
     def can_see(self, request: HttpRequest, config: ScheduleConfig) -> bool:
         return self.has_view_permission(request) and permissions.can_reach_queue(
@@ -101,10 +98,11 @@ class ScheduleAdmin(ScheduleEditing):
 
     def get_urls(self) -> list[URLPattern]:
         return [
-            self.route("add/", self.add_schedule, "add"),
-            self.route("<path:object_id>/edit/", self.edit_schedule, "edit"),
-            self.route("<path:object_id>/delete-stored/", self.delete_schedule, "remove"),
-            self.route("<path:object_id>/do/<str:action>/", self.act, "act"),
+            self.route("add/", self.form_view, "add"),
+            self.route("<path:object_id>/edit/", self.form_view, "edit"),
+            self.route("<path:object_id>/delete-stored/", self.remove_view, "remove"),
+            # Unguarded: a Redis failure reading the schedules fails the request.
+            self.route("<path:object_id>/do/<str:action>/", self.act, "act", guarded=False),
             *super().get_urls(),
         ]
 
@@ -122,8 +120,6 @@ class ScheduleAdmin(ScheduleEditing):
         Those of this process's settings, and those any scheduler node publishes that
         the settings lack (another settings module, another release), marked as such.
         """
-        if not self.has_view_permission(request):
-            raise PermissionDenied
         state = scheduler.state()
         running = scheduler.running()
         registry = get_dispatch_registry()
@@ -163,13 +159,12 @@ class ScheduleAdmin(ScheduleEditing):
             row["last"] = last[0] if last else None
             row["counts"] = counted.get(str(row["key"]), dict(_NO_COUNTS))
         context = {
-            **self.page_context(request, gettext("Schedules")),
             "rows": rows,
             "now": instant_text(state.now_ms),
-            "add_url": self.edit_url(None) if self.can_edit(request) else None,
+            "add_url": self.url("add") if self.can_edit(request) else None,
             "runtime_off": not ledger_settings.runtime_schedules,
         }
-        return TemplateResponse(request, "admin/django_ledger/schedule_list.html", context)
+        return self.render(request, "schedule_list.html", gettext("Schedules"), context)
 
     def _can_see_running(self, request: HttpRequest, entry: Running) -> bool:
         # A queue these settings lack has no GROUPS to grant it: superusers only.
@@ -180,8 +175,6 @@ class ScheduleAdmin(ScheduleEditing):
 
     def detail_view(self, request: HttpRequest, key: str) -> HttpResponse:
         """Show one schedule: settings, state, next fires, last dispatches, actions."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
         config = runtime.every_schedule().get(key)
         if config is None or not self.can_see(request, config):
             return self.not_found(request, key)
@@ -190,8 +183,8 @@ class ScheduleAdmin(ScheduleEditing):
         found = scheduler.explain(key, NEXT_FIRES, now=state.now_ms // 1000)
         pause = state.paused.get(key)
         through = state.through.get(key)
+        editable = stored and self.can_edit(request)
         context = {
-            **self.page_context(request, gettext("Schedule %(key)s") % {"key": key}),
             "key": key,
             "config": config,
             "words": found.words,
@@ -211,15 +204,14 @@ class ScheduleAdmin(ScheduleEditing):
             "in_utc": config.timing.zone.key in _UTC_ZONES,
             "dispatches": self._dispatches(request, config),
             "can_operate": self.can_operate(request, config),
-            "urls": {action: self.action_url(key, action) for action in _ACTIONS},
+            "urls": {action: self.url("act", quote(key), action) for action in _ACTIONS},
             "stored": stored,
             "done": config.at is not None and state.through.get(key, 0) >= config.at,
-            "edit_url": self.edit_url(key) if stored and self.can_edit(request) else None,
-            "delete_url": self.edit_url(key, "remove")
-            if stored and self.can_edit(request)
-            else None,
+            "edit_url": self.url("edit", quote(key)) if editable else None,
+            "delete_url": self.url("remove", quote(key)) if editable else None,
         }
-        return TemplateResponse(request, "admin/django_ledger/schedule_detail.html", context)
+        title = gettext("Schedule %(key)s") % {"key": key}
+        return self.render(request, "schedule_detail.html", title, context)
 
     def act(self, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
         """GET: confirm pausing, resuming or firing now; POST: do it."""
@@ -258,24 +250,9 @@ class ScheduleAdmin(ScheduleEditing):
             self.log_change(request, Schedule(key=key, queue=config.queue), str(done) + " schedule")
             self.message_user(request, text, messages.SUCCESS)
             return HttpResponseRedirect(self.change_url(key))
-        context = {
-            **self.page_context(
-                request,
-                gettext("%(label)s schedule %(key)s: are you sure?") % {"label": label, "key": key},
-            ),
-            "key": key,
-            "label": label,
-            "effect": effect,
-            "cancel_url": self.change_url(key),
-        }
-        return TemplateResponse(request, "admin/django_ledger/confirm_schedule.html", context)
-
-    def action_url(self, key: str, action: str) -> str:
-        return reverse(
-            "admin:django_ledger_schedule_act",
-            args=(quote(key), action),
-            current_app=self.admin_site.name,
-        )
+        title = gettext("%(label)s schedule %(key)s: are you sure?") % {"label": label, "key": key}
+        context = {"key": key, "label": label, "effect": effect, "cancel_url": self.change_url(key)}
+        return self.render(request, "confirm_schedule.html", title, context)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -291,17 +268,15 @@ class ScheduleAdmin(ScheduleEditing):
         ]
         found.sort(key=lambda pair: (pair[1].dispatched_at, pair[0].epoch), reverse=True)
         linkable = permissions.can(request.user, "view", config.queue)
-        rows = []
-        for fire, dispatch in found[:HISTORY]:
-            url = None
-            if linkable:
-                url = reverse(
-                    "admin:django_ledger_record_change",
-                    args=(quote(f"{config.queue} {fire.request_id}"),),
-                    current_app=self.admin_site.name,
-                )
-            rows.append(DispatchRow(fire, dispatch, url))
-        return rows
+        site = self.admin_site.name
+        return [
+            DispatchRow(
+                fire,
+                dispatch,
+                record_url(config.queue, fire.request_id, site) if linkable else None,
+            )
+            for fire, dispatch in found[:HISTORY]
+        ]
 
 
 _NO_COUNTS: Final = {"fired": 0, "skipped": 0, "misfired": 0}

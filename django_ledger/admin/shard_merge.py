@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from ..core.ledger import Ledger
 from ..core.records import State
 from ..models import LedgerEntry
+from .query import spans
 
 __all__ = ["DIRECT_MERGE", "SEARCH_WIDTH", "Segment", "merged_rows"]
 
@@ -51,18 +52,12 @@ def merged_rows(
     ``per_shard[s][k]`` is how many rows shard ``s`` has in ``segments[k]``; ``span`` is
     ``(offset, want)``.
     """
-    offset, want = span
     out: list[LedgerEntry] = []
-    for position, segment in enumerate(segments):
-        total = sum(counts[position] for counts in per_shard)
-        if want <= 0:
-            break
-        if offset >= total:
-            offset -= total
-            continue
-        end = min(total, offset + want)
+    totals = [sum(counts[position] for counts in per_shard) for position in range(len(segments))]
+    for position, offset, want in spans(enumerate(totals), *span):
+        end = min(totals[position], offset + want)
         counts = [shard_counts[position] for shard_counts in per_shard]
-        skipped = 0
+        segment, skipped = segments[position], 0
         if end > DIRECT_MERGE:
             segment, skipped, counts = _skip_to(shards, segment, offset, counts, descending, count)
         streams = [
@@ -72,8 +67,6 @@ def merged_rows(
         ]
         merged = heapq.merge(*streams, key=lambda pair: pair[0], reverse=descending)
         out += [row for _, row in merged][offset - skipped : end - skipped]
-        want -= end - offset
-        offset = 0
     return out
 
 

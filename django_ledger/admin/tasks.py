@@ -12,8 +12,6 @@ import contextlib
 import json
 from typing import Any
 
-from django.contrib import admin
-from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 from django.utils.module_loading import autodiscover_modules
@@ -26,6 +24,7 @@ from ..core.sharded import AnyLedger
 from ..tasks.registry import declared_paths
 from ..tasks.state import TaskState, task_state
 from .display import Label, instant_text
+from .filters import ChoiceFilter
 from .lookups import join_key
 from .progress import progress_section
 
@@ -156,7 +155,7 @@ def _pretty(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-class TaskFilter(admin.SimpleListFilter):
+class TaskFilter(ChoiceFilter):
     """The records of one task (by its path): declared tasks are the choices.
 
     It reads every record of the queues the list shows (a payload is not indexed), and
@@ -175,12 +174,10 @@ class TaskFilter(admin.SimpleListFilter):
                 autodiscover_modules("tasks")
         return [(path, path.rpartition(".")[2] + f" ({path})") for path in declared_paths()]
 
-    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
-        value = self.value()
-        if value is None:
-            return queryset
-        if value not in {path for path, _ in self.lookup_choices}:
-            raise IncorrectLookupParameters(gettext("no task %(task)r to show") % {"task": value})
+    def refusal(self, value: str) -> str:
+        return gettext("no task %(task)r to show") % {"task": value}
+
+    def narrow(self, queryset: Any, value: str) -> Any:
         keys, notes = matching_keys(queryset, value)
         return queryset.filter(key__in=keys).noting(notes)
 

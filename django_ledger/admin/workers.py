@@ -14,11 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import quote
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
-from django.urls import reverse
 from django.utils.translation import gettext, gettext_lazy
 
 from .. import permissions
@@ -28,7 +24,7 @@ from ..core.transport import Translate
 from ..core.worker.heartbeat import Heartbeats, WorkerInfo
 from ..models import Worker
 from ..services import worker as worker_service
-from .base import PagesAdmin
+from .base import PagesAdmin, record_url
 from .display import Label, count_text, instant_text, relative_text
 from .progress import progress_bars
 
@@ -97,30 +93,18 @@ class WorkerAdmin(PagesAdmin):
 
     def overview(self, request: HttpRequest) -> HttpResponse:
         """List the live workers this user may see, with what each runs."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
         now, found = _read()
         rows = [self._row(request, info, now) for info in found if self.can_see(request, info)]
-        context = {
-            **self.page_context(request, gettext("Workers")),
-            "rows": rows,
-            "now": instant_text(now),
-            "data_loss": _data_loss(),
-        }
-        return TemplateResponse(request, "admin/django_ledger/worker_list.html", context)
+        context = {"rows": rows, "now": instant_text(now), "data_loss": _data_loss()}
+        return self.render(request, "worker_list.html", gettext("Workers"), context)
 
     def detail_view(self, request: HttpRequest, worker_id: str) -> HttpResponse:
         """Show one live worker: its heartbeat's every field and its running tasks."""
-        if not self.has_view_permission(request):
-            raise PermissionDenied
         now, info = self._find(request, worker_id)
         if info is None:
             return self.not_found(request, worker_id)
         row = self._row(request, info, now)
         context = {
-            **self.page_context(
-                request, gettext("Worker %(worker_id)s") % {"worker_id": worker_id}
-            ),
             "row": row,
             "fields": [
                 (Label.of(gettext_lazy("Worker id")), info.worker_id),
@@ -134,7 +118,8 @@ class WorkerAdmin(PagesAdmin):
             ],
             "now": instant_text(now),
         }
-        return TemplateResponse(request, "admin/django_ledger/worker_detail.html", context)
+        title = gettext("Worker %(worker_id)s") % {"worker_id": worker_id}
+        return self.render(request, "worker_detail.html", title, context)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -211,13 +196,7 @@ def running_on(request: HttpRequest, queue: str, site_name: str) -> list[Running
 def _running_row(task: dict[str, Any], now: int, site_name: str | None) -> RunningRow:
     """One running task's row; with a link to its record page on ``site_name``, if given."""
     queue, request_id, since = str(task.get("queue", "")), str(task.get("id", "")), _since(task)
-    url = None
-    if site_name is not None:
-        url = reverse(
-            "admin:django_ledger_record_change",
-            args=(quote(f"{queue} {request_id}"),),
-            current_app=site_name,
-        )
+    url = None if site_name is None else record_url(queue, request_id, site_name)
     return RunningRow(
         request_id=request_id,
         queue=queue,

@@ -13,7 +13,6 @@ from urllib.parse import urlencode
 from django.contrib.admin.utils import quote
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.translation import gettext
 
@@ -21,7 +20,7 @@ from .. import permissions
 from ..conf import get_ledger, ledger_settings
 from ..core.errors import LedgerError
 from ..core.flow_list import WORKFLOW_STATES, list_workflows
-from ..models import Record
+from .base import LedgerModelAdmin
 from .display import instant_text
 
 __all__ = ["WORKFLOWS_PER_PAGE", "workflow_list_url", "workflow_list_view"]
@@ -37,7 +36,9 @@ def workflow_list_url(queue: str) -> str:
     return reverse("admin:django_ledger_workflows", args=(queue,))
 
 
-def workflow_list_view(request: HttpRequest, queue: str) -> HttpResponse:
+def workflow_list_view(
+    model_admin: LedgerModelAdmin, request: HttpRequest, queue: str
+) -> HttpResponse:
     """List one page of ``queue``'s workflows: id, state, steps done of total, times."""
     if queue not in ledger_settings.queue_names:
         raise Http404(gettext("No such queue"))
@@ -76,9 +77,6 @@ def workflow_list_view(request: HttpRequest, queue: str) -> HttpResponse:
         return "?" + urlencode({k: v for k, v in params.items() if v})
 
     context: dict[str, Any] = {
-        "title": gettext("Workflows of queue %(queue)s") % {"queue": queue},
-        "subtitle": None,
-        "opts": Record._meta,
         "queue": queue,
         "rows": rows,
         "state": state,
@@ -90,4 +88,5 @@ def workflow_list_view(request: HttpRequest, queue: str) -> HttpResponse:
         if permissions.can(request.user, "view_queue", queue)
         else "",
     }
-    return TemplateResponse(request, "admin/django_ledger/workflow_list.html", context)
+    title = gettext("Workflows of queue %(queue)s") % {"queue": queue}
+    return model_admin.render(request, "workflow_list.html", title, context)

@@ -11,16 +11,14 @@ runs ``cancel_workflow`` and writes the queue's history. Mounted by ``workflow_u
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.admin import AdminSite
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.translation import gettext, ngettext
 
@@ -28,9 +26,9 @@ from .. import permissions
 from ..conf import get_ledger, ledger_settings
 from ..core.errors import LedgerError
 from ..core.flows import cancel_workflow, read_workflow, workflow_of_step
-from ..models import Queue, Record
+from ..models import Queue
 from ..tasks.workflow_state import WorkflowStep, state_of
-from .lookups import join_key
+from .base import LedgerModelAdmin, record_url
 from .workflow_list import workflow_list_url, workflow_list_view
 
 __all__ = [
@@ -78,7 +76,9 @@ def step_workflow_url(queue: str, request_id: str) -> str:
     return "" if workflow_id is None else workflow_url(queue, workflow_id)
 
 
-def workflow_view(request: HttpRequest, queue: str, workflow_id: str) -> HttpResponse:
+def workflow_view(
+    model_admin: LedgerModelAdmin, request: HttpRequest, queue: str, workflow_id: str
+) -> HttpResponse:
     """Show one workflow's steps, in the order they were given."""
     workflow_id = unquote(workflow_id)
     if queue not in ledger_settings.queue_names or not permissions.can(request.user, "view", queue):
@@ -102,9 +102,6 @@ def workflow_view(request: HttpRequest, queue: str, workflow_id: str) -> HttpRes
     rows = [_row(queue, step) for step in state.steps]
     pages = max(1, -(-state.total // STEPS_PER_PAGE))
     context: dict[str, Any] = {
-        "title": gettext("Workflow %(workflow_id)s") % {"workflow_id": workflow_id},
-        "subtitle": None,
-        "opts": Record._meta,
         "queue": queue,
         "workflow": state,
         "rows": rows,
@@ -124,7 +121,8 @@ def workflow_view(request: HttpRequest, queue: str, workflow_id: str) -> HttpRes
         and not state.cancelled
         else "",
     }
-    return TemplateResponse(request, "admin/django_ledger/workflow_detail.html", context)
+    title = gettext("Workflow %(workflow_id)s") % {"workflow_id": workflow_id}
+    return model_admin.render(request, "workflow_detail.html", title, context)
 
 
 def _row(queue: str, step: WorkflowStep) -> StepRow:
@@ -133,19 +131,15 @@ def _row(queue: str, step: WorkflowStep) -> StepRow:
         value = json.dumps(step.return_value, ensure_ascii=False)
         cut = len(value) > VALUE_PREVIEW
         value = value[:VALUE_PREVIEW]
-    record_url = ""
-    if step.state not in ("WAITING", "GONE"):
-        record_url = reverse(
-            "admin:django_ledger_record_change", args=(quote(join_key(queue, step.task_id)),)
-        )
+    url = "" if step.state in ("WAITING", "GONE") else record_url(queue, step.task_id)
     parents = ", ".join(step.parents[:PARENTS_SHOWN])
     if len(step.parents) > PARENTS_SHOWN:
         parents += f" and {len(step.parents) - PARENTS_SHOWN:,} more"
-    return StepRow(step, record_url, parents, value, cut)
+    return StepRow(step, url, parents, value, cut)
 
 
 def cancel_view(
-    site: AdminSite, request: HttpRequest, queue: str, workflow_id: str
+    model_admin: LedgerModelAdmin, request: HttpRequest, queue: str, workflow_id: str
 ) -> HttpResponse:
     """GET: ask before cancelling a workflow; POST: cancel it and say how many steps."""
     workflow_id = unquote(workflow_id)
@@ -171,54 +165,26 @@ def cancel_view(
             "Cancelled workflow %(workflow_id)s: %(count)d steps not yet started were cancelled.",
             cancelled,
         ) % {"workflow_id": workflow_id, "count": cancelled}
-        queue_admin = site.get_model_admin(Queue)
+        queue_admin = model_admin.admin_site.get_model_admin(Queue)
         queue_admin.log_change(request, Queue(key=queue, queue=queue), done)
         queue_admin.message_user(request, done, messages.SUCCESS)
         return HttpResponseRedirect(back)
-    context = {
-        **site.each_context(request),
-        "title": gettext("Cancel workflow %(workflow_id)s: are you sure?")
-        % {"workflow_id": workflow_id},
-        "subtitle": None,
-        "opts": Record._meta,
-        "queue": queue,
-        "workflow_id": workflow_id,
-        "cancel_url": back,
-    }
-    return TemplateResponse(request, "admin/django_ledger/confirm_workflow_cancel.html", context)
+    title = gettext("Cancel workflow %(workflow_id)s: are you sure?") % {"workflow_id": workflow_id}
+    context = {"queue": queue, "workflow_id": workflow_id, "cancel_url": back}
+    return model_admin.render(request, "confirm_workflow_cancel.html", title, context)
 
 
-def workflow_urls(site: AdminSite) -> list[URLPattern]:
-    """The pages' URLs, each view behind the admin's login (``admin_site.admin_view``)."""
-
-    def with_site(page: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-        def view(request: HttpRequest, **kwargs: str) -> HttpResponse:
-            response: HttpResponse = page(request, **kwargs)
-            context = getattr(response, "context_data", None)
-            if context is not None:
-                context.update(site.each_context(request))
-            return response
-
-        return view
-
-    def cancel(request: HttpRequest, queue: str, workflow_id: str) -> HttpResponse:
-        return cancel_view(site, request, queue, workflow_id)
-
-    view = with_site(workflow_view)
+def workflow_urls(model_admin: LedgerModelAdmin) -> list[URLPattern]:
+    """The pages' URLs, each view behind the admin's login, its pages on ``model_admin``'s."""
     return [
         path(
-            "workflows/<str:queue>/",
-            site.admin_view(with_site(workflow_list_view)),
-            name="django_ledger_workflows",
-        ),
-        path(
-            "workflow-cancel/<str:queue>/<path:workflow_id>/",
-            site.admin_view(cancel),
-            name="django_ledger_workflow_cancel",
-        ),
-        path(
-            "workflow/<str:queue>/<path:workflow_id>/",
-            site.admin_view(view),
-            name="django_ledger_workflow",
-        ),
+            pattern,
+            model_admin.admin_site.admin_view(partial(view, model_admin)),
+            name=f"django_ledger_{name}",
+        )
+        for pattern, view, name in (
+            ("workflows/<str:queue>/", workflow_list_view, "workflows"),
+            ("workflow-cancel/<str:queue>/<path:workflow_id>/", cancel_view, "workflow_cancel"),
+            ("workflow/<str:queue>/<path:workflow_id>/", workflow_view, "workflow"),
+        )
     ]

@@ -201,13 +201,9 @@ class LedgerModelAdmin(_ModelAdmin):
             {**self.page_context(request, title), **context},
         )
 
-    def route(
-        self, pattern: str, view: Callable[..., HttpResponse], name: str, guarded: bool = True
-    ) -> URLPattern:
-        """``pattern`` to ``view`` behind the admin's login, named ``<app>_<model>_<name>``.
-
-        ``guarded``: through ``guard``, so a Redis failure answers with the page saying so.
-        """
+    def route(self, pattern: str, view: Callable[..., HttpResponse], name: str) -> URLPattern:
+        """``pattern`` to ``view`` behind the admin's login, named ``<app>_<model>_<name>``,
+        through ``guard``, so a Redis failure answers with the page saying so."""
 
         def page(request: HttpRequest, **kwargs: Any) -> HttpResponse:
             return self.guard(request, view, request, **kwargs)
@@ -215,7 +211,7 @@ class LedgerModelAdmin(_ModelAdmin):
         opts = self.opts
         return path(
             pattern,
-            self.admin_site.admin_view(page if guarded else view),
+            self.admin_site.admin_view(page),
             name=f"{opts.app_label}_{opts.model_name}_{name}",
         )
 

@@ -101,8 +101,7 @@ class ScheduleAdmin(ScheduleEditing):
             self.route("add/", self.form_view, "add"),
             self.route("<path:object_id>/edit/", self.form_view, "edit"),
             self.route("<path:object_id>/delete-stored/", self.remove_view, "remove"),
-            # Unguarded: a Redis failure reading the schedules fails the request.
-            self.route("<path:object_id>/do/<str:action>/", self.act, "act", guarded=False),
+            self.route("<path:object_id>/do/<str:action>/", self.act, "act"),
             *super().get_urls(),
         ]
 
@@ -221,11 +220,6 @@ class ScheduleAdmin(ScheduleEditing):
             raise Http404("no such schedule action")
         if not self.can_operate(request, config):
             raise PermissionDenied
-        return self.guard(request, self.act_confirmed, request, config, action)
-
-    def act_confirmed(
-        self, request: HttpRequest, config: ScheduleConfig, action: str
-    ) -> HttpResponse:
         key = config.key
         label, done, effect = _ACTIONS[action]
         if request.method == "POST":

@@ -15,8 +15,10 @@ from django.urls import reverse
 
 from django_ledger import get_dispatch_registry
 from django_ledger.conf import get_ledger
+from django_ledger.connections import reset_connections
 from django_ledger.core.schedule import state_key
 from django_ledger.services import scheduler
+from django_ledger.testing.redis import free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -227,3 +229,25 @@ def test_the_detail_shows_a_monitor_by_its_host_never_its_token(
 
     assert 'data-setting="monitor">ping URL on hc-ping.com; Sentry monitor beat-check<' in text
     assert "secret-5b8a4c1e" not in text
+
+
+@pytest.mark.parametrize("runtime_schedules", [False, True])
+def test_acting_on_a_schedule_with_redis_unreachable_gets_a_503_page(
+    admin_client: Client, schedules: str, settings: Any, runtime_schedules: bool
+) -> None:
+    settings.LEDGER = {
+        **settings.LEDGER,
+        "CONNECTION": f"redis://127.0.0.1:{free_port()}/0",
+        "RUNTIME_SCHEDULES": runtime_schedules,
+    }
+    reset_connections()
+    try:
+        for response in (
+            admin_client.get(action("nightly", "pause")),
+            admin_client.post(action("nightly", "pause")),
+            admin_client.post(action("nightly", "trigger")),
+        ):
+            assert response.status_code == 503
+            assert "could not read Redis" in response.content.decode()
+    finally:
+        reset_connections()

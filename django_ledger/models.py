@@ -59,12 +59,11 @@ class LedgerEntry(models.Model):
     error = models.CharField(gettext_lazy("decode error"), max_length=200, blank=True)
 
     # Set on instances read from Redis, never stored: the record's index score (epoch
-    # ms), and for a quarantined id its quarantined copy and the bytes stored now.
+    # ms), and for a quarantined id its quarantined copy.
     score: int | None = None
     #: The task path a Django task record's payload names ('' for a raw record).
     task: str = ""
     quarantined_bytes: bytes | None = None
-    stored_bytes: bytes | None = None
 
     class Meta:
         managed = False

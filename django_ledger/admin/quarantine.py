@@ -78,7 +78,7 @@ class QuarantineQuery(LedgerQuery):
         """Turn ``admin_quarantine.lua`` triples into model instances."""
         rows = []
         for i in range(0, len(flat), 3):
-            raw_id, quarantined, stored = flat[i : i + 3]
+            raw_id, quarantined = flat[i : i + 2]
             request_id = raw_id.decode("utf-8", "replace")
             row = self.model(
                 key=join_key(queue, request_id),
@@ -89,7 +89,6 @@ class QuarantineQuery(LedgerQuery):
                 error=decode_error(request_id, quarantined) or gettext("decodes now"),
             )
             row.quarantined_bytes = quarantined
-            row.stored_bytes = stored
             rows.append(row)
         return rows
 

@@ -31,7 +31,6 @@ __all__ = [
     "admit_rows",
     "committed_rows",
     "delete_ids",
-    "deliver_ids",
     "deliver_rows",
     "read_rows",
 ]
@@ -225,17 +224,3 @@ def committed_rows(database: str, rows: Sequence[Row], guarded: Sequence[str]) -
         return list(rows)
     again = set(guarded)
     return [row for row in rows if row.id not in again] + read_rows(database, sorted(again))
-
-
-def deliver_ids(database: str, ids: Sequence[str]) -> int:
-    """Admit the outbox rows of ``ids`` that exist, and delete those delivered.
-
-    Rows of a rolled-back savepoint are gone, so only committed tasks are admitted.
-    Return how many were delivered.
-    """
-    delivered = 0
-    for start in range(0, len(ids), CHUNK):
-        done, _ = admit_rows(read_rows(database, ids[start : start + CHUNK]))
-        delete_ids(database, done)
-        delivered += len(done)
-    return delivered

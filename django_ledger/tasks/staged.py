@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from ..core.jobs import BadPayload, decode_task
 from ..core.timing import instant_ms
+from ..outbox.delivery import Row
 from ..outbox.models import OutboxEntry, OutboxKind
 from ..outbox.options import TransactionOptions
 from ..outbox.staging import RowConflict, defer, stage
@@ -50,19 +51,15 @@ def stage_calls(
     ``TaskIdConflict`` when an id waits in the outbox for another call, or for another
     deployment; nothing is written then.
     """
-    rows: dict[str, Any] = {
-        "delay_ms": delay_ms,
-        "run_after_ms": run_after_ms,
-        "priority": priority,
-        "kind": kind,
-        "traceparent": traceparent or "",
-    }
+    rows = [
+        Row(request_id, queue, payload, delay_ms, run_after_ms, priority, kind, traceparent or "")
+        for request_id, payload in requests
+    ]
     if options.mode != "outbox":
-        defer(options.database, queue, requests, **rows)
+        defer(options.database, queue, rows)
         return
     try:
-        background = options.delivery == "background"
-        stage(options.database, alias, queue, requests, background=background, **rows)
+        stage(options.database, alias, rows, background=options.delivery == "background")
     except RowConflict as exc:
         reason = "elsewhere" if exc.elsewhere else None
         raise TaskIdConflict(exc.row_id, queue, reason) from None

@@ -44,10 +44,10 @@ from .compat import (
 )
 from .exceptions import ResultTooLarge, RetryAfter
 from .heard import heard
-from .ledger_task import LedgerTask, LedgerTaskContext
+from .ledger_task import LedgerTaskContext
 from .options import TaskOptions, exception_path, retries
 from .progress import Reports, start_reports
-from .results import instant, ready_result
+from .results import enqueued_as, instant, ready_result
 from .state import lost_attempt
 
 __all__ = [
@@ -166,7 +166,7 @@ class TaskAttempt:
         self.options = plan.options
         self.clock = time.monotonic()
         self.attempts = earlier_attempts(job) if job.claim.attempt > 1 else []
-        self.task = self._task(plan.task, plan.payload)
+        self.task = enqueued_as(plan.task, runner.alias, runner.queue, plan.payload.options)
         self.stage = "call"
         # Django's TaskResult, for the signals' receivers and a task's context: built
         # only if one of them will see it. Django's own receivers write a line at INFO
@@ -178,16 +178,6 @@ class TaskAttempt:
         self.reports: Reports | None = None
         if self.task.takes_context or self.heard_started or self.heard_finished:
             self.result = self._result()
-
-    def _task(self, task: Task[..., Any], payload: TaskPayload) -> Task[..., Any]:
-        changes: dict[str, Any] = {}
-        if task.queue_name != self.runner.queue:
-            changes["queue_name"] = self.runner.queue
-        if task.backend != self.runner.alias:
-            changes["backend"] = self.runner.alias
-        if isinstance(task, LedgerTask):
-            changes.update(payload.options)
-        return replace(task, **changes) if changes else task
 
     def _result(self) -> TaskResult[..., Any]:
         job, payload, attempts = self.job, self.plan.payload, self.attempts

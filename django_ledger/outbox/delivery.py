@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
@@ -39,27 +39,6 @@ logger = logging.getLogger("django_ledger.outbox")
 
 #: Ids per ``IN (...)`` statement: under SQLite's 999 bound variables.
 CHUNK = 500
-
-
-class Staged(Protocol):
-    """What admitting a row needs of it: an ``OutboxEntry`` or a ``Row``."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def queue(self) -> str: ...
-    @property
-    def payload(self) -> str: ...
-    @property
-    def delay_ms(self) -> int: ...
-    @property
-    def run_after_ms(self) -> int | None: ...
-    @property
-    def priority(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def traceparent(self) -> str: ...
 
 
 class Row(NamedTuple):
@@ -93,7 +72,7 @@ class Delivered(NamedTuple):
     away: bool
 
 
-def admit_rows(rows: Iterable[Staged]) -> tuple[list[str], list[str]]:
+def admit_rows(rows: Iterable[Row | OutboxEntry]) -> tuple[list[str], list[str]]:
     """Admit ``rows``; return the ids done with and the ids to keep for a later try.
 
     Done: admitted, duplicate (admitted before), or refused for good (another call under
@@ -105,15 +84,15 @@ def admit_rows(rows: Iterable[Staged]) -> tuple[list[str], list[str]]:
     return delivered.done, delivered.kept
 
 
-def deliver_rows(rows: Iterable[Staged]) -> Delivered:
+def deliver_rows(rows: Iterable[Row | OutboxEntry]) -> Delivered:
     """``admit_rows``, saying also which queues kept rows and whether Redis was away."""
-    groups: dict[tuple[str, int, int | None, int, str], list[Staged]] = {}
+    groups: dict[tuple[str, int, int | None, int, str], list[Row | OutboxEntry]] = {}
     done: list[str] = []
     kept: list[str] = []
     stalled: set[str] = set()
     away = False
-    tasks: list[Staged] = []
-    flows: list[Staged] = []
+    tasks: list[Row | OutboxEntry] = []
+    flows: list[Row | OutboxEntry] = []
     for row in rows:
         if row.kind == OutboxKind.TASK:
             tasks.append(row)

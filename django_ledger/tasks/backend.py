@@ -367,7 +367,12 @@ class LedgerBackend(BaseTaskBackend):
             state = self.task_state(result_id)
         except (TaskResultDoesNotExist, LedgerUnavailable):
             # Not in Redis (or Redis away): a row in the outbox is a task not admitted yet.
-            readable, staged = self._staged(result_id)
+            # Only the outbox mode stages, and only on a database that has the table.
+            readable, staged = False, None
+            if self.transactions.mode == "outbox" and isinstance(result_id, str):
+                readable, staged = readable_staged_result(
+                    self.transactions.database, self.alias, result_id
+                )
             if not readable:
                 raise
             if staged is not None:
@@ -376,14 +381,6 @@ class LedgerBackend(BaseTaskBackend):
             # deletes): Redis has it now, unless it never existed.
             state = self.task_state(result_id)
         return task_result(state, task_of(state, self.alias), self.alias)
-
-    def _staged(self, result_id: str) -> tuple[bool, TaskResult[..., Any] | None]:
-        """Whether the outbox could be read, and the READY result waiting there if any."""
-        # Only the outbox mode stages, and only on a database that has the table.
-        options = self.transactions
-        if options.mode != "outbox" or not isinstance(result_id, str):
-            return False, None
-        return readable_staged_result(options.database, self.alias, result_id)
 
     async def aget_result(self, result_id: str) -> TaskResult[..., Any]:
         """``get_result`` on a worker thread: the event loop never waits on Redis."""

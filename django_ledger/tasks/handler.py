@@ -67,10 +67,6 @@ class TaskHandler:
     def __repr__(self) -> str:
         return f"<TaskHandler {self.queue} ({self.backend_alias})>"
 
-    @property
-    def backend(self) -> LedgerBackend:
-        return self._current()[1]
-
     def _current(self) -> tuple[object, LedgerBackend, Runner]:
         """The backend and what attempts need of it, while the TASKS setting stays."""
         settings = task_backends.settings

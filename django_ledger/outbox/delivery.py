@@ -91,11 +91,11 @@ def deliver_rows(rows: Iterable[Row | OutboxEntry]) -> Delivered:
     kept: list[str] = []
     stalled: set[str] = set()
     away = False
-    tasks: list[Row | OutboxEntry] = []
     flows: list[Row | OutboxEntry] = []
     for row in rows:
         if row.kind == OutboxKind.TASK:
-            tasks.append(row)
+            key = (row.queue, row.delay_ms, row.run_after_ms, row.priority, row.traceparent or "")
+            groups.setdefault(key, []).append(row)
         elif row.kind == OutboxKind.WORKFLOW:
             flows.append(row)
         else:  # written by a later version: left for a relay that knows its kind
@@ -110,9 +110,6 @@ def deliver_rows(rows: Iterable[Row | OutboxEntry]) -> Delivered:
         kept += held
         waiting = set(held)
         stalled.update(row.queue for row in flows if row.id in waiting)
-    for row in tasks:
-        key = (row.queue, row.delay_ms, row.run_after_ms, row.priority, row.traceparent or "")
-        groups.setdefault(key, []).append(row)
     for (queue, delay_ms, run_after_ms, priority, trace), group in groups.items():
         try:
             ledger = queues.get(queue).ledger

@@ -47,7 +47,7 @@ from .heard import heard
 from .ledger_task import LedgerTaskContext
 from .options import TaskOptions, exception_path, retries
 from .progress import Reports, start_reports
-from .results import enqueued_as, instant, ready_result
+from .results import _PLAIN, enqueued_as, instant, ready_result
 from .state import lost_attempt
 
 __all__ = [
@@ -67,8 +67,6 @@ logger = logging.getLogger("django_ledger.tasks")
 TRACEBACK_LIMIT = 16_384
 #: Errors whose tracebacks a result keeps whole: the first, and this many of the last.
 KEPT_TRACEBACKS = 16
-#: Classes ``normalize_json`` hands back as they are (exactly these: not subclasses).
-_PLAIN = frozenset({str, int, float, bool, type(None)})
 #: A return value as ``core.jobs.encode_result`` encodes it, with its encoder built once.
 _encode_value = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 

@@ -17,6 +17,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from ..core.jobs import (
@@ -83,22 +84,17 @@ class TaskPlan(Plan):
 class Runner:
     """What an attempt needs of its handler: the queue, the backend and its result limit."""
 
-    __slots__ = ("_limit", "alias", "backend", "queue", "sender")
-
     def __init__(self, queue: str, alias: str, backend: Any) -> None:
         self.queue = queue
         self.alias = alias
         self.backend = backend
         #: The backend's class: the sender of the task signals.
         self.sender: type = type(backend)
-        self._limit: int | None = None
 
-    @property
+    @cached_property
     def max_result_bytes(self) -> int:
         """The backend's ``MAX_RESULT_BYTES``, read once (a bad one raises each time)."""
-        if self._limit is None:
-            self._limit = int(self.backend.max_result_bytes)
-        return self._limit
+        return int(self.backend.max_result_bytes)
 
 
 def traceback_text(exc: BaseException) -> str:

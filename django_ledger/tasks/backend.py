@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import cached_property
 from types import SimpleNamespace
 from typing import Any, ParamSpec, TypeVar, cast
 
@@ -83,7 +84,6 @@ class LedgerBackend(BaseTaskBackend):
         self._validated: dict[tuple[Any, ...], None] = {}
         #: Declared tasks' plans by ``id(task)``, each with its task (ids are reused).
         self._plans: dict[int, tuple[Task[..., Any], Plan]] = {}
-        self._transactions: TransactionOptions | None = None
 
     # -- options ----------------------------------------------------------------------
 
@@ -101,15 +101,13 @@ class LedgerBackend(BaseTaskBackend):
         )
         return limit
 
-    @property
+    @cached_property
     def transactions(self) -> TransactionOptions:
         """``OPTIONS['TRANSACTIONS']``, ``['DATABASE']``, ``['OUTBOX_MAX_AGE']``, checked."""
-        if self._transactions is None:
-            try:
-                self._transactions = transaction_options(self.options)
-            except ValueError as exc:
-                raise ImproperlyConfigured(f"TASKS[{self.alias!r}]['OPTIONS']: {exc}") from exc
-        return self._transactions
+        try:
+            return transaction_options(self.options)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"TASKS[{self.alias!r}]['OPTIONS']: {exc}") from exc
 
     @property
     def eager(self) -> bool:

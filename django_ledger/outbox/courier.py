@@ -64,9 +64,10 @@ class Courier:
     """The process's courier thread, started by the first parcel."""
 
     def __init__(self) -> None:
-        self._reset()
+        self.forget()
 
-    def _reset(self) -> None:
+    def forget(self) -> None:
+        """No parcels, no thread, the locks made anew: at the start, and in a forked child."""
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._delivered = threading.Condition(self._lock)
@@ -103,10 +104,6 @@ class Courier:
             finally:
                 self._flushing -= 1
         return True
-
-    def forget(self) -> None:
-        """In a forked child: no parcels, no thread (the locks are made anew)."""
-        self._reset()
 
     def _take(self, wait: float) -> list[Parcel] | None:
         """The parcels waiting (up to ``MAX_ROWS`` rows), or ``None`` after ``wait`` s.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
@@ -31,7 +31,6 @@ __all__ = [
     "admit_rows",
     "committed_rows",
     "delete_ids",
-    "deliver_ids",
     "deliver_rows",
     "read_rows",
 ]
@@ -40,27 +39,6 @@ logger = logging.getLogger("django_ledger.outbox")
 
 #: Ids per ``IN (...)`` statement: under SQLite's 999 bound variables.
 CHUNK = 500
-
-
-class Staged(Protocol):
-    """What admitting a row needs of it: an ``OutboxEntry`` or a ``Row``."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def queue(self) -> str: ...
-    @property
-    def payload(self) -> str: ...
-    @property
-    def delay_ms(self) -> int: ...
-    @property
-    def run_after_ms(self) -> int | None: ...
-    @property
-    def priority(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def traceparent(self) -> str: ...
 
 
 class Row(NamedTuple):
@@ -94,7 +72,7 @@ class Delivered(NamedTuple):
     away: bool
 
 
-def admit_rows(rows: Iterable[Staged]) -> tuple[list[str], list[str]]:
+def admit_rows(rows: Iterable[Row | OutboxEntry]) -> tuple[list[str], list[str]]:
     """Admit ``rows``; return the ids done with and the ids to keep for a later try.
 
     Done: admitted, duplicate (admitted before), or refused for good (another call under
@@ -106,18 +84,18 @@ def admit_rows(rows: Iterable[Staged]) -> tuple[list[str], list[str]]:
     return delivered.done, delivered.kept
 
 
-def deliver_rows(rows: Iterable[Staged]) -> Delivered:
+def deliver_rows(rows: Iterable[Row | OutboxEntry]) -> Delivered:
     """``admit_rows``, saying also which queues kept rows and whether Redis was away."""
-    groups: dict[tuple[str, int, int | None, int, str], list[Staged]] = {}
+    groups: dict[tuple[str, int, int | None, int, str], list[Row | OutboxEntry]] = {}
     done: list[str] = []
     kept: list[str] = []
     stalled: set[str] = set()
     away = False
-    tasks: list[Staged] = []
-    flows: list[Staged] = []
+    flows: list[Row | OutboxEntry] = []
     for row in rows:
         if row.kind == OutboxKind.TASK:
-            tasks.append(row)
+            key = (row.queue, row.delay_ms, row.run_after_ms, row.priority, row.traceparent or "")
+            groups.setdefault(key, []).append(row)
         elif row.kind == OutboxKind.WORKFLOW:
             flows.append(row)
         else:  # written by a later version: left for a relay that knows its kind
@@ -132,9 +110,6 @@ def deliver_rows(rows: Iterable[Staged]) -> Delivered:
         kept += held
         waiting = set(held)
         stalled.update(row.queue for row in flows if row.id in waiting)
-    for row in tasks:
-        key = (row.queue, row.delay_ms, row.run_after_ms, row.priority, row.traceparent or "")
-        groups.setdefault(key, []).append(row)
     for (queue, delay_ms, run_after_ms, priority, trace), group in groups.items():
         try:
             ledger = queues.get(queue).ledger
@@ -225,17 +200,3 @@ def committed_rows(database: str, rows: Sequence[Row], guarded: Sequence[str]) -
         return list(rows)
     again = set(guarded)
     return [row for row in rows if row.id not in again] + read_rows(database, sorted(again))
-
-
-def deliver_ids(database: str, ids: Sequence[str]) -> int:
-    """Admit the outbox rows of ``ids`` that exist, and delete those delivered.
-
-    Rows of a rolled-back savepoint are gone, so only committed tasks are admitted.
-    Return how many were delivered.
-    """
-    delivered = 0
-    for start in range(0, len(ids), CHUNK):
-        done, _ = admit_rows(read_rows(database, ids[start : start + CHUNK]))
-        delete_ids(database, done)
-        delivered += len(done)
-    return delivered

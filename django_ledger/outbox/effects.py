@@ -81,7 +81,9 @@ def fenced(task_id: str, fence: int, database: str) -> Iterator[Effects]:
     """
     fx = Effects(task_id, fence, database)
     with transaction.atomic(using=database):
-        if not _hold(database, task_id, fence):
+        # The fence and ``done`` go in first, in the block's transaction: they commit with
+        # the block's writes or roll back with them, so no second statement marks it done.
+        if not _raise_fence(database, task_id, fence, done=True):
             stored = (
                 TaskEffect.objects.using(database)
                 .filter(pk=task_id)
@@ -99,30 +101,6 @@ def fenced(task_id: str, fence: int, database: str) -> Iterator[Effects]:
             _keep_result(database, task_id, json.dumps(fx.result))
 
 
-def _hold(database: str, task_id: str, fence: int) -> bool:
-    """Compare-and-set the effects row to ``fence``, done: whether this attempt holds it.
-
-    ``done`` is written now, with the fence, in the block's transaction: it commits with
-    the block's writes or rolls back with them, so no second statement marks it done.
-    """
-    connection = connections[database]
-    quote = connection.ops.quote_name
-    table = quote(TaskEffect._meta.db_table)
-    now = connection.ops.adapt_datetimefield_value(timezone.now())
-    if connection.vendor == "mysql":
-        return _hold_mysql(connection, table, task_id, fence, now)
-    sql = (
-        f"INSERT INTO {table} ({quote('task_id')}, {quote('fence')}, {quote('done')}, "
-        f"{quote('result')}, {quote('updated_at')}) VALUES (%s, %s, %s, %s, %s) "
-        f"ON CONFLICT ({quote('task_id')}) DO UPDATE SET {quote('fence')} = %s, "
-        f"{quote('done')} = TRUE, {quote('updated_at')} = %s "
-        f"WHERE {table}.{quote('fence')} <= %s AND NOT {table}.{quote('done')}"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [task_id, fence, True, "", now, fence, now, fence])
-        return bool(cursor.rowcount == 1)
-
-
 def tombstone(task_id: str, fence: int, database: str) -> bool:
     """Raise the effects row of ``task_id`` to ``fence``, not done: a cancel's first step.
 
@@ -130,58 +108,41 @@ def tombstone(task_id: str, fence: int, database: str) -> bool:
     attempt's block in flight holds the row, so this waits for it. Return whether the
     effects had committed already (then nothing changes: they stay).
     """
+    with transaction.atomic(using=database):
+        _raise_fence(database, task_id, fence, done=False)
+        return TaskEffect.objects.using(database).filter(pk=task_id, done=True).exists()
+
+
+def _raise_fence(database: str, task_id: str, fence: int, *, done: bool) -> bool:
+    """Set the effects row of ``task_id`` to ``fence`` and ``done`` unless a higher fence
+    or committed effects hold it (a new row takes them); whether the row was set.
+
+    Without ``ON CONFLICT`` (MySQL, MariaDB): ``INSERT IGNORE`` takes a new row (and waits
+    for another transaction's uncommitted one); else the ``UPDATE``'s ``WHERE`` is the
+    compare-and-set, on the row it locks.
+    """
     connection = connections[database]
     quote = connection.ops.quote_name
     table = quote(TaskEffect._meta.db_table)
     now = connection.ops.adapt_datetimefield_value(timezone.now())
-    columns = (
-        f"{table} ({quote('task_id')}, {quote('fence')}, {quote('done')}, {quote('result')}, "
-        f"{quote('updated_at')})"
-    )
+    columns = ", ".join(map(quote, ("task_id", "fence", "done", "result", "updated_at")))
+    insert = f"INTO {table} ({columns}) VALUES (%s, %s, %s, '', %s)"
+    update = f"{quote('fence')} = %s, {quote('done')} = %s, {quote('updated_at')} = %s"
     guard = f"{table}.{quote('fence')} <= %s AND NOT {table}.{quote('done')}"
-    with transaction.atomic(using=database), connection.cursor() as cursor:
-        if connection.vendor == "mysql":
-            cursor.execute(
-                f"INSERT IGNORE INTO {columns} VALUES (%s, %s, FALSE, '', %s)",
-                [task_id, fence, now],
-            )
-            if cursor.rowcount != 1:
-                cursor.execute(
-                    f"UPDATE {table} SET {quote('fence')} = %s, {quote('updated_at')} = %s "
-                    f"WHERE {quote('task_id')} = %s AND {guard}",
-                    [fence, now, task_id, fence],
-                )
-        else:
-            cursor.execute(
-                f"INSERT INTO {columns} VALUES (%s, %s, FALSE, '', %s) ON CONFLICT "
-                f"({quote('task_id')}) DO UPDATE SET {quote('fence')} = %s, "
-                f"{quote('updated_at')} = %s WHERE {guard}",
-                [task_id, fence, now, fence, now, fence],
-            )
-        return TaskEffect.objects.using(database).filter(pk=task_id, done=True).exists()
-
-
-def _hold_mysql(connection: Any, table: str, task_id: str, fence: int, now: Any) -> bool:
-    """``_hold`` without ``ON CONFLICT`` (MySQL, MariaDB): an insert, else a guarded update.
-
-    ``INSERT IGNORE`` takes a new row (and waits for another transaction's uncommitted
-    one); else the ``UPDATE``'s ``WHERE`` is the compare-and-set, on the row it locks.
-    """
-    quote = connection.ops.quote_name
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT IGNORE INTO {table} ({quote('task_id')}, {quote('fence')}, "
-            f"{quote('done')}, {quote('result')}, {quote('updated_at')}) "
-            "VALUES (%s, %s, TRUE, '', %s)",
-            [task_id, fence, now],
-        )
+        if connection.vendor != "mysql":
+            cursor.execute(
+                f"INSERT {insert} ON CONFLICT ({quote('task_id')}) DO UPDATE SET {update} "
+                f"WHERE {guard}",
+                [task_id, fence, done, now, fence, done, now, fence],
+            )
+            return bool(cursor.rowcount == 1)
+        cursor.execute(f"INSERT IGNORE {insert}", [task_id, fence, done, now])
         if cursor.rowcount == 1:
             return True
         cursor.execute(
-            f"UPDATE {table} SET {quote('fence')} = %s, {quote('done')} = TRUE, "
-            f"{quote('updated_at')} = %s WHERE {quote('task_id')} = %s "
-            f"AND {quote('fence')} <= %s AND NOT {quote('done')}",
-            [fence, now, task_id, fence],
+            f"UPDATE {table} SET {update} WHERE {quote('task_id')} = %s AND {guard}",
+            [fence, done, now, task_id, fence],
         )
         return bool(cursor.rowcount == 1)
 

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from . import courier
 from .delivery import CHUNK, ROW_COLUMNS, Row, admit_rows, committed_rows, delete_ids
-from .models import OutboxEntry, OutboxKind
+from .models import OutboxEntry
 from .target import outbox_target
 
 __all__ = ["RowConflict", "defer", "in_transaction", "stage"]
@@ -141,20 +141,8 @@ def _insert_new(connection: Any, rows: Sequence[Row], backend: str, target: str)
     return inserted
 
 
-def stage(
-    database: str,
-    backend: str,
-    queue: str,
-    requests: Sequence[tuple[str, str]],
-    *,
-    delay_ms: int,
-    run_after_ms: int | None,
-    priority: int,
-    kind: str = OutboxKind.TASK,
-    background: bool = True,
-    traceparent: str = "",
-) -> None:
-    """Write ``requests`` (id, payload) as outbox rows of ``kind`` in the current transaction.
+def stage(database: str, backend: str, rows: Sequence[Row], *, background: bool = True) -> None:
+    """Write ``rows`` (one per call) as outbox rows of ``backend`` in the current transaction.
 
     An id already staged with the same payload is left as it is; with another payload
     (or another deployment's) it is ``RowConflict``, and nothing is written. ``background``:
@@ -163,37 +151,30 @@ def stage(
     one ``INSERT ... ON CONFLICT DO NOTHING`` and nothing else (PostgreSQL, SQLite);
     only ids found staged are read back, to compare their payloads.
     """
-    rows: list[Row] = []
-    seen: dict[str, str] = {}
-    for request_id, payload in requests:
-        before = seen.get(request_id)
-        if before is not None:
-            if before != payload:
-                raise RowConflict(request_id, elsewhere=False)
-            continue
-        seen[request_id] = payload
-        rows.append(
-            Row(request_id, queue, payload, delay_ms, run_after_ms, priority, kind, traceparent)
-        )
+    seen: dict[str, Row] = {}
+    for row in rows:
+        before = seen.setdefault(row.id, row)
+        if before.payload != row.payload:
+            raise RowConflict(row.id, elsewhere=False)
+    rows = list(seen.values())
     connection = transaction.get_connection(database)
     target = outbox_target()
     if _upserts(connection):
         inserted = _insert_new(connection, rows, backend, target)
         if len(inserted) < len(rows):
-            before_rows = [row.id for row in rows if row.id not in inserted]
-            staged = {
-                found: (payload, where)
-                for found, payload, where in OutboxEntry.objects.using(database)
-                .filter(pk__in=before_rows)
-                .values_list("id", "payload", "target")
-            }
-            for row in rows:
-                if row.id in staged and staged[row.id] != (row.payload, target):
-                    delete_ids(database, sorted(inserted))  # this call's rows: none is kept
-                    raise RowConflict(row.id, elsewhere=staged[row.id][1] != target)
+            try:
+                _staged_ids(database, [row for row in rows if row.id not in inserted], target)
+            except RowConflict:
+                delete_ids(database, sorted(inserted))  # this call's rows: none is kept
+                raise
             rows = [row for row in rows if row.id in inserted]
-    else:
-        rows = _insert_checked(database, rows, backend, target)
+    else:  # no upsert returns rows (MySQL): read the ids first, then insert
+        staged = _staged_ids(database, rows, target)
+        rows = [row for row in rows if row.id not in staged]
+        OutboxEntry.objects.using(database).bulk_create(
+            [OutboxEntry(backend=backend, target=target, **row._asdict()) for row in rows],
+            batch_size=CHUNK,
+        )
     if not rows:
         return
     # SQLite has one writer: the courier's DELETE would wait on the caller's transactions.
@@ -203,43 +184,27 @@ def stage(
         delivery.guarded += [row.id for row in rows]
 
 
-def _insert_checked(database: str, rows: list[Row], backend: str, target: str) -> list[Row]:
-    """``stage`` where no upsert returns rows (MySQL): read the ids first, then insert."""
-    manager = OutboxEntry.objects.using(database)
-    ids = [row.id for row in rows]
+def _staged_ids(database: str, rows: list[Row], target: str) -> set[str]:
+    """The ids of ``rows`` staged already as they are; ``RowConflict`` for the first staged
+    otherwise (with another payload, or by another deployment)."""
     staged: dict[str, tuple[str, str]] = {}
+    ids = [row.id for row in rows]
     for start in range(0, len(ids), CHUNK):
-        for found, payload, where in manager.filter(pk__in=ids[start : start + CHUNK]).values_list(
-            "id", "payload", "target"
+        for found, payload, where in (
+            OutboxEntry.objects.using(database)
+            .filter(pk__in=ids[start : start + CHUNK])
+            .values_list("id", "payload", "target")
         ):
             staged[found] = (payload, where)
     for row in rows:
         if row.id in staged and staged[row.id] != (row.payload, target):
             raise RowConflict(row.id, elsewhere=staged[row.id][1] != target)
-    rows = [row for row in rows if row.id not in staged]
-    manager.bulk_create(
-        [OutboxEntry(backend=backend, target=target, **row._asdict()) for row in rows],
-        batch_size=CHUNK,
-    )
-    return rows
+    return set(staged)
 
 
-def defer(
-    database: str,
-    queue: str,
-    requests: Sequence[tuple[str, str]],
-    *,
-    delay_ms: int,
-    run_after_ms: int | None,
-    priority: int,
-    kind: str = OutboxKind.TASK,
-    traceparent: str = "",
-) -> None:
-    """The ``on_commit`` mode: admit ``requests`` after the commit, without a row (lossy)."""
-    rows = [
-        Row(request_id, queue, payload, delay_ms, run_after_ms, priority, kind, traceparent)
-        for request_id, payload in requests
-    ]
+def defer(database: str, queue: str, rows: Sequence[Row]) -> None:
+    """The ``on_commit`` mode: admit ``rows`` of ``queue`` after the commit, without an
+    outbox row (lossy)."""
 
     def admit() -> None:
         try:

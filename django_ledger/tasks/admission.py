@@ -135,17 +135,14 @@ def answered(
     made: dict[object, Any] = {}  # a batch is admitted at one instant, due at one
     for result, answer in zip(results, answers, strict=True):
         status = answer.status
-        if status is AdmissionStatus.ADMITTED:
-            if answer.times is None:  # the reference path: read the record
+        mine = status is AdmissionStatus.DUPLICATE and own and answer.record is not None
+        if status is AdmissionStatus.ADMITTED or mine:
+            if answer.times is None:  # the reference path, or this call's own duplicate
                 record = answer.record
                 assert record is not None
                 admitted(sender, task, result, record.created_at, record.due_at, made)
             else:
                 admitted(sender, task, result, *answer.times, made=made)
-            out.append(result)
-        elif status is AdmissionStatus.DUPLICATE and own and answer.record is not None:
-            record = answer.record
-            admitted(sender, task, result, record.created_at, record.due_at, made)
             out.append(result)
         elif status is AdmissionStatus.DUPLICATE:
             state = existing.get(answer.request_id)

@@ -17,6 +17,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from ..core.jobs import (
@@ -44,10 +45,10 @@ from .compat import (
 )
 from .exceptions import ResultTooLarge, RetryAfter
 from .heard import heard
-from .ledger_task import LedgerTask, LedgerTaskContext
+from .ledger_task import LedgerTaskContext
 from .options import TaskOptions, exception_path, retries
 from .progress import Reports, start_reports
-from .results import instant, ready_result
+from .results import _PLAIN, enqueued_as, instant, ready_result
 from .state import lost_attempt
 
 __all__ = [
@@ -67,8 +68,6 @@ logger = logging.getLogger("django_ledger.tasks")
 TRACEBACK_LIMIT = 16_384
 #: Errors whose tracebacks a result keeps whole: the first, and this many of the last.
 KEPT_TRACEBACKS = 16
-#: Classes ``normalize_json`` hands back as they are (exactly these: not subclasses).
-_PLAIN = frozenset({str, int, float, bool, type(None)})
 #: A return value as ``core.jobs.encode_result`` encodes it, with its encoder built once.
 _encode_value = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
@@ -85,22 +84,17 @@ class TaskPlan(Plan):
 class Runner:
     """What an attempt needs of its handler: the queue, the backend and its result limit."""
 
-    __slots__ = ("_limit", "alias", "backend", "queue", "sender")
-
     def __init__(self, queue: str, alias: str, backend: Any) -> None:
         self.queue = queue
         self.alias = alias
         self.backend = backend
         #: The backend's class: the sender of the task signals.
         self.sender: type = type(backend)
-        self._limit: int | None = None
 
-    @property
+    @cached_property
     def max_result_bytes(self) -> int:
         """The backend's ``MAX_RESULT_BYTES``, read once (a bad one raises each time)."""
-        if self._limit is None:
-            self._limit = int(self.backend.max_result_bytes)
-        return self._limit
+        return int(self.backend.max_result_bytes)
 
 
 def traceback_text(exc: BaseException) -> str:
@@ -166,7 +160,7 @@ class TaskAttempt:
         self.options = plan.options
         self.clock = time.monotonic()
         self.attempts = earlier_attempts(job) if job.claim.attempt > 1 else []
-        self.task = self._task(plan.task, plan.payload)
+        self.task = enqueued_as(plan.task, runner.alias, runner.queue, plan.payload.options)
         self.stage = "call"
         # Django's TaskResult, for the signals' receivers and a task's context: built
         # only if one of them will see it. Django's own receivers write a line at INFO
@@ -178,16 +172,6 @@ class TaskAttempt:
         self.reports: Reports | None = None
         if self.task.takes_context or self.heard_started or self.heard_finished:
             self.result = self._result()
-
-    def _task(self, task: Task[..., Any], payload: TaskPayload) -> Task[..., Any]:
-        changes: dict[str, Any] = {}
-        if task.queue_name != self.runner.queue:
-            changes["queue_name"] = self.runner.queue
-        if task.backend != self.runner.alias:
-            changes["backend"] = self.runner.alias
-        if isinstance(task, LedgerTask):
-            changes.update(payload.options)
-        return replace(task, **changes) if changes else task
 
     def _result(self) -> TaskResult[..., Any]:
         job, payload, attempts = self.job, self.plan.payload, self.attempts

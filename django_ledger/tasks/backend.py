@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import cached_property
 from types import SimpleNamespace
 from typing import Any, ParamSpec, TypeVar, cast
 
@@ -39,7 +40,7 @@ from ..outbox.options import (
 from ..outbox.staging import in_transaction
 from ..outbox.tables import outbox_ready
 from ..queues import QueueEntry, queues
-from .admission import admitted, answered, retried
+from .admission import answered, retried
 from .compat import (
     DEFAULT_TASK_QUEUE_NAME,
     BaseTaskBackend,
@@ -83,7 +84,6 @@ class LedgerBackend(BaseTaskBackend):
         self._validated: dict[tuple[Any, ...], None] = {}
         #: Declared tasks' plans by ``id(task)``, each with its task (ids are reused).
         self._plans: dict[int, tuple[Task[..., Any], Plan]] = {}
-        self._transactions: TransactionOptions | None = None
 
     # -- options ----------------------------------------------------------------------
 
@@ -101,15 +101,13 @@ class LedgerBackend(BaseTaskBackend):
         )
         return limit
 
-    @property
+    @cached_property
     def transactions(self) -> TransactionOptions:
         """``OPTIONS['TRANSACTIONS']``, ``['DATABASE']``, ``['OUTBOX_MAX_AGE']``, checked."""
-        if self._transactions is None:
-            try:
-                self._transactions = transaction_options(self.options)
-            except ValueError as exc:
-                raise ImproperlyConfigured(f"TASKS[{self.alias!r}]['OPTIONS']: {exc}") from exc
-        return self._transactions
+        try:
+            return transaction_options(self.options)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"TASKS[{self.alias!r}]['OPTIONS']: {exc}") from exc
 
     @property
     def eager(self) -> bool:
@@ -197,51 +195,13 @@ class LedgerBackend(BaseTaskBackend):
         With Redis away, the admission is tried again under the same id
         (``admission.py``); ``EnqueueOutcomeUnknown`` says it stayed away, with the id.
         """
-        return self.ran_eagerly(self._enqueue_one(task, args, kwargs, None, given=False))
+        return self.enqueue_many(task, [(args, kwargs)])[0]
 
     def enqueue_once(
         self, task: Task[_P, _R], request_id: str, args: Sequence[Any], kwargs: Mapping[str, Any]
     ) -> TaskResult[_P, _R]:
         """Admit one call under ``request_id``, once: a repeat answers the existing result."""
-        return self.ran_eagerly(self._enqueue_one(task, args, kwargs, request_id, given=True))
-
-    def _enqueue_one(
-        self,
-        task: Task[_P, _R],
-        args: Sequence[Any],
-        kwargs: Mapping[str, Any],
-        request_id: object,
-        *,
-        given: bool,
-    ) -> TaskResult[_P, _R]:
-        # enqueue_many's steps for one call, without its lists and batching.
-        plan = self._plan(task)
-        result, payload = request(plan, task, args, kwargs, request_id, self.alias, given=given)
-        trace = current_traceparent()  # the run's span continues the enqueuer's trace
-        if plan.held is not None and not given:
-            return self._enqueue_held(task, plan, result, payload, trace)  # run by the caller
-        if self.staging():
-            self._stage(task, plan, [(result.id, payload)], trace)
-            object.__setattr__(result, "enqueued_at", timezone.now())
-            return result
-        entry = plan.entry
-        ledger = entry.ledger
-
-        def admit() -> Admission:
-            return ledger.admit(
-                result.id, payload, delay(task, entry), trace, priority=task.priority
-            )
-
-        try:
-            answer = admit()
-        except LedgerUnavailable as exc:  # applied or not: try again under the same id
-            answer = retried(exc, ledger, plan.path, [result.id], admit)
-            own = not given and not plan.unique
-            return answered(type(self), self.alias, task, entry, [result], [answer], own=own)[0]
-        if answer.times is not None:  # admitted just now: the common answer, without lists
-            admitted(type(self), task, result, *answer.times, made={})
-            return result
-        return answered(type(self), self.alias, task, entry, [result], [answer])[0]
+        return self.enqueue_many(task, [(args, kwargs)], [request_id])[0]
 
     def enqueue_many(
         self,
@@ -254,8 +214,12 @@ class LedgerBackend(BaseTaskBackend):
         Every call is checked (JSON arguments, payload size, ids) before anything is
         written. Past that, as ``Ledger.admit_many``, it is not all-or-nothing: a
         ``TaskIdConflict`` or ``QueueFull`` is raised after the calls before it (and
-        those after it in the same batch) were admitted.
+        those after it in the same batch) were admitted. One call is one admission
+        (``Ledger.admit``); a held or debounced call (its id not given) is one script call
+        each. With Redis away, the admission is tried again under the same ids
+        (``admission.py``); ``EnqueueOutcomeUnknown`` says it stayed away, with the ids.
         """
+        given = ids is not None
         plan = self._plan(task)
         calls = list(calls)
         if ids is not None and len(ids) != len(calls):
@@ -270,63 +234,55 @@ class LedgerBackend(BaseTaskBackend):
                 kwargs,
                 None if ids is None else ids[position],
                 self.alias,
-                given=ids is not None,
+                given=given,
             )
             results.append(result)
             requests.append((result.id, payload))
         if not requests:
             return []
-        trace = current_traceparent()
-        if plan.held is not None and ids is None:  # one script call per call
-            return self.ran_eagerly(
-                [
-                    self._enqueue_held(task, plan, result, payload, trace)
-                    for result, (_, payload) in zip(results, requests, strict=True)
-                ]
-            )
+        trace = current_traceparent()  # the run's span continues the enqueuer's trace
+        entry = plan.entry
+        if plan.held is not None and not given:
+            if self.staging():
+                raise not_staged(plan.path)
+            held = [
+                enqueue_held(
+                    type(self),
+                    self.alias,
+                    task,
+                    entry,
+                    plan.held,
+                    result,
+                    payload,
+                    duration_ms(delay(task, entry), "run_after"),
+                    trace,
+                )
+                for result, (_, payload) in zip(results, requests, strict=True)
+            ]
+            return self.ran_eagerly(held)
         if self.staging():
-            self._stage(task, plan, requests, trace)
+            stage_task(self.transactions, self.alias, task, entry.ledger.queue, requests, trace)
             now = timezone.now()
             for result in results:
                 object.__setattr__(result, "enqueued_at", now)
             return self.ran_eagerly(results)
-        entry = plan.entry
         ledger = entry.ledger
 
         def admit() -> list[Admission]:
+            if len(requests) == 1:
+                request_id, payload = requests[0]
+                return [ledger.admit(request_id, payload, delay(task, entry), trace, task.priority)]
             return ledger.admit_many(requests, delay(task, entry), trace, task.priority)
 
+        own = False
         try:
             answers = admit()
         except LedgerUnavailable as exc:  # any prefix applied: try all again under their ids
             answers = retried(exc, ledger, plan.path, [id_ for id_, _ in requests], admit)
-            own = ids is None and not plan.unique
-            return self.ran_eagerly(
-                answered(type(self), self.alias, task, entry, results, answers, own=own)
-            )
-        return self.ran_eagerly(answered(type(self), self.alias, task, entry, results, answers))
-
-    def _enqueue_held(
-        self,
-        task: Task[_P, _R],
-        plan: Plan,
-        result: TaskResult[_P, _R],
-        payload: str,
-        trace: str | None,
-    ) -> TaskResult[_P, _R]:
-        assert plan.held is not None
-        if self.staging():
-            raise not_staged(plan.path)
-        wait = duration_ms(delay(task, plan.entry), "run_after")
-        return enqueue_held(
-            type(self), self.alias, task, plan.entry, plan.held, result, payload, wait, trace
+            own = not given and not plan.unique  # a duplicate is this enqueue's own
+        return self.ran_eagerly(
+            answered(type(self), self.alias, task, entry, results, answers, own=own)
         )
-
-    def _stage(
-        self, task: Task[..., Any], plan: Plan, requests: list[tuple[str, str]], trace: str | None
-    ) -> None:
-        """Write ``requests`` to the outbox (or defer them to the commit: ``on_commit``)."""
-        stage_task(self.transactions, self.alias, task, plan.entry.ledger.queue, requests, trace)
 
     def _plan(self, task: Task[..., Any]) -> Plan:
         """Check ``task`` and return what its calls share, kept for a declared task."""
@@ -409,7 +365,12 @@ class LedgerBackend(BaseTaskBackend):
             state = self.task_state(result_id)
         except (TaskResultDoesNotExist, LedgerUnavailable):
             # Not in Redis (or Redis away): a row in the outbox is a task not admitted yet.
-            readable, staged = self._staged(result_id)
+            # Only the outbox mode stages, and only on a database that has the table.
+            readable, staged = False, None
+            if self.transactions.mode == "outbox" and isinstance(result_id, str):
+                readable, staged = readable_staged_result(
+                    self.transactions.database, self.alias, result_id
+                )
             if not readable:
                 raise
             if staged is not None:
@@ -418,14 +379,6 @@ class LedgerBackend(BaseTaskBackend):
             # deletes): Redis has it now, unless it never existed.
             state = self.task_state(result_id)
         return task_result(state, task_of(state, self.alias), self.alias)
-
-    def _staged(self, result_id: str) -> tuple[bool, TaskResult[..., Any] | None]:
-        """Whether the outbox could be read, and the READY result waiting there if any."""
-        # Only the outbox mode stages, and only on a database that has the table.
-        options = self.transactions
-        if options.mode != "outbox" or not isinstance(result_id, str):
-            return False, None
-        return readable_staged_result(options.database, self.alias, result_id)
 
     async def aget_result(self, result_id: str) -> TaskResult[..., Any]:
         """``get_result`` on a worker thread: the event loop never waits on Redis."""

@@ -10,7 +10,7 @@ result document, which the runtime stores in the same script call as the settlem
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable
+from collections.abc import Coroutine
 from inspect import iscoroutinefunction
 from typing import Any
 
@@ -66,10 +66,6 @@ class TaskHandler:
 
     def __repr__(self) -> str:
         return f"<TaskHandler {self.queue} ({self.backend_alias})>"
-
-    @property
-    def backend(self) -> LedgerBackend:
-        return self._current()[1]
 
     def _current(self) -> tuple[object, LedgerBackend, Runner]:
         """The backend and what attempts need of it, while the TASKS setting stays."""
@@ -128,7 +124,7 @@ class TaskHandler:
         self._found[path] = (vars(sys.modules[module_name]), name, task)
         return task
 
-    def run(self, job: Job, plan: Plan) -> Outcome | Awaitable[Outcome]:
+    def run(self, job: Job, plan: Plan) -> Outcome | Coroutine[Any, Any, Outcome]:
         """Run one attempt; a coroutine task's run is an awaitable for the worker's loop."""
         attempt = TaskAttempt(self._current()[2], job, _checked(plan))
         if attempt.plan.is_async:

@@ -18,7 +18,7 @@ from ..core.results import Admission
 from ..core.timing import MAX_DURATION_MS, duration_ms
 from ..core.unique import Debounce, UniqueMode, UniqueNotHere, admit_unique
 from ..queues import QueueEntry
-from .admission import admitted, answered, retried
+from .admission import answered, retried
 from .compat import InvalidTask, Task, TaskResult
 from .resolve import unique_id
 
@@ -120,8 +120,5 @@ def enqueue_held(
         raise InvalidTask(f"{path} cannot be enqueued into {ledger.queue!r}: {exc}") from exc
     except LedgerUnavailable as exc:  # the same id again: a try that was applied holds it
         answer = retried(exc, ledger, path, [result.id], admit)
-    if answer.times is not None:
-        admitted(sender, task, result, *answer.times, made={})
-        return result
     own = held.mode is not UniqueMode.RECORD and answer.request_id == result.id
     return answered(sender, alias, task, entry, [result], [answer], own=own)[0]

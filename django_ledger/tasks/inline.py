@@ -13,8 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,8 +82,11 @@ def run_due_tasks(
         raise ValueError(f"limit must be at least 1, got {limit}")
     handlers = {name: TaskHandler(name) for name in names}
     report = RunReport()
-    with _inside():
+    _running.depth = getattr(_running, "depth", 0) + 1
+    try:
         _drain(handlers, report, limit, raise_errors)
+    finally:
+        _running.depth -= 1
     waiting = [request_id for request_id in report.retrying if request_id not in report.completed]
     if raise_errors and waiting:
         # Its retry was not due before everything else was done: a test would
@@ -121,15 +123,6 @@ def run_eagerly(queues: list[str]) -> None:
     if getattr(_running, "depth", 0):
         return
     run_due_tasks(queues, raise_errors=False)
-
-
-@contextmanager
-def _inside() -> Iterator[None]:
-    _running.depth = getattr(_running, "depth", 0) + 1
-    try:
-        yield
-    finally:
-        _running.depth -= 1
 
 
 def _drain(
@@ -193,7 +186,7 @@ def _run_one(
         outcome = handler.refused(job, exc)
     else:
         ran = handler.run(job, plan)
-        outcome = ran if isinstance(ran, Outcome) else asyncio.run(_awaited(ran))
+        outcome = ran if isinstance(ran, Outcome) else asyncio.run(ran)
     settlement = ledger.settle(claim, outcome.state, outcome.delay, outcome.result)
     if outcome.settled is not None:  # task_finished, once the settlement is written
         outcome.settled(settlement.ok)
@@ -227,7 +220,3 @@ def _failure(ledger: Any, queue: str, request_id: str, what: str) -> str:
 
 def _anything_due(names: list[str]) -> bool:
     return any(ledger_queues.get(name).ledger.stats().pending_due > 0 for name in names)
-
-
-async def _awaited(awaitable: Awaitable[Outcome]) -> Outcome:
-    return await awaitable

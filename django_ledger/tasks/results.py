@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -21,6 +22,7 @@ from .state import TaskState
 
 __all__ = [
     "LedgerTaskResult",
+    "enqueued_as",
     "instant",
     "new_result",
     "plain_call",
@@ -188,18 +190,28 @@ def task_of(state: TaskState, alias: str) -> Task[..., Any]:
             f"{state.request_id!r} on queue {state.queue!r} names no task of this project: {exc}"
         ) from exc
     record = state.record
-    changes: dict[str, Any] = {}
-    if declared.queue_name != state.queue:
-        changes["queue_name"] = state.queue
-    if declared.backend != alias:
-        changes["backend"] = alias
-    priority = getattr(record, "priority", 0)
-    if declared.priority != priority:
-        changes["priority"] = priority
-    if record.due_at > record.created_at:
-        changes["run_after"] = instant(record.due_at)
+    return enqueued_as(
+        declared,
+        alias,
+        state.queue,
+        usable_options(state.payload.options),
+        priority=getattr(record, "priority", 0),
+        run_after=instant(record.due_at) if record.due_at > record.created_at else None,
+    )
+
+
+def enqueued_as(
+    declared: Task[..., Any], alias: str, queue: str, options: Mapping[str, Any], **more: Any
+) -> Task[..., Any]:
+    """``declared`` as a call of it was enqueued: on ``queue`` and backend ``alias``, with
+    a payload's ``options`` (a ``LedgerTask``'s) and ``more`` fields where they differ."""
+    changes = {
+        name: value
+        for name, value in dict(more, queue_name=queue, backend=alias).items()
+        if getattr(declared, name) != value
+    }
     if isinstance(declared, LedgerTask):
-        changes.update(usable_options(state.payload.options))
+        changes.update(options)
     return replace(declared, **changes) if changes else declared
 
 

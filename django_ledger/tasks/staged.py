@@ -9,7 +9,6 @@ row waits in the outbox.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,6 +18,7 @@ from django.utils import timezone
 
 from ..core.jobs import BadPayload, decode_task
 from ..core.timing import instant_ms
+from ..outbox.delivery import Row
 from ..outbox.models import OutboxEntry, OutboxKind
 from ..outbox.options import TransactionOptions
 from ..outbox.staging import RowConflict, defer, stage
@@ -26,9 +26,8 @@ from ..outbox.tables import outbox_ready
 from ..outbox.target import LEGACY, outbox_target
 from .compat import Task, TaskResult
 from .exceptions import TaskIdConflict, UnknownTask
-from .ledger_task import LedgerTask
 from .resolve import resolve_task
-from .results import new_result, usable_options
+from .results import enqueued_as, new_result, usable_options
 
 __all__ = ["readable_staged_result", "stage_calls", "stage_task", "staged_result"]
 
@@ -50,19 +49,15 @@ def stage_calls(
     ``TaskIdConflict`` when an id waits in the outbox for another call, or for another
     deployment; nothing is written then.
     """
-    rows: dict[str, Any] = {
-        "delay_ms": delay_ms,
-        "run_after_ms": run_after_ms,
-        "priority": priority,
-        "kind": kind,
-        "traceparent": traceparent or "",
-    }
+    rows = [
+        Row(request_id, queue, payload, delay_ms, run_after_ms, priority, kind, traceparent or "")
+        for request_id, payload in requests
+    ]
     if options.mode != "outbox":
-        defer(options.database, queue, requests, **rows)
+        defer(options.database, queue, rows)
         return
     try:
-        background = options.delivery == "background"
-        stage(options.database, alias, queue, requests, background=background, **rows)
+        stage(options.database, alias, rows, background=options.delivery == "background")
     except RowConflict as exc:
         reason = "elsewhere" if exc.elsewhere else None
         raise TaskIdConflict(exc.row_id, queue, reason) from None
@@ -136,14 +131,7 @@ def staged_result(database: str, alias: str, result_id: str) -> TaskResult[..., 
         declared = resolve_task(payload.task)
     except (BadPayload, UnknownTask):
         return None
-    changes: dict[str, Any] = {}
-    if declared.queue_name != row.queue:
-        changes["queue_name"] = row.queue
-    if declared.backend != alias:
-        changes["backend"] = alias
-    if declared.priority != row.priority:
-        changes["priority"] = row.priority
-    if isinstance(declared, LedgerTask):
-        changes.update(usable_options(payload.options))
-    task = replace(declared, **changes) if changes else declared
+    task = enqueued_as(
+        declared, alias, row.queue, usable_options(payload.options), priority=row.priority
+    )
     return new_result(task, row.id, list(payload.args), dict(payload.kwargs), alias)

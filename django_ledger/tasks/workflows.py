@@ -32,9 +32,9 @@ failure rules (``on_failure="cancel"``, the default, or ``"continue"``), retries
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from ..core.flows import (
     FlowStep,
@@ -82,6 +82,7 @@ __all__ = [
 ]
 
 _ARGS = '{"args":['
+_T = TypeVar("_T")
 
 
 class StepCancelled(Exception):
@@ -380,8 +381,11 @@ def _enqueue(planned: list[_Planned], workflow_id: str | None, queue: str | None
     return WorkflowResult(flow_id, queue, backend.alias, task_ids, created)
 
 
-def _ledgers(queue: str | None, backend: str) -> Iterator[AnyLedger]:
-    """The ledgers of ``queue`` (default: every queue ``backend`` reads) that hold workflows."""
+def _first(
+    workflow_id: str, queue: str | None, backend: str, act: Callable[[AnyLedger, str], _T | None]
+) -> _T:
+    """``act``'s first answer on the ledgers of ``queue`` (default: every queue ``backend``
+    reads) that hold workflows; ``WorkflowDoesNotExist`` if none answers."""
     if queue is not None:
         names = [queue]
     else:
@@ -390,7 +394,10 @@ def _ledgers(queue: str | None, backend: str) -> Iterator[AnyLedger]:
     for name in names:
         ledger = queues.get(name).ledger
         if len(ledger.shards) == 1:  # a sharded queue holds no workflows
-            yield ledger
+            answer = act(ledger, workflow_id)
+            if answer is not None:
+                return answer
+    raise WorkflowDoesNotExist(workflow_id)
 
 
 def get_workflow(
@@ -401,11 +408,7 @@ def get_workflow(
     ``queue``: where it runs (default: every queue the backend reads, in order).
     ``WorkflowDoesNotExist`` if none holds it.
     """
-    for ledger in _ledgers(queue, backend):
-        status = read_workflow(ledger, workflow_id)
-        if status is not None:
-            return state_of(status)
-    raise WorkflowDoesNotExist(workflow_id)
+    return state_of(_first(workflow_id, queue, backend, read_workflow))
 
 
 def cancel_workflow(
@@ -415,8 +418,4 @@ def cancel_workflow(
 
     Steps already running finish; what waits on them stays cancelled.
     """
-    for ledger in _ledgers(queue, backend):
-        cancelled = cancel_flow(ledger, workflow_id)
-        if cancelled is not None:
-            return cancelled
-    raise WorkflowDoesNotExist(workflow_id)
+    return _first(workflow_id, queue, backend, cancel_flow)

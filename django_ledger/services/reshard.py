@@ -64,10 +64,9 @@ def reshard_queue(queue: str, backup: Path, dry_run: bool = False) -> ReshardRes
     old = build_ledger(queue, before)
     stats = old.stats()
     result.records = stats.total
-    if backup.exists():
-        raise ReshardRefused(f"{backup} exists: give a new file for the backup")
-    if results_path(backup).exists():
-        raise ReshardRefused(f"{results_path(backup)} exists: give a new file for the backup")
+    for path in (backup, results_path(backup)):
+        if path.exists():
+            raise ReshardRefused(f"{path} exists: give a new file for the backup")
     if dry_run:
         _refusal(stats.claimed, stats.quarantined)
         return result
@@ -78,17 +77,15 @@ def reshard_queue(queue: str, backup: Path, dry_run: bool = False) -> ReshardRes
         _refusal(stats.claimed, stats.quarantined)
         exported = _write_backup(old, backup)
         result.results = _write_results(old, results_path(backup))
+        if exported != stats.total:
+            raise ReshardRefused(
+                f"the backup holds {exported} of the queue's {stats.total} records (corrupt "
+                "bytes are skipped): run ledger_repair first; nothing was changed"
+            )
     except BaseException:
         if not was_closed:
             old.open_gate()
         raise
-    if exported != stats.total:
-        if not was_closed:
-            old.open_gate()
-        raise ReshardRefused(
-            f"the backup holds {exported} of the queue's {stats.total} records (corrupt "
-            "bytes are skipped): run ledger_repair first; nothing was changed"
-        )
     result.records = exported
     _delete(old)
     new = build_ledger(queue, target)
@@ -171,6 +168,5 @@ def _delete(ledger: AnyLedger) -> None:
     """Delete every key of every shard of the old layout, and the layout's own keys."""
     for shard in ledger.shards:
         shard.runner.write("DEL", *shard.keys)
-    first = ledger.shards[0]
-    first.runner.write("DEL", layout_key(ledger.namespace, ledger.queue))
-    first.runner.write("DEL", homes_key(ledger.namespace, ledger.queue))
+    namespace, queue = ledger.namespace, ledger.queue
+    ledger.shards[0].runner.write("DEL", layout_key(namespace, queue), homes_key(namespace, queue))

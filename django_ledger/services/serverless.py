@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..conf import get_ledger, ledger_settings
@@ -46,18 +46,11 @@ class RunReport:
     worker_id: str
     budget: float
     seconds: float = 0.0
-    ran: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    ran: list[dict[str, Any]] = field(default_factory=list)
 
     def as_data(self) -> dict[str, Any]:
-        return {
-            "queue": self.queue,
-            "worker_id": self.worker_id,
-            "budget": self.budget,
-            "seconds": round(self.seconds, 3),
-            "counts": self.counts,
-            "ran": self.ran,
-        }
+        return {**asdict(self), "seconds": round(self.seconds, 3)}
 
 
 def budget_for(queue: str, budget: float | None) -> float:

@@ -282,8 +282,7 @@ class Command(LedgerCommand):
                 if child.poll() is None:
                     child.send_signal(signal.SIGKILL if forced.is_set() else signal.SIGTERM)
 
-        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
+        with signals_handled(stop):
             for slot in range(count):
                 start(slot)
             while True:
@@ -314,9 +313,6 @@ class Command(LedgerCommand):
                 if not alive:
                     break
                 tick.wait(0.1)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
         codes = [child.returncode for child in children.values()]
         return 1 if forced.is_set() else (0 if stopping.is_set() else max(codes, default=0))
 

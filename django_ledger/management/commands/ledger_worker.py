@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import fields, replace
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
@@ -176,26 +177,16 @@ class Command(LedgerCommand):
 
     def _serve(self, options: dict[str, Any]) -> int:
         child = bool(os.environ.get(CHILD_ENV))
-        worker_options = WorkerOptions(
-            queues=options["queues"],
+        # Each option of a WorkerOptions field's name is that field; the rest say more.
+        given = {f.name: options[f.name] for f in fields(WorkerOptions) if f.name in options}
+        worker_options = replace(
+            WorkerOptions(**given),
             concurrency=options["concurrency"] or (1 if child else 8),
-            prefetch=options["prefetch"],
-            burst=options["burst"],
-            max_tasks=options["max_tasks"],
-            max_tasks_per_child=options["max_tasks_per_child"],
-            max_memory_per_child=options["max_memory_per_child"],
-            worker_id=options["worker_id"],
-            shutdown_timeout=options["shutdown_timeout"],
-            repair=not options["no_repair"],
-            metrics_port=options["metrics_port"],
-            metrics_address=options["metrics_address"],
             exit_on_timeout=child,
             cancel_grace=options["cancel_grace"] if child else None,
+            repair=not options["no_repair"],
             relay=not options["no_relay"],
             counters=not options["no_counters"],
-            progress_interval=options["progress_interval"],
-            healthz_max_age=options["healthz_max_age"],
-            readyz_max_outage=options["readyz_max_outage"],
         )
         rooms: list[Room] = []
         if worker_options.relay:  # a room beside repair, in the repairer's thread

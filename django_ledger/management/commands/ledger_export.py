@@ -48,7 +48,9 @@ class Command(LedgerCommand):
         fmt = options["format"] or ("csv" if output.lower().endswith(".csv") else "jsonl")
         try:
             if output == "-":
-                result = export_queue(ledger, self._stdout_stream(), fmt)
+                # The data unstyled and as given (OutputWrapper would style it on a terminal).
+                stdout = cast("IO[str]", getattr(self.stdout, "_out", self.stdout))
+                result = export_queue(ledger, stdout, fmt)
             else:
                 try:
                     handle = open(output, "w", encoding="utf-8", newline="")  # noqa: SIM115
@@ -73,10 +75,6 @@ class Command(LedgerCommand):
                 )
                 % {"count": len(result.corrupt)}
             )
-
-    def _stdout_stream(self) -> IO[str]:
-        # Write the data unstyled and as given (OutputWrapper would style it on a terminal).
-        return cast("IO[str]", getattr(self.stdout, "_out", self.stdout))
 
     def _summary(self, result: ExportResult, output: str) -> None:
         where = "standard output" if output == "-" else output

@@ -23,6 +23,7 @@ from pathlib import Path
 from ..conf import build_ledger, ledger_settings
 from ..core.errors import LedgerError
 from ..core.layout import homes_key, layout_key, stored_shards
+from ..core.ledger import Ledger
 from ..core.sharded import AnyLedger
 from .formats import read_jsonl
 from .transfer import ImportResult, export_queue, import_lines
@@ -107,21 +108,18 @@ def results_path(backup: Path) -> Path:
 
 def restore_results(ledger: AnyLedger, path: Path) -> int:
     """Write the results saved in ``path`` into ``ledger``, each on its id's shard."""
-    pending: dict[int, list[bytes | str]] = {}
+    pending: dict[Ledger, list[bytes | str]] = {}
     count = 0
     with path.open(encoding="utf-8") as lines:
         for line in lines:
             item = json.loads(line)
             shard = ledger.shard_for(item["request_id"])
-            index = ledger.shards.index(shard)
-            pending.setdefault(index, []).extend(
-                (item["request_id"], base64.b64decode(item["result"]))
-            )
+            pairs = pending.setdefault(shard, [])
+            pairs += (item["request_id"], base64.b64decode(item["result"]))
             count += 1
-            if len(pending[index]) >= 2 * _RESULTS_BATCH:
-                shard.runner.write("HSET", shard.results_key, *pending.pop(index))
-    for index, pairs in pending.items():
-        shard = ledger.shards[index]
+            if len(pairs) >= 2 * _RESULTS_BATCH:
+                shard.runner.write("HSET", shard.results_key, *pending.pop(shard))
+    for shard, pairs in pending.items():
         shard.runner.write("HSET", shard.results_key, *pairs)
     return count
 

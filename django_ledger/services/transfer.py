@@ -266,17 +266,15 @@ def _read(ledger: AnyLedger, ids: list[str]) -> list[Record | str | None]:
 
 def read_raw(ledger: AnyLedger, fields: list[tuple[Ledger, str | bytes]]) -> list[bytes | None]:
     """The stored bytes of (shard, id) pairs, in order: one ``HMGET`` per shard named."""
-    groups: dict[int, list[int]] = {}
+    groups: dict[Ledger, list[int]] = {}
     for position, (shard, _) in enumerate(fields):
-        groups.setdefault(id(shard), []).append(position)
+        groups.setdefault(shard, []).append(position)
     raws: list[bytes | None] = [None] * len(fields)
     with ledger.translate_errors():
-        for shard in ledger.shards:
-            positions = groups.get(id(shard))
-            if positions:
-                got = shard.redis.hmget(shard.records_key, [fields[p][1] for p in positions])
-                for position, raw in zip(positions, got, strict=True):
-                    raws[position] = raw
+        for shard, positions in groups.items():
+            got = shard.redis.hmget(shard.records_key, [fields[p][1] for p in positions])
+            for position, raw in zip(positions, got, strict=True):
+                raws[position] = raw
     return raws
 
 

@@ -12,7 +12,7 @@ from django_ledger.conf import get_ledger
 from django_ledger.core.errors import LedgerError
 from django_ledger.services import ExportResult, export_queue
 
-from ..base import LedgerCommand
+from ..base import LedgerCommand, refused
 
 
 class Command(LedgerCommand):
@@ -40,10 +40,8 @@ class Command(LedgerCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
+        with refused(ImproperlyConfigured):
             ledger = get_ledger(options["queue"])
-        except ImproperlyConfigured as exc:
-            raise CommandError(str(exc)) from exc
         output = options["output"]
         fmt = options["format"] or ("csv" if output.lower().endswith(".csv") else "jsonl")
         try:

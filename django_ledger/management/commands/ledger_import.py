@@ -15,7 +15,7 @@ from django.utils.translation import gettext, gettext_lazy
 from django_ledger.conf import get_ledger
 from django_ledger.services import ImportAborted, ImportResult, import_lines, read_csv, read_jsonl
 
-from ..base import LedgerCommand
+from ..base import LedgerCommand, refused
 
 MAX_BATCH_SIZE = 100_000
 
@@ -79,10 +79,8 @@ class Command(LedgerCommand):
                 gettext("--batch-size must be from 1 to %(max)s, got %(batch_size)s")
                 % {"max": MAX_BATCH_SIZE, "batch_size": batch_size}
             )
-        try:
+        with refused(ImproperlyConfigured):
             ledger = get_ledger(options["queue"])
-        except ImproperlyConfigured as exc:
-            raise CommandError(str(exc)) from exc
         path = options["path"]
         fmt = options["format"] or ("csv" if path.lower().endswith(".csv") else "jsonl")
         reader = read_csv if fmt == "csv" else read_jsonl

@@ -16,7 +16,7 @@ from django.utils.translation import gettext, gettext_lazy
 from django_ledger.core.results import RepairReport
 from django_ledger.services import QueueRepair, configured_queues, repair_queues
 
-from ..base import LedgerCommand, float_argument, signals_handled
+from ..base import LedgerCommand, float_argument, refused, signals_handled
 
 BAR_WIDTH = 30
 
@@ -73,10 +73,8 @@ class Command(LedgerCommand):
                 gettext("--max-cycles must be at least 1, got %(max_cycles)s")
                 % {"max_cycles": max_cycles}
             )
-        try:
+        with refused(ImproperlyConfigured):
             queues = configured_queues(options["queues"])
-        except ImproperlyConfigured as exc:
-            raise CommandError(str(exc)) from exc
         if max_cycles is None and not options["loop"]:
             max_cycles = 1
         stop = threading.Event()

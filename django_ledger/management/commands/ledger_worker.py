@@ -25,7 +25,7 @@ from ...core.worker.config import EXIT_RECYCLE
 from ...core.worker.health import notify_systemd
 from ...core.worker.upkeep import Room
 from ...services.worker import MAX_PORT, WorkerOptions, build_worker, worker_queues
-from ..base import LedgerCommand, add_http_arguments, float_argument, signals_handled
+from ..base import LedgerCommand, add_http_arguments, float_argument, refused, signals_handled
 
 #: Set in the environment of the children ``--processes`` starts.
 CHILD_ENV = "DJANGO_LEDGER_WORKER_CHILD"
@@ -195,10 +195,8 @@ class Command(LedgerCommand):
             relay = worker_relay(burst=worker_options.burst)
             if relay is not None:
                 rooms.append(relay)
-        try:
+        with refused(ValueError):
             worker = build_worker(worker_options, rooms)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from exc
         scheduler = self._scheduler(options["scheduler"])
         if child:
             _stop_with_parent(worker.request_stop)

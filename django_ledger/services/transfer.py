@@ -341,30 +341,24 @@ def _export_shard(
                 pipe.hexists(shard.quarantine_key, key)
             quarantined = pipe.execute() if items else []
         for (key, raw), held in zip(items, quarantined, strict=True):
-            _export_one(key, raw, bool(held), result, out, writer)
+            try:
+                request_id = key.decode("utf-8")
+            except UnicodeDecodeError:
+                result.corrupt.append(repr(key))
+                continue
+            if held:
+                result.quarantined.append(request_id)
+                continue
+            try:
+                record = decode_record(request_id, raw)
+            except CorruptRecord:
+                result.corrupt.append(request_id)
+                continue
+            fields = record_to_fields(record)
+            if writer is not None:
+                writer.writerow(["" if fields[name] is None else fields[name] for name in FIELDS])
+            else:
+                out.write(json.dumps(fields, ensure_ascii=False, separators=(",", ":")) + "\n")
+            result.records += 1
         if int(cursor) == 0:
             return
-
-
-def _export_one(
-    key: bytes, raw: bytes, held: bool, result: ExportResult, out: IO[str], writer: Any
-) -> None:
-    try:
-        request_id = key.decode("utf-8")
-    except UnicodeDecodeError:
-        result.corrupt.append(repr(key))
-        return
-    if held:
-        result.quarantined.append(request_id)
-        return
-    try:
-        record = decode_record(request_id, raw)
-    except CorruptRecord:
-        result.corrupt.append(request_id)
-        return
-    fields = record_to_fields(record)
-    if writer is not None:
-        writer.writerow(["" if fields[name] is None else fields[name] for name in FIELDS])
-    else:
-        out.write(json.dumps(fields, ensure_ascii=False, separators=(",", ":")) + "\n")
-    result.records += 1

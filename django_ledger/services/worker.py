@@ -87,15 +87,11 @@ def task_queues() -> list[str]:
     A backend whose ``QUEUES`` is empty takes any queue (Django's meaning): then every
     queue of ``LEDGER['QUEUES']`` that has no raw ``HANDLER``.
     """
-    found: list[str] = []
+    found: dict[str, None] = {}
     for alias in ledger_backends():
-        names = alias.get("QUEUES")
-        if not names:
-            names = [q for q, o in ledger_settings.queues.items() if "HANDLER" not in o]
-        for queue in names:
-            if queue not in found:
-                found.append(queue)
-    return found
+        any_queue = [q for q, o in ledger_settings.queues.items() if "HANDLER" not in o]
+        found.update(dict.fromkeys(alias.get("QUEUES") or any_queue))
+    return list(found)
 
 
 def ledger_backends() -> list[dict[str, Any]]:
@@ -247,5 +243,4 @@ def _metrics(options: WorkerOptions) -> Metrics | None:
 
     if options.metrics_port is None or not metrics.available():
         return None  # the probes are served without it (``serve_probes`` says so)
-    exporter: Any = metrics.PrometheusMetrics()
-    return cast(Metrics, exporter)
+    return cast(Metrics, metrics.PrometheusMetrics())

@@ -230,7 +230,11 @@ def step_run(
     paged = False
     try:
         for index, shard in enumerate(ledger.shards):
-            position = _position(shard, run_id)
+            with shard.translate_errors():
+                seg, score, last = shard.redis.hmget(
+                    bulk.run_key(shard, run_id), "seg", "score", "id"
+                )
+            position = bulk.Position(int(seg or 0), (score or b"").decode(), (last or b"").decode())
             while position.segment < len(segments):
                 # At least one page a call, however short its time: every call moves on.
                 if paged and time.monotonic() >= deadline:
@@ -286,7 +290,8 @@ def _page(
             by=run.by,
             reason=run.reason,
             database=effects_database(),
-            version=_version(raw),
+            # operations.version_of: the version cancel_record compares.
+            version=hashlib.sha256(raw).hexdigest()[:32],
         )
         if outcome.cancelled:
             done += 1
@@ -294,17 +299,6 @@ def _page(
             skipped += 1
     bulk.move(shard, run.id, token, after, done, skipped)
     return after
-
-
-def _version(raw: bytes) -> str:
-    """``operations.version_of``: the version ``cancel_record`` compares."""
-    return hashlib.sha256(raw).hexdigest()[:32]
-
-
-def _position(shard: Any, run_id: str) -> bulk.Position:
-    with shard.translate_errors():
-        seg, score, last = shard.redis.hmget(bulk.run_key(shard, run_id), "seg", "score", "id")
-    return bulk.Position(int(seg or 0), (score or b"").decode(), (last or b"").decode())
 
 
 def _busy(run_id: str) -> str:

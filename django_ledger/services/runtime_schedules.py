@@ -101,7 +101,8 @@ def validate(key: str, entry: dict[str, Any], *, now: int | None = None) -> None
     if errors:
         raise ScheduleInvalid(errors)
     for problem in _problems(key, entry):
-        name = _field(key, problem.where)
+        # The field the problem's place names (``__all__``: the schedule as a whole).
+        name = next((name for name in FIELDS if problem.where == where(key, name)), "__all__")
         errors.setdefault(name, []).append(f"{problem.message} {problem.hint}".strip())
     if not errors and entry.get("AT") is not None:
         config = schedule_of(key, entry, ledger_settings.queues)
@@ -223,11 +224,6 @@ def _runtime_on(key: str) -> None:
 
 def _problems(key: str, entry: dict[str, Any]) -> list[Any]:
     return problems({key: entry}, ledger_settings.queues, ledger_settings.defaults)
-
-
-def _field(key: str, place: str) -> str:
-    """The field a problem's place names (``__all__`` for the schedule as a whole)."""
-    return next((name for name in FIELDS if place == where(key, name)), "__all__")
 
 
 def _clean(entry: dict[str, Any]) -> dict[str, Any]:

@@ -76,7 +76,9 @@ def run_due(queue: str, limit: int, budget: float | None = None) -> RunReport:
         raise ValueError(f"limit must be from 1 to {MAX_LIMIT}")
     seconds = budget_for(queue, budget)
     lease = ledger_settings.queue(queue).lease.total_seconds()
-    report = RunReport(queue, _worker_id(), seconds)
+    # This request's worker: the Workers page tells it from a ``ledger_worker``.
+    worker_id = f"http:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    report = RunReport(queue, worker_id, seconds)
 
     def told(queue_name: str, claim: Claim, word: str) -> None:
         report.ran.append(
@@ -121,8 +123,3 @@ def run_due(queue: str, limit: int, budget: float | None = None) -> RunReport:
     # their leases (repair gives them back once they end).
     report.counts["unfinished"] = counts.claimed - counts.processed - counts.retried - counts.lost
     return report
-
-
-def _worker_id() -> str:
-    """An id of this request's worker: the Workers page tells it from a ``ledger_worker``."""
-    return f"http:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

@@ -237,7 +237,8 @@ def _compare(ledger: AnyLedger, batch: list[_Checked], result: ImportResult) -> 
         elif isinstance(found, str):
             result.conflicts.append(LineProblem(item.line, item.record.request_id, found))
         else:
-            differs = _differs(item, found)
+            given = sorted(item.given)
+            differs = ",".join(n for n in given if getattr(found, n) != getattr(item.record, n))
             if differs:
                 result.conflicts.append(
                     LineProblem(item.line, item.record.request_id, f"differs: {differs}")
@@ -276,12 +277,6 @@ def read_raw(ledger: AnyLedger, fields: list[tuple[Ledger, str | bytes]]) -> lis
             for position, raw in zip(positions, got, strict=True):
                 raws[position] = raw
     return raws
-
-
-def _differs(item: _Checked, found: Record) -> str:
-    return ",".join(
-        sorted(name for name in item.given if getattr(found, name) != getattr(item.record, name))
-    )
 
 
 def _why(reason: str | None) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from contextlib import AbstractContextManager
 from types import FrameType
 from typing import Any
 
@@ -80,7 +79,14 @@ class Command(LedgerCommand):
         stop = threading.Event()
         failures = 0
         cycle = 0
-        with _stop_on_signals(stop):
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            # SIGINT and SIGTERM set ``stop``; a second SIGINT interrupts at once.
+            if stop.is_set() and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            stop.set()
+
+        with signals_handled(on_signal):
             while not stop.is_set():
                 cycle += 1
                 results = repair_queues(
@@ -140,17 +146,6 @@ class Command(LedgerCommand):
             self.stdout.flush()
 
         return draw
-
-
-def _stop_on_signals(stop: threading.Event) -> AbstractContextManager[None]:
-    """Turn SIGINT and SIGTERM into ``stop`` (a second SIGINT interrupts at once)."""
-
-    def handle(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        stop.set()
-
-    return signals_handled(handle)
 
 
 def _sleep(seconds: float, stop: threading.Event) -> None:

@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.translation import gettext
 
 from ..checks.base import RUN_TAG
 
-__all__ = ["LedgerCommand", "add_http_arguments", "float_argument", "signals_handled"]
+__all__ = ["LedgerCommand", "add_http_arguments", "float_argument", "refused", "signals_handled"]
 
 
 def float_argument(parser: CommandParser, name: str, default: float | None, help: str) -> None:
@@ -61,6 +61,15 @@ def add_http_arguments(parser: CommandParser, metrics_help: str, default_age: st
             "it fails while stopping too"
         ),
     )
+
+
+@contextmanager
+def refused(*errors: type[Exception]) -> Iterator[None]:
+    """Inside the block, ``errors`` become a ``CommandError`` that says the same."""
+    try:
+        yield
+    except errors as exc:
+        raise CommandError(str(exc)) from exc
 
 
 @contextmanager

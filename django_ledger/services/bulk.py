@@ -27,6 +27,7 @@ from django.utils.translation import gettext
 
 from ..conf import get_ledger
 from ..core import bulk
+from ..core.layout import bulk_runs_key
 from ..core.sharded import AnyLedger
 from ..tasks.record_cancel import cancel_record, effects_database
 from .bulk_filter import BulkFilter, BulkRefused
@@ -148,7 +149,7 @@ def start_run(
             pipe.hset(key, mapping=fields)
             pipe.expire(key, KEEP_SECONDS)
             pipe.execute()
-        runs_key = _runs_key(head)
+        runs_key = bulk_runs_key(head.namespace, head.queue)
         head.redis.zadd(runs_key, {run_id: started[0]})
         head.redis.zremrangebyscore(runs_key, "-inf", started[0] - KEEP_SECONDS * 1000)
         head.redis.expire(runs_key, KEEP_SECONDS)
@@ -193,7 +194,7 @@ def recent_runs(queue: str, limit: int = 20) -> list[BulkRun]:
     ledger = get_ledger(queue)
     head = ledger.shards[0]
     with ledger.translate_errors():
-        ids = head.redis.zrevrange(_runs_key(head), 0, limit - 1)
+        ids = head.redis.zrevrange(bulk_runs_key(head.namespace, head.queue), 0, limit - 1)
     out = []
     for raw in ids:
         try:
@@ -229,7 +230,11 @@ def step_run(
     paged = False
     try:
         for index, shard in enumerate(ledger.shards):
-            position = _position(shard, run_id)
+            with shard.translate_errors():
+                seg, score, last = shard.redis.hmget(
+                    bulk.run_key(shard, run_id), "seg", "score", "id"
+                )
+            position = bulk.Position(int(seg or 0), (score or b"").decode(), (last or b"").decode())
             while position.segment < len(segments):
                 # At least one page a call, however short its time: every call moves on.
                 if paged and time.monotonic() >= deadline:
@@ -285,7 +290,8 @@ def _page(
             by=run.by,
             reason=run.reason,
             database=effects_database(),
-            version=_version(raw),
+            # operations.version_of: the version cancel_record compares.
+            version=hashlib.sha256(raw).hexdigest()[:32],
         )
         if outcome.cancelled:
             done += 1
@@ -293,17 +299,6 @@ def _page(
             skipped += 1
     bulk.move(shard, run.id, token, after, done, skipped)
     return after
-
-
-def _version(raw: bytes) -> str:
-    """``operations.version_of``: the version ``cancel_record`` compares."""
-    return hashlib.sha256(raw).hexdigest()[:32]
-
-
-def _position(shard: Any, run_id: str) -> bulk.Position:
-    with shard.translate_errors():
-        seg, score, last = shard.redis.hmget(bulk.run_key(shard, run_id), "seg", "score", "id")
-    return bulk.Position(int(seg or 0), (score or b"").decode(), (last or b"").decode())
 
 
 def _busy(run_id: str) -> str:
@@ -384,9 +379,3 @@ def _audit(run: BulkRun) -> None:
         action_flag=CHANGE,
         change_message=text,
     )
-
-
-def _runs_key(head: Any) -> str:
-    from ..core.layout import bulk_runs_key
-
-    return bulk_runs_key(head.namespace, head.queue)

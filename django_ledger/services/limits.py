@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..conf import get_ledger, ledger_settings
 from ..core.limits import MAX_PERIOD_MS, Limits, LimitUse, Rate
@@ -69,24 +70,22 @@ def change_limits(queue: str, change: LimitChange, actor: str = "") -> LimitUse:
     if not change.changes:
         return ledger.limits()
     # The new limits are built (and checked) in full before anything is written.
-    limits = config.limits if change.reset else ledger.limits().limits
-    source = "settings" if change.reset else "operator"
-    if change.rate != KEEP:
-        limits = replace(limits, rate=change.rate)  # type: ignore[arg-type]
-        source = "operator"
-    if change.concurrency != KEEP:
-        limits = replace(limits, concurrency=change.concurrency)  # type: ignore[arg-type]
-        source = "operator"
+    given: dict[str, Any] = {
+        name: value
+        for name, value in (("rate", change.rate), ("concurrency", change.concurrency))
+        if value != KEEP
+    }
+    limits = replace(config.limits if change.reset else ledger.limits().limits, **given)
     if change.reset:
         ledger.set_limits(config.limits, source="settings", force=True)
-    if source == "operator":
+    if given:  # what the operator gave holds over the settings
         ledger.set_limits(limits, source="operator", force=True)
     logger.info(
         "limits of %s set by %s: %s%s",
         queue,
         actor or "an operator",
         describe(limits),
-        " (the settings')" if change.reset and source == "settings" else "",
+        "" if given else " (the settings')",
     )
     return ledger.limits()
 

@@ -66,12 +66,9 @@ def place_ledger(ledger: AnyLedger) -> list[Placement]:
     placed = []
     for index, shard in enumerate(ledger.shards):
         number = index if sharded else None
+        slot, node = None, "?"
         try:
             slot, node = shard.runner.placement()
-        except LedgerError as exc:
-            placed.append(Placement(ledger.queue, None, "?", error=str(exc), shard=number))
-            continue
-        try:
             placed.append(Placement(ledger.queue, slot, node, shard.stats(), shard=number))
         except LedgerError as exc:
             placed.append(Placement(ledger.queue, slot, node, error=str(exc), shard=number))

@@ -20,7 +20,6 @@ __all__ = [
     "MIN_HEALTHZ_AGE",
     "check_bounds",
     "check_port",
-    "outage_bound",
     "scheduler_probes",
     "serve_probes",
 ]
@@ -99,7 +98,7 @@ def scheduler_probes(
     if port is None:
         return None
     age = max_age or max(MIN_HEALTHZ_AGE, 3 * interval)
-    outage = outage_bound(max_outage)
+    outage = max_outage or DEFAULT_MAX_OUTAGE
     turns, contact = runner.turns, runner.contact
     return serve_probes(
         port,
@@ -107,8 +106,3 @@ def scheduler_probes(
         lambda: liveness(turns.age(), age),
         lambda: contact.readiness(outage, stop.is_set(), None),
     )
-
-
-def outage_bound(max_outage: float | None) -> float:
-    """``--readyz-max-outage``, or its default."""
-    return DEFAULT_MAX_OUTAGE if max_outage is None else max_outage

@@ -26,7 +26,6 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -38,7 +37,7 @@ from ..outbox.options import transaction_options
 from ..outbox.tables import outbox_ready
 from ..outbox.target import LEGACY, outbox_target
 from ..queues import queues
-from .worker import _backend_paths
+from .worker import ledger_backends
 
 __all__ = [
     "DEFAULT_BATCH",
@@ -46,8 +45,6 @@ __all__ = [
     "Relay",
     "Walk",
     "outbox_databases",
-    "relay_batch",
-    "tables_ready",
     "walk_batch",
     "worker_relay",
 ]
@@ -71,10 +68,7 @@ PRUNE_EVERY = 3600.0
 def outbox_databases() -> list[str]:
     """The databases whose outbox a relay serves: those of ``TASKS``' outbox backends."""
     found: list[str] = []
-    tasks = getattr(settings, "TASKS", {}) or {}
-    for params in tasks.values() if isinstance(tasks, dict) else ():
-        if not isinstance(params, dict) or params.get("BACKEND") not in _backend_paths():
-            continue
+    for params in ledger_backends():
         try:
             options = transaction_options(params.get("OPTIONS") or {})
         except (TypeError, ValueError):
@@ -146,12 +140,6 @@ def walk_batch(walk: Walk, batch: int = DEFAULT_BATCH, before: Any = None) -> tu
     return len(delivered.done), len(delivered.kept), going
 
 
-def relay_batch(database: str, batch: int = DEFAULT_BATCH) -> tuple[int, int]:
-    """Deliver one batch of this process's oldest rows; return (delivered, kept)."""
-    done, kept, _ = walk_batch(Walk(database, outbox_target()), batch)
-    return done, kept
-
-
 class Relay:
     """The relay of some databases: ``run_once`` drains them, ``beat`` delivers a bounded part.
 
@@ -189,27 +177,21 @@ class Relay:
         self._walks: dict[tuple[str, str], Walk] = {}
         self._turn = 0
 
-    def walks(self) -> list[Walk]:
-        """The beats' walks now: per database, this process's target's, then the old rows'."""
+    def places(self) -> list[tuple[str, str]]:
+        """Per database, this process's target, then the old rows' (``LEGACY``)."""
         target = outbox_target()
-        return [
-            self._walks.setdefault((database, where), Walk(database, where))
-            for database in self.databases
-            for where in (target, LEGACY)
-        ]
+        return [(database, where) for database in self.databases for where in (target, LEGACY)]
 
     def run_once(self) -> int:
         """Deliver every row there is now (batch after batch); return how many."""
         delivered = 0
-        target = outbox_target()
-        for database in self.databases:
-            for where in (target, LEGACY):
-                walk = Walk(database, where)
-                while not self.stop.is_set():
-                    done, _, going = walk_batch(walk, self.batch)
-                    delivered += done
-                    if not going:
-                        break  # drained, or what is left waits for Redis
+        for place in self.places():
+            walk = Walk(*place)
+            while not self.stop.is_set():
+                done, _, going = walk_batch(walk, self.batch)
+                delivered += done
+                if not going:
+                    break  # drained, or what is left waits for Redis
         return delivered
 
     def prune(self) -> int:
@@ -229,7 +211,7 @@ class Relay:
         delivered, more = 0, False
         before = timezone.now() - timedelta(seconds=self.young)
         try:
-            walks = self.walks()
+            walks = [self._walks.setdefault(place, Walk(*place)) for place in self.places()]
             first = self._turn % len(walks) if walks else 0
             for position in range(len(walks)):
                 walk = walks[(first + position) % len(walks)]
@@ -278,21 +260,15 @@ class Relay:
             connections[database].close()
 
 
-def tables_ready(databases: list[str]) -> list[str]:
-    """The databases of ``databases`` whose outbox table exists (``migrate`` has run).
-
-    A database without it is warned about once per process (``outbox/tables.py``).
-    """
-    return [database for database in databases if outbox_ready(database)]
-
-
 def worker_relay(*, burst: bool) -> Relay | None:
     """The relay of a ``ledger_worker``, to beat beside repair; ``--burst`` drains it now.
 
     ``None`` when there is no outbox to serve (no outbox backend, or no table yet), or
     with ``burst``: the rows waiting are delivered before the burst, so that it runs them.
     """
-    ready = tables_ready(outbox_databases())
+    # A database without its outbox table (``migrate`` not run) is warned about once per
+    # process (``outbox/tables.py``).
+    ready = [database for database in outbox_databases() if outbox_ready(database)]
     if not ready:
         return None
     relay = Relay(ready)

@@ -23,6 +23,7 @@ from pathlib import Path
 from ..conf import build_ledger, ledger_settings
 from ..core.errors import LedgerError
 from ..core.layout import homes_key, layout_key, stored_shards
+from ..core.ledger import Ledger
 from ..core.sharded import AnyLedger
 from .formats import read_jsonl
 from .transfer import ImportResult, export_queue, import_lines
@@ -64,10 +65,9 @@ def reshard_queue(queue: str, backup: Path, dry_run: bool = False) -> ReshardRes
     old = build_ledger(queue, before)
     stats = old.stats()
     result.records = stats.total
-    if backup.exists():
-        raise ReshardRefused(f"{backup} exists: give a new file for the backup")
-    if results_path(backup).exists():
-        raise ReshardRefused(f"{results_path(backup)} exists: give a new file for the backup")
+    for path in (backup, results_path(backup)):
+        if path.exists():
+            raise ReshardRefused(f"{path} exists: give a new file for the backup")
     if dry_run:
         _refusal(stats.claimed, stats.quarantined)
         return result
@@ -78,17 +78,15 @@ def reshard_queue(queue: str, backup: Path, dry_run: bool = False) -> ReshardRes
         _refusal(stats.claimed, stats.quarantined)
         exported = _write_backup(old, backup)
         result.results = _write_results(old, results_path(backup))
+        if exported != stats.total:
+            raise ReshardRefused(
+                f"the backup holds {exported} of the queue's {stats.total} records (corrupt "
+                "bytes are skipped): run ledger_repair first; nothing was changed"
+            )
     except BaseException:
         if not was_closed:
             old.open_gate()
         raise
-    if exported != stats.total:
-        if not was_closed:
-            old.open_gate()
-        raise ReshardRefused(
-            f"the backup holds {exported} of the queue's {stats.total} records (corrupt "
-            "bytes are skipped): run ledger_repair first; nothing was changed"
-        )
     result.records = exported
     _delete(old)
     new = build_ledger(queue, target)
@@ -110,21 +108,18 @@ def results_path(backup: Path) -> Path:
 
 def restore_results(ledger: AnyLedger, path: Path) -> int:
     """Write the results saved in ``path`` into ``ledger``, each on its id's shard."""
-    pending: dict[int, list[bytes | str]] = {}
+    pending: dict[Ledger, list[bytes | str]] = {}
     count = 0
     with path.open(encoding="utf-8") as lines:
         for line in lines:
             item = json.loads(line)
             shard = ledger.shard_for(item["request_id"])
-            index = ledger.shards.index(shard)
-            pending.setdefault(index, []).extend(
-                (item["request_id"], base64.b64decode(item["result"]))
-            )
+            pairs = pending.setdefault(shard, [])
+            pairs += (item["request_id"], base64.b64decode(item["result"]))
             count += 1
-            if len(pending[index]) >= 2 * _RESULTS_BATCH:
-                shard.runner.write("HSET", shard.results_key, *pending.pop(index))
-    for index, pairs in pending.items():
-        shard = ledger.shards[index]
+            if len(pairs) >= 2 * _RESULTS_BATCH:
+                shard.runner.write("HSET", shard.results_key, *pending.pop(shard))
+    for shard, pairs in pending.items():
         shard.runner.write("HSET", shard.results_key, *pairs)
     return count
 
@@ -171,6 +166,5 @@ def _delete(ledger: AnyLedger) -> None:
     """Delete every key of every shard of the old layout, and the layout's own keys."""
     for shard in ledger.shards:
         shard.runner.write("DEL", *shard.keys)
-    first = ledger.shards[0]
-    first.runner.write("DEL", layout_key(ledger.namespace, ledger.queue))
-    first.runner.write("DEL", homes_key(ledger.namespace, ledger.queue))
+    namespace, queue = ledger.namespace, ledger.queue
+    ledger.shards[0].runner.write("DEL", layout_key(namespace, queue), homes_key(namespace, queue))

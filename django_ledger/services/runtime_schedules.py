@@ -22,7 +22,7 @@ from django.apps import apps
 from django.utils.translation import gettext
 
 from ..conf import ledger_settings
-from ..core.schedule import Definition, Pending, VersionConflict, datetime_of, decide
+from ..core.schedule import Definition, Definitions, Pending, VersionConflict, datetime_of, decide
 from ..schedules.config import SCHEDULE_FIELDS, ScheduleConfig, problems, schedule_of, usable_name
 from ..schedules.problem import where
 from .schedule_sources import definitions, schedules, store, stored, typed
@@ -101,7 +101,8 @@ def validate(key: str, entry: dict[str, Any], *, now: int | None = None) -> None
     if errors:
         raise ScheduleInvalid(errors)
     for problem in _problems(key, entry):
-        name = _field(key, problem.where)
+        # The field the problem's place names (``__all__``: the schedule as a whole).
+        name = next((name for name in FIELDS if problem.where == where(key, name)), "__all__")
         errors.setdefault(name, []).append(f"{problem.message} {problem.hint}".strip())
     if not errors and entry.get("AT") is not None:
         config = schedule_of(key, entry, ledger_settings.queues)
@@ -136,12 +137,8 @@ def edit(key: str, entry: dict[str, Any], by: str, version: int | None = None) -
     node to admit), and the new timing fires from the first fire after now: an edit
     neither fires a schedule twice nor skips a fire it owed.
     """
-    _runtime_on(key)
+    book, old = _stored_one(key)
     entry = _clean(entry)
-    book = definitions()
-    old = book.get(key)
-    if old is None:
-        raise LookupError(gettext("There is no stored schedule %(key)r.") % {"key": key})
     expected = old.version if version is None else version
     if expected != old.version:
         raise VersionConflict(key, expected, old.version)
@@ -184,13 +181,19 @@ def edit(key: str, entry: dict[str, Any], by: str, version: int | None = None) -
 
 def delete(key: str, by: str, version: int | None = None) -> None:
     """Delete stored schedule ``key`` (at ``version``, if given), its pause and pending fires."""
+    book, old = _stored_one(key)
+    book.delete(key, old.version if version is None else version)
+    logger.info("schedule %r deleted by %s (was %s)", key, by, _shown(old.entry))
+
+
+def _stored_one(key: str) -> tuple[Definitions, Definition]:
+    """The stored schedules and schedule ``key`` of them, to change (``LookupError``)."""
     _runtime_on(key)
     book = definitions()
     old = book.get(key)
     if old is None:
         raise LookupError(gettext("There is no stored schedule %(key)r.") % {"key": key})
-    book.delete(key, old.version if version is None else version)
-    logger.info("schedule %r deleted by %s (was %s)", key, by, _shown(old.entry))
+    return book, old
 
 
 def _reachable(path: str) -> bool:
@@ -221,11 +224,6 @@ def _runtime_on(key: str) -> None:
 
 def _problems(key: str, entry: dict[str, Any]) -> list[Any]:
     return problems({key: entry}, ledger_settings.queues, ledger_settings.defaults)
-
-
-def _field(key: str, place: str) -> str:
-    """The field a problem's place names (``__all__`` for the schedule as a whole)."""
-    return next((name for name in FIELDS if place == where(key, name)), "__all__")
 
 
 def _clean(entry: dict[str, Any]) -> dict[str, Any]:

@@ -99,14 +99,11 @@ def rows(snapshot: Snapshot | None = None) -> list[ScheduleRow]:
 
 def row(key: str) -> ScheduleRow:
     """The schedule ``key``; ``LookupError`` if none has that key."""
+    # The settings' rows come first: a stored one of the same key is never the answer.
     for found in rows():
-        if found.key == key and not (found.source == "stored" and found.why_not and _shadow(key)):
+        if found.key == key:
             return found
     raise LookupError(gettext("There is no schedule %(key)r.") % {"key": key})
-
-
-def _shadow(key: str) -> bool:
-    return key in schedules(strict=False)
 
 
 def _settings_row(config: ScheduleConfig, snapshot: Snapshot) -> ScheduleRow:

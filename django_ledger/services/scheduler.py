@@ -269,12 +269,10 @@ def explain(key: str, count: int = 10, now: int | None = None) -> Explanation:
         except LedgerError:
             now, server = int(datetime.now().timestamp()), False
     fires: list[int] = []
-    fire: int | None = now
-    while len(fires) < count:
-        fire = config.timing.next_after(fire) if fire is not None else None
-        if fire is None:
-            break
-        fires.append(fire)
+    fire = now
+    while len(fires) < count and (found := config.timing.next_after(fire)) is not None:
+        fires.append(found)
+        fire = found
     return Explanation(config, config.timing.describe(), now, server, fires)
 
 

@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..conf import get_ledger, ledger_settings
@@ -46,18 +46,11 @@ class RunReport:
     worker_id: str
     budget: float
     seconds: float = 0.0
-    ran: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    ran: list[dict[str, Any]] = field(default_factory=list)
 
     def as_data(self) -> dict[str, Any]:
-        return {
-            "queue": self.queue,
-            "worker_id": self.worker_id,
-            "budget": self.budget,
-            "seconds": round(self.seconds, 3),
-            "counts": self.counts,
-            "ran": self.ran,
-        }
+        return {**asdict(self), "seconds": round(self.seconds, 3)}
 
 
 def budget_for(queue: str, budget: float | None) -> float:
@@ -83,7 +76,9 @@ def run_due(queue: str, limit: int, budget: float | None = None) -> RunReport:
         raise ValueError(f"limit must be from 1 to {MAX_LIMIT}")
     seconds = budget_for(queue, budget)
     lease = ledger_settings.queue(queue).lease.total_seconds()
-    report = RunReport(queue, _worker_id(), seconds)
+    # This request's worker: the Workers page tells it from a ``ledger_worker``.
+    worker_id = f"http:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    report = RunReport(queue, worker_id, seconds)
 
     def told(queue_name: str, claim: Claim, word: str) -> None:
         report.ran.append(
@@ -128,8 +123,3 @@ def run_due(queue: str, limit: int, budget: float | None = None) -> RunReport:
     # their leases (repair gives them back once they end).
     report.counts["unfinished"] = counts.claimed - counts.processed - counts.retried - counts.lost
     return report
-
-
-def _worker_id() -> str:
-    """An id of this request's worker: the Workers page tells it from a ``ledger_worker``."""
-    return f"http:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

@@ -237,7 +237,8 @@ def _compare(ledger: AnyLedger, batch: list[_Checked], result: ImportResult) -> 
         elif isinstance(found, str):
             result.conflicts.append(LineProblem(item.line, item.record.request_id, found))
         else:
-            differs = _differs(item, found)
+            given = sorted(item.given)
+            differs = ",".join(n for n in given if getattr(found, n) != getattr(item.record, n))
             if differs:
                 result.conflicts.append(
                     LineProblem(item.line, item.record.request_id, f"differs: {differs}")
@@ -266,24 +267,16 @@ def _read(ledger: AnyLedger, ids: list[str]) -> list[Record | str | None]:
 
 def read_raw(ledger: AnyLedger, fields: list[tuple[Ledger, str | bytes]]) -> list[bytes | None]:
     """The stored bytes of (shard, id) pairs, in order: one ``HMGET`` per shard named."""
-    groups: dict[int, list[int]] = {}
+    groups: dict[Ledger, list[int]] = {}
     for position, (shard, _) in enumerate(fields):
-        groups.setdefault(id(shard), []).append(position)
+        groups.setdefault(shard, []).append(position)
     raws: list[bytes | None] = [None] * len(fields)
     with ledger.translate_errors():
-        for shard in ledger.shards:
-            positions = groups.get(id(shard))
-            if positions:
-                got = shard.redis.hmget(shard.records_key, [fields[p][1] for p in positions])
-                for position, raw in zip(positions, got, strict=True):
-                    raws[position] = raw
+        for shard, positions in groups.items():
+            got = shard.redis.hmget(shard.records_key, [fields[p][1] for p in positions])
+            for position, raw in zip(positions, got, strict=True):
+                raws[position] = raw
     return raws
-
-
-def _differs(item: _Checked, found: Record) -> str:
-    return ",".join(
-        sorted(name for name in item.given if getattr(found, name) != getattr(item.record, name))
-    )
 
 
 def _why(reason: str | None) -> str:
@@ -343,30 +336,24 @@ def _export_shard(
                 pipe.hexists(shard.quarantine_key, key)
             quarantined = pipe.execute() if items else []
         for (key, raw), held in zip(items, quarantined, strict=True):
-            _export_one(key, raw, bool(held), result, out, writer)
+            try:
+                request_id = key.decode("utf-8")
+            except UnicodeDecodeError:
+                result.corrupt.append(repr(key))
+                continue
+            if held:
+                result.quarantined.append(request_id)
+                continue
+            try:
+                record = decode_record(request_id, raw)
+            except CorruptRecord:
+                result.corrupt.append(request_id)
+                continue
+            fields = record_to_fields(record)
+            if writer is not None:
+                writer.writerow(["" if fields[name] is None else fields[name] for name in FIELDS])
+            else:
+                out.write(json.dumps(fields, ensure_ascii=False, separators=(",", ":")) + "\n")
+            result.records += 1
         if int(cursor) == 0:
             return
-
-
-def _export_one(
-    key: bytes, raw: bytes, held: bool, result: ExportResult, out: IO[str], writer: Any
-) -> None:
-    try:
-        request_id = key.decode("utf-8")
-    except UnicodeDecodeError:
-        result.corrupt.append(repr(key))
-        return
-    if held:
-        result.quarantined.append(request_id)
-        return
-    try:
-        record = decode_record(request_id, raw)
-    except CorruptRecord:
-        result.corrupt.append(request_id)
-        return
-    fields = record_to_fields(record)
-    if writer is not None:
-        writer.writerow(["" if fields[name] is None else fields[name] for name in FIELDS])
-    else:
-        out.write(json.dumps(fields, ensure_ascii=False, separators=(",", ":")) + "\n")
-    result.records += 1

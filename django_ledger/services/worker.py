@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, cast
@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from ..conf import connection, get_ledger, ledger_settings
-from ..core.probes import liveness
+from ..core.probes import DEFAULT_MAX_OUTAGE, liveness
 from ..core.progress import DEFAULT_INTERVAL
 from ..core.progress import board as progress_board
 from ..core.worker.handler import Backoff, CallableHandler, Handler
@@ -26,14 +26,13 @@ from ..core.worker.recycle import resident_mib
 from ..core.worker.runtime import Metrics, Worker, WorkerConfig, default_worker_id
 from ..core.worker.upkeep import Room
 from ..schedules.watch import task_ended, task_started
-from .probes import MAX_PORT, MIN_HEALTHZ_AGE, check_bounds, check_port, outage_bound, serve_probes
+from .probes import MAX_PORT, MIN_HEALTHZ_AGE, check_bounds, check_port, serve_probes
 
 __all__ = [
     "MAX_PORT",
     "WorkerOptions",
     "build_worker",
     "heartbeats",
-    "liveness_bound",
     "task_queues",
     "worker_queues",
 ]
@@ -88,22 +87,22 @@ def task_queues() -> list[str]:
     A backend whose ``QUEUES`` is empty takes any queue (Django's meaning): then every
     queue of ``LEDGER['QUEUES']`` that has no raw ``HANDLER``.
     """
-    found: list[str] = []
+    found: dict[str, None] = {}
+    for alias in ledger_backends():
+        any_queue = [q for q, o in ledger_settings.queues.items() if "HANDLER" not in o]
+        found.update(dict.fromkeys(alias.get("QUEUES") or any_queue))
+    return list(found)
+
+
+def ledger_backends() -> list[dict[str, Any]]:
+    """The ``TASKS`` entries whose ``BACKEND`` is a ``LedgerBackend``, in order."""
     tasks = getattr(settings, "TASKS", {}) or {}
-    for alias in tasks.values() if isinstance(tasks, dict) else ():
-        if not isinstance(alias, dict) or alias.get("BACKEND") not in _backend_paths():
-            continue
-        names = alias.get("QUEUES")
-        if not names:
-            names = [q for q, o in ledger_settings.queues.items() if "HANDLER" not in o]
-        for queue in names:
-            if queue not in found:
-                found.append(queue)
-    return found
-
-
-def _backend_paths() -> set[str]:
-    return {BACKEND_PATH, "django_ledger.tasks.backend.LedgerBackend"}
+    paths = {BACKEND_PATH, "django_ledger.tasks.backend.LedgerBackend"}
+    return [
+        alias
+        for alias in (tasks.values() if isinstance(tasks, dict) else ())
+        if isinstance(alias, dict) and alias.get("BACKEND") in paths
+    ]
 
 
 def worker_queues(names: list[str]) -> list[str]:
@@ -211,8 +210,10 @@ def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
         beats.counters.on_sample = metrics.records
     worker = Worker(ledgers, handlers, leases, config, metrics=metrics)
     if options.metrics_port is not None:
-        max_age = options.healthz_max_age or liveness_bound(leases.values())
-        max_outage = outage_bound(options.readyz_max_outage)
+        # By default the shortest lease, at least ``MIN_HEALTHZ_AGE``: a loop that has not
+        # turned for a lease may have held claims past it unrenewed.
+        max_age = options.healthz_max_age or max(MIN_HEALTHZ_AGE, min(leases.values()))
+        max_outage = options.readyz_max_outage or DEFAULT_MAX_OUTAGE
         serve_probes(
             options.metrics_port,
             options.metrics_address,
@@ -221,14 +222,6 @@ def build_worker(options: WorkerOptions, rooms: Sequence[Room] = ()) -> Worker:
             getattr(metrics, "registry", None),
         )
     return worker
-
-
-def liveness_bound(leases: Iterable[float]) -> float:
-    """``/healthz``'s default bound: the shortest lease, at least ``MIN_HEALTHZ_AGE``.
-
-    A loop that has not turned for a lease may have held claims past it unrenewed.
-    """
-    return max(MIN_HEALTHZ_AGE, min(leases, default=MIN_HEALTHZ_AGE))
 
 
 def _memory_limit(limit: float | None) -> float | None:
@@ -250,5 +243,4 @@ def _metrics(options: WorkerOptions) -> Metrics | None:
 
     if options.metrics_port is None or not metrics.available():
         return None  # the probes are served without it (``serve_probes`` says so)
-    exporter: Any = metrics.PrometheusMetrics()
-    return cast(Metrics, exporter)
+    return cast(Metrics, metrics.PrometheusMetrics())

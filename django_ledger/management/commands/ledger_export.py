@@ -12,7 +12,7 @@ from django_ledger.conf import get_ledger
 from django_ledger.core.errors import LedgerError
 from django_ledger.services import ExportResult, export_queue
 
-from ..base import LedgerCommand
+from ..base import LedgerCommand, refused
 
 
 class Command(LedgerCommand):
@@ -40,15 +40,15 @@ class Command(LedgerCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
+        with refused(ImproperlyConfigured):
             ledger = get_ledger(options["queue"])
-        except ImproperlyConfigured as exc:
-            raise CommandError(str(exc)) from exc
         output = options["output"]
         fmt = options["format"] or ("csv" if output.lower().endswith(".csv") else "jsonl")
         try:
             if output == "-":
-                result = export_queue(ledger, self._stdout_stream(), fmt)
+                # The data unstyled and as given (OutputWrapper would style it on a terminal).
+                stdout = cast("IO[str]", getattr(self.stdout, "_out", self.stdout))
+                result = export_queue(ledger, stdout, fmt)
             else:
                 try:
                     handle = open(output, "w", encoding="utf-8", newline="")  # noqa: SIM115
@@ -73,10 +73,6 @@ class Command(LedgerCommand):
                 )
                 % {"count": len(result.corrupt)}
             )
-
-    def _stdout_stream(self) -> IO[str]:
-        # Write the data unstyled and as given (OutputWrapper would style it on a terminal).
-        return cast("IO[str]", getattr(self.stdout, "_out", self.stdout))
 
     def _summary(self, result: ExportResult, output: str) -> None:
         where = "standard output" if output == "-" else output

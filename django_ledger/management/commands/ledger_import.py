@@ -15,7 +15,7 @@ from django.utils.translation import gettext, gettext_lazy
 from django_ledger.conf import get_ledger
 from django_ledger.services import ImportAborted, ImportResult, import_lines, read_csv, read_jsonl
 
-from ..base import LedgerCommand
+from ..base import LedgerCommand, refused
 
 MAX_BATCH_SIZE = 100_000
 
@@ -79,10 +79,8 @@ class Command(LedgerCommand):
                 gettext("--batch-size must be from 1 to %(max)s, got %(batch_size)s")
                 % {"max": MAX_BATCH_SIZE, "batch_size": batch_size}
             )
-        try:
+        with refused(ImproperlyConfigured):
             ledger = get_ledger(options["queue"])
-        except ImproperlyConfigured as exc:
-            raise CommandError(str(exc)) from exc
         path = options["path"]
         fmt = options["format"] or ("csv" if path.lower().endswith(".csv") else "jsonl")
         reader = read_csv if fmt == "csv" else read_jsonl
@@ -169,16 +167,25 @@ class Command(LedgerCommand):
         return report
 
     def _summary(self, result: ImportResult) -> None:
-        for problem in result.bad_lines:
-            self.stderr.write((gettext("bad %(problem)s") % {"problem": problem}), self.style.ERROR)
-        for problem in result.conflicts:
-            self.stderr.write(
-                gettext("conflict %(problem)s") % {"problem": problem}, self.style.ERROR
-            )
-        for problem in result.failed:
-            self.stderr.write(
-                gettext("failed %(problem)s") % {"problem": problem}, self.style.ERROR
-            )
+        for label, problems in (
+            (gettext("bad %(problem)s"), result.bad_lines),
+            (gettext("conflict %(problem)s"), result.conflicts),
+            (gettext("failed %(problem)s"), result.failed),
+        ):
+            for problem in problems:
+                self.stderr.write(label % {"problem": problem}, self.style.ERROR)
+        values = {
+            "queue": result.queue,
+            "lines": result.lines,
+            "imported": result.imported,
+            "duplicates": result.duplicates,
+            "verified": result.verified,
+            "count": len(result.conflicts),
+            "count2": len(result.bad_lines),
+            "count3": len(result.failed),
+            "written_through": result.written_through,
+            "gate": result.gate,
+        }
         if result.dry_run:
             self.stdout.write(
                 gettext(
@@ -186,14 +193,7 @@ class Command(LedgerCommand):
                     "imported, %(duplicates)s already present, %(count)s conflict(s), %(count2)s "
                     "bad line(s); nothing written"
                 )
-                % {
-                    "queue": result.queue,
-                    "lines": result.lines,
-                    "imported": result.imported,
-                    "duplicates": result.duplicates,
-                    "count": len(result.conflicts),
-                    "count2": len(result.bad_lines),
-                }
+                % values
             )
             return
         self.stdout.write(
@@ -203,16 +203,5 @@ class Command(LedgerCommand):
                 "%(count2)s bad line(s), %(count3)s failed; written through line "
                 "%(written_through)s; gate %(gate)s"
             )
-            % {
-                "queue": result.queue,
-                "lines": result.lines,
-                "imported": result.imported,
-                "duplicates": result.duplicates,
-                "verified": result.verified,
-                "count": len(result.conflicts),
-                "count2": len(result.bad_lines),
-                "count3": len(result.failed),
-                "written_through": result.written_through,
-                "gate": result.gate,
-            }
+            % values
         )

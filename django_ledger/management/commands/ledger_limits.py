@@ -6,13 +6,13 @@ import getpass
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from django_ledger.core.errors import LedgerError
 from django_ledger.services.limits import KEEP, LimitChange, change_limits, describe, parse_rate
 
-from ..base import LedgerCommand
+from ..base import LedgerCommand, refused
 
 
 class Command(LedgerCommand):
@@ -37,11 +37,9 @@ class Command(LedgerCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
+        with refused(ValueError, ImproperlyConfigured, LedgerError):
             change = _change(options)
             use = change_limits(options["queue"], change, actor=getpass.getuser())
-        except (ValueError, ImproperlyConfigured, LedgerError) as exc:
-            raise CommandError(str(exc)) from exc
         self.stdout.write(
             gettext("queue %(queue)s: %(value)s")
             % {"queue": options["queue"], "value": describe(use.limits)}

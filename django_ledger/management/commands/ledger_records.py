@@ -7,7 +7,7 @@ from __future__ import annotations
 import getpass
 from typing import Any
 
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import CommandParser
 from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from django_ledger.core.bulk import ACTIONS
@@ -15,7 +15,7 @@ from django_ledger.core.errors import LedgerError
 from django_ledger.services.bulk import BulkRun, load_run, preview, start_run, step_run
 from django_ledger.services.bulk_filter import BulkRefused, parse_filter
 
-from ..base import LedgerCommand
+from ..base import LedgerCommand, refused
 
 #: Width of the progress bar, in characters.
 BAR = 30
@@ -86,7 +86,7 @@ class Command(LedgerCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         queue = options["queue"]
-        try:
+        with refused(BulkRefused, LedgerError, ValueError):
             if options["resume"]:
                 run = load_run(queue, options["resume"])
                 if run.filter.action != options["action"]:
@@ -131,8 +131,6 @@ class Command(LedgerCommand):
                 )
             if tty:
                 self.stdout.write("")
-        except (BulkRefused, LedgerError, ValueError) as exc:
-            raise CommandError(str(exc)) from exc
         self.stdout.write(
             gettext("%(action)s: %(done)d done, %(skipped)d skipped (moved on meanwhile)")
             % {"action": run.filter.action, "done": run.done, "skipped": run.skipped}

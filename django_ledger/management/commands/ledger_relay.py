@@ -7,14 +7,13 @@ DAYS. ``ledger_worker`` beats the same relay beside repair unless ``--no-relay``
 
 from __future__ import annotations
 
-import signal
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 from django.utils.translation import gettext, gettext_lazy
 
 from ...services.relay import DEFAULT_BATCH, DEFAULT_INTERVAL, Relay, outbox_databases
-from ..base import LedgerCommand
+from ..base import LedgerCommand, signals_handled
 
 
 class Command(LedgerCommand):
@@ -85,13 +84,5 @@ class Command(LedgerCommand):
             if options["prune_effects"] is not None:
                 self.stdout.write(gettext("pruned %(pruned)s effects row(s)") % {"pruned": pruned})
             return
-
-        def stop(signum: int, frame: Any) -> None:
-            relay.stop.set()
-
-        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
+        with signals_handled(lambda signum, frame: relay.stop.set()):
             relay.run()
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from contextlib import AbstractContextManager
 from types import FrameType
 from typing import Any
 
@@ -16,7 +15,7 @@ from django.utils.translation import gettext, gettext_lazy
 from django_ledger.core.results import RepairReport
 from django_ledger.services import QueueRepair, configured_queues, repair_queues
 
-from ..base import LedgerCommand, float_argument, signals_handled
+from ..base import LedgerCommand, float_argument, refused, signals_handled
 
 BAR_WIDTH = 30
 
@@ -73,16 +72,21 @@ class Command(LedgerCommand):
                 gettext("--max-cycles must be at least 1, got %(max_cycles)s")
                 % {"max_cycles": max_cycles}
             )
-        try:
+        with refused(ImproperlyConfigured):
             queues = configured_queues(options["queues"])
-        except ImproperlyConfigured as exc:
-            raise CommandError(str(exc)) from exc
         if max_cycles is None and not options["loop"]:
             max_cycles = 1
         stop = threading.Event()
         failures = 0
         cycle = 0
-        with _stop_on_signals(stop):
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            # SIGINT and SIGTERM set ``stop``; a second SIGINT interrupts at once.
+            if stop.is_set() and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            stop.set()
+
+        with signals_handled(on_signal):
             while not stop.is_set():
                 cycle += 1
                 results = repair_queues(
@@ -142,17 +146,6 @@ class Command(LedgerCommand):
             self.stdout.flush()
 
         return draw
-
-
-def _stop_on_signals(stop: threading.Event) -> AbstractContextManager[None]:
-    """Turn SIGINT and SIGTERM into ``stop`` (a second SIGINT interrupts at once)."""
-
-    def handle(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        stop.set()
-
-    return signals_handled(handle)
 
 
 def _sleep(seconds: float, stop: threading.Event) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError, CommandParser
-from django.utils.translation import gettext, gettext_lazy
+from django.utils.translation import gettext, gettext_lazy, gettext_noop
 
 from django_ledger.core.errors import LedgerError
 from django_ledger.services import runtime_schedules as runtime
@@ -17,19 +17,20 @@ from django_ledger.services.schedule_rows import row, rows
 
 from ..base import LedgerCommand
 
-#: Option -> stored field, and how its text is read (``args`` is call_command's own name).
-_OPTIONS: dict[str, tuple[str, Any]] = {
-    "task": ("TASK", str),
-    "cron": ("CRON", str),
-    "every": ("EVERY", int),
-    "at": ("AT", str),
-    "timezone": ("TIMEZONE", str),
-    "task_args": ("ARGS", json.loads),
-    "task_kwargs": ("KWARGS", json.loads),
-    "queue": ("QUEUE", str),
-    "priority": ("PRIORITY", int),
-    "misfire": ("MISFIRE", str),
-    "grace": ("GRACE", int),
+#: Option -> stored field, how its text is read, and its help (``--args`` and ``--kwargs``
+#: keep ``task_``: ``args`` is call_command's own name).
+_OPTIONS: dict[str, tuple[str, Any, str]] = {
+    "task": ("TASK", str, gettext_noop("dotted path of the task")),
+    "cron": ("CRON", str, gettext_noop("a cron expression")),
+    "every": ("EVERY", int, gettext_noop("an interval, in seconds")),
+    "at": ("AT", str, gettext_noop("one time (ISO 8601): a one-off schedule")),
+    "timezone": ("TIMEZONE", str, gettext_noop("an IANA time zone")),
+    "task_args": ("ARGS", json.loads, gettext_noop("positional arguments, a JSON list")),
+    "task_kwargs": ("KWARGS", json.loads, gettext_noop("keyword arguments, a JSON object")),
+    "queue": ("QUEUE", str, gettext_noop("the queue fires go to")),
+    "priority": ("PRIORITY", int, gettext_noop("-100 to 100")),
+    "misfire": ("MISFIRE", str, gettext_noop("'latest', 'all' or 'skip'")),
+    "grace": ("GRACE", int, gettext_noop("seconds a missed fire may be late")),
 }
 _TIMINGS = ("CRON", "EVERY", "AT")
 
@@ -53,21 +54,9 @@ class Command(LedgerCommand):
         for name in ("add", "edit"):
             sub = actions.add_parser(name, help=helps[name])
             sub.add_argument("key", help=gettext("the schedule's key"))
-            sub.add_argument("--task", help=gettext("dotted path of the task"))
-            sub.add_argument("--cron", help=gettext("a cron expression"))
-            sub.add_argument("--every", help=gettext("an interval, in seconds"))
-            sub.add_argument("--at", help=gettext("one time (ISO 8601): a one-off schedule"))
-            sub.add_argument("--timezone", help=gettext("an IANA time zone"))
-            sub.add_argument(
-                "--args", dest="task_args", help=gettext("positional arguments, a JSON list")
-            )
-            sub.add_argument(
-                "--kwargs", dest="task_kwargs", help=gettext("keyword arguments, a JSON object")
-            )
-            sub.add_argument("--queue", help=gettext("the queue fires go to"))
-            sub.add_argument("--priority", help=gettext("-100 to 100"))
-            sub.add_argument("--misfire", help=gettext("'latest', 'all' or 'skip'"))
-            sub.add_argument("--grace", help=gettext("seconds a missed fire may be late"))
+            for option, (_, _, text) in _OPTIONS.items():
+                flag = "--" + option.removeprefix("task_")
+                sub.add_argument(flag, dest=option, help=gettext(text))
             sub.add_argument("--disabled", action="store_true", help=gettext("keep it unfired"))
             if name == "edit":
                 sub.add_argument("--enabled", action="store_true", help=gettext("fire it again"))
@@ -150,7 +139,7 @@ class Command(LedgerCommand):
 def _entry(options: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     """The stored fields: ``base`` with the options given over it."""
     entry = dict(base)
-    for option, (name, read) in _OPTIONS.items():
+    for option, (name, read, _) in _OPTIONS.items():
         text = options.get(option)
         if text is None:
             continue

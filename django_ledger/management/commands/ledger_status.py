@@ -18,7 +18,7 @@ from django_ledger.services.placement import (
     place_queues,
 )
 
-from ..base import LedgerCommand
+from ..base import LedgerCommand, refused
 
 COLUMNS = ("queue", "slot", "master", "due", "later", "claimed", "ended", "quarantined", "gate")
 
@@ -103,10 +103,8 @@ class Command(LedgerCommand):
             return
         if options["busy"] < 1:
             raise CommandError(gettext("--busy must be at least 1"))
-        try:
+        with refused(ImproperlyConfigured):
             placed = place_queues(options["queue"])
-        except ImproperlyConfigured as exc:
-            raise CommandError(str(exc)) from exc
         rows = [COLUMNS, *(_row(placement) for placement in placed)]
         widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
         for row in rows:

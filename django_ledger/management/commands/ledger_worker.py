@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import fields, replace
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
@@ -24,7 +25,7 @@ from ...core.worker.config import EXIT_RECYCLE
 from ...core.worker.health import notify_systemd
 from ...core.worker.upkeep import Room
 from ...services.worker import MAX_PORT, WorkerOptions, build_worker, worker_queues
-from ..base import LedgerCommand, add_http_arguments, float_argument, signals_handled
+from ..base import LedgerCommand, add_http_arguments, float_argument, refused, signals_handled
 
 #: Set in the environment of the children ``--processes`` starts.
 CHILD_ENV = "DJANGO_LEDGER_WORKER_CHILD"
@@ -176,26 +177,16 @@ class Command(LedgerCommand):
 
     def _serve(self, options: dict[str, Any]) -> int:
         child = bool(os.environ.get(CHILD_ENV))
-        worker_options = WorkerOptions(
-            queues=options["queues"],
+        # Each option of a WorkerOptions field's name is that field; the rest say more.
+        given = {f.name: options[f.name] for f in fields(WorkerOptions) if f.name in options}
+        worker_options = replace(
+            WorkerOptions(**given),
             concurrency=options["concurrency"] or (1 if child else 8),
-            prefetch=options["prefetch"],
-            burst=options["burst"],
-            max_tasks=options["max_tasks"],
-            max_tasks_per_child=options["max_tasks_per_child"],
-            max_memory_per_child=options["max_memory_per_child"],
-            worker_id=options["worker_id"],
-            shutdown_timeout=options["shutdown_timeout"],
-            repair=not options["no_repair"],
-            metrics_port=options["metrics_port"],
-            metrics_address=options["metrics_address"],
             exit_on_timeout=child,
             cancel_grace=options["cancel_grace"] if child else None,
+            repair=not options["no_repair"],
             relay=not options["no_relay"],
             counters=not options["no_counters"],
-            progress_interval=options["progress_interval"],
-            healthz_max_age=options["healthz_max_age"],
-            readyz_max_outage=options["readyz_max_outage"],
         )
         rooms: list[Room] = []
         if worker_options.relay:  # a room beside repair, in the repairer's thread
@@ -204,10 +195,8 @@ class Command(LedgerCommand):
             relay = worker_relay(burst=worker_options.burst)
             if relay is not None:
                 rooms.append(relay)
-        try:
+        with refused(ValueError):
             worker = build_worker(worker_options, rooms)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from exc
         scheduler = self._scheduler(options["scheduler"])
         if child:
             _stop_with_parent(worker.request_stop)
@@ -282,8 +271,7 @@ class Command(LedgerCommand):
                 if child.poll() is None:
                     child.send_signal(signal.SIGKILL if forced.is_set() else signal.SIGTERM)
 
-        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
+        with signals_handled(stop):
             for slot in range(count):
                 start(slot)
             while True:
@@ -314,9 +302,6 @@ class Command(LedgerCommand):
                 if not alive:
                     break
                 tick.wait(0.1)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
         codes = [child.returncode for child in children.values()]
         return 1 if forced.is_set() else (0 if stopping.is_set() else max(codes, default=0))
 

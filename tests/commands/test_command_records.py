@@ -93,6 +93,7 @@ def test_preview_counts_without_acting(bulk_ledger: Ledger) -> None:
         (["cancel", "--ended-after", "2026-01-01"], "a updated_at range selects"),
         (["retry", "--queue", "nowhere"], "no queue 'nowhere' is configured"),
         (["retry", "--resume", "f" * 32], "no bulk run"),
+        (["retry", "--resume", "f" * 32, "--queue", "nowhere"], "unknown ledger queue 'nowhere'"),
     ],
 )
 def test_bad_filters_are_refused_before_anything_is_written(

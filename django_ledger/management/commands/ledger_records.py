@@ -7,6 +7,7 @@ from __future__ import annotations
 import getpass
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandParser
 from django.utils.translation import gettext, gettext_lazy, ngettext
 
@@ -86,7 +87,7 @@ class Command(LedgerCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         queue = options["queue"]
-        with refused(BulkRefused, LedgerError, ValueError):
+        with refused(BulkRefused, LedgerError, ValueError, ImproperlyConfigured):
             if options["resume"]:
                 run = load_run(queue, options["resume"])
                 if run.filter.action != options["action"]:

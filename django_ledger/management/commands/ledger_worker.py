@@ -241,7 +241,8 @@ class Command(LedgerCommand):
         count = options["processes"]
         if count < 1:
             raise CommandError(gettext("--processes must be at least 1"))
-        worker_queues(options["queues"])  # refuse unknown queues before starting anything
+        with refused(ValueError):  # unknown queues, before starting anything
+            worker_queues(options["queues"])
         port = options["metrics_port"]
         if port and port + count - 1 > MAX_PORT:  # child k serves on port + k
             raise CommandError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -130,6 +131,13 @@ class Stat:
         else:
             self.counts[CODE_OUTCOMES[metric]] += value
 
+    @classmethod
+    def summed(cls, stats: Iterable[Stat]) -> Stat:
+        whole = cls()
+        for stat in stats:
+            whole.merge(stat)
+        return whole
+
     def merge(self, other: Stat) -> None:
         for name, value in other.counts.items():
             self.counts[name] += value
@@ -182,20 +190,11 @@ class Series:
 
     @property
     def total(self) -> Stat:
-        whole = Stat()
-        for stat in self.buckets:
-            whole.merge(stat)
-        return whole
+        return Stat.summed(self.buckets)
 
     def tasks(self) -> dict[str, Stat]:
         """Each task's totals over the window, by name."""
-        out: dict[str, Stat] = {}
-        for name, stats in sorted(self.task_buckets.items()):
-            whole = Stat()
-            for stat in stats:
-                whole.merge(stat)
-            out[name] = whole
-        return out
+        return {name: Stat.summed(stats) for name, stats in sorted(self.task_buckets.items())}
 
 
 def rounded(value: float | None, digits: int = 4) -> float | None:

@@ -254,9 +254,7 @@ class Counters:
 
     def schedule_counts(self, window: str = "hour", now_ms: int = 0) -> dict[str, dict[str, int]]:
         """Each schedule's fired, skipped and misfired counts over ``window``: one call."""
-        if window not in WINDOWS:
-            raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
-        resolution, count, _ = WINDOWS[window]
+        resolution, count, _ = _window(window)
         reply = self._read(self.schedules_prefix(), resolution, count, now_ms)
         found: dict[str, dict[str, int]] = {}
         for flat in reply[1 : count + 1]:
@@ -359,9 +357,7 @@ class Counters:
 
         ``shards``: the queue's number of shards, whose depth samples are summed.
         """
-        if window not in WINDOWS:
-            raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
-        resolution, count, seconds = WINDOWS[window]
+        resolution, count, seconds = _window(window)
         reply = self._read(self.prefix(queue), resolution, count, now_ms)
         now = int(reply[0])
         step = seconds * 1000
@@ -402,6 +398,13 @@ class Counters:
 
 
 _ZERO = Depth(0, 0, 0, 0)
+
+
+def _window(window: str) -> tuple[str, int, int]:
+    """A window's resolution, buckets and seconds per bucket (``ValueError``: no such window)."""
+    if window not in WINDOWS:
+        raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
+    return WINDOWS[window]
 
 
 def _depth(flat: Iterable[Any]) -> Depth | None:

@@ -90,10 +90,6 @@ class Contact:
         else:
             self.answered()
 
-    @property
-    def ever_answered(self) -> bool:
-        return self._answered
-
     def outage(self) -> float:
         """Seconds since the first of the failures no answer has followed (0: none)."""
         since = self._failing_since

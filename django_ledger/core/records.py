@@ -150,14 +150,6 @@ class Record:
     def lease_until_datetime(self) -> datetime | None:
         return None if self.lease_until is None else ms_to_datetime(self.lease_until)
 
-    @property
-    def created_datetime(self) -> datetime:
-        return ms_to_datetime(self.created_at)
-
-    @property
-    def updated_datetime(self) -> datetime:
-        return ms_to_datetime(self.updated_at)
-
     def index_score(self) -> int | None:
         """Return the score of this record in its state's index, if it has one."""
         if self.state is State.PENDING:

@@ -52,6 +52,7 @@ from .counter_series import (
 )
 from .layout import MAX_SHARDS, layout_key, shard_queues
 from .scripts import call, script
+from .transport import text_of
 
 _CODE, _NAME = OUTCOME_CODES, CODE_OUTCOMES
 
@@ -259,7 +260,7 @@ class Counters:
         found: dict[str, dict[str, int]] = {}
         for flat in reply[1 : count + 1]:
             for raw, value in _pairs(flat):
-                code, _, key = _text(raw).partition(":")
+                code, _, key = text_of(raw).partition(":")
                 if code in SCHEDULE_CODES:
                     counts = found.setdefault(key, dict.fromkeys(SCHEDULE_CODES.values(), 0))
                     counts[SCHEDULE_CODES[code]] += int(value)
@@ -375,7 +376,7 @@ class Counters:
         for position, flat in enumerate(reply[1 : count + 1]):
             whole = Stat()
             for raw, value in _pairs(flat):
-                metric, _, name = _text(raw).partition(":")
+                metric, _, name = text_of(raw).partition(":")
                 if not _known(metric):
                     continue
                 stats = by_task.get(name)
@@ -411,7 +412,7 @@ def _depth(flat: Iterable[Any]) -> Depth | None:
     """The depth sample a bucket holds (its ``q:`` fields), ``None`` if it has none."""
     found = {}
     for raw, value in _pairs(flat):
-        metric, _, name = _text(raw).partition(":")
+        metric, _, name = text_of(raw).partition(":")
         if metric == "q" and name in DEPTH_FIELDS:
             try:
                 found[name] = int(value)
@@ -427,14 +428,10 @@ def _errors(flat: Iterable[Any]) -> dict[str, LastError]:
     for raw, value in _pairs(flat):
         try:
             error_class, line, at_ms = json.loads(value)
-            found[_text(raw)] = LastError(str(error_class), str(line), int(at_ms))
+            found[text_of(raw)] = LastError(str(error_class), str(line), int(at_ms))
         except (ValueError, TypeError):
             continue  # not one this code wrote: not shown
     return found
-
-
-def _text(raw: bytes | str) -> str:
-    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
 
 
 def _known(metric: str) -> bool:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..scripts import LuaScript, call, script
-from ..transport import Translate
+from ..transport import Translate, text_of
 from .running import (
     Running,
     decode_running,
@@ -121,14 +121,14 @@ class ScheduleStore:
         snapshot = Snapshot(int(seconds) * 1000 + int(micros) // 1000 + self.clock_skew_ms)
         snapshot.stamp = int(stamp)
         for name, value in zip(flat[::2], flat[1::2], strict=True):
-            _read_field(snapshot, _text(name), _text(value))
+            _read_field(snapshot, text_of(name), text_of(value))
         return snapshot
 
     def running(self) -> list[Running]:
         """Return what every scheduler node published, node by node (two round trips)."""
         index = running_index_key(self.namespace)
         with self._translate():
-            nodes = [_text(node) for node in self.redis.zrange(index, 0, -1)]
+            nodes = [text_of(node) for node in self.redis.zrange(index, 0, -1)]
             if not nodes:
                 return []
             documents = self.redis.mget([running_key(self.namespace, n) for n in nodes])
@@ -204,13 +204,9 @@ class ScheduleStore:
     def forget(self, key: str) -> int:
         """Delete every field of ``key``: it starts afresh at its next tick."""
         with self._translate():
-            names = [_text(name) for name in self.redis.hkeys(self.key)]
+            names = [text_of(name) for name in self.redis.hkeys(self.key)]
             mine = [n for n in names if n.split(" ")[1:2] == [key]]
             return int(self.redis.hdel(self.key, *mine)) if mine else 0
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _read_field(snapshot: Snapshot, name: str, value: str) -> None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..records import State
+from ..transport import text_of
 from ..wake import block_for, slot_groups
 from .handler import CancelNotice, Outcome
 from .state import Entry, WorkerState
@@ -162,7 +163,7 @@ class CancelListener:
 
     def _entry(self, queue: str, fields: Mapping[Any, Any]) -> None:
         """One stream entry: the cancel of a run in hand, or of another's (skipped)."""
-        text = {_text(k): _text(v) for k, v in fields.items()}
+        text = {text_of(k): text_of(v) for k, v in fields.items()}
         if text.get("owner") != self._state.worker_id:
             return
         try:
@@ -261,10 +262,6 @@ class CancelListener:
             state.request_stop()
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
 def _streams(reply: Any) -> list[tuple[str, list[tuple[str, Mapping[Any, Any]]]]]:
     """An ``XREAD`` reply as (key, [(id, fields)]) pairs: RESP2's list or RESP3's map."""
     if not reply:
@@ -274,5 +271,5 @@ def _streams(reply: Any) -> list[tuple[str, list[tuple[str, Mapping[Any, Any]]]]
     for key, items in pairs:
         if isinstance(items, list) and len(items) == 1 and isinstance(items[0], list):
             items = items[0]  # RESP3 wraps the entries once more
-        out.append((_text(key), [(_text(i), f or {}) for i, f in items]))
+        out.append((text_of(key), [(text_of(i), f or {}) for i, f in items]))
     return out

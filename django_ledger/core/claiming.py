@@ -16,7 +16,7 @@ from .arguments import (
     work_size,
 )
 from .ledger_base import LedgerBase
-from .limits import Limits, LimitUse, read_limits, store_key_limits, store_limits
+from .limits import Limits, store_key_limits, store_limits
 from .records import owner_problem
 from .results import Claim, Claims, Settlement, SettlementStatus
 from .timing import duration_ms
@@ -27,7 +27,6 @@ __all__ = [
     "check_owner",
     "claim_arguments",
     "claim_many",
-    "limit_use",
     "release",
     "renew_many",
     "renewed",
@@ -171,11 +170,6 @@ def settle_and_claim(
         ledger.runner, parts[-1], ledger.max_retained, owner, limit, lease_ms, hold_after
     )
     return renewed(work, settlements + last), claims
-
-
-def limit_use(ledger: LedgerBase) -> LimitUse:
-    """The queue's flow limits as stored in Redis, and their use now (docs/limits.md)."""
-    return read_limits(ledger.runner)
 
 
 def set_limits(

@@ -164,9 +164,7 @@ class Runs:
                 entry.finished = True
                 state.drop(entry)
         if dropped:
-            state.counts.lost += 1
-            state.metrics.lost(entry.queue)
-            state.tally_lost(entry)
+            state.count_lost(entry)
             log.warning(
                 "worker %s: %s (queue %s, fence %d) not started: its lease may have ended "
                 "before it could start, and its %s",

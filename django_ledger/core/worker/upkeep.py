@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 import redis.exceptions as redis_errors
 
 from ..errors import LedgerError, LedgerUnavailable
-from ..results import Claim, RepairReport, SettlementStatus
+from ..results import Claim, RepairReport, Settlement, SettlementStatus
 from .heartbeat import WorkerInfo
 from .interrupt import interrupt
 from .rooms import Room
@@ -97,17 +97,28 @@ class Renewer:
                 log.warning("worker %s: renewals of %s failed: %s", state.worker_id, queue, exc)
                 state.contact.after(exc)
                 continue
-            for entry, (_, lease, _), answer in zip(group, items, answers, strict=True):
-                if answer.status is SettlementStatus.LOST:
-                    self.lose(entry, answer.reason)
-                else:
-                    entry.confirmed(sent, lease)
+            self.took(group, [lease for _, lease, _ in items], answers, sent)
         self._watch_timeouts(entries)
         try:
             self.beat()
         except redis_errors.RedisError as exc:  # a missed beat only delays the Workers page
             log.warning("worker %s: heartbeat not written: %s", state.worker_id, exc)
             state.contact.after(exc)
+
+    def took(
+        self, entries: list[Entry], leases: list[float], answers: list[Settlement], sent: float
+    ) -> None:
+        """Take in the answers to renewals or start marks sent at ``sent``: each renewed
+        the lease, or found it lost.
+
+        A start mark answered LOST (the lease ended while this worker was paused, and
+        repair gave the claim back) loses the job: one that has not started never does.
+        """
+        for entry, lease, answer in zip(entries, leases, answers, strict=True):
+            if answer.status is SettlementStatus.LOST:
+                self.lose(entry, answer.reason)
+            else:
+                entry.confirmed(sent, lease)
 
     def lose(self, entry: Entry, reason: str | None) -> None:
         """A renewal (or a start mark) of ``entry`` answered LOST: its outcome is not written."""
@@ -129,9 +140,7 @@ class Renewer:
                 entry.finished = True
                 state.drop(entry)
         if unstarted:
-            state.counts.lost += 1
-            state.metrics.lost(entry.queue)
-            state.tally_lost(entry)
+            state.count_lost(entry)
 
     def _watch_timeouts(self, entries: Iterable[Entry]) -> None:
         state = self._state

@@ -105,7 +105,7 @@ def _summary(runner: Runner, workflow_id: str, manifest: bytes) -> WorkflowSumma
     pipe.hexists(runner.flows_key, "x:" + workflow_id)
     for start in range(0, len(ids), _PART):
         part = ids[start : start + _PART]
-        pipe.hmget(runner.records_key, part)
+        pipe.hmget(runner.keys.records, part)
         pipe.hmget(runner.flows_key, ["n:" + sid for sid in part])
     got = pipe.execute()
     cancelled = bool(got[0])

@@ -34,7 +34,6 @@ from .sharded import AnyLedger
 
 if TYPE_CHECKING:
     from .runner import Runner
-    from .sharded import AnyLedger
 
 __all__ = [
     "MAX_FLOW_EDGES",
@@ -360,7 +359,7 @@ def read_workflow(
         for start in range(0, len(ids), 1000):
             part = ids[start : start + 1000]
             pipe = redis.pipeline(transaction=False)
-            pipe.hmget(runner.records_key, part)
+            pipe.hmget(runner.keys.records, part)
             pipe.hmget(key, ["n:" + sid for sid in part])
             pipe.hmget(key, ["c:" + sid for sid in part])
             got = pipe.execute()
@@ -369,7 +368,7 @@ def read_workflow(
             causes += got[2]
         results: list[bytes | None] = []
         for start in range(offset, end, 1000):
-            results += redis.hmget(runner.results_key, ids[start : min(start + 1000, end)])
+            results += redis.hmget(runner.keys.results, ids[start : min(start + 1000, end)])
     out = WorkflowStatus(
         workflow_id, ledger.queue, cancelled=cancelled is not None, total=len(ids), offset=offset
     )

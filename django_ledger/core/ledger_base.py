@@ -44,33 +44,33 @@ class LedgerBase:
 
     @property
     def records_key(self) -> str:
-        return self.runner.records_key
+        return self.runner.keys.records
 
     @property
     def ready_key(self) -> str:
-        return self.runner.ready_key
+        return self.runner.keys.ready
 
     @property
     def leases_key(self) -> str:
-        return self.runner.leases_key
+        return self.runner.keys.leases
 
     @property
     def gate_key(self) -> str:
-        return self.runner.gate_key
+        return self.runner.keys.gate
 
     @property
     def quarantine_key(self) -> str:
-        return self.runner.quarantine_key
+        return self.runner.keys.quarantine
 
     @property
     def fences_key(self) -> str:
         """The queue-wide fence counter: every claim's fence comes from it."""
-        return self.runner.fences_key
+        return self.runner.keys.fences
 
     @property
     def results_key(self) -> str:
         """Results stored with settlements (``settle(..., result=)``), by request id."""
-        return self.runner.results_key
+        return self.runner.keys.results
 
     @property
     def terminal_keys(self) -> dict[State, str]:

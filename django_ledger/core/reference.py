@@ -116,7 +116,7 @@ def _classify(runner: Runner, request_id: str, payload: str, raw: bytes) -> Admi
         existing = decode_record(request_id, raw)
     except CorruptRecord:
         with runner.translate_errors():
-            quarantined = runner.redis.hexists(runner.quarantine_key, request_id)
+            quarantined = runner.redis.hexists(runner.keys.quarantine, request_id)
         reason = "quarantined" if quarantined else "corrupt"
         return Admission(request_id, AdmissionStatus.CONFLICT, reason)
     if existing.payload == payload:
@@ -293,7 +293,7 @@ def import_one(
         return imported(record, given, 7, b"")
     if code == 0:
         with runner.translate_errors():
-            stored = runner.redis.hget(runner.records_key, record.request_id)
+            stored = runner.redis.hget(runner.keys.records, record.request_id)
         if stored is None:  # pragma: no cover - purged between the two calls
             return Admission(record.request_id, AdmissionStatus.CONFLICT, "contended")
         return imported(record, given, 2, stored)

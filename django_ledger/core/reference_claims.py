@@ -23,7 +23,7 @@ def _next_band(runner: Runner, start: int | str) -> tuple[int, int, int] | None:
     """The next priority band of ``ready`` from score ``start``: (low, earliest due, next)."""
     with runner.translate_errors():
         head = runner.redis.zrangebyscore(
-            runner.ready_key, start, "+inf", start=0, num=1, withscores=True
+            runner.keys.ready, start, "+inf", start=0, num=1, withscores=True
         )
     if not head:
         return None
@@ -47,7 +47,7 @@ def _next_due(runner: Runner, now: int) -> tuple[bool, int | None]:
             due_now = True
             with runner.translate_errors():
                 head = runner.redis.zrangebyscore(
-                    runner.ready_key, f"({low + now}", f"({after}", start=0, num=1, withscores=True
+                    runner.keys.ready, f"({low + now}", f"({after}", start=0, num=1, withscores=True
                 )
             due = int(head[0][1]) - low if head else None
         if due is not None and (best is None or due < best):
@@ -105,7 +105,7 @@ def _claim_due(
     start = limit if start is None else start
     claims: list[Claim] = []
     with runner.translate_errors():
-        if runner.redis.exists(runner.gate_key):
+        if runner.redis.exists(runner.keys.gate):
             # Closed: not even a fence is taken (write.lua checks again).
             return Claims.of(claims, _GATED_MS)
     _clear_wake(runner)
@@ -120,7 +120,7 @@ def _claim_due(
         if earliest <= now:
             with runner.translate_errors():
                 ids = runner.redis.zrangebyscore(
-                    runner.ready_key, low, low + now, start=skipped, num=limit - len(claims)
+                    runner.keys.ready, low, low + now, start=skipped, num=limit - len(claims)
                 )
         if not ids:
             band, skipped = _next_band(runner, after), 0
@@ -134,7 +134,7 @@ def _claim_due(
                 # its record: repair sorts it out), but not one a rival just claimed: that
                 # one has left the index, and counting it would skip a due record.
                 with runner.translate_errors():
-                    still_indexed = runner.redis.zscore(runner.ready_key, request_id) is not None
+                    still_indexed = runner.redis.zscore(runner.keys.ready, request_id) is not None
                 skipped += 1 if still_indexed else 0
             elif made == "gated":
                 return Claims.of(claims, _GATED_MS)  # the gate closed

@@ -181,30 +181,14 @@ def _settle(
             new = replace(record, lease_until=now + ms)
         elif target == "S":
             new = replace(record, lease_until=now + ms, updated_at=now, held=False)
-        elif target == "P":
+        else:  # it ends, or goes back PENDING: due after its delay, or (R) now, unspent
+            back, given = target in ("P", "R"), target == "R"
             new = replace(
                 record,
-                state=State.PENDING,
+                state=State.PENDING if back else State.COMPLETED if target == "K" else State.FAILED,
                 lease_until=None,
-                due_at=now + ms,
-                updated_at=now,
-                held=False,
-            )
-        elif target == "R":
-            new = replace(
-                record,
-                state=State.PENDING,
-                lease_until=None,
-                due_at=now,
-                attempts=record.attempts - 1,
-                updated_at=now,
-                held=False,
-            )
-        else:
-            new = replace(
-                record,
-                state=State.COMPLETED if target == "K" else State.FAILED,
-                lease_until=None,
+                due_at=(now if given else now + ms) if back else record.due_at,
+                attempts=record.attempts - 1 if given else record.attempts,
                 updated_at=now,
                 held=False,
             )

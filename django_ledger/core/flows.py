@@ -270,7 +270,7 @@ def admit_workflow(ledger: AnyLedger, workflow_id: str, steps: Sequence[FlowStep
     Bad steps raise ``ValueError``/``TypeError`` before anything is written; a ledger on
     the reference path raises ``FusedPathOnly``.
     """
-    runner = _runner(ledger)
+    runner = flow_runner(ledger)
     check_workflow(ledger, workflow_id, steps)
     manifest = _manifest(workflow_id, steps)
     args: list[Any] = [ledger.max_records, workflow_id, manifest]
@@ -304,7 +304,7 @@ def reopen_step(ledger: AnyLedger, request_id: str) -> int:
 
     Return how many steps wait again (0 for a record that is no workflow's step).
     """
-    runner = _runner(ledger)
+    runner = flow_runner(ledger)
     return int(runner.run(runner.scripts.flow_reopen, [request_id]))
 
 
@@ -318,7 +318,7 @@ def retry_step(ledger: AnyLedger, request_id: str, shown: bytes, retried: Record
     """
     if retried.state is not State.PENDING:
         raise ValueError("a retry puts the record back PENDING")
-    runner = _runner(ledger)
+    runner = flow_runner(ledger)
     args = [request_id, shown, encode_record(retried), str(retried.index_score())]
     reopened = int(runner.run(runner.scripts.flow_reopen, args))
     return None if reopened < 0 else reopened
@@ -326,7 +326,7 @@ def retry_step(ledger: AnyLedger, request_id: str, shown: bytes, retried: Record
 
 def cancel_workflow(ledger: AnyLedger, workflow_id: str) -> int | None:
     """Cancel every step not yet started; return how many, ``None`` for an unknown id."""
-    runner = _runner(ledger)
+    runner = flow_runner(ledger)
     _, cancelled = runner.run(runner.scripts.flow_cancel, [workflow_id])
     return None if int(cancelled) < 0 else int(cancelled)
 
@@ -344,7 +344,7 @@ def read_workflow(
         raise ValueError(f"offset must be an int of at least 0, got {offset!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit must be None or an int of at least 0, got {limit!r}")
-    runner = _runner(ledger)
+    runner = flow_runner(ledger)
     key, redis = runner.flows_key, runner.redis
     with runner.translate_errors():
         manifest, cancelled = redis.hmget(key, ["m:" + workflow_id, "x:" + workflow_id])
@@ -420,7 +420,8 @@ def workflow_of_step(ledger: AnyLedger, request_id: str) -> str | None:
     return flow if isinstance(flow, str) else None
 
 
-def _runner(ledger: AnyLedger) -> Runner:
+def flow_runner(ledger: AnyLedger) -> Runner:
+    """The runner of a queue of one shard, where workflows run (``TypeError`` for another)."""
     runner: Runner | None = getattr(ledger, "runner", None)
     if runner is None:
         raise TypeError("workflows run on a queue of one shard (SHARDS 1): this one is sharded")

@@ -60,7 +60,7 @@ def _woken(runner: Runner, claims: list[Claim], limit: int, budget: int) -> Clai
     """The wake key after a claim, as claim_due (claiming.lua) leaves it; the next due time.
 
     These are several calls, not one script, so the marker is cleared before the claim
-    reads the index (``_claim_due``), never after: an admission that comes in between is
+    reads the index (``claim``), never after: an admission that comes in between is
     either seen by the claim or leaves its marker after the clear, and no wake-up is lost.
     """
     now = runner.server_time_ms()
@@ -84,24 +84,18 @@ def _clear_wake(runner: Runner) -> None:
 def claim(
     runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
 ) -> Claims:
-    """Claim up to ``limit``, refused on a queue with flow limits stored (by a fused
-    ledger): the fused claim scripts alone apply them."""
+    """Claim up to ``limit``; those after the first ``start`` are held (claiming.lua's rule).
+
+    Refused on a queue with flow limits stored (by a fused ledger): the fused claim
+    scripts alone apply them. Every claim of the call is taken at its one instant, as
+    ``claim.lua`` takes a batch in one script: claimed together, their leases run out
+    together, so both modes agree on the order in which repair ends them (ties: the
+    lowest id).
+    """
     with runner.translate_errors():
         limited = runner.redis.exists(runner.keys.limits)
     if limited:
         raise FusedPathOnly("claims of a queue with flow limits")
-    return _claim_due(runner, owner, limit, lease_ms, start)
-
-
-def _claim_due(
-    runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
-) -> Claims:
-    """Claim up to ``limit``; those after the first ``start`` are held (claiming.lua's rule).
-
-    Every claim of the call is taken at its one instant, as ``claim.lua`` takes a batch
-    in one script: claimed together, their leases run out together, so both modes agree
-    on the order in which repair ends them (ties: the lowest id).
-    """
     start = limit if start is None else start
     claims: list[Claim] = []
     with runner.translate_errors():

@@ -93,12 +93,12 @@ class Waker:
         keys: Mapping[str, Sequence[tuple[Any, str]]],
         wake: threading.Event,
         done: threading.Event,
-        most: float = BLOCK_MOST,
-        owner: str = "",
-        contact: Contact | None = None,
+        most: float,
+        owner: str,
+        contact: Contact,
     ) -> None:
         #: Told whether each blocking call was answered (``/readyz``; ``core/probes.py``).
-        self._contact = contact or Contact()
+        self._contact = contact
         self._wake = wake
         self._done = done
         self._cond = threading.Condition()

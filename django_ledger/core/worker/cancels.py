@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,12 +80,9 @@ class _Group:
 class CancelListener:
     """Read the cancels streams while jobs run; tell the jobs cancelled (see the module)."""
 
-    def __init__(
-        self, state: WorkerState, keys: Mapping[str, Sequence[tuple[Any, str]]] | None = None
-    ) -> None:
+    def __init__(self, state: WorkerState) -> None:
         self._state = state
-        if keys is None:
-            keys = {queue: cancel_keys(ledger) for queue, ledger in state.ledgers.items()}
+        keys = {queue: cancel_keys(ledger) for queue, ledger in state.ledgers.items()}
         most = min(1.0, state.config.wake_block)
         self._groups = [
             _Group(client, block_for(client, most), streams)

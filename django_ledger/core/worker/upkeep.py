@@ -14,7 +14,7 @@ import os
 import socket
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 import redis.exceptions as redis_errors
 
@@ -236,7 +236,7 @@ class Repairer:
     with ``repair`` off (``--no-repair``) it beats the rooms alone.
     """
 
-    def __init__(self, state: WorkerState, rooms: Sequence[Room] | None = None) -> None:
+    def __init__(self, state: WorkerState) -> None:
         self._state = state
         interval = state.config.repair_interval
         if interval is None:
@@ -246,7 +246,7 @@ class Repairer:
         #: The worker's claims at the last round of pages (-1: none yet, so the first
         #: round starts a pass wherever one is due).
         self._claimed = -1
-        self.rooms: list[Room] = list(state.config.rooms if rooms is None else rooms)
+        self.rooms: list[Room] = list(state.config.rooms)
 
     def run(self) -> None:
         """The repairer thread's body: repair pages and room beats, each on its period."""

@@ -260,7 +260,7 @@ class Stats:
         """One queue's counters from its shards' (gate closed if any is; latest clock)."""
         oldest = [part.oldest_due_at for part in parts if part.oldest_due_at is not None]
         return cls(
-            **{name: sum(getattr(part, name) for part in parts) for name in _STATS_COUNTS},
+            **{name: sum(getattr(part, name) for part in parts) for name in STATS_COUNTS},
             gate_closed=any(part.gate_closed for part in parts),
             now=max(part.now for part in parts),
             oldest_due_at=min(oldest) if oldest else None,
@@ -299,14 +299,14 @@ class Stats:
 
     def as_dict(self) -> dict[str, int | bool | None]:
         return {
-            **{name: getattr(self, name) for name in _STATS_COUNTS},
+            **{name: getattr(self, name) for name in STATS_COUNTS},
             "gate_closed": self.gate_closed,
             "oldest_due_age_ms": self.oldest_due_age_ms,
         }
 
 
 #: The counts of ``Stats``, in its order.
-_STATS_COUNTS = (
+STATS_COUNTS = (
     "pending_due",
     "pending_later",
     "claimed",

@@ -37,7 +37,7 @@ from ..wake import block_for, slot_groups
 from .handler import CancelNotice, Outcome
 from .state import Entry, WorkerState
 
-__all__ = ["CancelListener", "cancel_keys", "cancelled_outcome"]
+__all__ = ["CancelListener", "cancelled_outcome"]
 
 log = logging.getLogger("django_ledger.worker")
 
@@ -61,12 +61,6 @@ def cancelled_outcome() -> Outcome:
     return Outcome(State.FAILED, reason="cancelled")
 
 
-def cancel_keys(ledger: Any) -> list[tuple[Any, str]]:
-    """The (client, cancels stream) pairs of a queue's ledger (none on the reference path)."""
-    keys = getattr(ledger, "cancel_keys", None)
-    return list(keys()) if callable(keys) else []
-
-
 @dataclass
 class _Group:
     """Streams one ``XREAD`` can take: one client's, and on a cluster one slot's."""
@@ -82,7 +76,7 @@ class CancelListener:
 
     def __init__(self, state: WorkerState) -> None:
         self._state = state
-        keys = {queue: cancel_keys(ledger) for queue, ledger in state.ledgers.items()}
+        keys = {queue: ledger.cancel_keys() for queue, ledger in state.ledgers.items()}
         most = min(1.0, state.config.wake_block)
         self._groups = [
             _Group(client, block_for(client, most), streams)

@@ -54,8 +54,6 @@ from .layout import MAX_SHARDS, layout_key, shard_queues
 from .scripts import call, script
 from .transport import text_of
 
-_CODE, _NAME = OUTCOME_CODES, CODE_OUTCOMES
-
 __all__ = [
     "EDGES",
     "FLUSH_EVERY",
@@ -125,7 +123,7 @@ class Tally:
         key = (
             queue,
             task or NO_NAME,
-            _CODE[outcome],  # an unknown outcome fails here, not in the flush
+            OUTCOME_CODES[outcome],  # an unknown outcome fails here, not in the flush
             None if run_s is None else bucket_of(run_s),
             None if wait_s is None else bucket_of(max(0.0, wait_s)),
         )
@@ -435,7 +433,7 @@ def _errors(flat: Iterable[Any]) -> dict[str, LastError]:
 
 
 def _known(metric: str) -> bool:
-    if metric in _NAME:
+    if metric in CODE_OUTCOMES:
         return True
     return (
         len(metric) > 1

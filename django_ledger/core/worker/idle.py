@@ -57,10 +57,6 @@ class Idle:
             empty = False
         self.waker.wait(timeout, armed, empty, self._stopping)
 
-    def quiet_for(self, queue: str, now: float) -> float:
-        """Seconds ``queue`` stays quiet from ``now`` (inf: until woken; <= 0: not quiet)."""
-        return self.quiet.get(queue, 0.0) - now
-
     def note(self, queue: str, due: int | None, short: bool, now: float) -> None:
         """Remember until when ``queue`` has nothing due, so that rounds skip it meanwhile.
 

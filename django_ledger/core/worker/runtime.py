@@ -327,7 +327,8 @@ class Worker:
             if not items and not started and queue not in popped:
                 if want <= 0:
                     continue
-                quiet = idle.quiet_for(queue, now)
+                # Seconds the queue stays quiet (inf: until woken; <= 0: not quiet).
+                quiet = idle.quiet.get(queue, 0.0) - now
                 if quiet > 0:  # nothing due there until then, and no wake-up since
                     waits.append(None if quiet == float("inf") else int(quiet * 1000) + 1)
                     continue

@@ -115,8 +115,7 @@ def renew_many(ledger: LedgerBase, items: Iterable[RenewItem]) -> list[Settlemen
     Items are ``(claim, lease)``, or ``(claim, lease, started)``: ``started`` true
     also marks a held claim started.
     """
-    work = [renew_work(item) for item in items]
-    return settle_batch(ledger, work)
+    return settle_batch(ledger, [renew_work(item) for item in items])
 
 
 def settle_many(ledger: LedgerBase, items: Iterable[SettleItem]) -> list[Settlement]:

@@ -25,7 +25,7 @@ from .interrupt import interrupt
 from .rooms import Room
 from .state import Entry, WorkerState
 
-__all__ = ["Renewer", "Repairer", "Room", "every"]
+__all__ = ["Renewer", "Repairer", "Room"]
 
 log = logging.getLogger("django_ledger.worker")
 
@@ -41,15 +41,6 @@ def _guarded(state: WorkerState, name: str, work: Callable[[], object]) -> objec
     return None
 
 
-def every(
-    state: WorkerState, seconds: float | Callable[[], float], work: Callable[[], None]
-) -> None:
-    """Do ``work`` every ``seconds`` (a number, or asked afresh each time) until done."""
-    period = seconds if callable(seconds) else (lambda: seconds)
-    while not state.done.wait(period()):
-        _guarded(state, work.__name__, work)
-
-
 class Renewer:
     """Renew every claim in hand, end runs past their time-out, and write the heartbeat."""
 
@@ -58,8 +49,9 @@ class Renewer:
         self._started_ms = int(time.time() * 1000)
 
     def run(self) -> None:
-        """The renewer thread's body."""
-        every(self._state, self._period, self._renew_and_watch)
+        """The renewer thread's body: a beat every period, asked afresh each time, until done."""
+        while not self._state.done.wait(self._period()):
+            _guarded(self._state, "_renew_and_watch", self._renew_and_watch)
 
     def _period(self) -> float:
         """A third of the shortest lease in hand: a task's own (``Plan.lease``) or a queue's."""

@@ -162,6 +162,17 @@ class WorkerState:
         claim = entry.job.claim
         self.in_hand.pop((entry.queue, claim.request_id, claim.fence), None)
 
+    def lose_unstarted(self, entry: Entry) -> bool:
+        """Finish and forget ``entry`` lost before it started (counted lost); whether it was."""
+        with self.lock:
+            unstarted = entry.started is None and not entry.finished
+            if unstarted:  # it never starts now: nothing runs, nothing is settled
+                entry.finished = True
+                self.drop(entry)
+        if unstarted:
+            self.count_lost(entry)
+        return unstarted
+
     def count_lost(self, entry: Entry) -> None:
         """Count a lost attempt: the worker's counts, its metrics, and its counters
         (``core/counters.py``), if kept.

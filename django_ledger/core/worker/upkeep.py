@@ -126,13 +126,7 @@ class Renewer:
             entry.job.claim.fence,
             reason,
         )
-        with state.lock:
-            unstarted = entry.started is None and not entry.finished
-            if unstarted:  # it never starts now: nothing runs, nothing is settled
-                entry.finished = True
-                state.drop(entry)
-        if unstarted:
-            state.count_lost(entry)
+        state.lose_unstarted(entry)
 
     def _watch_timeouts(self, entries: Iterable[Entry]) -> None:
         state = self._state

@@ -246,10 +246,7 @@ class Counters:
 
     def add_schedules(self, counts: dict[str, int], now_ms: int = 0) -> None:
         """Add the scheduler's counts (``F:<key>`` fired, ``S:`` skipped, ``M:`` misfired)."""
-        args: list[Any] = [0, 0]
-        for name, value in counts.items():
-            args += [name, int(value)]
-        self._add(self.schedules_prefix(), now_ms, args)
+        self._add(self.schedules_prefix(), now_ms, [0, 0, *_flat(counts)])
 
     def schedule_counts(self, window: str = "hour", now_ms: int = 0) -> dict[str, dict[str, int]]:
         """Each schedule's fired, skipped and misfired counts over ``window``: one call."""
@@ -280,11 +277,7 @@ class Counters:
         ``queue`` (one shard: its own indexes) into both buckets and returns it.
         """
         errors = errors or {}
-        args: list[Any] = [len(errors), MAX_ERROR_TASKS]
-        for name, text in errors.items():
-            args += [name, text]
-        for name, value in counts.items():
-            args += [name, int(value)]
+        args = [len(errors), MAX_ERROR_TASKS, *_flat(errors, str), *_flat(counts)]
         indexes = self.depth_keys(queue)[1:] if sample else ()
         reply = self._add(self.prefix(queue), now_ms, args, indexes)
         return Depth(*(int(v) for v in reply[1:5])) if sample else None
@@ -441,6 +434,11 @@ def _known(metric: str) -> bool:
         and metric[1:].isdigit()
         and int(metric[1:]) <= len(EDGES)
     )
+
+
+def _flat(fields: dict[str, Any], value_of: Callable[[Any], Any] = int) -> list[Any]:
+    """``fields`` as the script takes them: name, value, name, value, ... (counts as ints)."""
+    return [x for name, value in fields.items() for x in (name, value_of(value))]
 
 
 def _pairs(flat: Iterable[Any]) -> Iterable[tuple[Any, Any]]:

@@ -9,7 +9,6 @@ attributes ``Ledger.__init__`` sets, and the keys and plumbing built on them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 from .errors import FusedPathOnly
@@ -81,10 +80,6 @@ class LedgerBase:
     def keys(self) -> tuple[str, ...]:
         """Every key of this queue, in the order the scripts take them."""
         return self.runner.keys
-
-    @property
-    def retention(self) -> timedelta:
-        return timedelta(milliseconds=self.retention_ms)
 
     def fused_only(self, feature: str) -> None:
         """Refuse ``feature`` (a job-system extra) on the reference path: ``FusedPathOnly``."""

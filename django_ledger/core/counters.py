@@ -213,14 +213,14 @@ class Counters:
         return int(local + self._offset[0])
 
     def _read(self, prefix: str, resolution: str, count: int, now_ms: int) -> list[Any]:
-        """``[now, one flat field, count list per bucket (oldest first), the last errors]``."""
+        """``[now, each bucket's fields (oldest first), the last errors]``, as dicts."""
         now = self._now(prefix, now_ms)
         at = now // (60_000 if resolution == "m" else 3_600_000)
         pipe = self.redis.pipeline(transaction=False)
         for bucket in range(at - count + 1, at + 1):
             pipe.hgetall(f"{prefix}:{resolution}:{bucket}")
         pipe.hgetall(f"{prefix}:e")
-        return [now, *([x for pair in d.items() for x in pair] for d in pipe.execute())]
+        return [now, *pipe.execute()]
 
     def shards_of(self, queue: str) -> tuple[str, ...]:
         """The queue's shard names, shard 0 first (its layout key, read once and kept)."""
@@ -253,8 +253,8 @@ class Counters:
         resolution, count, _ = _window(window)
         reply = self._read(self.schedules_prefix(), resolution, count, now_ms)
         found: dict[str, dict[str, int]] = {}
-        for flat in reply[1 : count + 1]:
-            for raw, value in _pairs(flat):
+        for fields in reply[1 : count + 1]:
+            for raw, value in fields.items():
                 code, _, key = text_of(raw).partition(":")
                 if code in SCHEDULE_CODES:
                     counts = found.setdefault(key, dict.fromkeys(SCHEDULE_CODES.values(), 0))
@@ -356,17 +356,17 @@ class Counters:
         first = (now // step - count + 1) * step
         buckets: list[Stat] = []
         by_task: dict[str, list[Stat]] = {}
-        depth = [_depth(flat) for flat in reply[1 : count + 1]]
+        depth = [_depth(fields) for fields in reply[1 : count + 1]]
         if shards > 1:
             for shard in shard_queues(self.namespace, queue, shards)[1:]:
                 # Every shard's buckets at the same time.
                 theirs = self._read(self.prefix(shard), resolution, count, now)
-                for position, flat in enumerate(theirs[1 : count + 1]):
-                    found, mine = _depth(flat), depth[position]
+                for position, fields in enumerate(theirs[1 : count + 1]):
+                    found, mine = _depth(fields), depth[position]
                     depth[position] = found if mine is None else mine.plus(found or _ZERO)
-        for position, flat in enumerate(reply[1 : count + 1]):
+        for position, fields in enumerate(reply[1 : count + 1]):
             whole = Stat()
-            for raw, value in _pairs(flat):
+            for raw, value in fields.items():
                 metric, _, name = text_of(raw).partition(":")
                 if not _known(metric):
                     continue
@@ -384,7 +384,7 @@ class Counters:
             starts=[first + i * step for i in range(count)],
             buckets=buckets,
             task_buckets=by_task,
-            errors=_errors(reply[count + 1] if len(reply) > count + 1 else []),
+            errors=_errors(reply[count + 1]),
             depth=depth,
         )
 
@@ -399,10 +399,10 @@ def _window(window: str) -> tuple[str, int, int]:
     return WINDOWS[window]
 
 
-def _depth(flat: Iterable[Any]) -> Depth | None:
+def _depth(fields: dict[Any, Any]) -> Depth | None:
     """The depth sample a bucket holds (its ``q:`` fields), ``None`` if it has none."""
     found = {}
-    for raw, value in _pairs(flat):
+    for raw, value in fields.items():
         metric, _, name = text_of(raw).partition(":")
         if metric == "q" and name in DEPTH_FIELDS:
             try:
@@ -414,9 +414,9 @@ def _depth(flat: Iterable[Any]) -> Depth | None:
     return Depth(*(found.get(name, 0) for name in DEPTH_FIELDS))
 
 
-def _errors(flat: Iterable[Any]) -> dict[str, LastError]:
+def _errors(fields: dict[Any, Any]) -> dict[str, LastError]:
     found: dict[str, LastError] = {}
-    for raw, value in _pairs(flat):
+    for raw, value in fields.items():
         try:
             error_class, line, at_ms = json.loads(value)
             found[text_of(raw)] = LastError(str(error_class), str(line), int(at_ms))
@@ -439,8 +439,3 @@ def _known(metric: str) -> bool:
 def _flat(fields: dict[str, Any], value_of: Callable[[Any], Any] = int) -> list[Any]:
     """``fields`` as the script takes them: name, value, name, value, ... (counts as ints)."""
     return [x for name, value in fields.items() for x in (name, value_of(value))]
-
-
-def _pairs(flat: Iterable[Any]) -> Iterable[tuple[Any, Any]]:
-    items = list(flat)
-    return zip(items[0::2], items[1::2], strict=True)

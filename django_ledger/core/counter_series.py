@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 
 __all__ = [
     "CODE_OUTCOMES",
@@ -81,10 +81,7 @@ class Depth:
     dead: int
 
     def plus(self, other: Depth) -> Depth:
-        return Depth(*(a + b for a, b in zip(self.values(), other.values(), strict=True)))
-
-    def values(self) -> tuple[int, int, int, int]:
-        return (self.pending, self.due, self.claimed, self.dead)
+        return Depth(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
 
 def bucket_of(seconds: float) -> int:

@@ -99,13 +99,10 @@ class ScheduleStore:
     def __repr__(self) -> str:
         return f"<ScheduleStore {self.key}>"
 
-    def _translate(self) -> Translate:
-        return Translate(self)
-
     def _run(self, lua: LuaScript, *args: str, keys: tuple[str, ...] = ()) -> Any:
         """Run a script on the state's key (or ``keys``): its function, loaded where missing."""
         keys = keys or (self.key, self.definitions_key)
-        with self._translate():
+        with Translate(self):
             return call(self.redis, lua, keys, args)
 
     # -- reads ----------------------------------------------------------------------
@@ -127,7 +124,7 @@ class ScheduleStore:
     def running(self) -> list[Running]:
         """Return what every scheduler node published, node by node (two round trips)."""
         index = running_index_key(self.namespace)
-        with self._translate():
+        with Translate(self):
             nodes = [text_of(node) for node in self.redis.zrange(index, 0, -1)]
             if not nodes:
                 return []
@@ -136,7 +133,7 @@ class ScheduleStore:
 
     def published_at(self, node: str) -> int | None:
         """Return when ``node`` last published (its last tick, epoch ms), ``None``: never."""
-        with self._translate():
+        with Translate(self):
             text = self.redis.get(running_key(self.namespace, node))
         return None if text is None else published_at(text)
 
@@ -150,7 +147,7 @@ class ScheduleStore:
 
     def start(self, key: str, through: int) -> bool:
         """Record ``through`` for a schedule seen for the first time; say if this call did."""
-        with self._translate():
+        with Translate(self):
             return bool(self.redis.hsetnx(self.key, f"through {key}", str(through)))
 
     def commit(
@@ -174,18 +171,18 @@ class ScheduleStore:
 
     def unpublish(self, node: str) -> None:
         """Withdraw ``node``'s publication (a node that stops cleanly; others expire)."""
-        with self._translate():
+        with Translate(self):
             self.redis.zrem(running_index_key(self.namespace), node)
             self.redis.delete(running_key(self.namespace, node))
 
     def finish(self, key: str, epoch: int) -> None:
         """Forget a pending fire: it is admitted (or given up), by whichever node."""
-        with self._translate():
+        with Translate(self):
             self.redis.hdel(self.key, f"pending {key} {epoch}")
 
     def pause(self, key: str, by: str) -> Pause:
         """Pause ``key``: from their next tick, nodes admit none of its fires."""
-        with self._translate():
+        with Translate(self):
             pause = Pause(by, self.server_time_ms())
             value = json.dumps({"by": by, "at": pause.at_ms}, separators=(",", ":"))
             self.redis.hset(self.key, f"paused {key}", value)
@@ -193,17 +190,17 @@ class ScheduleStore:
 
     def resume(self, key: str) -> bool:
         """Resume ``key``; fires that came due while it was paused stay unrun."""
-        with self._translate():
+        with Translate(self):
             return bool(self.redis.hdel(self.key, f"paused {key}"))
 
     def set_through(self, key: str, through: int) -> None:
         """Set ``through`` outright (operators and tests; a tick uses ``commit``)."""
-        with self._translate():
+        with Translate(self):
             self.redis.hset(self.key, f"through {key}", str(through))
 
     def forget(self, key: str) -> int:
         """Delete every field of ``key``: it starts afresh at its next tick."""
-        with self._translate():
+        with Translate(self):
             names = [text_of(name) for name in self.redis.hkeys(self.key)]
             mine = [n for n in names if n.split(" ")[1:2] == [key]]
             return int(self.redis.hdel(self.key, *mine)) if mine else 0

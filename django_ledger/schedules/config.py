@@ -282,30 +282,50 @@ def _timing_problems(key: str, config: dict[str, Any]) -> list[Problem]:
             )
         )
         zone = zone_of("UTC")
-    timings = (
-        (cron, 75, "CRON", lambda value: Cron(value, zone), ()),
-        (every, 76, "EVERY", lambda value: Every.of(value, zone), ()),
-        (at, 94, "AT", lambda value: At.of(value, zone), (OverflowError,)),
-    )
-    hints = {
-        "CRON": gettext(
-            "Five fields (minute hour day-of-month month day-of-week), six with seconds "
-            "first, or @hourly, @daily, @weekly, @monthly, @yearly."
-        ),
-        "EVERY": gettext(
-            "Give a timedelta of whole seconds, at least one, e.g. timedelta(minutes=5)."
-        ),
-        "AT": gettext(
-            "Give a datetime, or an ISO 8601 text such as '2030-01-31T09:00:00' "
-            "(read in TIMEZONE unless it gives an offset)."
-        ),
-    }
-    for value, check_id, name, build, also in timings:
-        if value is not None:
-            try:
-                build(value)
-            except (BadTiming, *also) as exc:
-                found.append(Problem(check_id, f"{exc}.", hints[name], _where(key, name)))
+    if cron is not None:
+        try:
+            Cron(cron, zone)
+        except BadTiming as exc:
+            found.append(
+                Problem(
+                    75,
+                    f"{exc}.",
+                    gettext(
+                        "Five fields (minute hour day-of-month month day-of-week), six with seconds "
+                        "first, or @hourly, @daily, @weekly, @monthly, @yearly."
+                    ),
+                    _where(key, "CRON"),
+                )
+            )
+    if every is not None:
+        try:
+            Every.of(every, zone)
+        except BadTiming as exc:
+            found.append(
+                Problem(
+                    76,
+                    f"{exc}.",
+                    gettext(
+                        "Give a timedelta of whole seconds, at least one, e.g. timedelta(minutes=5)."
+                    ),
+                    _where(key, "EVERY"),
+                )
+            )
+    if at is not None:
+        try:
+            At.of(at, zone)
+        except (BadTiming, OverflowError) as exc:
+            found.append(
+                Problem(
+                    94,
+                    f"{exc}.",
+                    gettext(
+                        "Give a datetime, or an ISO 8601 text such as '2030-01-31T09:00:00' "
+                        "(read in TIMEZONE unless it gives an offset)."
+                    ),
+                    _where(key, "AT"),
+                )
+            )
     return found
 
 

@@ -183,9 +183,8 @@ def count_matches(
     task is read in Redis, ``limit`` entries a call.
     """
     if not task:
-        low = "-inf" if segment.low is None else segment.low
-        high = "+inf" if segment.high is None else segment.high
-        index = getattr(shard.runner.keys, _INDEX[segment.state])
+        name, _, low, high = segment.args()
+        index = getattr(shard.runner.keys, name)
         with shard.translate_errors():
             return int(shard.redis.zcount(index, low, high))
     total, start = 0, ""

@@ -31,6 +31,7 @@ from .errors import CorruptRecord, FusedPathOnly
 from .records import Record, State, decode_record, encode_record, id_problem
 from .results import AdmissionStatus
 from .sharded import AnyLedger
+from .transport import text_of
 
 if TYPE_CHECKING:
     from .runner import Runner
@@ -281,11 +282,10 @@ def admit_workflow(ledger: AnyLedger, workflow_id: str, steps: Sequence[FlowStep
 
 
 def _answer(workflow_id: str, code: int, detail: bytes | str) -> FlowAdmission:
-    if isinstance(detail, bytes):
-        detail = detail.decode("utf-8")
     reason = None
     if code == 3:
-        reason = detail if detail == "workflow_differs" else f"step_exists: {detail}"
+        text = text_of(detail)
+        reason = text if text == "workflow_differs" else f"step_exists: {text}"
     elif code == 4:
         reason = "max_records"
     return FlowAdmission(workflow_id, _ADMIT_CODES[code], reason)

@@ -22,6 +22,12 @@ ADMIT_CODES = {
     7: (AdmissionStatus.REJECTED, "id_control_character"),
     8: (AdmissionStatus.CONFLICT, "workflow_step"),
 }
+#: import_records.lua's codes of a record not written: status and reason.
+_IMPORT_REFUSED = {
+    4: (AdmissionStatus.FULL, "max_records"),
+    6: (AdmissionStatus.REJECTED, "invalid_record"),
+    7: (AdmissionStatus.CONFLICT, "workflow_step"),
+}
 REPAIR_FIELDS = {
     0: "stale",
     2: "reindexed",
@@ -53,12 +59,8 @@ def imported(record: Record, given: frozenset[str], code: int, stored: bytes) ->
     request_id = record.request_id
     if code == 1:
         return Admission(request_id, AdmissionStatus.ADMITTED, None, record)
-    if code == 4:
-        return Admission(request_id, AdmissionStatus.FULL, "max_records")
-    if code == 6:
-        return Admission(request_id, AdmissionStatus.REJECTED, "invalid_record")
-    if code == 7:
-        return Admission(request_id, AdmissionStatus.CONFLICT, "workflow_step")
+    if code in _IMPORT_REFUSED:
+        return Admission(request_id, *_IMPORT_REFUSED[code])
     try:
         existing = decode_record(request_id, stored)
     except CorruptRecord:

@@ -24,6 +24,7 @@ from .errors import LedgerError
 from .layout import bulk_run_key
 from .ledger_base import LedgerBase
 from .records import State
+from .transport import text_of
 
 __all__ = [
     "ACTIONS",
@@ -141,7 +142,7 @@ def read_page(
     looked, score, last, more = reply[:4]
     flat = reply[4:]
     matches = [(flat[i].decode(), flat[i + 1]) for i in range(0, len(flat), 2)]
-    return Page(int(looked), more in (b"1", "1"), _text(score), _text(last), matches)
+    return Page(int(looked), more in (b"1", "1"), text_of(score), text_of(last), matches)
 
 
 def act_page(
@@ -182,9 +183,8 @@ def count_matches(
     task is read in Redis, ``limit`` entries a call.
     """
     if not task:
-        low = "-inf" if segment.low is None else segment.low
-        high = "+inf" if segment.high is None else segment.high
-        index = getattr(shard.runner.keys, _INDEX[segment.state])
+        name, _, low, high = segment.args()
+        index = getattr(shard.runner.keys, name)
         with shard.translate_errors():
             return int(shard.redis.zcount(index, low, high))
     total, start = 0, ""
@@ -195,7 +195,3 @@ def count_matches(
         if more not in (b"1", "1") or not int(looked):
             return total
         start = str(int(after))
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -16,18 +16,15 @@ from .arguments import (
     work_size,
 )
 from .ledger_base import LedgerBase
-from .limits import Limits, LimitUse, read_limits, store_key_limits, store_limits
+from .limits import Limits, store_key_limits, store_limits
 from .records import owner_problem
 from .results import Claim, Claims, Settlement, SettlementStatus
 from .timing import duration_ms
 from .transport import MAX_BATCH, batches
 
 __all__ = [
-    "check_hold_after",
-    "check_owner",
     "claim_arguments",
     "claim_many",
-    "limit_use",
     "release",
     "renew_many",
     "renewed",
@@ -37,16 +34,6 @@ __all__ = [
     "settle_batch",
     "settle_many",
 ]
-
-
-def check_hold_after(hold_after: object) -> None:
-    """Refuse a ``hold_after`` that is not ``None`` or an int of 0 or more."""
-    if hold_after is None:
-        return
-    if isinstance(hold_after, bool) or not isinstance(hold_after, int):
-        raise TypeError(f"hold_after must be an int or None, not {type(hold_after).__name__}")
-    if hold_after < 0:
-        raise ValueError(f"hold_after must be 0 or more, got {hold_after}")
 
 
 def renewed(work: list[Work], settlements: list[Settlement]) -> list[Settlement]:
@@ -61,12 +48,6 @@ def renewed(work: list[Work], settlements: list[Settlement]) -> list[Settlement]
     return settlements
 
 
-def check_owner(owner: object) -> None:
-    problem = owner_problem(owner)
-    if problem is not None:
-        raise ValueError(f"owner is not usable ({problem})")
-
-
 def claim_arguments(
     owner: object, limit: object, lease: object, hold_after: object, *, settling: bool = False
 ) -> int:
@@ -74,13 +55,19 @@ def claim_arguments(
 
     ``limit`` is 1 or more, or with ``settling`` (``settle_and_claim``) 0 to ``MAX_BATCH``.
     """
-    check_owner(owner)
+    problem = owner_problem(owner)
+    if problem is not None:
+        raise ValueError(f"owner is not usable ({problem})")
     if not settling:
         positive_int(limit, "limit")
     elif isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_BATCH:
         raise ValueError(f"limit must be an int from 0 to {MAX_BATCH}, got {limit!r}")
     lease_ms = duration_ms(lease, "lease", positive=True)
-    check_hold_after(hold_after)
+    # ``hold_after``: ``None``, or an int of 0 or more.
+    if isinstance(hold_after, bool) or not isinstance(hold_after, int | None):
+        raise TypeError(f"hold_after must be an int or None, not {type(hold_after).__name__}")
+    if hold_after is not None and hold_after < 0:
+        raise ValueError(f"hold_after must be 0 or more, got {hold_after}")
     return lease_ms
 
 
@@ -116,8 +103,7 @@ def renew_many(ledger: LedgerBase, items: Iterable[RenewItem]) -> list[Settlemen
     Items are ``(claim, lease)``, or ``(claim, lease, started)``: ``started`` true
     also marks a held claim started.
     """
-    work = [renew_work(item) for item in items]
-    return settle_batch(ledger, work)
+    return settle_batch(ledger, [renew_work(item) for item in items])
 
 
 def settle_many(ledger: LedgerBase, items: Iterable[SettleItem]) -> list[Settlement]:
@@ -171,11 +157,6 @@ def settle_and_claim(
         ledger.runner, parts[-1], ledger.max_retained, owner, limit, lease_ms, hold_after
     )
     return renewed(work, settlements + last), claims
-
-
-def limit_use(ledger: LedgerBase) -> LimitUse:
-    """The queue's flow limits as stored in Redis, and their use now (docs/limits.md)."""
-    return read_limits(ledger.runner)
 
 
 def set_limits(

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import astuple, dataclass, field
 
 __all__ = [
     "CODE_OUTCOMES",
@@ -80,10 +81,7 @@ class Depth:
     dead: int
 
     def plus(self, other: Depth) -> Depth:
-        return Depth(*(a + b for a, b in zip(self.values(), other.values(), strict=True)))
-
-    def values(self) -> tuple[int, int, int, int]:
-        return (self.pending, self.due, self.claimed, self.dead)
+        return Depth(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
 
 def bucket_of(seconds: float) -> int:
@@ -129,6 +127,13 @@ class Stat:
             self.wait[int(metric[1:])] += value
         else:
             self.counts[CODE_OUTCOMES[metric]] += value
+
+    @classmethod
+    def summed(cls, stats: Iterable[Stat]) -> Stat:
+        whole = cls()
+        for stat in stats:
+            whole.merge(stat)
+        return whole
 
     def merge(self, other: Stat) -> None:
         for name, value in other.counts.items():
@@ -182,20 +187,11 @@ class Series:
 
     @property
     def total(self) -> Stat:
-        whole = Stat()
-        for stat in self.buckets:
-            whole.merge(stat)
-        return whole
+        return Stat.summed(self.buckets)
 
     def tasks(self) -> dict[str, Stat]:
         """Each task's totals over the window, by name."""
-        out: dict[str, Stat] = {}
-        for name, stats in sorted(self.task_buckets.items()):
-            whole = Stat()
-            for stat in stats:
-                whole.merge(stat)
-            out[name] = whole
-        return out
+        return {name: Stat.summed(stats) for name, stats in sorted(self.task_buckets.items())}
 
 
 def rounded(value: float | None, digits: int = 4) -> float | None:

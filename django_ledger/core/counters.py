@@ -52,8 +52,7 @@ from .counter_series import (
 )
 from .layout import MAX_SHARDS, layout_key, shard_queues
 from .scripts import call, script
-
-_CODE, _NAME = OUTCOME_CODES, CODE_OUTCOMES
+from .transport import text_of
 
 __all__ = [
     "EDGES",
@@ -124,7 +123,7 @@ class Tally:
         key = (
             queue,
             task or NO_NAME,
-            _CODE[outcome],  # an unknown outcome fails here, not in the flush
+            OUTCOME_CODES[outcome],  # an unknown outcome fails here, not in the flush
             None if run_s is None else bucket_of(run_s),
             None if wait_s is None else bucket_of(max(0.0, wait_s)),
         )
@@ -214,14 +213,14 @@ class Counters:
         return int(local + self._offset[0])
 
     def _read(self, prefix: str, resolution: str, count: int, now_ms: int) -> list[Any]:
-        """``[now, one flat field, count list per bucket (oldest first), the last errors]``."""
+        """``[now, each bucket's fields (oldest first), the last errors]``, as dicts."""
         now = self._now(prefix, now_ms)
         at = now // (60_000 if resolution == "m" else 3_600_000)
         pipe = self.redis.pipeline(transaction=False)
         for bucket in range(at - count + 1, at + 1):
             pipe.hgetall(f"{prefix}:{resolution}:{bucket}")
         pipe.hgetall(f"{prefix}:e")
-        return [now, *([x for pair in d.items() for x in pair] for d in pipe.execute())]
+        return [now, *pipe.execute()]
 
     def shards_of(self, queue: str) -> tuple[str, ...]:
         """The queue's shard names, shard 0 first (its layout key, read once and kept)."""
@@ -247,21 +246,16 @@ class Counters:
 
     def add_schedules(self, counts: dict[str, int], now_ms: int = 0) -> None:
         """Add the scheduler's counts (``F:<key>`` fired, ``S:`` skipped, ``M:`` misfired)."""
-        args: list[Any] = [0, 0]
-        for name, value in counts.items():
-            args += [name, int(value)]
-        self._add(self.schedules_prefix(), now_ms, args)
+        self._add(self.schedules_prefix(), now_ms, [0, 0, *_flat(counts)])
 
     def schedule_counts(self, window: str = "hour", now_ms: int = 0) -> dict[str, dict[str, int]]:
         """Each schedule's fired, skipped and misfired counts over ``window``: one call."""
-        if window not in WINDOWS:
-            raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
-        resolution, count, _ = WINDOWS[window]
+        resolution, count, _ = _window(window)
         reply = self._read(self.schedules_prefix(), resolution, count, now_ms)
         found: dict[str, dict[str, int]] = {}
-        for flat in reply[1 : count + 1]:
-            for raw, value in _pairs(flat):
-                code, _, key = _text(raw).partition(":")
+        for fields in reply[1 : count + 1]:
+            for raw, value in fields.items():
+                code, _, key = text_of(raw).partition(":")
                 if code in SCHEDULE_CODES:
                     counts = found.setdefault(key, dict.fromkeys(SCHEDULE_CODES.values(), 0))
                     counts[SCHEDULE_CODES[code]] += int(value)
@@ -283,11 +277,7 @@ class Counters:
         ``queue`` (one shard: its own indexes) into both buckets and returns it.
         """
         errors = errors or {}
-        args: list[Any] = [len(errors), MAX_ERROR_TASKS]
-        for name, text in errors.items():
-            args += [name, text]
-        for name, value in counts.items():
-            args += [name, int(value)]
+        args = [len(errors), MAX_ERROR_TASKS, *_flat(errors, str), *_flat(counts)]
         indexes = self.depth_keys(queue)[1:] if sample else ()
         reply = self._add(self.prefix(queue), now_ms, args, indexes)
         return Depth(*(int(v) for v in reply[1:5])) if sample else None
@@ -359,27 +349,25 @@ class Counters:
 
         ``shards``: the queue's number of shards, whose depth samples are summed.
         """
-        if window not in WINDOWS:
-            raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
-        resolution, count, seconds = WINDOWS[window]
+        resolution, count, seconds = _window(window)
         reply = self._read(self.prefix(queue), resolution, count, now_ms)
         now = int(reply[0])
         step = seconds * 1000
         first = (now // step - count + 1) * step
         buckets: list[Stat] = []
         by_task: dict[str, list[Stat]] = {}
-        depth = [_depth(flat) for flat in reply[1 : count + 1]]
+        depth = [_depth(fields) for fields in reply[1 : count + 1]]
         if shards > 1:
             for shard in shard_queues(self.namespace, queue, shards)[1:]:
                 # Every shard's buckets at the same time.
                 theirs = self._read(self.prefix(shard), resolution, count, now)
-                for position, flat in enumerate(theirs[1 : count + 1]):
-                    found, mine = _depth(flat), depth[position]
+                for position, fields in enumerate(theirs[1 : count + 1]):
+                    found, mine = _depth(fields), depth[position]
                     depth[position] = found if mine is None else mine.plus(found or _ZERO)
-        for position, flat in enumerate(reply[1 : count + 1]):
+        for position, fields in enumerate(reply[1 : count + 1]):
             whole = Stat()
-            for raw, value in _pairs(flat):
-                metric, _, name = _text(raw).partition(":")
+            for raw, value in fields.items():
+                metric, _, name = text_of(raw).partition(":")
                 if not _known(metric):
                     continue
                 stats = by_task.get(name)
@@ -396,7 +384,7 @@ class Counters:
             starts=[first + i * step for i in range(count)],
             buckets=buckets,
             task_buckets=by_task,
-            errors=_errors(reply[count + 1] if len(reply) > count + 1 else []),
+            errors=_errors(reply[count + 1]),
             depth=depth,
         )
 
@@ -404,11 +392,18 @@ class Counters:
 _ZERO = Depth(0, 0, 0, 0)
 
 
-def _depth(flat: Iterable[Any]) -> Depth | None:
+def _window(window: str) -> tuple[str, int, int]:
+    """A window's resolution, buckets and seconds per bucket (``ValueError``: no such window)."""
+    if window not in WINDOWS:
+        raise ValueError(f"window must be one of {', '.join(WINDOWS)}, got {window!r}")
+    return WINDOWS[window]
+
+
+def _depth(fields: dict[Any, Any]) -> Depth | None:
     """The depth sample a bucket holds (its ``q:`` fields), ``None`` if it has none."""
     found = {}
-    for raw, value in _pairs(flat):
-        metric, _, name = _text(raw).partition(":")
+    for raw, value in fields.items():
+        metric, _, name = text_of(raw).partition(":")
         if metric == "q" and name in DEPTH_FIELDS:
             try:
                 found[name] = int(value)
@@ -419,23 +414,19 @@ def _depth(flat: Iterable[Any]) -> Depth | None:
     return Depth(*(found.get(name, 0) for name in DEPTH_FIELDS))
 
 
-def _errors(flat: Iterable[Any]) -> dict[str, LastError]:
+def _errors(fields: dict[Any, Any]) -> dict[str, LastError]:
     found: dict[str, LastError] = {}
-    for raw, value in _pairs(flat):
+    for raw, value in fields.items():
         try:
             error_class, line, at_ms = json.loads(value)
-            found[_text(raw)] = LastError(str(error_class), str(line), int(at_ms))
+            found[text_of(raw)] = LastError(str(error_class), str(line), int(at_ms))
         except (ValueError, TypeError):
             continue  # not one this code wrote: not shown
     return found
 
 
-def _text(raw: bytes | str) -> str:
-    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-
-
 def _known(metric: str) -> bool:
-    if metric in _NAME:
+    if metric in CODE_OUTCOMES:
         return True
     return (
         len(metric) > 1
@@ -445,6 +436,6 @@ def _known(metric: str) -> bool:
     )
 
 
-def _pairs(flat: Iterable[Any]) -> Iterable[tuple[Any, Any]]:
-    items = list(flat)
-    return zip(items[0::2], items[1::2], strict=True)
+def _flat(fields: dict[str, Any], value_of: Callable[[Any], Any] = int) -> list[Any]:
+    """``fields`` as the script takes them: name, value, name, value, ... (counts as ints)."""
+    return [x for name, value in fields.items() for x in (name, value_of(value))]

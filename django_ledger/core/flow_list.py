@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .errors import CorruptRecord
-from .flows import step_id
+from .flows import flow_runner, step_id
 from .records import decode_record
 
 if TYPE_CHECKING:
@@ -77,9 +77,7 @@ def list_workflows(
         raise ValueError(f"limit must be an int from 1 to {MAX_LIMIT}, got {limit!r}")
     if state is not None and state not in WORKFLOW_STATES:
         raise ValueError(f"state must be one of {WORKFLOW_STATES}, got {state!r}")
-    runner: Runner | None = getattr(ledger, "runner", None)
-    if runner is None:
-        raise TypeError("workflows run on a queue of one shard (SHARDS 1): this one is sharded")
+    runner = flow_runner(ledger)
     found: list[WorkflowSummary] = []
     skipped = 0
     with runner.translate_errors():
@@ -105,7 +103,7 @@ def _summary(runner: Runner, workflow_id: str, manifest: bytes) -> WorkflowSumma
     pipe.hexists(runner.flows_key, "x:" + workflow_id)
     for start in range(0, len(ids), _PART):
         part = ids[start : start + _PART]
-        pipe.hmget(runner.records_key, part)
+        pipe.hmget(runner.keys.records, part)
         pipe.hmget(runner.flows_key, ["n:" + sid for sid in part])
     got = pipe.execute()
     cancelled = bool(got[0])

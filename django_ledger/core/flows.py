@@ -31,10 +31,10 @@ from .errors import CorruptRecord, FusedPathOnly
 from .records import Record, State, decode_record, encode_record, id_problem
 from .results import AdmissionStatus
 from .sharded import AnyLedger
+from .transport import text_of
 
 if TYPE_CHECKING:
     from .runner import Runner
-    from .sharded import AnyLedger
 
 __all__ = [
     "MAX_FLOW_EDGES",
@@ -271,7 +271,7 @@ def admit_workflow(ledger: AnyLedger, workflow_id: str, steps: Sequence[FlowStep
     Bad steps raise ``ValueError``/``TypeError`` before anything is written; a ledger on
     the reference path raises ``FusedPathOnly``.
     """
-    runner = _runner(ledger)
+    runner = flow_runner(ledger)
     check_workflow(ledger, workflow_id, steps)
     manifest = _manifest(workflow_id, steps)
     args: list[Any] = [ledger.max_records, workflow_id, manifest]
@@ -282,11 +282,10 @@ def admit_workflow(ledger: AnyLedger, workflow_id: str, steps: Sequence[FlowStep
 
 
 def _answer(workflow_id: str, code: int, detail: bytes | str) -> FlowAdmission:
-    if isinstance(detail, bytes):
-        detail = detail.decode("utf-8")
     reason = None
     if code == 3:
-        reason = detail if detail == "workflow_differs" else f"step_exists: {detail}"
+        text = text_of(detail)
+        reason = text if text == "workflow_differs" else f"step_exists: {text}"
     elif code == 4:
         reason = "max_records"
     return FlowAdmission(workflow_id, _ADMIT_CODES[code], reason)
@@ -305,7 +304,7 @@ def reopen_step(ledger: AnyLedger, request_id: str) -> int:
 
     Return how many steps wait again (0 for a record that is no workflow's step).
     """
-    runner = _runner(ledger)
+    runner = flow_runner(ledger)
     return int(runner.run(runner.scripts.flow_reopen, [request_id]))
 
 
@@ -319,7 +318,7 @@ def retry_step(ledger: AnyLedger, request_id: str, shown: bytes, retried: Record
     """
     if retried.state is not State.PENDING:
         raise ValueError("a retry puts the record back PENDING")
-    runner = _runner(ledger)
+    runner = flow_runner(ledger)
     args = [request_id, shown, encode_record(retried), str(retried.index_score())]
     reopened = int(runner.run(runner.scripts.flow_reopen, args))
     return None if reopened < 0 else reopened
@@ -327,7 +326,7 @@ def retry_step(ledger: AnyLedger, request_id: str, shown: bytes, retried: Record
 
 def cancel_workflow(ledger: AnyLedger, workflow_id: str) -> int | None:
     """Cancel every step not yet started; return how many, ``None`` for an unknown id."""
-    runner = _runner(ledger)
+    runner = flow_runner(ledger)
     _, cancelled = runner.run(runner.scripts.flow_cancel, [workflow_id])
     return None if int(cancelled) < 0 else int(cancelled)
 
@@ -345,7 +344,7 @@ def read_workflow(
         raise ValueError(f"offset must be an int of at least 0, got {offset!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit must be None or an int of at least 0, got {limit!r}")
-    runner = _runner(ledger)
+    runner = flow_runner(ledger)
     key, redis = runner.flows_key, runner.redis
     with runner.translate_errors():
         manifest, cancelled = redis.hmget(key, ["m:" + workflow_id, "x:" + workflow_id])
@@ -360,7 +359,7 @@ def read_workflow(
         for start in range(0, len(ids), 1000):
             part = ids[start : start + 1000]
             pipe = redis.pipeline(transaction=False)
-            pipe.hmget(runner.records_key, part)
+            pipe.hmget(runner.keys.records, part)
             pipe.hmget(key, ["n:" + sid for sid in part])
             pipe.hmget(key, ["c:" + sid for sid in part])
             got = pipe.execute()
@@ -369,7 +368,7 @@ def read_workflow(
             causes += got[2]
         results: list[bytes | None] = []
         for start in range(offset, end, 1000):
-            results += redis.hmget(runner.results_key, ids[start : min(start + 1000, end)])
+            results += redis.hmget(runner.keys.results, ids[start : min(start + 1000, end)])
     out = WorkflowStatus(
         workflow_id, ledger.queue, cancelled=cancelled is not None, total=len(ids), offset=offset
     )
@@ -421,7 +420,8 @@ def workflow_of_step(ledger: AnyLedger, request_id: str) -> str | None:
     return flow if isinstance(flow, str) else None
 
 
-def _runner(ledger: AnyLedger) -> Runner:
+def flow_runner(ledger: AnyLedger) -> Runner:
+    """The runner of a queue of one shard, where workflows run (``TypeError`` for another)."""
     runner: Runner | None = getattr(ledger, "runner", None)
     if runner is None:
         raise TypeError("workflows run on a queue of one shard (SHARDS 1): this one is sharded")

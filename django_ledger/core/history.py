@@ -85,7 +85,7 @@ def lost_result(runner: Runner, record: Record) -> bytes:
     """
     assert record.lease_until is not None
     with runner.translate_errors():
-        raw = runner.redis.hget(runner.results_key, record.request_id)
+        raw = runner.redis.hget(runner.keys.results, record.request_id)
     attempt = lost_attempt_json(
         record.owner, record.attempts, record.updated_at, record.lease_until
     )

@@ -31,20 +31,9 @@ _REQUIRED = ("request_id", "payload", "state", "due_at")
 
 def record_to_fields(record: Record) -> dict[str, Any]:
     """Spell ``record`` in the import format, every field present."""
-    return {
-        "request_id": record.request_id,
-        "payload": record.payload,
-        "state": record.state.value,
-        "due_at": record.due_at,
-        "owner": record.owner,
-        "attempts": record.attempts,
-        "fence": record.fence,
-        "lease_until": record.lease_until,
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
-        "traceparent": record.traceparent,
-        "priority": record.priority,
-    }
+    fields = {name: getattr(record, name) for name in FIELDS}
+    fields["state"] = record.state.value
+    return fields
 
 
 #: The largest fence an import takes: above what a fence counter seeded from the server

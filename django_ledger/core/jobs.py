@@ -30,7 +30,7 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = [
@@ -111,13 +111,8 @@ class ResultDoc:
     return_value: Any = None
 
 
-def _dumps(value: Any, *, sort_keys: bool = False) -> str:
-    return json.dumps(
-        value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=sort_keys
-    )
-
-
-#: ``_dumps(value, sort_keys=True)``, with its encoder built once rather than per call.
+#: ``json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+#: sort_keys=True)``, with its encoder built once rather than per call.
 _canonical = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), allow_nan=False, sort_keys=True
 ).encode
@@ -210,19 +205,11 @@ def payload_problem(payload: str) -> str | None:
 
 def encode_result(doc: ResultDoc) -> str:
     """Encode a result document; raise ``TypeError``/``ValueError`` for a non-JSON value."""
-    attempts = [
-        {
-            "worker_id": attempt.worker_id,
-            "started_at": attempt.started_at,
-            "finished_at": attempt.finished_at,
-            "error": attempt.error,
-        }
-        for attempt in doc.attempts
-    ]
+    attempts = [asdict(attempt) for attempt in doc.attempts]
     document: dict[str, Any] = {"v": RESULT_VERSION, "attempts": attempts}
     if doc.has_return_value:
         document["return_value"] = doc.return_value
-    return _dumps(document)
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def decode_result(raw: str | bytes | None) -> ResultDoc:
@@ -256,8 +243,8 @@ _TOO_DEEP = (
 # A JSON string, escapes included (the unrolled form: no backtracking per character).
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_SCALARS = (str, int, float, type(None))  # bool is an int
-_KEY_TYPES = (str, int, float, type(None))
+#: What JSON holds as a value without nesting, and as an object's key (bool is an int).
+_SCALARS = (str, int, float, type(None))
 
 
 def nesting_depth(text: str, limit: int = MAX_PAYLOAD_DEPTH) -> int:
@@ -363,7 +350,7 @@ def _scalar_problem(place: str, item: Any, loose: bool) -> TypeError | ValueErro
 
 def _keys_problem(place: str, keys: list[Any], loose: bool) -> TypeError | None:
     for key in keys:
-        if not isinstance(key, _KEY_TYPES) and not (loose and isinstance(key, bytes)):
+        if not isinstance(key, _SCALARS) and not (loose and isinstance(key, bytes)):
             return TypeError(f"{place} has a key of type {_type_name(key)}, which JSON cannot hold")
     try:
         sorted(keys)

@@ -23,7 +23,7 @@ from . import cancelling, claiming, operating, repairing
 from .arguments import Work, check_name, positive_int
 from .layout import check_layout
 from .ledger_base import LedgerBase
-from .limits import Limits, LimitUse
+from .limits import Limits, LimitUse, read_limits
 from .results import Admission, Claims, RepairReport, Settlement
 from .runner import Runner
 from .surface import LedgerSurface
@@ -138,7 +138,7 @@ class Ledger(LedgerSurface, LedgerBase):
 
     def limits(self) -> LimitUse:
         """The queue's flow limits as stored in Redis, and their use now (docs/limits.md)."""
-        return claiming.limit_use(self)
+        return read_limits(self.runner)
 
     def set_limits(self, limits: Limits, *, source: str = "operator", force: bool = True) -> bool:
         """Store the queue's flow limits (fused path only); say whether they changed."""

@@ -9,7 +9,6 @@ attributes ``Ledger.__init__`` sets, and the keys and plumbing built on them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 from .errors import FusedPathOnly
@@ -44,33 +43,33 @@ class LedgerBase:
 
     @property
     def records_key(self) -> str:
-        return self.runner.records_key
+        return self.runner.keys.records
 
     @property
     def ready_key(self) -> str:
-        return self.runner.ready_key
+        return self.runner.keys.ready
 
     @property
     def leases_key(self) -> str:
-        return self.runner.leases_key
+        return self.runner.keys.leases
 
     @property
     def gate_key(self) -> str:
-        return self.runner.gate_key
+        return self.runner.keys.gate
 
     @property
     def quarantine_key(self) -> str:
-        return self.runner.quarantine_key
+        return self.runner.keys.quarantine
 
     @property
     def fences_key(self) -> str:
         """The queue-wide fence counter: every claim's fence comes from it."""
-        return self.runner.fences_key
+        return self.runner.keys.fences
 
     @property
     def results_key(self) -> str:
         """Results stored with settlements (``settle(..., result=)``), by request id."""
-        return self.runner.results_key
+        return self.runner.keys.results
 
     @property
     def terminal_keys(self) -> dict[State, str]:
@@ -81,10 +80,6 @@ class LedgerBase:
     def keys(self) -> tuple[str, ...]:
         """Every key of this queue, in the order the scripts take them."""
         return self.runner.keys
-
-    @property
-    def retention(self) -> timedelta:
-        return timedelta(milliseconds=self.retention_ms)
 
     def fused_only(self, feature: str) -> None:
         """Refuse ``feature`` (a job-system extra) on the reference path: ``FusedPathOnly``."""

@@ -268,18 +268,7 @@ def store_key_limits(
         raise TypeError(f"limits must be a Limits or None, got {limits!r}")
     if limits is not None and limits.key is not None:
         raise ValueError("a key's limits have no KEY of their own (the queue's KEY holds)")
-    rate = limits.rate if limits is not None else None
-    concurrency = limits.concurrency if limits is not None else None
-    args: list[Any] = [
-        "keyset",
-        key,
-        rate.limit if rate else "",
-        rate.period_ms if rate else "",
-        rate.burst if rate else "",
-        concurrency if concurrency is not None else "",
-        source,
-        "1" if force else "0",
-    ]
+    args = ["keyset", key, *_numbers(limits or Limits()), source, "1" if force else "0"]
     return int(runner.run(runner.scripts.limits_control, args)[0]) == 1
 
 
@@ -291,15 +280,13 @@ def store_limits(runner: Runner, limits: Limits, source: str, *, force: bool) ->
     """
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
-    rate = limits.rate
-    args: list[Any] = [
-        "set",
-        rate.limit if rate else "",
-        rate.period_ms if rate else "",
-        rate.burst if rate else "",
-        limits.concurrency if limits.concurrency is not None else "",
-        source,
-        "1" if force else "0",
-        limits.key or "",
-    ]
+    args = ["set", *_numbers(limits), source, "1" if force else "0", limits.key or ""]
     return int(runner.run(runner.scripts.limits_control, args)[0]) == 1
+
+
+def _numbers(limits: Limits) -> list[Any]:
+    """The rate's limit, period and burst and the concurrency, as the script takes them
+    ('' for what is not set)."""
+    rate = limits.rate
+    numbers = [rate.limit, rate.period_ms, rate.burst] if rate else ["", "", ""]
+    return [*numbers, limits.concurrency if limits.concurrency is not None else ""]

@@ -90,10 +90,6 @@ class Contact:
         else:
             self.answered()
 
-    @property
-    def ever_answered(self) -> bool:
-        return self._answered
-
     def outage(self) -> float:
         """Seconds since the first of the failures no answer has followed (0: none)."""
         since = self._failing_since
@@ -157,11 +153,8 @@ class ProbeServer:
         if metrics is not None:
             routes["/metrics"] = lambda: (200, *metrics())
 
-        class Handler(_Handler):
-            pass
-
-        Handler.routes = routes
-        self._server = ThreadingHTTPServer((address, port), Handler)
+        handler = type("Handler", (_Handler,), {"routes": routes})  # this server's routes
+        self._server = ThreadingHTTPServer((address, port), handler)
         self._server.daemon_threads = True
         self.port: int = self._server.server_address[1]
         self._thread = threading.Thread(

@@ -28,6 +28,7 @@ from typing import Any
 from .errors import LedgerError
 from .jobs import nesting_depth
 from .ledger_base import LedgerBase
+from .transport import text_of
 
 __all__ = [
     "DEFAULT_INTERVAL",
@@ -194,11 +195,7 @@ def write_progress(
     for request_id, fence, document in items:
         args += [request_id, fence, document]
     reply = runner.run(runner.scripts.progress, args)
-    return [(int(reply[i]) == 1, _text(reply[i + 1])) for i in range(0, len(reply), 2)]
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return [(int(reply[i]) == 1, text_of(reply[i + 1])) for i in range(0, len(reply), 2)]
 
 
 def read_progress(ledger: Any, request_ids: Iterable[str]) -> list[Progress | None]:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from .ledger_base import LedgerBase
 from .records import Record, decode_record
-from .results import Stats
+from .results import STATS_COUNTS, Stats
 
 __all__ = ["resolve_many", "results", "stats"]
 
@@ -28,31 +28,11 @@ def resolve_many(ledger: LedgerBase, request_ids: Iterable[str]) -> list[Record 
 
 def stats(ledger: LedgerBase) -> Stats:
     """Read the queue's counters in one consistent snapshot, with no scan of records."""
-    reply = ledger.run(ledger.scripts.stats, [])
-    (
-        now,
-        due,
-        later,
-        claimed,
-        expired,
-        completed,
-        failed,
-        dead,
-        quarantined,
-        total,
-        gate,
-        oldest,
-    ) = reply
+    # stats.lua's reply: the clock, the counts in ``Stats``' order, the gate, the earliest
+    # due time of a PENDING record (-1: none).
+    now, *counts, gate, oldest = ledger.run(ledger.scripts.stats, [])
     return Stats(
-        pending_due=due,
-        pending_later=later,
-        claimed=claimed,
-        expired_leases=expired,
-        completed=completed,
-        failed=failed,
-        dead=dead,
-        quarantined=quarantined,
-        total=total,
+        **dict(zip(STATS_COUNTS, counts, strict=True)),
         gate_closed=bool(gate),
         now=now,
         oldest_due_at=None if oldest < 0 else oldest,

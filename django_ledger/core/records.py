@@ -150,14 +150,6 @@ class Record:
     def lease_until_datetime(self) -> datetime | None:
         return None if self.lease_until is None else ms_to_datetime(self.lease_until)
 
-    @property
-    def created_datetime(self) -> datetime:
-        return ms_to_datetime(self.created_at)
-
-    @property
-    def updated_datetime(self) -> datetime:
-        return ms_to_datetime(self.updated_at)
-
     def index_score(self) -> int | None:
         """Return the score of this record in its state's index, if it has one."""
         if self.state is State.PENDING:
@@ -209,13 +201,9 @@ def traceparent_problem(traceparent: object) -> str | None:
     return None
 
 
-def _digest(data: bytes) -> bytes:
-    return hashlib.sha1(data, usedforsecurity=False).hexdigest()[:8].encode()
-
-
 def checksum(request_id: bytes, body: bytes) -> bytes:
     """Return H for a record of ``request_id`` whose bytes after H are ``body``."""
-    return _digest(request_id + b"\0" + body)
+    return hashlib.sha1(request_id + b"\0" + body, usedforsecurity=False).hexdigest()[:8].encode()
 
 
 def encode_record(record: Record) -> bytes:
@@ -303,7 +291,7 @@ def decode_record(request_id: str, raw: bytes) -> Record:
     if len(raw) < tail_at + tlen:
         raise CorruptRecord(request_id, "field lengths exceed the record")
     bound = raw[9:] if version == VERSION else version + raw[9:]
-    if _digest(request_id.encode("utf-8", "surrogatepass") + b"\0" + bound) != head:
+    if checksum(request_id.encode("utf-8", "surrogatepass"), bound) != head:
         raise CorruptRecord(request_id, "checksum mismatch")
     state = _BY_LETTER.get(letter)
     if state is None:

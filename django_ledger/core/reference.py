@@ -116,7 +116,7 @@ def _classify(runner: Runner, request_id: str, payload: str, raw: bytes) -> Admi
         existing = decode_record(request_id, raw)
     except CorruptRecord:
         with runner.translate_errors():
-            quarantined = runner.redis.hexists(runner.quarantine_key, request_id)
+            quarantined = runner.redis.hexists(runner.keys.quarantine, request_id)
         reason = "quarantined" if quarantined else "corrupt"
         return Admission(request_id, AdmissionStatus.CONFLICT, reason)
     if existing.payload == payload:
@@ -181,30 +181,14 @@ def _settle(
             new = replace(record, lease_until=now + ms)
         elif target == "S":
             new = replace(record, lease_until=now + ms, updated_at=now, held=False)
-        elif target == "P":
+        else:  # it ends, or goes back PENDING: due after its delay, or (R) now, unspent
+            back, given = target in ("P", "R"), target == "R"
             new = replace(
                 record,
-                state=State.PENDING,
+                state=State.PENDING if back else State.COMPLETED if target == "K" else State.FAILED,
                 lease_until=None,
-                due_at=now + ms,
-                updated_at=now,
-                held=False,
-            )
-        elif target == "R":
-            new = replace(
-                record,
-                state=State.PENDING,
-                lease_until=None,
-                due_at=now,
-                attempts=record.attempts - 1,
-                updated_at=now,
-                held=False,
-            )
-        else:
-            new = replace(
-                record,
-                state=State.COMPLETED if target == "K" else State.FAILED,
-                lease_until=None,
+                due_at=(now if given else now + ms) if back else record.due_at,
+                attempts=record.attempts - 1 if given else record.attempts,
                 updated_at=now,
                 held=False,
             )
@@ -293,7 +277,7 @@ def import_one(
         return imported(record, given, 7, b"")
     if code == 0:
         with runner.translate_errors():
-            stored = runner.redis.hget(runner.records_key, record.request_id)
+            stored = runner.redis.hget(runner.keys.records, record.request_id)
         if stored is None:  # pragma: no cover - purged between the two calls
             return Admission(record.request_id, AdmissionStatus.CONFLICT, "contended")
         return imported(record, given, 2, stored)

@@ -23,7 +23,7 @@ def _next_band(runner: Runner, start: int | str) -> tuple[int, int, int] | None:
     """The next priority band of ``ready`` from score ``start``: (low, earliest due, next)."""
     with runner.translate_errors():
         head = runner.redis.zrangebyscore(
-            runner.ready_key, start, "+inf", start=0, num=1, withscores=True
+            runner.keys.ready, start, "+inf", start=0, num=1, withscores=True
         )
     if not head:
         return None
@@ -47,7 +47,7 @@ def _next_due(runner: Runner, now: int) -> tuple[bool, int | None]:
             due_now = True
             with runner.translate_errors():
                 head = runner.redis.zrangebyscore(
-                    runner.ready_key, f"({low + now}", f"({after}", start=0, num=1, withscores=True
+                    runner.keys.ready, f"({low + now}", f"({after}", start=0, num=1, withscores=True
                 )
             due = int(head[0][1]) - low if head else None
         if due is not None and (best is None or due < best):
@@ -60,7 +60,7 @@ def _woken(runner: Runner, claims: list[Claim], limit: int, budget: int) -> Clai
     """The wake key after a claim, as claim_due (claiming.lua) leaves it; the next due time.
 
     These are several calls, not one script, so the marker is cleared before the claim
-    reads the index (``_claim_due``), never after: an admission that comes in between is
+    reads the index (``claim``), never after: an admission that comes in between is
     either seen by the claim or leaves its marker after the clear, and no wake-up is lost.
     """
     now = runner.server_time_ms()
@@ -84,28 +84,22 @@ def _clear_wake(runner: Runner) -> None:
 def claim(
     runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
 ) -> Claims:
-    """Claim up to ``limit``, refused on a queue with flow limits stored (by a fused
-    ledger): the fused claim scripts alone apply them."""
+    """Claim up to ``limit``; those after the first ``start`` are held (claiming.lua's rule).
+
+    Refused on a queue with flow limits stored (by a fused ledger): the fused claim
+    scripts alone apply them. Every claim of the call is taken at its one instant, as
+    ``claim.lua`` takes a batch in one script: claimed together, their leases run out
+    together, so both modes agree on the order in which repair ends them (ties: the
+    lowest id).
+    """
     with runner.translate_errors():
         limited = runner.redis.exists(runner.keys.limits)
     if limited:
         raise FusedPathOnly("claims of a queue with flow limits")
-    return _claim_due(runner, owner, limit, lease_ms, start)
-
-
-def _claim_due(
-    runner: Runner, owner: str, limit: int, lease_ms: int, start: int | None = None
-) -> Claims:
-    """Claim up to ``limit``; those after the first ``start`` are held (claiming.lua's rule).
-
-    Every claim of the call is taken at its one instant, as ``claim.lua`` takes a batch
-    in one script: claimed together, their leases run out together, so both modes agree
-    on the order in which repair ends them (ties: the lowest id).
-    """
     start = limit if start is None else start
     claims: list[Claim] = []
     with runner.translate_errors():
-        if runner.redis.exists(runner.gate_key):
+        if runner.redis.exists(runner.keys.gate):
             # Closed: not even a fence is taken (write.lua checks again).
             return Claims.of(claims, _GATED_MS)
     _clear_wake(runner)
@@ -120,7 +114,7 @@ def _claim_due(
         if earliest <= now:
             with runner.translate_errors():
                 ids = runner.redis.zrangebyscore(
-                    runner.ready_key, low, low + now, start=skipped, num=limit - len(claims)
+                    runner.keys.ready, low, low + now, start=skipped, num=limit - len(claims)
                 )
         if not ids:
             band, skipped = _next_band(runner, after), 0
@@ -134,7 +128,7 @@ def _claim_due(
                 # its record: repair sorts it out), but not one a rival just claimed: that
                 # one has left the index, and counting it would skip a due record.
                 with runner.translate_errors():
-                    still_indexed = runner.redis.zscore(runner.ready_key, request_id) is not None
+                    still_indexed = runner.redis.zscore(runner.keys.ready, request_id) is not None
                 skipped += 1 if still_indexed else 0
             elif made == "gated":
                 return Claims.of(claims, _GATED_MS)  # the gate closed

@@ -228,19 +228,14 @@ class RepairReport:
     def add(self, other: RepairReport) -> None:
         """Add ``other``'s counts to this report and take its cursor."""
         self.cursor = other.cursor
-        for name in ("scanned", "reindexed", "expired", "dead", "quarantined", "purged", "stale"):
+        for name in _REPAIR_COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def counts(self) -> dict[str, int]:
-        return {
-            "scanned": self.scanned,
-            "reindexed": self.reindexed,
-            "expired": self.expired,
-            "dead": self.dead,
-            "quarantined": self.quarantined,
-            "purged": self.purged,
-            "stale": self.stale,
-        }
+        return {name: getattr(self, name) for name in _REPAIR_COUNTS}
+
+
+_REPAIR_COUNTS = ("scanned", "reindexed", "expired", "dead", "quarantined", "purged", "stale")
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,15 +260,7 @@ class Stats:
         """One queue's counters from its shards' (gate closed if any is; latest clock)."""
         oldest = [part.oldest_due_at for part in parts if part.oldest_due_at is not None]
         return cls(
-            pending_due=sum(part.pending_due for part in parts),
-            pending_later=sum(part.pending_later for part in parts),
-            claimed=sum(part.claimed for part in parts),
-            expired_leases=sum(part.expired_leases for part in parts),
-            completed=sum(part.completed for part in parts),
-            failed=sum(part.failed for part in parts),
-            dead=sum(part.dead for part in parts),
-            quarantined=sum(part.quarantined for part in parts),
-            total=sum(part.total for part in parts),
+            **{name: sum(getattr(part, name) for part in parts) for name in STATS_COUNTS},
             gate_closed=any(part.gate_closed for part in parts),
             now=max(part.now for part in parts),
             oldest_due_at=min(oldest) if oldest else None,
@@ -312,15 +299,21 @@ class Stats:
 
     def as_dict(self) -> dict[str, int | bool | None]:
         return {
-            "pending_due": self.pending_due,
-            "pending_later": self.pending_later,
-            "claimed": self.claimed,
-            "expired_leases": self.expired_leases,
-            "completed": self.completed,
-            "failed": self.failed,
-            "dead": self.dead,
-            "quarantined": self.quarantined,
-            "total": self.total,
+            **{name: getattr(self, name) for name in STATS_COUNTS},
             "gate_closed": self.gate_closed,
             "oldest_due_age_ms": self.oldest_due_age_ms,
         }
+
+
+#: The counts of ``Stats``, in its order.
+STATS_COUNTS = (
+    "pending_due",
+    "pending_later",
+    "claimed",
+    "expired_leases",
+    "completed",
+    "failed",
+    "dead",
+    "quarantined",
+    "total",
+)

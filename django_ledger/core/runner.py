@@ -31,6 +31,7 @@ from .scripts import (
     function_missing,
     loaded_reply,
     moved,
+    node_of,
     queue_loaded,
     refresh_slots,
 )
@@ -75,34 +76,6 @@ class Runner:
 
     def __repr__(self) -> str:
         return self.label
-
-    @property
-    def records_key(self) -> str:
-        return self.keys.records
-
-    @property
-    def ready_key(self) -> str:
-        return self.keys.ready
-
-    @property
-    def leases_key(self) -> str:
-        return self.keys.leases
-
-    @property
-    def gate_key(self) -> str:
-        return self.keys.gate
-
-    @property
-    def quarantine_key(self) -> str:
-        return self.keys.quarantine
-
-    @property
-    def fences_key(self) -> str:
-        return self.keys.fences
-
-    @property
-    def results_key(self) -> str:
-        return self.keys.results
 
     @property
     def flows_key(self) -> str:
@@ -168,16 +141,16 @@ class Runner:
         """
         wanted, timeout_ms = self.durability_replicas, self.durability_timeout_ms
         for _ in range(_REDIRECTS):
-            pipe = self._master().pipeline(transaction=False)
+            pipe = node_of(self.redis, self.keys.records).pipeline(transaction=False)
             queue_command(pipe)
             pipe.execute_command("WAIT", wanted, timeout_ms)
             try:
                 *replies, acknowledged = pipe.execute(raise_on_error=False)
             except (redis_py.ConnectionError, redis_py.TimeoutError):
-                self._refresh_slots()  # the master may have failed over: ask again next time
+                refresh_slots(self.redis)  # the master may have failed over: ask again next time
                 raise
             if moved(replies):  # the slot moved
-                self._refresh_slots()
+                refresh_slots(self.redis)
                 continue
             reply = replies[0] if len(replies) == 1 else loaded_reply(replies)
             if isinstance(reply, Exception):
@@ -198,9 +171,9 @@ class Runner:
         cluster, the master its slots table names for the queue's hash tag.
         """
         if isinstance(self.redis, redis_py.RedisCluster):
-            node_of: Callable[[str], Any] = self.redis.get_node_from_key  # untyped in redis-py
+            node_for: Callable[[str], Any] = self.redis.get_node_from_key  # untyped in redis-py
             with self.translate_errors():
-                return key_slot(self.keys.records.encode()), str(node_of(self.keys.records).name)
+                return self._slot, str(node_for(self.keys.records).name)
         kwargs = getattr(getattr(self.redis, "connection_pool", None), "connection_kwargs", {})
         if kwargs.get("path"):
             return None, str(kwargs["path"])
@@ -212,16 +185,6 @@ class Runner:
             return self.placement()[1]
         except Exception:  # for messages only: a cluster with no slots table, say
             return "?"
-
-    def _master(self) -> Any:
-        """Return a plain client on the node that serves this queue's keys."""
-        if not isinstance(self.redis, redis_py.RedisCluster):
-            return self.redis
-        node_of: Callable[[str], Any] = self.redis.get_node_from_key  # untyped in redis-py
-        return self.redis.get_redis_connection(node_of(self.keys.records))
-
-    def _refresh_slots(self) -> None:
-        refresh_slots(self.redis)  # best effort: if no node answers, the next call says so
 
     def translate_errors(self) -> Translate:
         return Translate(self)

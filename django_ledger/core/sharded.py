@@ -118,10 +118,6 @@ class ShardedLedger(ShardedClaiming):
                 raise PerShard(repr(self), self.shard_count, name)
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    @property
-    def retention(self) -> timedelta:
-        return timedelta(milliseconds=self.retention_ms)
-
     # -- shards -----------------------------------------------------------------------
 
     @property

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Iterable
 from typing import Any
 
 from . import claiming
@@ -55,17 +56,7 @@ class ShardedClaiming(LedgerSurface):
 
     def _claim(self, owner: str, limit: int, lease_ms: int, hold_after: int | None) -> Claims:
         """Claim from the shards in turn, from the one whose turn it is, up to ``limit``."""
-        claims = Claims()
-        waits: list[int | None] = []
-        for shard in self._rotation():
-            more = _still(hold_after, claims)
-            got = claiming.claim_many(shard, owner, limit - len(claims), lease_ms, more)
-            claims += got
-            waits.append(got.due_in_ms)
-            if len(claims) >= limit:
-                return claims
-        claims.due_in_ms = earliest(*waits)  # every shard was asked: the soonest of them
-        return claims
+        return _fill(Claims(), self._rotation(), owner, limit, lease_ms, hold_after)
 
     def _settle_and_claim(
         self, work: list[Work], owner: str, limit: int, lease_ms: int, hold_after: int | None
@@ -107,24 +98,10 @@ class ShardedClaiming(LedgerSurface):
             self._away = len(claims) < limit  # the home ran short: keep to where work is
         if limit and len(claims) < limit:
             start = random.randrange(count)  # not fused + 1: workers would move as a herd
-            waits = [claims.due_in_ms]
-            for step in range(count):
-                if (start + step) % count == fused:
-                    continue
-                more = claiming.claim_many(
-                    shards[(start + step) % count],
-                    owner,
-                    limit - len(claims),
-                    lease_ms,
-                    _still(hold_after, claims),
-                )
-                claims += more
-                waits.append(more.due_in_ms)
-                if len(claims) >= limit:
-                    claims.due_in_ms = None
-                    break
-            else:
-                claims.due_in_ms = earliest(*waits)  # every shard was asked
+            rest = [
+                shards[(start + s) % count] for s in range(count) if (start + s) % count != fused
+            ]
+            claims = _fill(claims, rest, owner, limit, lease_ms, hold_after)
         return settlements, claims
 
     def _claiming_shard(self, groups: dict[int, list[int]]) -> int:
@@ -160,6 +137,29 @@ class ShardedClaiming(LedgerSurface):
                 taken = int(first.redis.incr(homes_key(self.namespace, self.queue)))
             self._home = (taken - 1) % self.shard_count
         return self._home
+
+
+def _fill(
+    claims: Claims,
+    shards: Iterable[LedgerBase],
+    owner: str,
+    limit: int,
+    lease_ms: int,
+    hold_after: int | None,
+) -> Claims:
+    """Add claims from ``shards`` in order until ``limit``; then nothing is known of the
+    next due time (``None``), else (every shard asked) it is the soonest of theirs."""
+    waits = [claims.due_in_ms]
+    for shard in shards:
+        wanted = _still(hold_after, claims)
+        more = claiming.claim_many(shard, owner, limit - len(claims), lease_ms, wanted)
+        claims += more
+        waits.append(more.due_in_ms)
+        if len(claims) >= limit:
+            claims.due_in_ms = None
+            return claims
+    claims.due_in_ms = earliest(*waits)
+    return claims
 
 
 def _still(hold_after: int | None, claims: list[Claim]) -> int | None:

@@ -48,6 +48,11 @@ class LedgerSurface(ABC):
     """The operations of a queue's ledger, of one shard or several (see the module)."""
 
     optimized: bool
+    retention_ms: int
+
+    @property
+    def retention(self) -> timedelta:
+        return timedelta(milliseconds=self.retention_ms)
 
     # -- the primitives -----------------------------------------------------------------
 

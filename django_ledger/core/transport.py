@@ -17,6 +17,7 @@ __all__ = [
     "batches",
     "decodes_responses",
     "scanned_id",
+    "text_of",
     "unavailable",
     "unavailable_message",
     "utf8_len",
@@ -159,6 +160,11 @@ def scanned_id(value: Any) -> str | bytes:
         return value.decode("utf-8")
     except UnicodeDecodeError:
         return value
+
+
+def text_of(value: Any) -> str:
+    """A Redis reply's bytes as text (what is not UTF-8 replaced), anything else as ``str``."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def decodes_responses(client: Any) -> bool:

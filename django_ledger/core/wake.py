@@ -93,12 +93,12 @@ class Waker:
         keys: Mapping[str, Sequence[tuple[Any, str]]],
         wake: threading.Event,
         done: threading.Event,
-        most: float = BLOCK_MOST,
-        owner: str = "",
-        contact: Contact | None = None,
+        most: float,
+        owner: str,
+        contact: Contact,
     ) -> None:
         #: Told whether each blocking call was answered (``/readyz``; ``core/probes.py``).
-        self._contact = contact or Contact()
+        self._contact = contact
         self._wake = wake
         self._done = done
         self._cond = threading.Condition()
@@ -176,14 +176,20 @@ class Waker:
         popped the key, or pops it as soon as it arrives. The key lives 60 s when nothing
         pops it (the thread's call had just ended); a later call that pops it goes on.
         """
+        return self._push(
+            self.hand_key, "hand", "hand-back"
+        )  # Redis away: wait on the event, as before
+
+    def _push(self, key: str, member: str, what: str) -> bool:
+        """Push ``member`` to ``key``, which lives 60 s unless popped; whether it was sent."""
         client = self._groups[0].client
         try:
             with client.pipeline(transaction=False) as pipe:
-                pipe.zadd(self.hand_key, {"hand": 0})
-                pipe.expire(self.hand_key, 60)
+                pipe.zadd(key, {member: 0})
+                pipe.expire(key, 60)
                 pipe.execute()
-        except Exception as exc:  # Redis away: wait on the event, as before
-            log.debug("hand-back key not pushed: %s", exc)
+        except Exception as exc:
+            log.debug("%s key not pushed: %s", what, exc)
             return False
         return True
 
@@ -221,14 +227,7 @@ class Waker:
         with self._cond:
             if not self._here:
                 return
-        client = self._groups[0].client
-        try:
-            with client.pipeline(transaction=False) as pipe:
-                pipe.zadd(self.stop_key, {"stop": 0})
-                pipe.expire(self.stop_key, 60)  # not popped (the block ended first): gone
-                pipe.execute()
-        except Exception as exc:
-            log.debug("stop key not pushed: %s", exc)
+        self._push(self.stop_key, "stop", "stop")  # not popped (the block ended first): gone
 
     def take_popped(self) -> set[str]:
         """The queues whose wake key this worker popped since it last asked."""

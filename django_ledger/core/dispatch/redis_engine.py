@@ -12,11 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import ClassVar, cast
+from typing import cast
 
 from redis import Redis
-from redis.client import Pipeline
-from redis.cluster import ClusterPipeline, RedisCluster
+from redis.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -52,13 +51,11 @@ class RedisDispatchRegistry(DispatchRegistry):
     copy).
     """
 
-    DEFAULT_TTL: ClassVar[int] = 7 * 24 * 60 * 60
-
     def __init__(
         self,
         redis: Redis | RedisCluster,
         namespace: str = "kaal",
-        ttl: int = DEFAULT_TTL,
+        ttl: int = DispatchRegistry.DEFAULT_TTL,
     ) -> None:
         super().__init__(ttl)
         self.redis = redis
@@ -79,12 +76,7 @@ class RedisDispatchRegistry(DispatchRegistry):
         self, key: str, fire_time: FireTime, node_id: str, status: str = "dispatched"
     ) -> Dispatch:
         record = _new_record(key, fire_time, node_id, status, time.time())
-        with _unavailable("log a dispatch"):
-            pipe = self.redis.pipeline(transaction=self._transaction)
-            # SET EX is the reference's SETEX; redis-py 8 deprecates setex().
-            pipe.set(self._record_key(record), record.to_json(), ex=self.ttl)
-            self._index(pipe, record)
-            pipe.execute()
+        self._write(record, "log a dispatch", only_new=False)
         return record
 
     def find_dispatch(self, key: str, fire_time: FireTime) -> Dispatch | None:
@@ -95,14 +87,7 @@ class RedisDispatchRegistry(DispatchRegistry):
 
     def claim_dispatch(self, key: str, fire_time: FireTime, node_id: str) -> bool:
         record = _new_record(key, fire_time, node_id, "dispatched", time.time())
-        with _unavailable("claim a dispatch"):
-            pipe = self.redis.pipeline(transaction=self._transaction)
-            # The SET NX alone decides the winner. Losers re-add the same index
-            # member, which changes nothing, so one round trip serves both.
-            pipe.set(self._record_key(record), record.to_json(), nx=True, ex=self.ttl)
-            self._index(pipe, record)
-            won = pipe.execute()[0]
-        return bool(won)
+        return self._write(record, "claim a dispatch", only_new=True)
 
     def history(self, key: str, limit: int = 50) -> list[Dispatch]:
         index_key = self.build_index_key(key)
@@ -127,15 +112,22 @@ class RedisDispatchRegistry(DispatchRegistry):
                     break
         return found[:limit]
 
-    def _record_key(self, record: Dispatch) -> str:
-        return self.build_redis_key(record.key, record.fire_time)
-
-    def _index(self, pipe: Pipeline | ClusterPipeline, record: Dispatch) -> None:
+    def _write(self, record: Dispatch, doing: str, *, only_new: bool) -> bool:
+        """Write ``record`` (``only_new``: unless one is there) and index its fire time, in
+        one round trip; say whether the record was written."""
         epoch = _epoch_of(record.fire_time)
         index_key = self.build_index_key(record.key)
-        pipe.zadd(index_key, {str(epoch): epoch})
-        pipe.zremrangebyrank(index_key, 0, -(self.HISTORY_BOUND + 1))
-        pipe.expire(index_key, self.ttl)
+        with _unavailable(doing):
+            pipe = self.redis.pipeline(transaction=self._transaction)
+            # SET EX is the reference's SETEX; redis-py 8 deprecates setex(). With NX, the
+            # SET alone decides a claim's winner. Losers re-add the same index member,
+            # which changes nothing, so one round trip serves both.
+            record_key = self.build_redis_key(record.key, record.fire_time)
+            pipe.set(record_key, record.to_json(), nx=only_new, ex=self.ttl)
+            pipe.zadd(index_key, {str(epoch): epoch})
+            pipe.zremrangebyrank(index_key, 0, -(self.HISTORY_BOUND + 1))
+            pipe.expire(index_key, self.ttl)
+            return bool(pipe.execute()[0])
 
 
 def _decode(redis_key: str, value: bytes | str) -> Dispatch:

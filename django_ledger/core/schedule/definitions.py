@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..scripts import call, script
-from ..transport import Translate
+from ..transport import Translate, text_of
 from .state import Pending, ScheduleStore
 
 __all__ = ["MAX_DOCUMENT_BYTES", "Definition", "Definitions", "Stored", "VersionConflict"]
@@ -71,7 +71,7 @@ class Definitions:
         """Return every stored schedule and the stamp they are at."""
         with Translate(self.store):
             flat = self.store.redis.hgetall(self.key)
-        fields = {_text(name): _text(value) for name, value in flat.items()}
+        fields = {text_of(name): text_of(value) for name, value in flat.items()}
         stored = Stored(int(fields.get("stamp", "0") or 0))
         for name, text in fields.items():
             if not name.startswith("doc "):
@@ -134,7 +134,7 @@ class Definitions:
         keys = (self.store.key, self.key)
         with Translate(self.store):
             status, version, _ = call(self.store.redis, self._define, keys, args)
-        status = _text(status)
+        status = text_of(status)
         if status == "conflict":
             raise VersionConflict(key, expected, int(version))
         return status, int(version)
@@ -142,7 +142,3 @@ class Definitions:
 
 def _opt(value: int | None) -> str:
     return "" if value is None else str(value)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value

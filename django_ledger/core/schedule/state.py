@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..scripts import LuaScript, call, script
-from ..transport import Translate
+from ..transport import Translate, text_of
 from .running import (
     Running,
     decode_running,
@@ -99,13 +99,10 @@ class ScheduleStore:
     def __repr__(self) -> str:
         return f"<ScheduleStore {self.key}>"
 
-    def _translate(self) -> Translate:
-        return Translate(self)
-
     def _run(self, lua: LuaScript, *args: str, keys: tuple[str, ...] = ()) -> Any:
         """Run a script on the state's key (or ``keys``): its function, loaded where missing."""
         keys = keys or (self.key, self.definitions_key)
-        with self._translate():
+        with Translate(self):
             return call(self.redis, lua, keys, args)
 
     # -- reads ----------------------------------------------------------------------
@@ -121,14 +118,14 @@ class ScheduleStore:
         snapshot = Snapshot(int(seconds) * 1000 + int(micros) // 1000 + self.clock_skew_ms)
         snapshot.stamp = int(stamp)
         for name, value in zip(flat[::2], flat[1::2], strict=True):
-            _read_field(snapshot, _text(name), _text(value))
+            _read_field(snapshot, text_of(name), text_of(value))
         return snapshot
 
     def running(self) -> list[Running]:
         """Return what every scheduler node published, node by node (two round trips)."""
         index = running_index_key(self.namespace)
-        with self._translate():
-            nodes = [_text(node) for node in self.redis.zrange(index, 0, -1)]
+        with Translate(self):
+            nodes = [text_of(node) for node in self.redis.zrange(index, 0, -1)]
             if not nodes:
                 return []
             documents = self.redis.mget([running_key(self.namespace, n) for n in nodes])
@@ -136,7 +133,7 @@ class ScheduleStore:
 
     def published_at(self, node: str) -> int | None:
         """Return when ``node`` last published (its last tick, epoch ms), ``None``: never."""
-        with self._translate():
+        with Translate(self):
             text = self.redis.get(running_key(self.namespace, node))
         return None if text is None else published_at(text)
 
@@ -150,7 +147,7 @@ class ScheduleStore:
 
     def start(self, key: str, through: int) -> bool:
         """Record ``through`` for a schedule seen for the first time; say if this call did."""
-        with self._translate():
+        with Translate(self):
             return bool(self.redis.hsetnx(self.key, f"through {key}", str(through)))
 
     def commit(
@@ -174,18 +171,18 @@ class ScheduleStore:
 
     def unpublish(self, node: str) -> None:
         """Withdraw ``node``'s publication (a node that stops cleanly; others expire)."""
-        with self._translate():
+        with Translate(self):
             self.redis.zrem(running_index_key(self.namespace), node)
             self.redis.delete(running_key(self.namespace, node))
 
     def finish(self, key: str, epoch: int) -> None:
         """Forget a pending fire: it is admitted (or given up), by whichever node."""
-        with self._translate():
+        with Translate(self):
             self.redis.hdel(self.key, f"pending {key} {epoch}")
 
     def pause(self, key: str, by: str) -> Pause:
         """Pause ``key``: from their next tick, nodes admit none of its fires."""
-        with self._translate():
+        with Translate(self):
             pause = Pause(by, self.server_time_ms())
             value = json.dumps({"by": by, "at": pause.at_ms}, separators=(",", ":"))
             self.redis.hset(self.key, f"paused {key}", value)
@@ -193,24 +190,20 @@ class ScheduleStore:
 
     def resume(self, key: str) -> bool:
         """Resume ``key``; fires that came due while it was paused stay unrun."""
-        with self._translate():
+        with Translate(self):
             return bool(self.redis.hdel(self.key, f"paused {key}"))
 
     def set_through(self, key: str, through: int) -> None:
         """Set ``through`` outright (operators and tests; a tick uses ``commit``)."""
-        with self._translate():
+        with Translate(self):
             self.redis.hset(self.key, f"through {key}", str(through))
 
     def forget(self, key: str) -> int:
         """Delete every field of ``key``: it starts afresh at its next tick."""
-        with self._translate():
-            names = [_text(name) for name in self.redis.hkeys(self.key)]
+        with Translate(self):
+            names = [text_of(name) for name in self.redis.hkeys(self.key)]
             mine = [n for n in names if n.split(" ")[1:2] == [key]]
             return int(self.redis.hdel(self.key, *mine)) if mine else 0
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _read_field(snapshot: Snapshot, name: str, value: str) -> None:

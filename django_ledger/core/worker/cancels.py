@@ -27,16 +27,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..records import State
+from ..transport import text_of
 from ..wake import block_for, slot_groups
 from .handler import CancelNotice, Outcome
 from .state import Entry, WorkerState
 
-__all__ = ["CancelListener", "cancel_keys", "cancelled_outcome"]
+__all__ = ["CancelListener", "cancelled_outcome"]
 
 log = logging.getLogger("django_ledger.worker")
 
@@ -60,12 +61,6 @@ def cancelled_outcome() -> Outcome:
     return Outcome(State.FAILED, reason="cancelled")
 
 
-def cancel_keys(ledger: Any) -> list[tuple[Any, str]]:
-    """The (client, cancels stream) pairs of a queue's ledger (none on the reference path)."""
-    keys = getattr(ledger, "cancel_keys", None)
-    return list(keys()) if callable(keys) else []
-
-
 @dataclass
 class _Group:
     """Streams one ``XREAD`` can take: one client's, and on a cluster one slot's."""
@@ -79,12 +74,9 @@ class _Group:
 class CancelListener:
     """Read the cancels streams while jobs run; tell the jobs cancelled (see the module)."""
 
-    def __init__(
-        self, state: WorkerState, keys: Mapping[str, Sequence[tuple[Any, str]]] | None = None
-    ) -> None:
+    def __init__(self, state: WorkerState) -> None:
         self._state = state
-        if keys is None:
-            keys = {queue: cancel_keys(ledger) for queue, ledger in state.ledgers.items()}
+        keys = {queue: ledger.cancel_keys() for queue, ledger in state.ledgers.items()}
         most = min(1.0, state.config.wake_block)
         self._groups = [
             _Group(client, block_for(client, most), streams)
@@ -162,7 +154,7 @@ class CancelListener:
 
     def _entry(self, queue: str, fields: Mapping[Any, Any]) -> None:
         """One stream entry: the cancel of a run in hand, or of another's (skipped)."""
-        text = {_text(k): _text(v) for k, v in fields.items()}
+        text = {text_of(k): text_of(v) for k, v in fields.items()}
         if text.get("owner") != self._state.worker_id:
             return
         try:
@@ -261,10 +253,6 @@ class CancelListener:
             state.request_stop()
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
 def _streams(reply: Any) -> list[tuple[str, list[tuple[str, Mapping[Any, Any]]]]]:
     """An ``XREAD`` reply as (key, [(id, fields)]) pairs: RESP2's list or RESP3's map."""
     if not reply:
@@ -274,5 +262,5 @@ def _streams(reply: Any) -> list[tuple[str, list[tuple[str, Mapping[Any, Any]]]]
     for key, items in pairs:
         if isinstance(items, list) and len(items) == 1 and isinstance(items[0], list):
             items = items[0]  # RESP3 wraps the entries once more
-        out.append((_text(key), [(_text(i), f or {}) for i, f in items]))
+        out.append((text_of(key), [(text_of(i), f or {}) for i, f in items]))
     return out

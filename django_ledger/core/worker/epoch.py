@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 __all__ = ["DataLoss", "Epoch", "Epochs"]
@@ -47,11 +47,7 @@ class Epoch:
         loss = self.after_loss
         doc: dict[str, Any] = {"id": self.id, "began_at": self.began_at}
         if loss is not None:
-            doc["after_loss"] = {
-                "previous": loss.previous,
-                "noticed_at": loss.noticed_at,
-                "noticed_by": loss.noticed_by,
-            }
+            doc["after_loss"] = asdict(loss)
         return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
 
     @classmethod

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..counters import Counters, Tally
+from ..transport import text_of
 from .epoch import DataLoss, Epochs, EpochWatch
 
 __all__ = ["Heartbeats", "WorkerInfo"]
@@ -98,20 +99,14 @@ class Heartbeats:
         try:
             self.counters.flush(self.tally, force=True, queues=self._queues)
         finally:
-            self._forget(worker_id)
-
-    def _forget(self, worker_id: str) -> None:
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.delete(self.key(worker_id))
-        pipe.zrem(self.index_key, worker_id)
-        pipe.execute()
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.delete(self.key(worker_id))
+            pipe.zrem(self.index_key, worker_id)
+            pipe.execute()
 
     def live(self) -> list[WorkerInfo]:
         """Every worker whose heartbeat has not expired, most recently started first."""
-        ids = [
-            m.decode() if isinstance(m, bytes) else m
-            for m in self.redis.zrange(self.index_key, 0, -1)
-        ]
+        ids = [text_of(m) for m in self.redis.zrange(self.index_key, 0, -1)]
         if not ids:
             return []
         pipe = self.redis.pipeline(transaction=False)

@@ -9,11 +9,10 @@ nothing meanwhile but the blocking calls.
 
 from __future__ import annotations
 
-from ..sharded import AnyLedger
 from ..wake import Waker
 from .state import WorkerState
 
-__all__ = ["RETRY_WAIT", "Idle", "wake_keys"]
+__all__ = ["RETRY_WAIT", "Idle"]
 
 #: How long the loop waits, at most, while settlements wait to be sent again (Redis away).
 RETRY_WAIT = 0.5
@@ -25,7 +24,7 @@ class Idle:
     def __init__(self, state: WorkerState) -> None:
         self._burst = state.config.burst
         self.waker = Waker(
-            {queue: wake_keys(ledger) for queue, ledger in state.ledgers.items()},
+            {queue: ledger.wake_keys() for queue, ledger in state.ledgers.items()},
             state.wake,
             state.done,
             state.config.wake_block,
@@ -58,10 +57,6 @@ class Idle:
             empty = False
         self.waker.wait(timeout, armed, empty, self._stopping)
 
-    def quiet_for(self, queue: str, now: float) -> float:
-        """Seconds ``queue`` stays quiet from ``now`` (inf: until woken; <= 0: not quiet)."""
-        return self.quiet.get(queue, 0.0) - now
-
     def note(self, queue: str, due: int | None, short: bool, now: float) -> None:
         """Remember until when ``queue`` has nothing due, so that rounds skip it meanwhile.
 
@@ -78,9 +73,3 @@ class Idle:
     def forget(self, queue: str) -> None:
         """A call to ``queue`` failed: what it said of its due times no longer holds."""
         self.quiet.pop(queue, None)
-
-
-def wake_keys(ledger: AnyLedger) -> list[tuple[object, str]]:
-    """The (client, wake key) pairs of a queue (a sharded one: of every shard)."""
-    keys = getattr(ledger, "wake_keys", None)
-    return list(keys()) if callable(keys) else []

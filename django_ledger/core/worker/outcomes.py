@@ -10,6 +10,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ..counters import Tally
@@ -88,14 +89,8 @@ def announce(
     state: WorkerState, entry: Entry, settled: Callable[[bool], None], written: bool
 ) -> None:
     """Tell a run's outcome whether its settlement was written (``Outcome.settled``)."""
-    try:
-        settled(written)
-    except Exception:  # a signal receiver's bug must not stop the main loop
-        log.exception(
-            "worker %s: after settling %s, its handler raised",
-            state.worker_id,
-            entry.job.claim.request_id,
-        )
+    # A signal receiver's bug must not stop the main loop.
+    _hook(state, entry, "after settling %s, its handler raised", partial(settled, written))
 
 
 def tell_started(
@@ -103,26 +98,24 @@ def tell_started(
 ) -> None:
     """Tell ``WorkerConfig.started`` of a run starting; its bug never stops the run."""
     claim = entry.job.claim
-    try:
-        started(entry.queue, claim.request_id, claim.attempt)
-    except Exception:
-        log.exception(
-            "worker %s: as %s started, its start hook raised", state.worker_id, claim.request_id
-        )
+    call = partial(started, entry.queue, claim.request_id, claim.attempt)
+    _hook(state, entry, "as %s started, its start hook raised", call)
 
 
 def tell_ended(
     state: WorkerState, entry: Entry, ended: Callable[[str, str, bool], None], completed: bool
 ) -> None:
     """Tell ``WorkerConfig.ended`` of a run settled for good; its bug never stops the loop."""
+    call = partial(ended, entry.queue, entry.job.claim.request_id, completed)
+    _hook(state, entry, "after settling %s, its end hook raised", call)
+
+
+def _hook(state: WorkerState, entry: Entry, what: str, call: Callable[[], None]) -> None:
+    """Make ``call``; an exception it raises is logged (``what`` of the run), not raised."""
     try:
-        ended(entry.queue, entry.job.claim.request_id, completed)
+        call()
     except Exception:
-        log.exception(
-            "worker %s: after settling %s, its end hook raised",
-            state.worker_id,
-            entry.job.claim.request_id,
-        )
+        log.exception("worker %s: " + what, state.worker_id, entry.job.claim.request_id)
 
 
 def tallied(

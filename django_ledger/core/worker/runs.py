@@ -158,15 +158,7 @@ class Runs:
                 return True
             why = f"renewal answered LOST ({answer.reason})"
         entry.job.lost.set()
-        with state.lock:
-            dropped = not entry.finished
-            if dropped:
-                entry.finished = True
-                state.drop(entry)
-        if dropped:
-            state.counts.lost += 1
-            state.metrics.lost(entry.queue)
-            state.tally_lost(entry)
+        if state.lose_unstarted(entry):
             log.warning(
                 "worker %s: %s (queue %s, fence %d) not started: its lease may have ended "
                 "before it could start, and its %s",

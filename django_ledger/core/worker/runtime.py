@@ -40,7 +40,7 @@ from ..errors import LedgerError
 from ..lane import borrowed
 from ..probes import Verdict
 from ..records import State
-from ..results import Claim, Claims, Settlement, SettlementStatus, earliest
+from ..results import Claim, Claims, earliest
 from ..sharded import AnyLedger
 from ..transport import MAX_BATCH
 from .cancels import CancelListener
@@ -327,7 +327,8 @@ class Worker:
             if not items and not started and queue not in popped:
                 if want <= 0:
                     continue
-                quiet = idle.quiet_for(queue, now)
+                # Seconds the queue stays quiet (inf: until woken; <= 0: not quiet).
+                quiet = idle.quiet.get(queue, 0.0) - now
                 if quiet > 0:  # nothing due there until then, and no wake-up since
                     waits.append(None if quiet == float("inf") else int(quiet * 1000) + 1)
                     continue
@@ -358,7 +359,8 @@ class Worker:
             state.contact.answered()
             self._unsettled[queue] = []
             if started:
-                self._marked(started, settlements[: len(started)], sent, lease)
+                marked = settlements[: len(started)]
+                self._renewer.took(started, [lease] * len(started), marked, sent)
             if items:
                 worked = True
                 settled(state, items, settlements[len(started) :])
@@ -395,20 +397,6 @@ class Worker:
                 if claim.held and begun and not entry.finished:
                     marks[entry.queue].append(entry)
         return marks
-
-    def _marked(
-        self, entries: list[Entry], answers: list[Settlement], sent: float, lease: float
-    ) -> None:
-        """Take in the answers to start marks: each renewed the lease, or found it lost.
-
-        A mark answered LOST (the lease ended while this worker was paused, and repair
-        gave the claim back) loses the job: one that has not started never does.
-        """
-        for entry, answer in zip(entries, answers, strict=True):
-            if answer.status is SettlementStatus.LOST:
-                self._renewer.lose(entry, answer.reason)
-            else:
-                entry.confirmed(sent, lease)
 
     def _start(self, queue: str, claims: list[Claim], sent: float) -> None:
         """Take new claims in hand (claimed by a call sent at ``sent``); queue their jobs."""

@@ -162,11 +162,25 @@ class WorkerState:
         claim = entry.job.claim
         self.in_hand.pop((entry.queue, claim.request_id, claim.fence), None)
 
-    def tally_lost(self, entry: Entry) -> None:
-        """Count a lost attempt in the worker's counters (``core/counters.py``), if kept.
+    def lose_unstarted(self, entry: Entry) -> bool:
+        """Finish and forget ``entry`` lost before it started (counted lost); whether it was."""
+        with self.lock:
+            unstarted = entry.started is None and not entry.finished
+            if unstarted:  # it never starts now: nothing runs, nothing is settled
+                entry.finished = True
+                self.drop(entry)
+        if unstarted:
+            self.count_lost(entry)
+        return unstarted
+
+    def count_lost(self, entry: Entry) -> None:
+        """Count a lost attempt: the worker's counts, its metrics, and its counters
+        (``core/counters.py``), if kept.
 
         And tell ``WorkerConfig.on_outcome`` of it, if anyone listens.
         """
+        self.counts.lost += 1
+        self.metrics.lost(entry.queue)
         if self.config.on_outcome is not None:
             self.config.on_outcome(entry.queue, entry.job.claim, "lost")
         heartbeats = self.config.heartbeats
@@ -187,9 +201,7 @@ class WorkerState:
                     self.wake.set()
                 return
             self.drop(entry)
-        self.counts.lost += 1
-        self.metrics.lost(entry.queue)
-        self.tally_lost(entry)
+        self.count_lost(entry)
         log.warning(
             "outcome=lost queue=%s id=%s attempt=%d fence=%d: the lease was lost while it ran; "
             "its outcome (%s) is not written",

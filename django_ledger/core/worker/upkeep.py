@@ -14,18 +14,18 @@ import os
 import socket
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 import redis.exceptions as redis_errors
 
 from ..errors import LedgerError, LedgerUnavailable
-from ..results import Claim, RepairReport, SettlementStatus
+from ..results import Claim, RepairReport, Settlement, SettlementStatus
 from .heartbeat import WorkerInfo
 from .interrupt import interrupt
 from .rooms import Room
 from .state import Entry, WorkerState
 
-__all__ = ["Renewer", "Repairer", "Room", "every"]
+__all__ = ["Renewer", "Repairer", "Room"]
 
 log = logging.getLogger("django_ledger.worker")
 
@@ -41,15 +41,6 @@ def _guarded(state: WorkerState, name: str, work: Callable[[], object]) -> objec
     return None
 
 
-def every(
-    state: WorkerState, seconds: float | Callable[[], float], work: Callable[[], None]
-) -> None:
-    """Do ``work`` every ``seconds`` (a number, or asked afresh each time) until done."""
-    period = seconds if callable(seconds) else (lambda: seconds)
-    while not state.done.wait(period()):
-        _guarded(state, work.__name__, work)
-
-
 class Renewer:
     """Renew every claim in hand, end runs past their time-out, and write the heartbeat."""
 
@@ -58,8 +49,9 @@ class Renewer:
         self._started_ms = int(time.time() * 1000)
 
     def run(self) -> None:
-        """The renewer thread's body."""
-        every(self._state, self._period, self._renew_and_watch)
+        """The renewer thread's body: a beat every period, asked afresh each time, until done."""
+        while not self._state.done.wait(self._period()):
+            _guarded(self._state, "_renew_and_watch", self._renew_and_watch)
 
     def _period(self) -> float:
         """A third of the shortest lease in hand: a task's own (``Plan.lease``) or a queue's."""
@@ -97,17 +89,28 @@ class Renewer:
                 log.warning("worker %s: renewals of %s failed: %s", state.worker_id, queue, exc)
                 state.contact.after(exc)
                 continue
-            for entry, (_, lease, _), answer in zip(group, items, answers, strict=True):
-                if answer.status is SettlementStatus.LOST:
-                    self.lose(entry, answer.reason)
-                else:
-                    entry.confirmed(sent, lease)
+            self.took(group, [lease for _, lease, _ in items], answers, sent)
         self._watch_timeouts(entries)
         try:
             self.beat()
         except redis_errors.RedisError as exc:  # a missed beat only delays the Workers page
             log.warning("worker %s: heartbeat not written: %s", state.worker_id, exc)
             state.contact.after(exc)
+
+    def took(
+        self, entries: list[Entry], leases: list[float], answers: list[Settlement], sent: float
+    ) -> None:
+        """Take in the answers to renewals or start marks sent at ``sent``: each renewed
+        the lease, or found it lost.
+
+        A start mark answered LOST (the lease ended while this worker was paused, and
+        repair gave the claim back) loses the job: one that has not started never does.
+        """
+        for entry, lease, answer in zip(entries, leases, answers, strict=True):
+            if answer.status is SettlementStatus.LOST:
+                self.lose(entry, answer.reason)
+            else:
+                entry.confirmed(sent, lease)
 
     def lose(self, entry: Entry, reason: str | None) -> None:
         """A renewal (or a start mark) of ``entry`` answered LOST: its outcome is not written."""
@@ -123,15 +126,7 @@ class Renewer:
             entry.job.claim.fence,
             reason,
         )
-        with state.lock:
-            unstarted = entry.started is None and not entry.finished
-            if unstarted:  # it never starts now: nothing runs, nothing is settled
-                entry.finished = True
-                state.drop(entry)
-        if unstarted:
-            state.counts.lost += 1
-            state.metrics.lost(entry.queue)
-            state.tally_lost(entry)
+        state.lose_unstarted(entry)
 
     def _watch_timeouts(self, entries: Iterable[Entry]) -> None:
         state = self._state
@@ -227,7 +222,7 @@ class Repairer:
     with ``repair`` off (``--no-repair``) it beats the rooms alone.
     """
 
-    def __init__(self, state: WorkerState, rooms: Sequence[Room] | None = None) -> None:
+    def __init__(self, state: WorkerState) -> None:
         self._state = state
         interval = state.config.repair_interval
         if interval is None:
@@ -237,7 +232,7 @@ class Repairer:
         #: The worker's claims at the last round of pages (-1: none yet, so the first
         #: round starts a pass wherever one is due).
         self._claimed = -1
-        self.rooms: list[Room] = list(state.config.rooms if rooms is None else rooms)
+        self.rooms: list[Room] = list(state.config.rooms)
 
     def run(self) -> None:
         """The repairer thread's body: repair pages and room beats, each on its period."""

@@ -170,7 +170,7 @@ def move(
 ) -> None:
     """Move the run to ``after`` on ``shard``, counting a cancel page's ``done`` and ``skipped``."""
     args = ["move", token, "", after.segment, after.score, after.last, done, skipped]
-    if _run(shard, run_id, args) == -1:
+    if _run(shard, run_id, args) == [-1]:
         raise RunLost(f"bulk run {run_id} is held by another stepper now")
 
 

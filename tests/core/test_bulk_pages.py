@@ -101,6 +101,11 @@ def test_a_stepper_whose_hold_was_taken_writes_nothing(fused: Ledger) -> None:
     with pytest.raises(bulk.RunLost):
         bulk.act_page(fused, RUN, "old", "retry", bulk.Position(1), page.matches)
     assert fused.stats().dead == 3
+    # A cancel page moves the run on by itself: that move is refused the same way.
+    with pytest.raises(bulk.RunLost):
+        bulk.move(fused, RUN, "old", bulk.Position(1), done=3)
+    run = fused.redis.hgetall(bulk.run_key(fused, RUN))
+    assert run[b"seg"] == b"0" and b"done" not in run
 
 
 def test_purge_deletes_and_a_task_filter_reads_the_payloads_task(fused: Ledger) -> None:

@@ -21,7 +21,7 @@
 --           start from ('' the range's start). Returns {looked, matched, next rank, more}.
 --   'move': only move the position (ARGV[3] token, ARGV[5..7] seg, score, id) and count
 --           ARGV[8] done and ARGV[9] skipped (a cancel page, acted on record by record).
---           Returns 1, or -1.
+--           Returns 1; {-1} when ARGV[3] no longer holds the run (nothing written).
 
 -- Whether a sorts before b byte by byte, as a sorted set orders members of one score
 -- (Lua's < follows the server's collation locale).

@@ -278,16 +278,17 @@ def test_each_misfire_policy_after_a_downtime(
     assert report.dropped == [("job", *expected.dropped)]
 
 
+@pytest.mark.parametrize(("limit", "ticks"), [(None, [100, 100, 50]), (120, [120, 120, 10])])
 def test_all_catches_up_more_than_one_decision_over_several_ticks(
-    make_node: Callable[..., Node],
+    make_node: Callable[..., Node], limit: int | None, ticks: list[int]
 ) -> None:
-    node = make_node()
+    node = make_node() if limit is None else make_node(limit=limit)
     schedule = Schedule("job", Every(1), misfire=Misfire.ALL, grace_ms=3_600_000)
     node.store.set_through("job", T0)
 
     reports = [node.at((T0 + 250) * 1000 + 500).tick(schedule) for _ in range(3)]
 
-    assert [len(r.events) for r in reports] == [100, 100, 50]
+    assert [len(r.events) for r in reports] == ticks
     assert [r.more for r in reports] == [True, True, False]
     assert len(records(node)) == 250
 

@@ -271,7 +271,9 @@ class Ticker:
             self.store.start(key, now)
             return
         active = schedule.enabled and key not in snapshot.paused
-        decision = decide(schedule.timing, through, now_ms, schedule.misfire, schedule.grace_ms)
+        decision = decide(
+            schedule.timing, through, now_ms, schedule.misfire, schedule.grace_ms, self.limit
+        )
         if active:
             following = schedule.timing.next_after(max(now, decision.through))
             if following is not None and (report.next_due is None or following < report.next_due):

@@ -186,6 +186,7 @@ class ShardedLedger(ShardedClaiming):
         if (
             not (shard.isdigit() and inner.isdigit())
             or len(inner) > 20
+            or int(inner) >= 2**64
             or int(shard) >= self.shard_count
         ):
             raise ValueError(f"cursor must be a cursor returned by repair, got {cursor!r}")

@@ -89,6 +89,20 @@ def test_a_repair_cycle_visits_every_shard(sharded: ShardedLedger) -> None:
         sharded.repair_page("x.1")
 
 
+def test_a_shard_cursor_past_64_bits_is_refused_before_anything_is_written(
+    sharded: ShardedLedger, redis_client: redis.Redis
+) -> None:
+    sharded.admit_many((f"r{i}", "p") for i in range(6))
+    assert len(sharded.claim_many("w", 6, lease=1)) == 6
+    sharded.clock_skew_ms = 5_000  # every lease has run out: a sweep would write
+    keys = [key for shard in sharded.shards for key in shard.keys]
+    before = {key: redis_client.dump(key) for key in keys}
+    with pytest.raises(ValueError, match="cursor must be a cursor returned by repair"):
+        sharded.repair_page(f"1.{2**64}")
+    assert {key: redis_client.dump(key) for key in keys} == before  # no sweep either
+    assert sharded.repair_page(f"1.{2**64 - 1}").expired == 6  # the largest is a cursor
+
+
 def test_every_repair_page_repairs_expired_leases_in_every_shard(sharded: ShardedLedger) -> None:
     sharded.admit_many((f"r{i}", "p") for i in range(12))
     claims = sharded.claim_many("w", 12, lease=1)

@@ -137,12 +137,11 @@ def answered(
         status = answer.status
         mine = status is AdmissionStatus.DUPLICATE and own and answer.record is not None
         if status is AdmissionStatus.ADMITTED or mine:
-            if answer.times is None:  # the reference path, or this call's own duplicate
-                record = answer.record
-                assert record is not None
-                admitted(sender, task, result, record.created_at, record.due_at, made)
-            else:
-                admitted(sender, task, result, *answer.times, made=made)
+            times = answer.times
+            if times is None:  # the reference path, or this call's own duplicate
+                assert answer.record is not None
+                times = (answer.record.created_at, answer.record.due_at)
+            admitted(sender, task, result, *times, made=made)
             out.append(result)
         elif status is AdmissionStatus.DUPLICATE:
             state = existing.get(answer.request_id)

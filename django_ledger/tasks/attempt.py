@@ -232,12 +232,9 @@ class TaskAttempt:
 
     def run_sync(self) -> Outcome:
         self._send(task_started, self.heard_started)
-        func = self.task.func
         try:
             args, kwargs = self._arguments()
-            value = func(*args, **kwargs)
-            self.stage = "result"
-            returned = self._returned(value)
+            returned = self._returned(self.task.func(*args, **kwargs))
         except TimedOut:
             raise  # the worker's own interruption of a run past its time-out (settled)
         except BaseException as exc:
@@ -251,12 +248,9 @@ class TaskAttempt:
 
     async def run_async(self) -> Outcome:
         self._send(task_started, self.heard_started)
-        func = self.task.func
         try:
             args, kwargs = self._arguments()
-            value = await func(*args, **kwargs)
-            self.stage = "result"
-            returned = self._returned(value)
+            returned = self._returned(await self.task.func(*args, **kwargs))
         except asyncio.CancelledError as exc:
             if self.job.cancelled.is_set():
                 raise  # the worker's time-out cancelled it: timed_out() says how that ends
@@ -275,6 +269,7 @@ class TaskAttempt:
 
     def _returned(self, value: Any) -> tuple[Any, str]:
         """Normalise the return value as Django does, held to MAX_RESULT_BYTES, and encode it."""
+        self.stage = "result"  # the call returned: a failure from here on is not retried
         name = self.plan.name
         try:
             normalized = value if value.__class__ in _PLAIN else normalize_json(value)

@@ -81,6 +81,7 @@ class LedgerBackend(BaseTaskBackend):
         super().__init__(alias, params)
         #: ``QUEUES`` in the order given: ``get_result`` looks for an id in this order.
         self.queue_order: list[str] = list(params.get("QUEUES", [DEFAULT_TASK_QUEUE_NAME]))
+        #: Task shapes Django's checks passed (this backend's ``supports_*`` never change).
         self._validated: dict[tuple[Any, ...], None] = {}
         #: Declared tasks' plans by ``id(task)``, each with its task (ids are reused).
         self._plans: dict[int, tuple[Task[..., Any], Plan]] = {}
@@ -143,14 +144,7 @@ class LedgerBackend(BaseTaskBackend):
 
     def validate_task(self, task: Task[..., Any]) -> None:
         """Django's checks (once per task shape), and ``run_after`` as a timedelta too."""
-        key = (
-            task.func,
-            task.priority,
-            task.queue_name,
-            task.takes_context,
-            self.supports_async_task,
-            self.supports_priority,
-        )
+        key = (task.func, task.priority, task.queue_name, task.takes_context)
         if key not in self._validated:
             shape = SimpleNamespace(
                 func=task.func,

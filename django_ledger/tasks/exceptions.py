@@ -24,6 +24,19 @@ __all__ = [
 ]
 
 
+#: Why an id is taken, by the admission's reason (any other: another call holds it).
+_CONFLICT_WHY = {
+    "quarantined": "it is quarantined (corrupt bytes an operator has not discarded)",
+    "elsewhere": (
+        "it waits in the outbox for another Redis or namespace (another deployment "
+        "shares this database); enqueue it again once that one is delivered"
+    ),
+    "workflow_step": (
+        "a workflow's step holds it while it waits for its parents (only its release runs it)"
+    ),
+}
+
+
 class TaskIdConflict(TaskException):
     """An enqueue under an id the queue holds for another call (other task or arguments)."""
 
@@ -31,17 +44,9 @@ class TaskIdConflict(TaskException):
         self.request_id = request_id
         self.queue = queue
         self.reason = reason
-        if reason == "quarantined":
-            why = "it is quarantined (corrupt bytes an operator has not discarded)"
-        elif reason == "elsewhere":
-            why = (
-                "it waits in the outbox for another Redis or namespace (another deployment "
-                "shares this database); enqueue it again once that one is delivered"
-            )
-        elif reason == "workflow_step":
-            why = "a workflow's step holds it while it waits for its parents (only its release runs it)"
-        else:
-            why = "it was enqueued with another task, other arguments or other options"
+        why = _CONFLICT_WHY.get(
+            reason or "", "it was enqueued with another task, other arguments or other options"
+        )
         super().__init__(
             f"task id {request_id!r} is taken on queue {queue!r}: {why}; a repeat of an "
             "idempotent enqueue must pass the same task and arguments"

@@ -33,8 +33,8 @@ from .attempt import (
 )
 from .backend import LedgerBackend
 from .compat import Task, task_backends
-from .ledger_task import LedgerTask
-from .options import TaskOptions, check_queue, resolve_options, tighten
+from .options import TaskOptions, tighten
+from .plans import task_limits
 from .resolve import resolve_task
 
 __all__ = ["KEPT_TRACEBACKS", "TRACEBACK_LIMIT", "TaskHandler", "TaskPlan"]
@@ -97,7 +97,7 @@ class TaskHandler:
         if known is not None and known[0] is task and known[1] is entry:
             limits, is_async = known[2], known[3]
         else:
-            limits = _limits(task, self.queue, entry)
+            limits = task_limits(task, self.queue, entry)
             is_async = iscoroutinefunction(task.func)
             self._limits[path] = (task, entry, limits, is_async)
         options = tighten(limits, payload.options) if payload.options else limits
@@ -172,15 +172,6 @@ def _checked(plan: Plan) -> TaskPlan:
     return plan
 
 
-def _limits(task: Task[..., Any], queue: str, entry: QueueEntry) -> TaskOptions:
-    """The options ``task`` runs with on ``queue``, before a call's own tighten them."""
-    check_queue(task, queue)
-    declared = task.ledger_options if isinstance(task, LedgerTask) else {}
-    return resolve_options(
-        declared, entry.options, max_attempts=entry.max_attempts, lease=entry.lease
-    )
-
-
 def task_options(queue: str, payload: str) -> TaskOptions:
     """The options a worker of ``queue`` would run this task payload with.
 
@@ -188,5 +179,5 @@ def task_options(queue: str, payload: str) -> TaskOptions:
     refuse it. For pages that say what a record's task allows, as its ``max_attempts``.
     """
     document = decode_task(payload)
-    limits = _limits(resolve_task(document.task), queue, queues.get(queue))
+    limits = task_limits(resolve_task(document.task), queue, queues.get(queue))
     return tighten(limits, document.options) if document.options else limits

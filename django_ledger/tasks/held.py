@@ -28,6 +28,8 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 #: ``debounce_max`` when a task sets none: ten times its ``debounce``.
 DEBOUNCE_MAX_FACTOR = 10
+#: ``unique``'s words, and the mode each holds a record in.
+_UNTIL = {"until_start": UniqueMode.START, "until_end": UniqueMode.END}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +63,8 @@ def held_of(
         bounce = Debounce(delay_ms, most_ms)
     if unique is True:
         return Held(UniqueMode.RECORD, debounce=bounce) if bounce else None
-    if unique == "until_start":
-        return Held(UniqueMode.START, debounce=bounce)
-    if unique == "until_end":
-        return Held(UniqueMode.END, debounce=bounce)
+    if unique in _UNTIL:
+        return Held(_UNTIL[unique], debounce=bounce)
     if isinstance(unique, int | float) and not isinstance(unique, bool):
         return Held(UniqueMode.PERIOD, duration_ms(unique, "unique", positive=True), bounce)
     return None

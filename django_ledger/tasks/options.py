@@ -273,27 +273,23 @@ def tighten(limits: TaskOptions, payload: Mapping[str, Any]) -> TaskOptions:
     past ``PAYLOAD_BACKOFF_MOST``), ``ValueError``/``TypeError`` for one that does not parse.
     """
     chosen = {name: normalize_option(name, v) for name, v in payload.items() if v is not None}
-    options = dict(vars(limits))
+    # The payload's values, each checked below against its limit (the backoff's apart).
+    options = {**vars(limits), **chosen}
     attempts = chosen.get("max_attempts")
-    if attempts is not None:
-        if attempts > limits.max_attempts:
-            raise _refuse("max_attempts", attempts, f"at most {limits.max_attempts}")
-        options["max_attempts"] = attempts
+    if attempts is not None and attempts > limits.max_attempts:
+        raise _refuse("max_attempts", attempts, f"at most {limits.max_attempts}")
     if "timeout" in chosen:
-        timeout = chosen["timeout"] or None
+        timeout = options["timeout"] = chosen["timeout"] or None
         if limits.timeout is not None and (timeout is None or timeout > limits.timeout):
             raise _refuse(
                 "timeout", chosen["timeout"], f"more than 0, at most {limits.timeout:g} s"
             )
-        options["timeout"] = timeout
     lease = chosen.get("lease")
-    if lease is not None:
-        if lease > limits.lease:
-            raise _refuse("lease", lease, f"at most {limits.lease:g} s")
-        options["lease"] = lease
+    if lease is not None and lease > limits.lease:
+        raise _refuse("lease", lease, f"at most {limits.lease:g} s")
     base, cap = limits.backoff.base, limits.backoff.cap
     for name, least in (("backoff_base", base), ("backoff_cap", cap)):
-        value = chosen.get(name)
+        value = options.pop(name, None)
         if value is None:
             continue
         most = max(least, PAYLOAD_BACKOFF_MOST)
@@ -302,11 +298,6 @@ def tighten(limits: TaskOptions, payload: Mapping[str, Any]) -> TaskOptions:
         base, cap = (value, cap) if name == "backoff_base" else (base, value)
     options["backoff"] = Backoff(base=base, cap=max(cap, base))
     retry_on = chosen.get("retry_on")
-    if retry_on is not None:
-        if not all(_narrower(path, limits.retry_on) for path in retry_on):
-            raise _refuse("retry_on", list(retry_on), f"within {list(limits.retry_on)}")
-        options["retry_on"] = tuple(retry_on)
-    for name in ("unique", "debounce", "debounce_max"):  # enqueue's, not the run's
-        if name in chosen:
-            options[name] = chosen[name]
+    if retry_on is not None and not all(_narrower(path, limits.retry_on) for path in retry_on):
+        raise _refuse("retry_on", list(retry_on), f"within {list(limits.retry_on)}")
     return TaskOptions(**options)

@@ -21,11 +21,20 @@ from ..queues import QueueEntry
 from .compat import InvalidTask, Task, TaskResult
 from .held import Held
 from .ledger_task import LedgerTask
-from .options import TaskRefused, check_queue, resolve_options, tighten
+from .options import TaskOptions, TaskRefused, check_queue, resolve_options, tighten
 from .resolve import random_id, unique_id
 from .results import new_result, plain_call, ready_result
 
-__all__ = ["Call", "Plan", "check_bounds", "checked_id", "delay", "payload_options", "request"]
+__all__ = [
+    "Call",
+    "Plan",
+    "check_bounds",
+    "checked_id",
+    "delay",
+    "payload_options",
+    "request",
+    "task_limits",
+]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -154,12 +163,17 @@ def check_bounds(
     try:
         check_queue(declared, queue)
         if options:
-            base = declared.ledger_options if isinstance(declared, LedgerTask) else {}
-            limits = resolve_options(
-                base, entry.options, max_attempts=entry.max_attempts, lease=entry.lease
-            )
-            tighten(limits, options)
+            tighten(task_limits(declared, queue, entry), options)
     except TaskRefused as exc:
         raise InvalidTask(
             f"{declared.module_path} cannot be enqueued into {queue!r}: {exc}"
         ) from exc
+
+
+def task_limits(task: Task[..., Any], queue: str, entry: QueueEntry) -> TaskOptions:
+    """The options ``task`` runs with on ``queue``, before a call's own tighten them."""
+    check_queue(task, queue)
+    declared = task.ledger_options if isinstance(task, LedgerTask) else {}
+    return resolve_options(
+        declared, entry.options, max_attempts=entry.max_attempts, lease=entry.lease
+    )

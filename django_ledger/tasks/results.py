@@ -90,26 +90,12 @@ def plain_call(args: Any, kwargs: Any) -> bool:
     return True
 
 
-#: The fields ``ready_result`` sets, all of ``TaskResult``'s in Django 6.0, 6.1 and the
-#: backport. Should a later version add one, ``TaskResult(...)`` builds every result.
-_READY_FIELDS = frozenset(
-    {
-        "task",
-        "id",
-        "status",
-        "enqueued_at",
-        "started_at",
-        "finished_at",
-        "last_attempted_at",
-        "args",
-        "kwargs",
-        "backend",
-        "errors",
-        "worker_ids",
-        "_return_value",
-    }
-)
-_FIELDS_KNOWN = {field.name for field in fields(TaskResult)} == _READY_FIELDS
+#: The fields ``ready_result`` sets to ``None``. With the call's own, they are all of
+#: ``TaskResult``'s in Django 6.0, 6.1 and the backport; should a later version add one,
+#: ``TaskResult(...)`` builds every result.
+_NONE_FIELDS = ("enqueued_at", "started_at", "finished_at", "last_attempted_at", "_return_value")
+_CALL_FIELDS = ("task", "id", "status", "args", "kwargs", "backend", "errors", "worker_ids")
+_FIELDS_KNOWN = {field.name for field in fields(TaskResult)} == {*_NONE_FIELDS, *_CALL_FIELDS}
 
 
 def new_result(
@@ -145,19 +131,16 @@ def ready_result(
         return new_result(task, request_id, args, kwargs, alias)
     result: TaskResult[..., Any] = LedgerTaskResult.__new__(LedgerTaskResult)
     put = object.__setattr__  # the frozen dataclass's own __init__ sets fields so too
+    for name in _NONE_FIELDS:
+        put(result, name, None)
     put(result, "task", task)
     put(result, "id", request_id)
     put(result, "status", TaskResultStatus.READY)
-    put(result, "enqueued_at", None)
-    put(result, "started_at", None)
-    put(result, "finished_at", None)
-    put(result, "last_attempted_at", None)
     put(result, "args", args)
     put(result, "kwargs", kwargs)
     put(result, "backend", alias)
     put(result, "errors", [])
     put(result, "worker_ids", [])
-    put(result, "_return_value", None)
     put(result, "progress", None)
     put(result, "metadata", {})
     return result

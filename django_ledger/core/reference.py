@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .answers import admitted, imported
+from .answers import imported
 from .errors import CorruptRecord
 from .history import lost_result
 from .records import Record, State, decode_record, encode_record
@@ -83,11 +83,21 @@ def admit(
     max_records: int,
     priority: int = 0,
 ) -> Admission:
+    payload = data.decode("utf-8")
     for _ in range(_RETRIES):
         now, raw = runner.now_and_raw(request_id)
         if raw is not None:
-            return _classify(runner, request_id, data.decode("utf-8"), raw)
-        record = admitted(request_id, data, now, delay_ms, traceparent or None, priority)
+            return _classify(runner, request_id, payload, raw)
+        record = Record(
+            request_id,
+            payload,
+            State.PENDING,
+            now + delay_ms,
+            created_at=now,
+            updated_at=now,
+            traceparent=traceparent or None,
+            priority=priority,
+        )
         code = write(
             runner, request_id, b"", encode_record(record), record, max_records=max_records
         )

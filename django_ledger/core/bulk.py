@@ -112,9 +112,13 @@ def run_key(shard: LedgerBase, run_id: str) -> str:
 
 
 def _run(shard: LedgerBase, run_id: str, args: list[Any]) -> Any:
+    """Run one mode of ``bulk.lua``; ``RunLost`` when the run's token is no longer held."""
     shard.fused_only("bulk actions")
     runner = shard.runner
-    return runner.run(runner.scripts.bulk, args, (run_key(shard, run_id),))
+    reply = runner.run(runner.scripts.bulk, args, (run_key(shard, run_id),))
+    if reply == [-1]:
+        raise RunLost(f"bulk run {run_id} is held by another stepper now")
+    return reply
 
 
 def _filter_args(segment: Segment, limit: int, started: int, task: str, raw: bool) -> list[Any]:
@@ -137,8 +141,6 @@ def read_page(
     """Read the next page of ``segment`` after the run's position (``RunLost`` if not held)."""
     args = ["page", token, *_filter_args(segment, limit, started, task, raw)]
     reply = _run(shard, run_id, args)
-    if reply == [-1]:
-        raise RunLost(f"bulk run {run_id} is held by another stepper now")
     looked, score, last, more = reply[:4]
     flat = reply[4:]
     matches = [(flat[i].decode(), flat[i + 1]) for i in range(0, len(flat), 2)]
@@ -160,8 +162,6 @@ def act_page(
     for request_id, digest in matches:
         args += (request_id, digest)
     reply = _run(shard, run_id, args)
-    if reply == [-1]:
-        raise RunLost(f"bulk run {run_id} is held by another stepper now")
     return int(reply[0]), int(reply[1])
 
 
@@ -170,8 +170,7 @@ def move(
 ) -> None:
     """Move the run to ``after`` on ``shard``, counting a cancel page's ``done`` and ``skipped``."""
     args = ["move", token, "", after.segment, after.score, after.last, done, skipped]
-    if _run(shard, run_id, args) == [-1]:
-        raise RunLost(f"bulk run {run_id} is held by another stepper now")
+    _run(shard, run_id, args)
 
 
 def count_matches(

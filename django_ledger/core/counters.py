@@ -50,7 +50,8 @@ from .counter_series import (
     percentile,
     rounded,
 )
-from .layout import MAX_SHARDS, layout_key, shard_queues
+from .errors import LedgerError
+from .layout import layout_key, parse_shards, shard_queues
 from .scripts import call, script
 from .transport import text_of
 
@@ -226,12 +227,10 @@ class Counters:
         """The queue's shard names, shard 0 first (its layout key, read once and kept)."""
         names = self._shards.get(queue)
         if names is None:
-            raw = self.redis.get(layout_key(self.namespace, queue))
             try:
-                count = 1 if raw is None else int(raw)
-            except ValueError:
+                count = parse_shards(self.redis.get(layout_key(self.namespace, queue)))
+            except LedgerError:
                 count = 1  # the ledger refuses such a layout: its shard 0 is the queue
-            count = count if 1 <= count <= MAX_SHARDS else 1
             names = self._shards[queue] = shard_queues(self.namespace, queue, count)
         return names
 

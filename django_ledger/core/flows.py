@@ -362,10 +362,8 @@ def read_workflow(
             pipe.hmget(runner.keys.records, part)
             pipe.hmget(key, ["n:" + sid for sid in part])
             pipe.hmget(key, ["c:" + sid for sid in part])
-            got = pipe.execute()
-            records += got[0]
-            waiting += got[1]
-            causes += got[2]
+            for column, got in zip((records, waiting, causes), pipe.execute(), strict=True):
+                column += got
         results: list[bytes | None] = []
         for start in range(offset, end, 1000):
             results += redis.hmget(runner.keys.results, ids[start : min(start + 1000, end)])

@@ -33,6 +33,7 @@ __all__ = [
     "check_layout",
     "homes_key",
     "layout_key",
+    "parse_shards",
     "shard_index",
     "shard_queues",
     "stored_shards",
@@ -160,7 +161,8 @@ def shard_index(request_id: object, shards: int) -> int:
     return zlib.crc32(data) % shards
 
 
-def _stored_shards(raw: bytes | None) -> int:
+def parse_shards(raw: bytes | None) -> int:
+    """The number of shards a layout key's value says (``LedgerError``: not one)."""
     if raw is None:
         return 1
     try:
@@ -175,7 +177,7 @@ def _stored_shards(raw: bytes | None) -> int:
 def stored_shards(runner: Any, namespace: str, queue: str) -> int:
     """The number of shards the queue's records are laid out in (1 with no layout key)."""
     with runner.translate_errors():
-        return _stored_shards(runner.redis.get(layout_key(namespace, queue)))
+        return parse_shards(runner.redis.get(layout_key(namespace, queue)))
 
 
 def check_layout(runner: Any, namespace: str, queue: str, shards: int) -> None:

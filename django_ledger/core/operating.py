@@ -37,20 +37,17 @@ def import_many(ledger: LedgerBase, items: Iterable[Mapping[str, Any]]) -> list[
     from .importing import prepare_import  # local: import formats are not hot
 
     now = ledger.server_time_ms()
-    results: list[Admission | None] = []
     ready: list[tuple[int, Record, bytes, frozenset[str]]] = []
     for fields in items:
         record, given = prepare_import(fields, now, ledger.max_payload_bytes)
-        ready.append((len(results), record, encode_record(record), given))
-        results.append(None)
+        ready.append((len(ready), record, encode_record(record), given))
+    results: list[Admission] = []
     for batch in batches(ready, lambda item: len(item[2])):
         if ledger.optimized:
-            answers = fused.import_records(ledger.runner, batch, ledger.max_records)
+            results += fused.import_records(ledger.runner, batch, ledger.max_records)
         else:
-            answers = [
+            results += [
                 reference.import_one(ledger.runner, record, raw, given, ledger.max_records)
                 for _, record, raw, given in batch
             ]
-        for (position, *_), answer in zip(batch, answers, strict=True):
-            results[position] = answer
-    return [result for result in results if result is not None]
+    return results

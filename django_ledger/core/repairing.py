@@ -12,7 +12,7 @@ from .ledger_base import LedgerBase
 from .results import RepairReport
 from .transport import batches, scanned_id
 
-__all__ = ["repair_page", "repair_records", "scan_page", "sweep"]
+__all__ = ["parse_cursor", "repair_page", "repair_records", "scan_page", "sweep"]
 
 
 def repair_page(ledger: LedgerBase, cursor: str | int = "0", count: int = 100) -> RepairReport:
@@ -23,16 +23,35 @@ def repair_page(ledger: LedgerBase, cursor: str | int = "0", count: int = 100) -
     and drops index entries whose record is gone; the page's ``scanned`` counts
     the scanned records only.
     """
-    if isinstance(cursor, bool) or not isinstance(cursor, str | int):
-        raise TypeError(f"cursor must be a str, not {type(cursor).__name__}")
-    # HSCAN's cursors are unsigned 64-bit: a larger one is refused here, before the
-    # sweep writes anything, not by Redis halfway through the page.
-    if not str(cursor).isdigit() or len(str(cursor)) > 20 or int(cursor) >= 2**64:
-        raise ValueError(f"cursor must be a cursor returned by repair, got {cursor!r}")
+    _, inner = parse_cursor(cursor)
     positive_int(count, "count", upper=10_000)
     report = sweep(ledger, count)
-    report.add(scan_page(ledger, int(cursor), count))
+    report.add(scan_page(ledger, inner, count))
     return report
+
+
+def parse_cursor(cursor: object, shards: int = 0) -> tuple[int, int]:
+    """A repair cursor as ``(shard, HSCAN cursor)``; ``TypeError``/``ValueError`` if none.
+
+    ``shards`` 0: a one-shard queue's cursor, the HSCAN cursor alone; else a sharded
+    queue's, ``"<shard>.<cursor>"`` (or the cursor alone: shard 0).
+    """
+    if isinstance(cursor, bool) or not isinstance(cursor, str | int):
+        raise TypeError(f"cursor must be a str, not {type(cursor).__name__}")
+    text = str(cursor)
+    shard, dot, inner = text.partition(".") if shards else ("", "", text)
+    if not dot:
+        shard, inner = "0", text
+    # HSCAN's cursors are unsigned 64-bit: a larger one is refused here, before the
+    # sweep writes anything, not by Redis halfway through the page.
+    if (
+        not (shard.isdigit() and inner.isdigit())
+        or len(inner) > 20
+        or int(inner) >= 2**64
+        or int(shard) >= max(shards, 1)
+    ):
+        raise ValueError(f"cursor must be a cursor returned by repair, got {cursor!r}")
+    return int(shard), int(inner)
 
 
 def sweep(ledger: LedgerBase, count: int = 100) -> RepairReport:

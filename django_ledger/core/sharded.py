@@ -35,6 +35,7 @@ from . import operating
 from .arguments import positive_int
 from .layout import check_layout, shard_index, shard_queues
 from .ledger import Ledger
+from .repairing import parse_cursor
 from .results import Admission, RepairReport
 from .sharded_claims import ShardedClaiming
 from .sharded_keys import PER_SHARD, PerShard
@@ -165,7 +166,7 @@ class ShardedLedger(ShardedClaiming):
 
     def _repair_page(self, cursor: str | int, count: int) -> RepairReport:
         """Sweep every shard's indexes, then repair one HSCAN page of one shard's records."""
-        index, inner = self._parse_cursor(cursor)
+        index, inner = parse_cursor(cursor, self.shard_count)
         positive_int(count, "count", upper=10_000)
         report = self.sweep(count)
         page = self._laid_out()[index].scan_page(inner, count)
@@ -175,22 +176,6 @@ class ShardedLedger(ShardedClaiming):
             page.cursor = f"{index + 1}.0"
         report.add(page)
         return report
-
-    def _parse_cursor(self, cursor: object) -> tuple[int, int]:
-        if isinstance(cursor, bool) or not isinstance(cursor, str | int):
-            raise TypeError(f"cursor must be a str, not {type(cursor).__name__}")
-        text = str(cursor)
-        shard, dot, inner = text.partition(".")
-        if not dot:
-            shard, inner = "0", text
-        if (
-            not (shard.isdigit() and inner.isdigit())
-            or len(inner) > 20
-            or int(inner) >= 2**64
-            or int(shard) >= self.shard_count
-        ):
-            raise ValueError(f"cursor must be a cursor returned by repair, got {cursor!r}")
-        return int(shard), int(inner)
 
     # -- import ---------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ sooner. The call also takes the worker's own stop key, which a stop pushes (``nu
 so a stop ends that block at once too. A waker thread's call still in flight then (sent
 while a job ran) would take the next admission's wake-up first, Redis serving blocked
 clients in the order they blocked: the main loop pushes the worker's own hand-back key,
-which ends that call at once, and blocks in its place (``_hand_back``).
+which ends that call at once, and blocks in its place (``Waker.wait``).
 
 ``BZPOPMIN`` takes keys of one slot only on a cluster, so there is one thread per slot
 (per client on a single server: one for every queue of it), each blocking on its keys
@@ -146,13 +146,18 @@ class Waker:
         the others. ``empty``: nothing is in hand, so only an admission, a due time or a
         stop can end the wait: the calling thread blocks on the keys itself
         (``_block_here``) when one call covers them, after ending a thread's call still in
-        flight (``_hand_back``); if that cannot be sent, a thread's call that ends empty
+        flight (the hand-back key); if that cannot be sent, a thread's call that ends empty
         hands the wait back, so the next is its own.
         """
         if armed and empty and stopping is not None and len(self._groups) == 1:
             with self._cond:
                 calling = bool(self._calling)
-            if not calling or self._hand_back():
+            # The hand-back key ends the waker thread's call in flight: once Redis has it,
+            # that call holds no place ahead of the loop's own (it popped the key, or pops
+            # it as soon as it arrives). The key lives 60 s when nothing pops it (the
+            # thread's call had just ended); a later call that pops it goes on. Not sent
+            # (Redis away): wait on the event, as before.
+            if not calling or self._push(self.hand_key, "hand", "hand-back"):
                 with self._cond:
                     self._here = True
                 self._block_here(timeout, stopping)
@@ -168,17 +173,6 @@ class Waker:
             if armed:
                 with self._cond:
                     self._armed = self._empty = False
-
-    def _hand_back(self) -> bool:
-        """End the waker thread's call in flight by the hand-back key; whether it was sent.
-
-        Once Redis has the key, that call holds no place ahead of the loop's own: it
-        popped the key, or pops it as soon as it arrives. The key lives 60 s when nothing
-        pops it (the thread's call had just ended); a later call that pops it goes on.
-        """
-        return self._push(
-            self.hand_key, "hand", "hand-back"
-        )  # Redis away: wait on the event, as before
 
     def _push(self, key: str, member: str, what: str) -> bool:
         """Push ``member`` to ``key``, which lives 60 s unless popped; whether it was sent."""

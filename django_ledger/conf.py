@@ -286,7 +286,8 @@ def get_ledger(queue: str = "default") -> AnyLedger:
     except TypeError:  # a client that takes no weak reference: check every time
         checked = set()
     if layout in checked:
-        ledger.layout_checked_already()  # a ShardedLedger would read it again otherwise
+        if isinstance(ledger, ShardedLedger):  # it would read the layout again otherwise
+            ledger.layout_checked_already()
     else:
         try:
             ledger.check_layout()

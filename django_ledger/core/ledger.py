@@ -108,12 +108,6 @@ class Ledger(LedgerSurface, LedgerBase):
         """
         check_layout(self.runner, self.namespace, self.queue, 1)
 
-    def layout_checked_already(self) -> None:
-        """Say the stored layout was checked by the caller (``get_ledger``, once a process).
-
-        Nothing to skip here: a ledger of one shard checks only when asked.
-        """
-
     # -- the surface's primitives (surface.py): one shard, this ledger -----------------
 
     def _laid_out(self) -> tuple[Ledger, ...]:

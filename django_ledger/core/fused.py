@@ -132,17 +132,15 @@ def repair(
 
 
 def import_records(
-    runner: Runner, batch: list[tuple[int, Record, bytes, frozenset[str]]], max_records: int
+    runner: Runner, batch: list[tuple[Record, bytes, frozenset[str]]], max_records: int
 ) -> list[Admission]:
     args: list[Any] = [max_records]
-    for _, record, raw, _ in batch:
+    for record, raw, _ in batch:
         args += (record.request_id, raw)
     reply = runner.run(runner.scripts.import_records, args)
     if reply == [-2]:
-        return [
-            Admission(r.request_id, AdmissionStatus.REJECTED, "gate_open") for _, r, _, _ in batch
-        ]
+        return [Admission(r.request_id, AdmissionStatus.REJECTED, "gate_open") for r, _, _ in batch]
     return [
         imported(record, given, reply[2 * i], reply[2 * i + 1])
-        for i, (_, record, _, given) in enumerate(batch)
+        for i, (record, _, given) in enumerate(batch)
     ]

@@ -37,17 +37,17 @@ def import_many(ledger: LedgerBase, items: Iterable[Mapping[str, Any]]) -> list[
     from .importing import prepare_import  # local: import formats are not hot
 
     now = ledger.server_time_ms()
-    ready: list[tuple[int, Record, bytes, frozenset[str]]] = []
+    ready: list[tuple[Record, bytes, frozenset[str]]] = []
     for fields in items:
         record, given = prepare_import(fields, now, ledger.max_payload_bytes)
-        ready.append((len(ready), record, encode_record(record), given))
+        ready.append((record, encode_record(record), given))
     results: list[Admission] = []
-    for batch in batches(ready, lambda item: len(item[2])):
+    for batch in batches(ready, lambda item: len(item[1])):
         if ledger.optimized:
             results += fused.import_records(ledger.runner, batch, ledger.max_records)
         else:
             results += [
                 reference.import_one(ledger.runner, record, raw, given, ledger.max_records)
-                for _, record, raw, given in batch
+                for record, raw, given in batch
             ]
     return results

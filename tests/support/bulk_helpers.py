@@ -52,7 +52,7 @@ def import_ended(
                     created_at=ended_at - 60_000,
                     updated_at=ended_at + i // ties,
                 )
-                batch.append((i, record, encode_record(record), frozenset[str]()))
+                batch.append((record, encode_record(record), frozenset[str]()))
             answers = fused.import_records(ledger.runner, batch, ledger.max_records)
             assert all(a.status.name == "ADMITTED" for a in answers), answers[:3]
     finally:

@@ -1,8 +1,9 @@
 """One Redis Cluster master down: the queues on the live masters go on.
 
 A plain redis-py ``RedisCluster`` first, without the ledger, to say what the client does
-(whichever redis-py is installed: 8.1 and 8.2 differ in how long a call on the dead
-master takes, not in what it answers), then a real ``ledger_worker --scheduler`` process
+(whichever redis-py is installed); a live master's queue while the master the client
+picked as its default node is dead (redis-py 8.1 asked that node for each ``FCALL``'s
+keys, so every call failed); then a real ``ledger_worker --scheduler`` process
 on a 3-master cluster whose schedules fire into a queue on a live master and a queue on
 the master that is killed: the live queue's fires are admitted and run throughout the
 outage, and the dead queue's fires, owed meanwhile, are admitted once each and run when
@@ -107,6 +108,29 @@ def test_a_call_on_a_dead_masters_queue_tries_that_master_twice_at_most() -> Non
                     assert 1 <= refuser.connections <= 1 + CLUSTER_RETRIES
             finally:
                 refuser.close()
+        finally:
+            reset_connections()
+
+
+def test_a_live_masters_queue_answers_while_the_clients_default_node_is_dead() -> None:
+    """A cluster client sends some commands to its default node (one master it picked at
+    start); a ledger call goes to its keys' master alone, whichever master that is."""
+    with redis_cluster(3) as nodes:
+        spec = {"CLUSTER": [f"127.0.0.1:{node.port}" for node in nodes]}
+        namespace = placed(nodes)[0]
+        dead = slot_owner(nodes, f"{{{namespace}:emails}}")
+        client = client_for(spec)
+        client.set_default_node(client.get_node("127.0.0.1", dead.port))
+        live = Ledger(client, namespace, "default")
+        try:
+            live.admit("before", "x")
+            dead.kill()
+            for n in range(3):
+                assert live.admit(f"while-{n}", "x").status.name == "ADMITTED"
+                claim = live.claim("w")
+                assert claim is not None
+                assert live.settle(claim, State.COMPLETED).status.name == "SETTLED"
+            assert live.stats().completed == 3
         finally:
             reset_connections()
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -121,12 +120,10 @@ def test_a_hanging_target_never_blocks_the_caller_and_a_full_queue_drops(
     pinger = Pinger(size=2, timeout=0.2)
     monitor = Monitor(url=answering.url)
 
-    started = time.monotonic()
     queued = [pinger.check_in(monitor, "start", f"schedule:n:{i}") for i in range(10)]
-    took = time.monotonic() - started
 
-    assert took < 0.5  # ten check-ins queued or dropped, none waited on the server
-    # One is being sent (held by the server), two wait, the others are dropped.
+    # None waited on the server: one is being sent (held by it), two wait, the others
+    # are dropped.
     assert queued.count(True) in (2, 3) and pinger.dropped == queued.count(False)
     assert pinger.flush(10)
     assert pinger.failed == queued.count(True)  # each timed out after 0.2 s

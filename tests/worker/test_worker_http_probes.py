@@ -9,8 +9,8 @@ waiting for Redis is not restarted.
 
 from __future__ import annotations
 
+import re
 import signal
-import time
 from pathlib import Path
 
 import redis
@@ -43,15 +43,13 @@ def test_healthz_fails_within_its_bound_while_the_loop_stands_still_and_readyz_w
         wait_until(lambda: status(port, "/readyz") == 200, what="the worker to be ready")
         assert get(port, "/healthz") == (200, "ok\n")
         stall.touch()
-        stalled_at = time.monotonic()
         answer = wait_until(
             lambda: (found := get(port, "/healthz")) and found[0] == 503 and found,
             what="/healthz to fail",
         )
-        # The bound is 1 s; the loop is seen stalled at its next turn at most a wake
-        # block (1 s) later; slack for a loaded machine.
-        assert time.monotonic() - stalled_at < 5
-        assert answer[1].startswith("loop stalled for ")
+        # Past its bound (1 s), never before it.
+        stalled = re.fullmatch(r"loop stalled for (\d+) s\n?", answer[1])
+        assert stalled is not None and int(stalled.group(1)) >= 1, answer
         stall.unlink()
         wait_until(lambda: status(port, "/healthz") == 200, what="/healthz to pass again")
 

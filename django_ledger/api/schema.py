@@ -60,6 +60,10 @@ class AutoSchema(SpectacularAutoSchema):
         operation["responses"] = dict(sorted(responses.items()))
         return operation
 
+    def get_override_parameters(self) -> list[Any]:
+        # Every operation may answer 429 or 503, which say when to retry.
+        return [RETRY_AFTER]
+
     def _map_serializer_field(
         self, field: Any, direction: str, bypass_extensions: bool = False
     ) -> dict[str, Any]:

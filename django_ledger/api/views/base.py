@@ -93,6 +93,11 @@ class LedgerAPIView(APIView):
         result: dict[str, Any] = serializer.validated_data
         return result
 
+    def validated_body(self, serializer_class: type[Serializer[Any]], limit: int) -> dict[str, Any]:
+        """Refuse a body over ``limit`` bytes (``check_body_size``), then validate it."""
+        self.check_body_size(limit)
+        return self.validated(serializer_class, self.request.data)
+
 
 class LedgerViewSet(LedgerAPIView, viewsets.ViewSet):
     """A ViewSet of the ledger API, with a permission and a throttle scope per action."""

@@ -24,7 +24,7 @@ from ...permissions import can
 from ...services.bulk import BulkBusy, BulkRun, load_run, preview, start_run, step_run
 from ...services.bulk_filter import PERMISSION, BulkForbidden, BulkRefused, parse_filter
 from ..errors import ApiError
-from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, errors, extend_schema
 from .base import LedgerViewSet
 
 __all__ = ["BulkViewSet"]
@@ -96,7 +96,7 @@ class BulkViewSet(LedgerViewSet):
             "the run."
         ),
         request=BulkRequestSerializer,
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={
             200: BulkRunSerializer,
             202: BulkRunSerializer,
@@ -105,8 +105,7 @@ class BulkViewSet(LedgerViewSet):
     )
     def bulk(self, request: Request, queue: str) -> Response:
         """Preview, start or step a bulk run."""
-        self.check_body_size(4096)
-        data = self.validated(BulkRequestSerializer, request.data)
+        data = self.validated_body(BulkRequestSerializer, 4096)
         user = request.user
         try:
             if data.get("run"):

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from ...core.cancelling import MAX_REASON_BYTES
 from ...services.cancelling import cancel_record, effects_database
 from ..errors import ApiError, check_request_id, invalid, record_not_found
-from ..schema import QUEUE, REQUEST_ID, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, REQUEST_ID, errors, extend_schema
 from .base import LedgerViewSet
 
 __all__ = ["CancelViewSet"]
@@ -63,7 +63,7 @@ class CancelViewSet(LedgerViewSet):
             "`record_corrupt`; 404 `record_not_found`."
         ),
         request=CancelRequestSerializer,
-        parameters=[QUEUE, REQUEST_ID, RETRY_AFTER],
+        parameters=[QUEUE, REQUEST_ID],
         responses={200: CancelAnswerSerializer, **errors(400, 404, 409)},
     )
     def cancel(self, request: Request, queue: str, request_id: str) -> Response:

@@ -22,7 +22,7 @@ from ... import conf
 from ...core.dispatch import CorruptDispatch, Dispatch, DispatchRegistry
 from ...permissions import can_reach_dispatch_key
 from ..errors import ApiError
-from ..schema import RETRY_AFTER, errors, extend_schema
+from ..schema import errors, extend_schema
 from ..serializers import (
     DispatchCheckSerializer,
     DispatchClaimResultSerializer,
@@ -70,7 +70,6 @@ class DispatchViewSet(LedgerViewSet):
         operation_id="dispatch_log",
         summary="Record (or overwrite) the dispatch of one cron fire",
         request=DispatchLogSerializer,
-        parameters=[RETRY_AFTER],
         responses={201: DispatchSerializer, **errors(400, 409)},
     )
     def log(self, request: Request) -> Response:
@@ -86,7 +85,7 @@ class DispatchViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="dispatch_find",
         summary="Find the dispatch of one cron fire",
-        parameters=[DispatchQuerySerializer, RETRY_AFTER],
+        parameters=[DispatchQuerySerializer],
         responses={200: DispatchSerializer, **errors(400, 404, 409)},
     )
     def find(self, request: Request) -> Response:
@@ -100,7 +99,7 @@ class DispatchViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="dispatch_check",
         summary="Say whether one cron fire was dispatched",
-        parameters=[DispatchQuerySerializer, RETRY_AFTER],
+        parameters=[DispatchQuerySerializer],
         responses={200: DispatchCheckSerializer, **errors(400, 409)},
     )
     def check(self, request: Request) -> Response:
@@ -113,7 +112,6 @@ class DispatchViewSet(LedgerViewSet):
         operation_id="dispatch_claim",
         summary="Claim one cron fire: exactly one node wins it",
         request=DispatchClaimSerializer,
-        parameters=[RETRY_AFTER],
         responses={
             201: OpenApiResponse(DispatchClaimResultSerializer, description="You won the fire."),
             **errors(400, 409),

@@ -19,7 +19,7 @@ from ...core.limits import LimitUse
 from ...permissions import can
 from ...services.limits import KEEP, LimitChange, change_limits, parse_rate
 from ..errors import invalid
-from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, errors, extend_schema
 from .base import LedgerViewSet
 
 __all__ = ["LimitsViewSet"]
@@ -146,7 +146,7 @@ class LimitsViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="limits",
         summary="A queue's flow limits and their use now",
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: LimitUseSerializer, **errors(404)},
     )
     def read(self, request: Request, queue: str) -> Response:
@@ -158,15 +158,14 @@ class LimitsViewSet(LedgerViewSet):
         operation_id="limits_change",
         summary="Change a queue's flow limits for every worker, with no restart",
         request=LimitChangeSerializer,
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: LimitChangedSerializer, **errors(400, 404)},
     )
     def change(self, request: Request, queue: str) -> Response:
         """Change the stored limits (kept over the settings until ``reset``); the answer
         carries their use (tokens, slots, due records, keys) only for a caller who may
         read it (``view_queue``)."""
-        self.check_body_size(1024)
-        data = self.validated(LimitChangeSerializer, request.data)
+        data = self.validated_body(LimitChangeSerializer, 1024)
         change = LimitChange(
             data.get("rate", KEEP), data.get("concurrency", KEEP), data.get("reset", False)
         )

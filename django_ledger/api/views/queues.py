@@ -16,7 +16,7 @@ from ...core.sharded import AnyLedger
 from ...permissions import can, can_reach_queue
 from ..errors import ApiError, invalid
 from ..pagination import QuarantinePagination
-from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, errors, extend_schema
 from ..serializers import (
     GateSerializer,
     GateStateSerializer,
@@ -48,7 +48,6 @@ class QueueViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="queues",
         summary="The queues you may reach, with what you may do on each",
-        parameters=[RETRY_AFTER],
         responses={200: QueueListSerializer, **errors()},
     )
     def queues(self, request: Request) -> Response:
@@ -66,7 +65,7 @@ class QueueViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="stats",
         summary="A queue's counters, read from its indexes",
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: StatsSerializer, **errors(404)},
     )
     def stats(self, request: Request, queue: str) -> Response:
@@ -83,13 +82,12 @@ class QueueViewSet(LedgerViewSet):
             'answers done (its cursor "0" again): that is one full repair cycle.'
         ),
         request=RepairSerializer,
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: RepairReportSerializer, **errors(400, 404)},
     )
     def repair(self, request: Request, queue: str) -> Response:
         """Repair one HSCAN page of records and say what it did."""
-        self.check_body_size(1024)
-        data = self.validated(RepairSerializer, request.data)
+        data = self.validated_body(RepairSerializer, 1024)
         try:
             report = self.ledger.repair_page(data["cursor"], data["count"])
         except ValueError as exc:  # a shard this queue does not have
@@ -101,13 +99,12 @@ class QueueViewSet(LedgerViewSet):
         operation_id="gate",
         summary="Close or open a queue's gate (no claim succeeds while it is closed)",
         request=GateSerializer,
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: GateStateSerializer, **errors(400, 404)},
     )
     def gate(self, request: Request, queue: str) -> Response:
         """Close or open the queue's gate."""
-        self.check_body_size(1024)
-        closed = self.validated(GateSerializer, request.data)["closed"]
+        closed = self.validated_body(GateSerializer, 1024)["closed"]
         ledger = self.ledger
         if closed:
             ledger.close_gate()
@@ -124,7 +121,7 @@ class QuarantineViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="quarantine_list",
         summary="A queue's quarantined ids, with their bytes shown safely",
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: QuarantinedSerializer(many=True), **errors(400, 404)},
     )
     def list(self, request: Request, queue: str) -> Response:

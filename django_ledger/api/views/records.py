@@ -17,7 +17,7 @@ from ...services.transfer import read_raw
 from ..errors import ApiError, check_request_id, record_not_found
 from ..pagination import RecordPagination
 from ..representations import record_data
-from ..schema import QUEUE, REQUEST_ID, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, REQUEST_ID, errors, extend_schema
 from ..serializers import (
     STATES,
     RecordListQuerySerializer,
@@ -49,7 +49,6 @@ class RecordViewSet(LedgerViewSet):
             OpenApiParameter(
                 "order", OpenApiTypes.STR, enum=["oldest", "newest"], default="oldest"
             ),
-            RETRY_AFTER,
         ],
         responses={200: RecordSerializer(many=True), **errors(400, 404)},
     )
@@ -81,7 +80,7 @@ class RecordViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="record",
         summary="Resolve one record by id",
-        parameters=[QUEUE, REQUEST_ID, RETRY_AFTER],
+        parameters=[QUEUE, REQUEST_ID],
         responses={200: RecordSerializer, **errors(400, 404, 409)},
     )
     def retrieve(self, request: Request, queue: str, request_id: str) -> Response:
@@ -110,7 +109,6 @@ class RecordViewSet(LedgerViewSet):
                 style="form",
                 description="Request ids, the parameter repeated once per id.",
             ),
-            RETRY_AFTER,
         ],
         responses={200: ResolutionListSerializer, **errors(400, 404)},
     )

@@ -26,7 +26,7 @@ from ...services import runtime_schedules as runtime
 from ...services import scheduler
 from ...services.schedule_rows import ScheduleRow, row, rows
 from ..errors import ApiError, invalid
-from ..schema import RETRY_AFTER, errors, extend_schema
+from ..schema import errors, extend_schema
 from .base import LedgerViewSet
 
 __all__ = ["ScheduleViewSet"]
@@ -98,7 +98,6 @@ class ScheduleViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="schedules",
         summary="Every schedule: the settings' and the stored ones",
-        parameters=[RETRY_AFTER],
         responses={200: ScheduleSerializer(many=True), **errors()},
     )
     def list(self, request: Request) -> Response:
@@ -109,7 +108,7 @@ class ScheduleViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="schedule",
         summary="One schedule",
-        parameters=[KEY, RETRY_AFTER],
+        parameters=[KEY],
         responses={200: ScheduleSerializer, **errors(404)},
     )
     def read(self, request: Request, key: str) -> Response:
@@ -120,7 +119,6 @@ class ScheduleViewSet(LedgerViewSet):
         operation_id="schedule_create",
         summary="Store a new schedule; it fires from its next fire after now",
         request=ScheduleBodySerializer,
-        parameters=[RETRY_AFTER],
         responses={201: ScheduleSerializer, **errors(400, 409)},
     )
     def create(self, request: Request) -> Response:
@@ -137,7 +135,7 @@ class ScheduleViewSet(LedgerViewSet):
         operation_id="schedule_change",
         summary="Replace a stored schedule; a new timing fires from its next fire after now",
         request=ScheduleBodySerializer,
-        parameters=[KEY, RETRY_AFTER],
+        parameters=[KEY],
         responses={200: ScheduleSerializer, **errors(400, 404, 409)},
     )
     def change(self, request: Request, key: str) -> Response:
@@ -155,7 +153,6 @@ class ScheduleViewSet(LedgerViewSet):
         parameters=[
             KEY,
             OpenApiParameter("version", OpenApiTypes.INT, description="the version read"),
-            RETRY_AFTER,
         ],
         responses={204: None, **errors(404, 409)},
     )
@@ -173,7 +170,7 @@ class ScheduleViewSet(LedgerViewSet):
         operation_id="schedule_pause",
         summary="Pause a schedule (settings' or stored) on every node",
         request=None,
-        parameters=[KEY, RETRY_AFTER],
+        parameters=[KEY],
         responses={200: ScheduleSerializer, **errors(404)},
     )
     def pause(self, request: Request, key: str) -> Response:
@@ -188,7 +185,7 @@ class ScheduleViewSet(LedgerViewSet):
         operation_id="schedule_resume",
         summary="Resume a paused schedule; fires due while paused stay unrun",
         request=None,
-        parameters=[KEY, RETRY_AFTER],
+        parameters=[KEY],
         responses={200: ScheduleSerializer, **errors(404)},
     )
     def resume(self, request: Request, key: str) -> Response:

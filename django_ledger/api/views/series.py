@@ -20,7 +20,7 @@ from ...conf import ledger_settings
 from ...core.counters import EDGES, OUTCOMES, WINDOWS, Counters, Depth, Stat, rounded
 from ...core.records import ms_to_datetime
 from ..errors import invalid
-from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, errors, extend_schema
 from .base import LedgerViewSet
 
 __all__ = ["SeriesViewSet"]
@@ -120,7 +120,7 @@ class SeriesViewSet(LedgerViewSet):
         operation_id="series",
         summary="A queue's outcomes, times and depth over the last hour, day or week",
         tags=["queues"],
-        parameters=[QUEUE, WINDOW, RETRY_AFTER],
+        parameters=[QUEUE, WINDOW],
         responses={200: SeriesSerializer, **errors(400, 404)},
     )
     def series(self, request: Request, queue: str) -> Response:

@@ -22,7 +22,7 @@ from ...core.flows import read_workflow
 from ...tasks.workflow_state import STEP_STATES, WorkflowState, state_of
 from ..conf import api_settings
 from ..errors import ApiError, check_request_id, invalid
-from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, errors, extend_schema
 from .base import LedgerViewSet
 
 __all__ = ["WorkflowSerializer", "WorkflowViewSet", "workflow_data"]
@@ -136,7 +136,7 @@ class WorkflowViewSet(LedgerViewSet):
             "`limit`; `next_offset` leads on). 404 `workflow_not_found` for an id the queue "
             "does not hold."
         ),
-        parameters=[QUEUE, WORKFLOW_ID, OFFSET, LIMIT, RETRY_AFTER],
+        parameters=[QUEUE, WORKFLOW_ID, OFFSET, LIMIT],
         responses={200: WorkflowSerializer, **errors(400, 404)},
     )
     def retrieve(self, request: Request, queue: str, workflow_id: str) -> Response:

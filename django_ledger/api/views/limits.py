@@ -72,12 +72,11 @@ USE_FIELDS = ("tokens_left", "slots_taken", "due_now", "held", "keys_waiting", "
 class LimitChangedSerializer(LimitUseSerializer):
     """The limits after a change; their use only for a caller with ``view_queue``."""
 
-    tokens_left = serializers.FloatField(allow_null=True, required=False)
-    slots_taken = serializers.IntegerField(required=False)
-    due_now = serializers.IntegerField(required=False)
-    held = serializers.IntegerField(required=False, help_text="due records the limits hold now")
-    keys_waiting = serializers.IntegerField(required=False)
-    keys = KeyUseSerializer(many=True, required=False, help_text="the first keys in turn")
+    def get_fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = super().get_fields()
+        for name in USE_FIELDS:
+            fields[name].required = False
+        return fields
 
     def to_representation(self, instance: Any) -> Any:
         data = super().to_representation(instance)

@@ -12,6 +12,8 @@ it read: another change saved since answers 409. docs/scheduler.md tells the mod
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.utils.translation import gettext
@@ -175,11 +177,9 @@ class ScheduleViewSet(LedgerViewSet):
     )
     def pause(self, request: Request, key: str) -> Response:
         """Pause a schedule: from their next tick, no node admits its fires."""
-        self._no_body(request)
-        self._row(key)
-        scheduler.pause(key, self._who(request))
-        runtime.logger.info("schedule %r paused by %s", key, self._who(request))
-        return Response(ScheduleSerializer(_body(self._row(key))).data)
+        return self._switch(
+            request, key, lambda: scheduler.pause(key, self._who(request)), "paused"
+        )
 
     @extend_schema(
         operation_id="schedule_resume",
@@ -190,18 +190,19 @@ class ScheduleViewSet(LedgerViewSet):
     )
     def resume(self, request: Request, key: str) -> Response:
         """Resume a schedule."""
-        self._no_body(request)
-        self._row(key)
-        scheduler.resume(key)
-        runtime.logger.info("schedule %r resumed by %s", key, self._who(request))
-        return Response(ScheduleSerializer(_body(self._row(key))).data)
+        return self._switch(request, key, lambda: scheduler.resume(key), "resumed")
 
     # -- helpers ----------------------------------------------------------------------
 
-    def _no_body(self, request: Request) -> None:
-        """Read (and so check) a body sent where none is needed, as every endpoint does."""
+    def _switch(self, request: Request, key: str, act: Callable[[], object], done: str) -> Response:
+        """Pause or resume a schedule, logged with who did."""
+        # Read (and so check) a body sent where none is needed, as every endpoint does.
         self.check_body_size(1024)
         _ = request.data
+        self._row(key)
+        act()
+        runtime.logger.info("schedule %r %s by %s", key, done, self._who(request))
+        return Response(ScheduleSerializer(_body(self._row(key))).data)
 
     def _who(self, request: Request) -> str:
         return f"API user {request.user.get_username()}"
@@ -259,28 +260,26 @@ def _reaches(user: Any, key: str, entry: dict[str, Any]) -> bool:
     return can_reach_queue(user, queue)
 
 
-class _refusals:
+@contextmanager
+def _refusals() -> Iterator[None]:
     """Turn the service's refusals into the API's answers."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        if isinstance(exc, runtime.ScheduleInvalid):
-            details = {name.lower(): words for name, words in exc.errors.items()}
-            raise invalid(details) from exc
-        if isinstance(exc, runtime.VersionConflict):
-            raise ApiError(
-                409,
-                "schedule_conflict",
-                gettext(
-                    "Another change to this schedule was saved first (it is at version "
-                    "%(current)s): read it again."
-                )
-                % {"current": exc.current},
-                {"version": exc.current},
-            ) from exc
-        if isinstance(exc, runtime.RuntimeSchedulesOff):
-            raise ApiError(409, "runtime_schedules_off", str(exc)) from exc
-        if isinstance(exc, LookupError):
-            raise ApiError(404, "schedule_not_found", str(exc)) from exc
+    try:
+        yield
+    except runtime.ScheduleInvalid as exc:
+        details = {name.lower(): words for name, words in exc.errors.items()}
+        raise invalid(details) from exc
+    except runtime.VersionConflict as exc:
+        raise ApiError(
+            409,
+            "schedule_conflict",
+            gettext(
+                "Another change to this schedule was saved first (it is at version "
+                "%(current)s): read it again."
+            )
+            % {"current": exc.current},
+            {"version": exc.current},
+        ) from exc
+    except runtime.RuntimeSchedulesOff as exc:
+        raise ApiError(409, "runtime_schedules_off", str(exc)) from exc
+    except LookupError as exc:
+        raise ApiError(404, "schedule_not_found", str(exc)) from exc

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
 
-from django.utils.translation import gettext
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ...conf import ledger_settings
 from ...core.errors import CorruptRecord
 from ...core.records import decode_record
-from ...core.sharded import AnyLedger
 from ...permissions import can, can_reach_queue
-from ..errors import ApiError, invalid
+from ..errors import invalid
 from ..pagination import QuarantinePagination
 from ..schema import QUEUE, errors, extend_schema
 from ..serializers import (
@@ -128,14 +125,12 @@ class QuarantineViewSet(LedgerViewSet):
         """List quarantined ids with their bytes (base64) and why they fail to decode."""
         ledger = self.ledger
         paginator = QuarantinePagination()
-        if len(ledger.shards) > 1:
-            items = _sharded_quarantine(request, ledger, paginator, {"q": queue})
-        else:
-            single = ledger.shards[0]
-            with single.translate_errors():
-                items = paginator.paginate_hash(
-                    request, single.redis, single.quarantine_key, bind={"q": queue}
-                )
+        with ledger.translate_errors():
+            items = paginator.paginate_hashes(
+                request,
+                [(shard.redis, shard.quarantine_key) for shard in ledger.shards],
+                bind={"q": queue},
+            )
         entries = []
         for member, raw in items:
             request_id = member.decode("utf-8", "backslashreplace")
@@ -154,38 +149,3 @@ class QuarantineViewSet(LedgerViewSet):
                 }
             )
         return paginator.get_paginated_response(QuarantinedSerializer(entries, many=True).data)
-
-
-def _sharded_quarantine(
-    request: Request, ledger: AnyLedger, paginator: QuarantinePagination, bind: dict[str, Any]
-) -> list[tuple[bytes, bytes]]:
-    """A page of a sharded queue's quarantine: the shards' quarantines one after another.
-
-    The cursor holds ``[shard, HSCAN cursor]``; a page reads one shard (the next ones
-    too while it finds nothing), so a page never holds more than ``HSCAN`` answered.
-    """
-    limit = paginator.get_limit(request)
-    position = paginator.read_cursor(request, bind)
-    if position is None:
-        position = [0, 0]
-    if (
-        not isinstance(position, list)
-        or len(position) != 2
-        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in position)
-        or position[0] >= len(ledger.shards)
-    ):
-        raise ApiError(400, "cursor_invalid", gettext("The cursor is not one this server issued."))
-    index, cursor = position
-    items: dict[bytes, bytes] = {}
-    with ledger.translate_errors():
-        while True:
-            shard = ledger.shards[index]
-            cursor, items = shard.redis.hscan(shard.quarantine_key, cursor, count=limit)
-            cursor = int(cursor)
-            if cursor == 0:
-                index, cursor = index + 1, 0
-            if items or index >= len(ledger.shards):
-                break
-    done = index >= len(ledger.shards)
-    paginator.next_cursor = None if done else paginator.make_cursor(bind, [index, cursor])
-    return list(items.items())

@@ -85,13 +85,7 @@ class CancelViewSet(LedgerViewSet):
         )
         if outcome.status != "cancelled":
             self._refuse(outcome.status, request_id, outcome.was)
-        body = {
-            "status": outcome.status,
-            "was": outcome.was,
-            "fence": outcome.fence,
-            "effects_committed": outcome.effects_committed,
-        }
-        return Response(CancelAnswerSerializer(body).data)
+        return Response(CancelAnswerSerializer(outcome).data)
 
     @staticmethod
     def _refuse(status: str, request_id: str, was: str | None = None) -> None:

@@ -9,7 +9,6 @@ registry is asked anything, so the answer says nothing about what is stored.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from django.utils.translation import gettext
@@ -139,15 +138,11 @@ def dispatch_data(dispatch: Dispatch) -> dict[str, Any]:
     """Return a dispatch as the API shows it: times in epoch seconds."""
     return {
         "key": dispatch.key,
-        "fire_time": _epoch(dispatch.fire_time),
-        "dispatched_at": _epoch(dispatch.dispatched_at),
+        "fire_time": int(dispatch.fire_time.timestamp()),
+        "dispatched_at": int(dispatch.dispatched_at.timestamp()),
         "node_id": dispatch.node_id,
         "status": dispatch.status,
     }
-
-
-def _epoch(moment: datetime) -> int:
-    return int((moment - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds())
 
 
 def _call(function: Callable[..., T], *args: Any) -> T:

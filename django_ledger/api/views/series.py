@@ -139,10 +139,6 @@ class SeriesViewSet(LedgerViewSet):
             series = Counters(ledger.redis, ledger_settings.namespace).read(
                 queue, window, shards=getattr(ledger, "shard_count", 1)
             )
-        tasks = []
-        for name, stat in series.tasks().items():
-            rate = stat.failure_rate
-            tasks.append({"task": name, "failure_rate": rounded(rate), **_point(stat)})
         body = {
             "queue": queue,
             "window": window,
@@ -155,6 +151,9 @@ class SeriesViewSet(LedgerViewSet):
                     series.starts, series.buckets, series.depth, strict=True
                 )
             ],
-            "tasks": tasks,
+            "tasks": [
+                {"task": name, "failure_rate": rounded(stat.failure_rate), **_point(stat)}
+                for name, stat in series.tasks().items()
+            ],
         }
         return Response(SeriesSerializer(body).data)

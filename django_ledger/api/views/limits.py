@@ -40,11 +40,15 @@ class KeyUseSerializer(serializers.Serializer[Any]):
 
 class KeyLimitsSerializer(serializers.Serializer[Any]):
     key = serializers.CharField()
-    rate = RateSerializer(allow_null=True, help_text="its own rate (null: the queue's)")
-    concurrency = serializers.IntegerField(
-        allow_null=True, help_text="its own concurrency (null: the queue's)"
+    rate = RateSerializer(
+        source="limits.rate", allow_null=True, help_text="its own rate (null: the queue's)"
     )
-    set_by = serializers.CharField(help_text="'settings' or 'operator'")
+    concurrency = serializers.IntegerField(
+        source="limits.concurrency",
+        allow_null=True,
+        help_text="its own concurrency (null: the queue's)",
+    )
+    set_by = serializers.CharField(source="source", help_text="'settings' or 'operator'")
 
 
 class LimitUseSerializer(serializers.Serializer[Any]):
@@ -106,17 +110,11 @@ class LimitChangeSerializer(serializers.Serializer[Any]):
             raise serializers.ValidationError(str(exc)) from exc
 
 
-def _rate(rate: Any) -> dict[str, int] | None:
-    if rate is None:
-        return None
-    return {"limit": rate.limit, "period_ms": rate.period_ms, "burst": rate.burst}
-
-
 def _body(queue: str, use: LimitUse) -> dict[str, Any]:
     limits = use.limits
     return {
         "queue": queue,
-        "rate": _rate(limits.rate),
+        "rate": limits.rate,
         "concurrency": limits.concurrency,
         "key": limits.key,
         "set_by": use.source,
@@ -125,16 +123,8 @@ def _body(queue: str, use: LimitUse) -> dict[str, Any]:
         "due_now": use.due_now,
         "held": use.held,
         "keys_waiting": use.keys_waiting,
-        "keys": [vars(row) for row in use.keys],
-        "key_limits": [
-            {
-                "key": own.key,
-                "rate": _rate(own.limits.rate),
-                "concurrency": own.limits.concurrency,
-                "set_by": own.source,
-            }
-            for own in use.key_limits
-        ],
+        "keys": use.keys,
+        "key_limits": use.key_limits,
     }
 
 

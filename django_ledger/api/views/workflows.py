@@ -103,22 +103,7 @@ def workflow_data(state: WorkflowState) -> dict[str, Any]:
         "counts": dict(sorted(state.counts.items())),
         "offset": state.offset,
         "next_offset": after if after < state.total else None,
-        "steps": [
-            {
-                "name": step.name,
-                "task_id": step.task_id,
-                "task": step.task,
-                "parents": list(step.parents),
-                "on_failure": step.on_failure,
-                "state": step.state,
-                "attempts": step.attempts,
-                "waiting_for": step.waiting_for,
-                "cancelled_by": step.cancelled_by,
-                "return_value": step.return_value,
-                "errors": step.errors,
-            }
-            for step in state.steps
-        ],
+        "steps": WorkflowStepSerializer(state.steps, many=True).data,
     }
 
 

@@ -83,27 +83,22 @@ class CancelViewSet(LedgerViewSet):
             database=effects_database(),
             version=data.get("version"),
         )
-        if outcome.status != "cancelled":
-            self._refuse(outcome.status, request_id, outcome.was)
-        return Response(CancelAnswerSerializer(outcome).data)
-
-    @staticmethod
-    def _refuse(status: str, request_id: str, was: str | None = None) -> None:
-        if status == "missing":
+        if outcome.status == "missing":
             raise record_not_found(request_id)
-        messages = {
-            "ended": ("record_ended", gettext("The record has ended; nothing was changed.")),
-            "changed": (
-                "record_changed",
-                gettext("The record changed since it was shown; nothing was done."),
-            ),
-            "corrupt": (
-                "record_corrupt",
-                gettext("The record's bytes are corrupt or quarantined; nothing was done."),
-            ),
-        }
-        code, message = messages[status]
-        details: dict[str, Any] = {"request_id": request_id}
-        if was is not None:
-            details["state"] = was
-        raise ApiError(409, code, message, details)
+        if outcome.status != "cancelled":
+            code, message = {
+                "ended": ("record_ended", gettext("The record has ended; nothing was changed.")),
+                "changed": (
+                    "record_changed",
+                    gettext("The record changed since it was shown; nothing was done."),
+                ),
+                "corrupt": (
+                    "record_corrupt",
+                    gettext("The record's bytes are corrupt or quarantined; nothing was done."),
+                ),
+            }[outcome.status]
+            details: dict[str, Any] = {"request_id": request_id}
+            if outcome.was is not None:
+                details["state"] = outcome.was
+            raise ApiError(409, code, message, details)
+        return Response(CancelAnswerSerializer(outcome).data)

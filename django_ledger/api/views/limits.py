@@ -82,13 +82,6 @@ class LimitChangedSerializer(LimitUseSerializer):
             fields[name].required = False
         return fields
 
-    def to_representation(self, instance: Any) -> Any:
-        data = super().to_representation(instance)
-        for name in USE_FIELDS:
-            if name not in instance:
-                data.pop(name, None)
-        return data
-
 
 class LimitChangeSerializer(serializers.Serializer[Any]):
     """Absent: keep what is stored; null: remove that limit."""
@@ -162,8 +155,8 @@ class LimitsViewSet(LedgerViewSet):
             use = change_limits(queue, change, actor=f"API user {request.user.get_username()}")
         except (ValueError, ImproperlyConfigured) as exc:
             raise invalid({"limits": [str(exc)]}) from exc
-        body = _body(queue, use)
+        data = LimitUseSerializer(_body(queue, use)).data
         if not can(request.user, "view_queue", queue):
             for name in USE_FIELDS:
-                del body[name]
-        return Response(LimitChangedSerializer(body).data)
+                del data[name]
+        return Response(data)

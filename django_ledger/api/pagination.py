@@ -36,9 +36,8 @@ class OpaqueCursorPagination(BasePagination):
     kind: ClassVar[str] = ""
     cursor_query_param = "cursor"
     limit_query_param = "limit"
-
-    def __init__(self) -> None:
-        self.next_cursor: str | None = None
+    #: The cursor of the page after the one read; ``None`` on the last page.
+    next_cursor: str | None = None
 
     def get_limit(self, request: Request) -> int:
         raw = request.query_params.get(self.limit_query_param)

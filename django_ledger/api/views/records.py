@@ -12,9 +12,9 @@ from rest_framework.response import Response
 
 from ...core.errors import CorruptRecord
 from ...core.ledger import MAX_BATCH, Ledger
-from ...core.records import Record, State, decode_record, id_problem
+from ...core.records import Record, State, decode_record
 from ...services.transfer import read_raw
-from ..errors import ApiError, check_request_id, record_not_found
+from ..errors import check_request_id, record_not_found
 from ..pagination import RecordPagination
 from ..representations import record_data
 from ..schema import QUEUE, REQUEST_ID, errors, extend_schema
@@ -117,15 +117,8 @@ class RecordViewSet(LedgerViewSet):
         ledger = self.ledger
         ids: list[str] = self.validated(ResolveQuerySerializer, request.query_params)["ids"]
         for index, request_id in enumerate(ids):
-            problem = id_problem(request_id)
-            if problem is not None:
-                raise ApiError(
-                    400,
-                    problem,
-                    gettext("Request id %(index)s is not usable (%(problem)s).")
-                    % {"index": index, "problem": problem},
-                    {"index": index},
-                )
+            message = gettext("Request id %(index)s is not usable (%(problem)s).")
+            check_request_id(request_id, message, {"index": index})
         raws = read_raw(ledger, [(ledger.shard_for(request_id), request_id) for request_id in ids])
         results = []
         for request_id, raw in zip(ids, raws, strict=True):

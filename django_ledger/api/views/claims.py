@@ -147,8 +147,16 @@ class ClaimViewSet(LedgerViewSet):
         """
         ledger = self.ledger
         self.check_body_size(BATCH_BODY)
-        _check_batch_count(self.request.data)
-        items = self.validated(serializer_class, self.request.data)["items"]
+        data = self.request.data
+        sent = data.get("items") if isinstance(data, dict) else None
+        if isinstance(sent, list) and len(sent) > MAX_BATCH:
+            raise ApiError(
+                413,
+                "batch_too_large",
+                gettext("A batch holds at most %(items)s items; split it.") % {"items": MAX_BATCH},
+                {"max_items": MAX_BATCH, "items": len(sent)},
+            )
+        items = self.validated(serializer_class, data)["items"]
         batch = []
         for index, item in enumerate(items):
             try:
@@ -183,14 +191,3 @@ def _settlement_response(claim: Claim, settlement: Settlement) -> Response:
             {"request_id": claim.request_id, "reason": reason},
         )
     return Response(settlement_data(settlement))
-
-
-def _check_batch_count(data: Any) -> None:
-    items = data.get("items") if isinstance(data, dict) else None
-    if isinstance(items, list) and len(items) > MAX_BATCH:
-        raise ApiError(
-            413,
-            "batch_too_large",
-            gettext("A batch holds at most %(items)s items; split it.") % {"items": MAX_BATCH},
-            {"max_items": MAX_BATCH, "items": len(items)},
-        )

@@ -178,7 +178,6 @@ class QuarantinePagination(OpaqueCursorPagination):
         ):
             raise _cursor_not_issued()
         index, cursor = parts
-        items: dict[bytes, bytes] = {}
         while True:
             redis, key = hashes[index]
             cursor, items = redis.hscan(key, cursor, count=limit)

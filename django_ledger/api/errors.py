@@ -62,15 +62,18 @@ class ApiError(exceptions.APIException):
         self.wait = wait
 
 
-def check_request_id(request_id: str, message: str = "") -> None:
-    """Refuse (400, the problem's code) an id the ledger cannot hold.
+def check_request_id(
+    request_id: str, message: str = "", details: dict[str, Any] | None = None
+) -> None:
+    """Refuse (400, the problem's code, ``details``) an id the ledger cannot hold.
 
-    ``message`` says so with ``%(problem)s``; by default, of a request id.
+    ``message`` says so with ``%(problem)s`` and the names in ``details``; by default,
+    of a request id.
     """
     problem = id_problem(request_id)
     if problem is not None:
         message = message or gettext("The request id is not usable (%(problem)s).")
-        raise ApiError(400, problem, message % {"problem": problem})
+        raise ApiError(400, problem, message % {"problem": problem, **(details or {})}, details)
 
 
 def invalid(details: Any) -> ApiError:

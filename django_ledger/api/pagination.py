@@ -36,9 +36,8 @@ class OpaqueCursorPagination(BasePagination):
     kind: ClassVar[str] = ""
     cursor_query_param = "cursor"
     limit_query_param = "limit"
-
-    def __init__(self) -> None:
-        self.next_cursor: str | None = None
+    #: The cursor of the page after the one read; ``None`` on the last page.
+    next_cursor: str | None = None
 
     def get_limit(self, request: Request) -> int:
         raw = request.query_params.get(self.limit_query_param)
@@ -152,24 +151,49 @@ class RecordPagination(OpaqueCursorPagination):
 
 
 class QuarantinePagination(OpaqueCursorPagination):
-    """Follow an ``HSCAN`` cursor over the quarantine hash (pages hold about ``limit``)."""
+    """Follow ``HSCAN`` cursors over the quarantine hashes (pages hold about ``limit``).
+
+    One hash's cursor is its ``HSCAN`` cursor. A sharded queue's holds ``[shard, HSCAN
+    cursor]`` over the shards' hashes one after another: a page reads one shard (the
+    next ones too while it finds nothing), so a page never holds more than ``HSCAN``
+    answered.
+    """
 
     kind = "quarantine"
 
-    def paginate_hash(
-        self, request: Request, redis: Any, key: str, *, bind: dict[str, Any]
+    def paginate_hashes(
+        self, request: Request, hashes: Sequence[tuple[Any, str]], *, bind: dict[str, Any]
     ) -> list[tuple[bytes, bytes]]:
         limit = self.get_limit(request)
         position = self.read_cursor(request, bind)
+        sharded = len(hashes) > 1
         if position is None:
-            position = 0
-        if not isinstance(position, int) or isinstance(position, bool) or position < 0:
-            raise ApiError(
-                400, "cursor_invalid", gettext("The cursor is not one this server issued.")
-            )
-        cursor, items = redis.hscan(key, position, count=limit)
-        self.next_cursor = None if int(cursor) == 0 else self.make_cursor(bind, int(cursor))
+            position = [0, 0] if sharded else 0
+        parts = position if sharded else [0, position]
+        if (
+            not isinstance(parts, list)
+            or len(parts) != 2
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in parts)
+            or parts[0] >= len(hashes)
+        ):
+            raise _cursor_not_issued()
+        index, cursor = parts
+        while True:
+            redis, key = hashes[index]
+            cursor, items = redis.hscan(key, cursor, count=limit)
+            cursor = int(cursor)
+            if cursor == 0:
+                index, cursor = index + 1, 0
+            if items or index >= len(hashes) or not sharded:
+                break
+        next_position = [index, cursor] if sharded else cursor
+        done = index >= len(hashes)
+        self.next_cursor = None if done else self.make_cursor(bind, next_position)
         return list(items.items())
+
+
+def _cursor_not_issued() -> ApiError:
+    return ApiError(400, "cursor_invalid", gettext("The cursor is not one this server issued."))
 
 
 def _encode_position(row: Row) -> list[Any]:
@@ -186,9 +210,7 @@ def _position(value: Any) -> Row | None:
             raise TypeError(score)
         return base64.b64decode(member, validate=True), float(score)
     except (TypeError, ValueError, binascii.Error):
-        raise ApiError(
-            400, "cursor_invalid", gettext("The cursor is not one this server issued.")
-        ) from None
+        raise _cursor_not_issued() from None
 
 
 def _beyond(row: Row, after: Row, descending: bool) -> bool:

@@ -22,17 +22,12 @@ def record_data(record: Record) -> dict[str, Any]:
 
 
 def admission_data(admission: Admission) -> dict[str, Any]:
-    """Return ``admission`` as ``AdmissionSerializer`` documents it."""
-    record = admission.record
-    return {
-        "request_id": admission.request_id,
-        "status": admission.status.value,
-        "reason": admission.reason,
-        "record": None if record is None else record_data(record),
-    }
+    """Return ``admission`` as ``AdmissionSerializer`` documents it: its id, then what a
+    settlement answers."""
+    return {"request_id": admission.request_id, **settlement_data(admission)}
 
 
-def settlement_data(settlement: Settlement) -> dict[str, Any]:
+def settlement_data(settlement: Settlement | Admission) -> dict[str, Any]:
     """Return ``settlement`` as ``SettlementSerializer`` documents it."""
     record = settlement.record
     return {

@@ -60,6 +60,10 @@ class AutoSchema(SpectacularAutoSchema):
         operation["responses"] = dict(sorted(responses.items()))
         return operation
 
+    def get_override_parameters(self) -> list[Any]:
+        # Every operation may answer 429 or 503, which say when to retry.
+        return [RETRY_AFTER]
+
     def _map_serializer_field(
         self, field: Any, direction: str, bypass_extensions: bool = False
     ) -> dict[str, Any]:
@@ -88,16 +92,12 @@ def extend_schema(**kwargs: Any) -> Callable[[F], F]:
 
     def decorator(view: F) -> F:
         if inspect.isclass(view):
-            decorated: F = decorate(view)
-            _build_methods_on_class_schema(decorated)
-            return decorated
-        own = getattr(view, "kwargs", None)
-        if own is None:
-            own = {}
-            view.kwargs = own  # type: ignore[attr-defined]
-        own.setdefault("schema", AutoSchema)
-        decorated = decorate(view)
-        return decorated
+            _build_methods_on_class_schema(decorate(view))
+            return view
+        if not hasattr(view, "kwargs"):
+            view.kwargs = {}  # type: ignore[attr-defined]
+        view.kwargs.setdefault("schema", AutoSchema)  # type: ignore[attr-defined]
+        return decorate(view)
 
     return decorator
 

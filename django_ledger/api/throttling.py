@@ -17,7 +17,7 @@ from typing import Any
 
 from rest_framework.request import Request
 from rest_framework.settings import api_settings as drf_settings
-from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
+from rest_framework.throttling import ScopedRateThrottle
 
 from .conf import THROTTLE_DEFAULTS
 
@@ -27,17 +27,11 @@ __all__ = ["LedgerScopedThrottle"]
 class LedgerScopedThrottle(ScopedRateThrottle):
     """DRF's scoped throttle: the ledger's default rates, an unconfigured scope unlimited."""
 
-    def allow_request(self, request: Request, view: Any) -> bool:
-        self.scope = getattr(view, self.scope_attr, None)
-        rates: dict[str, Any] = {
-            **THROTTLE_DEFAULTS,
-            **(drf_settings.DEFAULT_THROTTLE_RATES or {}),
-        }
-        self.rate = rates.get(self.scope) if self.scope else None
-        if self.rate is None:
-            return True
-        self.num_requests, self.duration = self.parse_rate(self.rate)
-        return SimpleRateThrottle.allow_request(self, request, view)
+    def get_rate(self) -> str | None:
+        """The scope's rate, read now; ``None`` (not throttled) for a scope with none."""
+        rates: dict[Any, Any] = {**THROTTLE_DEFAULTS, **(drf_settings.DEFAULT_THROTTLE_RATES or {})}
+        rate: str | None = rates.get(self.scope)
+        return rate
 
     def get_ident(self, request: Request) -> str:
         """Return the client's address: the peer's, unless proxies are configured.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.urls import URLPattern, path, re_path, register_converter
+from django.urls.converters import StringConverter
 
 from .views import (
     AdmissionViewSet,
@@ -29,16 +30,10 @@ from .views.workflows import WorkflowViewSet
 app_name = "django_ledger_api"
 
 
-class RequestIdConverter:
+class RequestIdConverter(StringConverter):
     """Any text, slashes and control characters included: the ledger judges the id."""
 
     regex = r"[\s\S]+"
-
-    def to_python(self, value: str) -> str:
-        return value
-
-    def to_url(self, value: str) -> str:
-        return value
 
 
 register_converter(RequestIdConverter, "ledger_request_id")

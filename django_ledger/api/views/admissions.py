@@ -16,7 +16,7 @@ from ...core.results import Admission, AdmissionStatus
 from ..conf import api_settings
 from ..errors import ApiError, invalid
 from ..representations import admission_data
-from ..schema import IDEMPOTENCY_KEY, QUEUE, RETRY_AFTER, errors, extend_schema
+from ..schema import IDEMPOTENCY_KEY, QUEUE, errors, extend_schema
 from ..serializers import (
     AdmissionBatchSerializer,
     AdmissionSerializer,
@@ -36,7 +36,7 @@ class AdmissionViewSet(LedgerViewSet):
         operation_id="admit",
         summary="Admit one request, once by its id",
         request=AdmitSerializer,
-        parameters=[QUEUE, IDEMPOTENCY_KEY, RETRY_AFTER],
+        parameters=[QUEUE, IDEMPOTENCY_KEY],
         responses={
             201: OpenApiResponse(AdmissionSerializer, description="Admitted."),
             200: OpenApiResponse(
@@ -48,8 +48,7 @@ class AdmissionViewSet(LedgerViewSet):
     def admit(self, request: Request, queue: str) -> Response:
         """Admit one request: 201 new, 200 duplicate, or a refusal with its code."""
         ledger = self.ledger
-        self.check_body_size(ledger.max_payload_bytes)
-        data = self.validated(AdmitSerializer, request.data)
+        data = self.validated_body(AdmitSerializer, ledger.max_payload_bytes)
         request_id = _request_id(data.get("request_id"), request.headers.get("Idempotency-Key"))
         if carries_tasks(queue) and too_deep(data["payload"]):
             admission = Admission(request_id, AdmissionStatus.REJECTED, "payload_too_deep")
@@ -68,7 +67,7 @@ class AdmissionViewSet(LedgerViewSet):
             "answer, in order; the call as a whole answers 200."
         ),
         request=AdmitBatchSerializer,
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: AdmissionBatchSerializer, **errors(400, 404, 413)},
     )
     def admit_batch(self, request: Request, queue: str) -> Response:

@@ -21,6 +21,7 @@ from rest_framework.metadata import SimpleMetadata
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.schemas.inspectors import ViewInspector
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
@@ -52,7 +53,7 @@ class LedgerAPIView(APIView):
     metadata_class = SimpleMetadata
     versioning_class = None
     # drf-spectacular's, whatever REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] says.
-    schema = AutoSchema()
+    schema: ViewInspector | None = AutoSchema()
     #: The kind of call, whose throttle scope (``THROTTLE_SCOPES``) every call has.
     throttle_kind: ClassVar[str] = "read"
 
@@ -92,6 +93,11 @@ class LedgerAPIView(APIView):
         serializer.is_valid(raise_exception=True)
         result: dict[str, Any] = serializer.validated_data
         return result
+
+    def validated_body(self, serializer_class: type[Serializer[Any]], limit: int) -> dict[str, Any]:
+        """Refuse a body over ``limit`` bytes (``check_body_size``), then validate it."""
+        self.check_body_size(limit)
+        return self.validated(serializer_class, self.request.data)
 
 
 class LedgerViewSet(LedgerAPIView, viewsets.ViewSet):

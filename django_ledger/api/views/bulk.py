@@ -21,10 +21,10 @@ from ...core.bulk import ACTIONS
 from ...core.cancelling import MAX_REASON_BYTES
 from ...core.records import State
 from ...permissions import can
-from ...services.bulk import BulkBusy, BulkRun, load_run, preview, start_run, step_run
+from ...services.bulk import BulkBusy, load_run, preview, start_run, step_run
 from ...services.bulk_filter import PERMISSION, BulkForbidden, BulkRefused, parse_filter
 from ..errors import ApiError
-from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, errors, extend_schema
 from .base import LedgerViewSet
 
 __all__ = ["BulkViewSet"]
@@ -96,7 +96,7 @@ class BulkViewSet(LedgerViewSet):
             "the run."
         ),
         request=BulkRequestSerializer,
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={
             200: BulkRunSerializer,
             202: BulkRunSerializer,
@@ -105,13 +105,17 @@ class BulkViewSet(LedgerViewSet):
     )
     def bulk(self, request: Request, queue: str) -> Response:
         """Preview, start or step a bulk run."""
-        self.check_body_size(4096)
-        data = self.validated(BulkRequestSerializer, request.data)
+        data = self.validated_body(BulkRequestSerializer, 4096)
         user = request.user
         try:
             if data.get("run"):
                 run = load_run(queue, data["run"])
-                self._may(run.filter.action, queue)
+                action = run.filter.action
+                if not can(user, PERMISSION[action], queue):
+                    raise BulkForbidden(
+                        gettext("you may not %(action)s records of queue %(queue)r")
+                        % {"action": action, "queue": queue}
+                    )
             else:
                 if not data.get("action"):
                     raise BulkRefused(gettext("name the action (or the run to step on)"))
@@ -139,15 +143,4 @@ class BulkViewSet(LedgerViewSet):
             raise ApiError(409, "run_busy", str(exc)) from exc
         except BulkRefused as exc:
             raise ApiError(400, "invalid_filter", str(exc)) from exc
-        return self._answer(run)
-
-    def _may(self, action: str, queue: str) -> None:
-        if not can(self.request.user, PERMISSION[action], queue):
-            raise BulkForbidden(
-                gettext("you may not %(action)s records of queue %(queue)r")
-                % {"action": action, "queue": queue}
-            )
-
-    @staticmethod
-    def _answer(run: BulkRun) -> Response:
         return Response(BulkRunSerializer(run.as_dict()).data, status=200 if run.finished else 202)

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from ...core.cancelling import MAX_REASON_BYTES
 from ...services.cancelling import cancel_record, effects_database
 from ..errors import ApiError, check_request_id, invalid, record_not_found
-from ..schema import QUEUE, REQUEST_ID, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, REQUEST_ID, errors, extend_schema
 from .base import LedgerViewSet
 
 __all__ = ["CancelViewSet"]
@@ -63,7 +63,7 @@ class CancelViewSet(LedgerViewSet):
             "`record_corrupt`; 404 `record_not_found`."
         ),
         request=CancelRequestSerializer,
-        parameters=[QUEUE, REQUEST_ID, RETRY_AFTER],
+        parameters=[QUEUE, REQUEST_ID],
         responses={200: CancelAnswerSerializer, **errors(400, 404, 409)},
     )
     def cancel(self, request: Request, queue: str, request_id: str) -> Response:
@@ -83,33 +83,22 @@ class CancelViewSet(LedgerViewSet):
             database=effects_database(),
             version=data.get("version"),
         )
-        if outcome.status != "cancelled":
-            self._refuse(outcome.status, request_id, outcome.was)
-        body = {
-            "status": outcome.status,
-            "was": outcome.was,
-            "fence": outcome.fence,
-            "effects_committed": outcome.effects_committed,
-        }
-        return Response(CancelAnswerSerializer(body).data)
-
-    @staticmethod
-    def _refuse(status: str, request_id: str, was: str | None = None) -> None:
-        if status == "missing":
+        if outcome.status == "missing":
             raise record_not_found(request_id)
-        messages = {
-            "ended": ("record_ended", gettext("The record has ended; nothing was changed.")),
-            "changed": (
-                "record_changed",
-                gettext("The record changed since it was shown; nothing was done."),
-            ),
-            "corrupt": (
-                "record_corrupt",
-                gettext("The record's bytes are corrupt or quarantined; nothing was done."),
-            ),
-        }
-        code, message = messages[status]
-        details: dict[str, Any] = {"request_id": request_id}
-        if was is not None:
-            details["state"] = was
-        raise ApiError(409, code, message, details)
+        if outcome.status != "cancelled":
+            code, message = {
+                "ended": ("record_ended", gettext("The record has ended; nothing was changed.")),
+                "changed": (
+                    "record_changed",
+                    gettext("The record changed since it was shown; nothing was done."),
+                ),
+                "corrupt": (
+                    "record_corrupt",
+                    gettext("The record's bytes are corrupt or quarantined; nothing was done."),
+                ),
+            }[outcome.status]
+            details: dict[str, Any] = {"request_id": request_id}
+            if outcome.was is not None:
+                details["state"] = outcome.was
+            raise ApiError(409, code, message, details)
+        return Response(CancelAnswerSerializer(outcome).data)

@@ -8,6 +8,7 @@ from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 
 from ...conf import ledger_settings
 from ...core.ledger import MAX_BATCH
@@ -16,7 +17,7 @@ from ...core.results import Claim, Settlement, SettlementStatus
 from ...core.sharded import AnyLedger
 from ..errors import ApiError
 from ..representations import settlement_data
-from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, errors, extend_schema
 from ..serializers import (
     ClaimListSerializer,
     ClaimRequestSerializer,
@@ -48,7 +49,7 @@ class ClaimViewSet(LedgerViewSet):
         operation_id="claim",
         summary="Claim up to `limit` due records for an owner",
         request=ClaimRequestSerializer,
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={
             200: ClaimListSerializer,
             204: OpenApiResponse(description="Nothing is due (or the queue's gate is closed)."),
@@ -58,8 +59,7 @@ class ClaimViewSet(LedgerViewSet):
     def claim(self, request: Request, queue: str) -> Response:
         """Claim due records for an owner, each with the token that settles it."""
         ledger = self.ledger
-        self.check_body_size(SMALL_BODY)
-        data = self.validated(ClaimRequestSerializer, request.data)
+        data = self.validated_body(ClaimRequestSerializer, SMALL_BODY)
         problem = owner_problem(data["owner"])
         if problem is not None:
             raise ApiError(
@@ -77,14 +77,13 @@ class ClaimViewSet(LedgerViewSet):
         operation_id="renew",
         summary="Extend a claim's lease",
         request=RenewSerializer,
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: SettlementSerializer, **errors(400, 404, 409)},
     )
     def renew(self, request: Request, queue: str) -> Response:
         """Extend the lease of the claim a token names (409 claim_lost if it moved on)."""
         ledger = self.ledger
-        self.check_body_size(SMALL_BODY)
-        data = self.validated(RenewSerializer, request.data)
+        data = self.validated_body(RenewSerializer, SMALL_BODY)
         claim = read_token(ledger, data["token"])
         settlement = ledger.renew(claim, data.get("lease", ledger_settings.queue(queue).lease))
         return _settlement_response(claim, settlement)
@@ -94,19 +93,15 @@ class ClaimViewSet(LedgerViewSet):
         summary="Extend many claims' leases",
         description="A lost claim is an item with status LOST and its reason; the call answers 200.",
         request=RenewBatchSerializer,
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: SettlementBatchSerializer, **errors(400, 404, 413)},
     )
     def renew_batch(self, request: Request, queue: str) -> Response:
         """Extend the leases of many claims."""
-        ledger = self.ledger
-        self.check_body_size(BATCH_BODY)
-        _check_batch_count(request.data)
-        items = self.validated(RenewBatchSerializer, request.data)["items"]
-        claims = _read_tokens(ledger, items)
+        batch = self._batch(RenewBatchSerializer)
         default = ledger_settings.queue(queue).lease
-        results = ledger.renew_many(
-            (claim, item.get("lease", default)) for claim, item in zip(claims, items, strict=True)
+        results = self.ledger.renew_many(
+            (claim, item.get("lease", default)) for claim, item in batch
         )
         return Response({"results": [settlement_data(r) for r in results]})
 
@@ -114,14 +109,13 @@ class ClaimViewSet(LedgerViewSet):
         operation_id="settle",
         summary="Settle a claim: COMPLETED, FAILED, or back to PENDING",
         request=SettleSerializer,
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: SettlementSerializer, **errors(400, 404, 409)},
     )
     def settle(self, request: Request, queue: str) -> Response:
         """Settle the claim a token names (409 claim_lost if it moved on)."""
         ledger = self.ledger
-        self.check_body_size(SMALL_BODY)
-        data = self.validated(SettleSerializer, request.data)
+        data = self.validated_body(SettleSerializer, SMALL_BODY)
         claim = read_token(ledger, data["token"])
         settlement = ledger.settle(claim, State(data["state"]), data["delay"])
         return _settlement_response(claim, settlement)
@@ -135,22 +129,42 @@ class ClaimViewSet(LedgerViewSet):
             "and its reason; the call answers 200."
         ),
         request=SettleBatchSerializer,
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: SettlementBatchSerializer, **errors(400, 404, 413)},
     )
     def settle_batch(self, request: Request, queue: str) -> Response:
         """Settle many claims."""
+        batch = self._batch(SettleBatchSerializer)
+        results = self.ledger.settle_many(
+            [(claim, State(item["state"]), item["delay"]) for claim, item in batch]
+        )
+        return Response({"results": [settlement_data(r) for r in results]})
+
+    def _batch(self, serializer_class: type[Serializer[Any]]) -> list[tuple[Claim, dict[str, Any]]]:
+        """Validate a batch's body; return each item with the claim its token names.
+
+        Every token is read before anything is done: one not ours refuses the call.
+        """
         ledger = self.ledger
         self.check_body_size(BATCH_BODY)
-        _check_batch_count(request.data)
-        items = self.validated(SettleBatchSerializer, request.data)["items"]
-        claims = _read_tokens(ledger, items)
-        work: list[tuple[Claim, State, float]] = [
-            (claim, State(item["state"]), item["delay"])
-            for claim, item in zip(claims, items, strict=True)
-        ]
-        results = ledger.settle_many(work)
-        return Response({"results": [settlement_data(r) for r in results]})
+        data = self.request.data
+        sent = data.get("items") if isinstance(data, dict) else None
+        if isinstance(sent, list) and len(sent) > MAX_BATCH:
+            raise ApiError(
+                413,
+                "batch_too_large",
+                gettext("A batch holds at most %(items)s items; split it.") % {"items": MAX_BATCH},
+                {"max_items": MAX_BATCH, "items": len(sent)},
+            )
+        items = self.validated(serializer_class, data)["items"]
+        batch = []
+        for index, item in enumerate(items):
+            try:
+                batch.append((read_token(ledger, item["token"]), item))
+            except ApiError as exc:
+                exc.details = {"index": index}
+                raise
+        return batch
 
 
 def _claim_data(ledger: AnyLedger, claim: Claim) -> dict[str, Any]:
@@ -177,25 +191,3 @@ def _settlement_response(claim: Claim, settlement: Settlement) -> Response:
             {"request_id": claim.request_id, "reason": reason},
         )
     return Response(settlement_data(settlement))
-
-
-def _check_batch_count(data: Any) -> None:
-    items = data.get("items") if isinstance(data, dict) else None
-    if isinstance(items, list) and len(items) > MAX_BATCH:
-        raise ApiError(
-            413,
-            "batch_too_large",
-            gettext("A batch holds at most %(items)s items; split it.") % {"items": MAX_BATCH},
-            {"max_items": MAX_BATCH, "items": len(items)},
-        )
-
-
-def _read_tokens(ledger: AnyLedger, items: list[dict[str, Any]]) -> list[Claim]:
-    claims = []
-    for index, item in enumerate(items):
-        try:
-            claims.append(read_token(ledger, item["token"]))
-        except ApiError as exc:
-            exc.details = {"index": index}
-            raise
-    return claims

@@ -9,7 +9,6 @@ registry is asked anything, so the answer says nothing about what is stored.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from django.utils.translation import gettext
@@ -22,7 +21,7 @@ from ... import conf
 from ...core.dispatch import CorruptDispatch, Dispatch, DispatchRegistry
 from ...permissions import can_reach_dispatch_key
 from ..errors import ApiError
-from ..schema import RETRY_AFTER, errors, extend_schema
+from ..schema import errors, extend_schema
 from ..serializers import (
     DispatchCheckSerializer,
     DispatchClaimResultSerializer,
@@ -70,7 +69,6 @@ class DispatchViewSet(LedgerViewSet):
         operation_id="dispatch_log",
         summary="Record (or overwrite) the dispatch of one cron fire",
         request=DispatchLogSerializer,
-        parameters=[RETRY_AFTER],
         responses={201: DispatchSerializer, **errors(400, 409)},
     )
     def log(self, request: Request) -> Response:
@@ -86,7 +84,7 @@ class DispatchViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="dispatch_find",
         summary="Find the dispatch of one cron fire",
-        parameters=[DispatchQuerySerializer, RETRY_AFTER],
+        parameters=[DispatchQuerySerializer],
         responses={200: DispatchSerializer, **errors(400, 404, 409)},
     )
     def find(self, request: Request) -> Response:
@@ -100,7 +98,7 @@ class DispatchViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="dispatch_check",
         summary="Say whether one cron fire was dispatched",
-        parameters=[DispatchQuerySerializer, RETRY_AFTER],
+        parameters=[DispatchQuerySerializer],
         responses={200: DispatchCheckSerializer, **errors(400, 409)},
     )
     def check(self, request: Request) -> Response:
@@ -113,7 +111,6 @@ class DispatchViewSet(LedgerViewSet):
         operation_id="dispatch_claim",
         summary="Claim one cron fire: exactly one node wins it",
         request=DispatchClaimSerializer,
-        parameters=[RETRY_AFTER],
         responses={
             201: OpenApiResponse(DispatchClaimResultSerializer, description="You won the fire."),
             **errors(400, 409),
@@ -141,15 +138,11 @@ def dispatch_data(dispatch: Dispatch) -> dict[str, Any]:
     """Return a dispatch as the API shows it: times in epoch seconds."""
     return {
         "key": dispatch.key,
-        "fire_time": _epoch(dispatch.fire_time),
-        "dispatched_at": _epoch(dispatch.dispatched_at),
+        "fire_time": int(dispatch.fire_time.timestamp()),
+        "dispatched_at": int(dispatch.dispatched_at.timestamp()),
         "node_id": dispatch.node_id,
         "status": dispatch.status,
     }
-
-
-def _epoch(moment: datetime) -> int:
-    return int((moment - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds())
 
 
 def _call(function: Callable[..., T], *args: Any) -> T:

@@ -19,7 +19,7 @@ from ...core.limits import LimitUse
 from ...permissions import can
 from ...services.limits import KEEP, LimitChange, change_limits, parse_rate
 from ..errors import invalid
-from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, errors, extend_schema
 from .base import LedgerViewSet
 
 __all__ = ["LimitsViewSet"]
@@ -40,11 +40,15 @@ class KeyUseSerializer(serializers.Serializer[Any]):
 
 class KeyLimitsSerializer(serializers.Serializer[Any]):
     key = serializers.CharField()
-    rate = RateSerializer(allow_null=True, help_text="its own rate (null: the queue's)")
-    concurrency = serializers.IntegerField(
-        allow_null=True, help_text="its own concurrency (null: the queue's)"
+    rate = RateSerializer(
+        source="limits.rate", allow_null=True, help_text="its own rate (null: the queue's)"
     )
-    set_by = serializers.CharField(help_text="'settings' or 'operator'")
+    concurrency = serializers.IntegerField(
+        source="limits.concurrency",
+        allow_null=True,
+        help_text="its own concurrency (null: the queue's)",
+    )
+    set_by = serializers.CharField(source="source", help_text="'settings' or 'operator'")
 
 
 class LimitUseSerializer(serializers.Serializer[Any]):
@@ -72,19 +76,11 @@ USE_FIELDS = ("tokens_left", "slots_taken", "due_now", "held", "keys_waiting", "
 class LimitChangedSerializer(LimitUseSerializer):
     """The limits after a change; their use only for a caller with ``view_queue``."""
 
-    tokens_left = serializers.FloatField(allow_null=True, required=False)
-    slots_taken = serializers.IntegerField(required=False)
-    due_now = serializers.IntegerField(required=False)
-    held = serializers.IntegerField(required=False, help_text="due records the limits hold now")
-    keys_waiting = serializers.IntegerField(required=False)
-    keys = KeyUseSerializer(many=True, required=False, help_text="the first keys in turn")
-
-    def to_representation(self, instance: Any) -> Any:
-        data = super().to_representation(instance)
+    def get_fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = super().get_fields()
         for name in USE_FIELDS:
-            if name not in instance:
-                data.pop(name, None)
-        return data
+            fields[name].required = False
+        return fields
 
 
 class LimitChangeSerializer(serializers.Serializer[Any]):
@@ -107,17 +103,11 @@ class LimitChangeSerializer(serializers.Serializer[Any]):
             raise serializers.ValidationError(str(exc)) from exc
 
 
-def _rate(rate: Any) -> dict[str, int] | None:
-    if rate is None:
-        return None
-    return {"limit": rate.limit, "period_ms": rate.period_ms, "burst": rate.burst}
-
-
 def _body(queue: str, use: LimitUse) -> dict[str, Any]:
     limits = use.limits
     return {
         "queue": queue,
-        "rate": _rate(limits.rate),
+        "rate": limits.rate,
         "concurrency": limits.concurrency,
         "key": limits.key,
         "set_by": use.source,
@@ -126,16 +116,8 @@ def _body(queue: str, use: LimitUse) -> dict[str, Any]:
         "due_now": use.due_now,
         "held": use.held,
         "keys_waiting": use.keys_waiting,
-        "keys": [vars(row) for row in use.keys],
-        "key_limits": [
-            {
-                "key": own.key,
-                "rate": _rate(own.limits.rate),
-                "concurrency": own.limits.concurrency,
-                "set_by": own.source,
-            }
-            for own in use.key_limits
-        ],
+        "keys": use.keys,
+        "key_limits": use.key_limits,
     }
 
 
@@ -146,7 +128,7 @@ class LimitsViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="limits",
         summary="A queue's flow limits and their use now",
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: LimitUseSerializer, **errors(404)},
     )
     def read(self, request: Request, queue: str) -> Response:
@@ -158,15 +140,14 @@ class LimitsViewSet(LedgerViewSet):
         operation_id="limits_change",
         summary="Change a queue's flow limits for every worker, with no restart",
         request=LimitChangeSerializer,
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: LimitChangedSerializer, **errors(400, 404)},
     )
     def change(self, request: Request, queue: str) -> Response:
         """Change the stored limits (kept over the settings until ``reset``); the answer
         carries their use (tokens, slots, due records, keys) only for a caller who may
         read it (``view_queue``)."""
-        self.check_body_size(1024)
-        data = self.validated(LimitChangeSerializer, request.data)
+        data = self.validated_body(LimitChangeSerializer, 1024)
         change = LimitChange(
             data.get("rate", KEEP), data.get("concurrency", KEEP), data.get("reset", False)
         )
@@ -174,8 +155,8 @@ class LimitsViewSet(LedgerViewSet):
             use = change_limits(queue, change, actor=f"API user {request.user.get_username()}")
         except (ValueError, ImproperlyConfigured) as exc:
             raise invalid({"limits": [str(exc)]}) from exc
-        body = _body(queue, use)
+        data = LimitUseSerializer(_body(queue, use)).data
         if not can(request.user, "view_queue", queue):
             for name in USE_FIELDS:
-                del body[name]
-        return Response(LimitChangedSerializer(body).data)
+                del data[name]
+        return Response(data)

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
 
-from django.utils.translation import gettext
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ...conf import ledger_settings
 from ...core.errors import CorruptRecord
 from ...core.records import decode_record
-from ...core.sharded import AnyLedger
 from ...permissions import can, can_reach_queue
-from ..errors import ApiError, invalid
+from ..errors import invalid
 from ..pagination import QuarantinePagination
-from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, errors, extend_schema
 from ..serializers import (
     GateSerializer,
     GateStateSerializer,
@@ -48,7 +45,6 @@ class QueueViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="queues",
         summary="The queues you may reach, with what you may do on each",
-        parameters=[RETRY_AFTER],
         responses={200: QueueListSerializer, **errors()},
     )
     def queues(self, request: Request) -> Response:
@@ -66,7 +62,7 @@ class QueueViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="stats",
         summary="A queue's counters, read from its indexes",
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: StatsSerializer, **errors(404)},
     )
     def stats(self, request: Request, queue: str) -> Response:
@@ -83,13 +79,12 @@ class QueueViewSet(LedgerViewSet):
             'answers done (its cursor "0" again): that is one full repair cycle.'
         ),
         request=RepairSerializer,
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: RepairReportSerializer, **errors(400, 404)},
     )
     def repair(self, request: Request, queue: str) -> Response:
         """Repair one HSCAN page of records and say what it did."""
-        self.check_body_size(1024)
-        data = self.validated(RepairSerializer, request.data)
+        data = self.validated_body(RepairSerializer, 1024)
         try:
             report = self.ledger.repair_page(data["cursor"], data["count"])
         except ValueError as exc:  # a shard this queue does not have
@@ -101,13 +96,12 @@ class QueueViewSet(LedgerViewSet):
         operation_id="gate",
         summary="Close or open a queue's gate (no claim succeeds while it is closed)",
         request=GateSerializer,
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: GateStateSerializer, **errors(400, 404)},
     )
     def gate(self, request: Request, queue: str) -> Response:
         """Close or open the queue's gate."""
-        self.check_body_size(1024)
-        closed = self.validated(GateSerializer, request.data)["closed"]
+        closed = self.validated_body(GateSerializer, 1024)["closed"]
         ledger = self.ledger
         if closed:
             ledger.close_gate()
@@ -124,21 +118,19 @@ class QuarantineViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="quarantine_list",
         summary="A queue's quarantined ids, with their bytes shown safely",
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: QuarantinedSerializer(many=True), **errors(400, 404)},
     )
     def list(self, request: Request, queue: str) -> Response:
         """List quarantined ids with their bytes (base64) and why they fail to decode."""
         ledger = self.ledger
         paginator = QuarantinePagination()
-        if len(ledger.shards) > 1:
-            items = _sharded_quarantine(request, ledger, paginator, {"q": queue})
-        else:
-            single = ledger.shards[0]
-            with single.translate_errors():
-                items = paginator.paginate_hash(
-                    request, single.redis, single.quarantine_key, bind={"q": queue}
-                )
+        with ledger.translate_errors():
+            items = paginator.paginate_hashes(
+                request,
+                [(shard.redis, shard.quarantine_key) for shard in ledger.shards],
+                bind={"q": queue},
+            )
         entries = []
         for member, raw in items:
             request_id = member.decode("utf-8", "backslashreplace")
@@ -157,38 +149,3 @@ class QuarantineViewSet(LedgerViewSet):
                 }
             )
         return paginator.get_paginated_response(QuarantinedSerializer(entries, many=True).data)
-
-
-def _sharded_quarantine(
-    request: Request, ledger: AnyLedger, paginator: QuarantinePagination, bind: dict[str, Any]
-) -> list[tuple[bytes, bytes]]:
-    """A page of a sharded queue's quarantine: the shards' quarantines one after another.
-
-    The cursor holds ``[shard, HSCAN cursor]``; a page reads one shard (the next ones
-    too while it finds nothing), so a page never holds more than ``HSCAN`` answered.
-    """
-    limit = paginator.get_limit(request)
-    position = paginator.read_cursor(request, bind)
-    if position is None:
-        position = [0, 0]
-    if (
-        not isinstance(position, list)
-        or len(position) != 2
-        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in position)
-        or position[0] >= len(ledger.shards)
-    ):
-        raise ApiError(400, "cursor_invalid", gettext("The cursor is not one this server issued."))
-    index, cursor = position
-    items: dict[bytes, bytes] = {}
-    with ledger.translate_errors():
-        while True:
-            shard = ledger.shards[index]
-            cursor, items = shard.redis.hscan(shard.quarantine_key, cursor, count=limit)
-            cursor = int(cursor)
-            if cursor == 0:
-                index, cursor = index + 1, 0
-            if items or index >= len(ledger.shards):
-                break
-    done = index >= len(ledger.shards)
-    paginator.next_cursor = None if done else paginator.make_cursor(bind, [index, cursor])
-    return list(items.items())

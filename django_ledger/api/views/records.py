@@ -12,12 +12,12 @@ from rest_framework.response import Response
 
 from ...core.errors import CorruptRecord
 from ...core.ledger import MAX_BATCH, Ledger
-from ...core.records import Record, State, decode_record, id_problem
+from ...core.records import Record, State, decode_record
 from ...services.transfer import read_raw
-from ..errors import ApiError, check_request_id, record_not_found
+from ..errors import check_request_id, record_not_found
 from ..pagination import RecordPagination
 from ..representations import record_data
-from ..schema import QUEUE, REQUEST_ID, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, REQUEST_ID, errors, extend_schema
 from ..serializers import (
     STATES,
     RecordListQuerySerializer,
@@ -49,7 +49,6 @@ class RecordViewSet(LedgerViewSet):
             OpenApiParameter(
                 "order", OpenApiTypes.STR, enum=["oldest", "newest"], default="oldest"
             ),
-            RETRY_AFTER,
         ],
         responses={200: RecordSerializer(many=True), **errors(400, 404)},
     )
@@ -81,7 +80,7 @@ class RecordViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="record",
         summary="Resolve one record by id",
-        parameters=[QUEUE, REQUEST_ID, RETRY_AFTER],
+        parameters=[QUEUE, REQUEST_ID],
         responses={200: RecordSerializer, **errors(400, 404, 409)},
     )
     def retrieve(self, request: Request, queue: str, request_id: str) -> Response:
@@ -110,7 +109,6 @@ class RecordViewSet(LedgerViewSet):
                 style="form",
                 description="Request ids, the parameter repeated once per id.",
             ),
-            RETRY_AFTER,
         ],
         responses={200: ResolutionListSerializer, **errors(400, 404)},
     )
@@ -119,15 +117,8 @@ class RecordViewSet(LedgerViewSet):
         ledger = self.ledger
         ids: list[str] = self.validated(ResolveQuerySerializer, request.query_params)["ids"]
         for index, request_id in enumerate(ids):
-            problem = id_problem(request_id)
-            if problem is not None:
-                raise ApiError(
-                    400,
-                    problem,
-                    gettext("Request id %(index)s is not usable (%(problem)s).")
-                    % {"index": index, "problem": problem},
-                    {"index": index},
-                )
+            message = gettext("Request id %(index)s is not usable (%(problem)s).")
+            check_request_id(request_id, message, {"index": index})
         raws = read_raw(ledger, [(ledger.shard_for(request_id), request_id) for request_id in ids])
         results = []
         for request_id, raw in zip(ids, raws, strict=True):

@@ -18,7 +18,7 @@ from ...core.jobs import payload_problem
 from ...tasks.state import TaskState
 from ...tasks.store import read_tasks
 from ..errors import ApiError, check_request_id, record_not_found
-from ..schema import QUEUE, REQUEST_ID, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, REQUEST_ID, errors, extend_schema
 from .base import LedgerViewSet
 
 __all__ = ["TaskResultSerializer", "TaskResultViewSet", "result_data"]
@@ -132,7 +132,7 @@ class TaskResultViewSet(LedgerViewSet):
             "`record_not_found` for an unknown id, 404 `not_a_task` for a record whose "
             "payload is not a task document this version reads (`details.reason` says why)."
         ),
-        parameters=[QUEUE, REQUEST_ID, RETRY_AFTER],
+        parameters=[QUEUE, REQUEST_ID],
         responses={200: TaskResultSerializer, **errors(400, 404, 409)},
     )
     def retrieve(self, request: Request, queue: str, request_id: str) -> Response:

@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from ...conf import ledger_settings
 from ...services.serverless import MAX_LIMIT, budget_for, run_due
 from ..errors import ApiError
-from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, errors, extend_schema
 from .base import LedgerViewSet
 
 __all__ = ["RunnerViewSet"]
@@ -73,13 +73,12 @@ class RunnerViewSet(LedgerViewSet):
         operation_id="run",
         summary="Claim up to `limit` due tasks and run them in this request",
         request=RunRequestSerializer,
-        parameters=[QUEUE, RETRY_AFTER],
+        parameters=[QUEUE],
         responses={200: RunReportSerializer, **errors(400, 404)},
     )
     def run(self, request: Request, queue: str) -> Response:
         """Run due tasks of the queue within a budget; say what ran."""
-        self.check_body_size(SMALL_BODY)
-        data = self.validated(RunRequestSerializer, request.data)
+        data = self.validated_body(RunRequestSerializer, SMALL_BODY)
         try:
             budget = budget_for(queue, data.get("budget"))
         except ValueError:

@@ -12,6 +12,8 @@ it read: another change saved since answers 409. docs/scheduler.md tells the mod
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.utils.translation import gettext
@@ -26,7 +28,7 @@ from ...services import runtime_schedules as runtime
 from ...services import scheduler
 from ...services.schedule_rows import ScheduleRow, row, rows
 from ..errors import ApiError, invalid
-from ..schema import RETRY_AFTER, errors, extend_schema
+from ..schema import errors, extend_schema
 from .base import LedgerViewSet
 
 __all__ = ["ScheduleViewSet"]
@@ -98,7 +100,6 @@ class ScheduleViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="schedules",
         summary="Every schedule: the settings' and the stored ones",
-        parameters=[RETRY_AFTER],
         responses={200: ScheduleSerializer(many=True), **errors()},
     )
     def list(self, request: Request) -> Response:
@@ -109,7 +110,7 @@ class ScheduleViewSet(LedgerViewSet):
     @extend_schema(
         operation_id="schedule",
         summary="One schedule",
-        parameters=[KEY, RETRY_AFTER],
+        parameters=[KEY],
         responses={200: ScheduleSerializer, **errors(404)},
     )
     def read(self, request: Request, key: str) -> Response:
@@ -120,7 +121,6 @@ class ScheduleViewSet(LedgerViewSet):
         operation_id="schedule_create",
         summary="Store a new schedule; it fires from its next fire after now",
         request=ScheduleBodySerializer,
-        parameters=[RETRY_AFTER],
         responses={201: ScheduleSerializer, **errors(400, 409)},
     )
     def create(self, request: Request) -> Response:
@@ -137,7 +137,7 @@ class ScheduleViewSet(LedgerViewSet):
         operation_id="schedule_change",
         summary="Replace a stored schedule; a new timing fires from its next fire after now",
         request=ScheduleBodySerializer,
-        parameters=[KEY, RETRY_AFTER],
+        parameters=[KEY],
         responses={200: ScheduleSerializer, **errors(400, 404, 409)},
     )
     def change(self, request: Request, key: str) -> Response:
@@ -155,7 +155,6 @@ class ScheduleViewSet(LedgerViewSet):
         parameters=[
             KEY,
             OpenApiParameter("version", OpenApiTypes.INT, description="the version read"),
-            RETRY_AFTER,
         ],
         responses={204: None, **errors(404, 409)},
     )
@@ -173,38 +172,37 @@ class ScheduleViewSet(LedgerViewSet):
         operation_id="schedule_pause",
         summary="Pause a schedule (settings' or stored) on every node",
         request=None,
-        parameters=[KEY, RETRY_AFTER],
+        parameters=[KEY],
         responses={200: ScheduleSerializer, **errors(404)},
     )
     def pause(self, request: Request, key: str) -> Response:
         """Pause a schedule: from their next tick, no node admits its fires."""
-        self._no_body(request)
-        self._row(key)
-        scheduler.pause(key, self._who(request))
-        runtime.logger.info("schedule %r paused by %s", key, self._who(request))
-        return Response(ScheduleSerializer(_body(self._row(key))).data)
+        return self._switch(
+            request, key, lambda: scheduler.pause(key, self._who(request)), "paused"
+        )
 
     @extend_schema(
         operation_id="schedule_resume",
         summary="Resume a paused schedule; fires due while paused stay unrun",
         request=None,
-        parameters=[KEY, RETRY_AFTER],
+        parameters=[KEY],
         responses={200: ScheduleSerializer, **errors(404)},
     )
     def resume(self, request: Request, key: str) -> Response:
         """Resume a schedule."""
-        self._no_body(request)
-        self._row(key)
-        scheduler.resume(key)
-        runtime.logger.info("schedule %r resumed by %s", key, self._who(request))
-        return Response(ScheduleSerializer(_body(self._row(key))).data)
+        return self._switch(request, key, lambda: scheduler.resume(key), "resumed")
 
     # -- helpers ----------------------------------------------------------------------
 
-    def _no_body(self, request: Request) -> None:
-        """Read (and so check) a body sent where none is needed, as every endpoint does."""
+    def _switch(self, request: Request, key: str, act: Callable[[], object], done: str) -> Response:
+        """Pause or resume a schedule, logged with who did."""
+        # Read (and so check) a body sent where none is needed, as every endpoint does.
         self.check_body_size(1024)
         _ = request.data
+        self._row(key)
+        act()
+        runtime.logger.info("schedule %r %s by %s", key, done, self._who(request))
+        return Response(ScheduleSerializer(_body(self._row(key))).data)
 
     def _who(self, request: Request) -> str:
         return f"API user {request.user.get_username()}"
@@ -262,28 +260,26 @@ def _reaches(user: Any, key: str, entry: dict[str, Any]) -> bool:
     return can_reach_queue(user, queue)
 
 
-class _refusals:
+@contextmanager
+def _refusals() -> Iterator[None]:
     """Turn the service's refusals into the API's answers."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        if isinstance(exc, runtime.ScheduleInvalid):
-            details = {name.lower(): words for name, words in exc.errors.items()}
-            raise invalid(details) from exc
-        if isinstance(exc, runtime.VersionConflict):
-            raise ApiError(
-                409,
-                "schedule_conflict",
-                gettext(
-                    "Another change to this schedule was saved first (it is at version "
-                    "%(current)s): read it again."
-                )
-                % {"current": exc.current},
-                {"version": exc.current},
-            ) from exc
-        if isinstance(exc, runtime.RuntimeSchedulesOff):
-            raise ApiError(409, "runtime_schedules_off", str(exc)) from exc
-        if isinstance(exc, LookupError):
-            raise ApiError(404, "schedule_not_found", str(exc)) from exc
+    try:
+        yield
+    except runtime.ScheduleInvalid as exc:
+        details = {name.lower(): words for name, words in exc.errors.items()}
+        raise invalid(details) from exc
+    except runtime.VersionConflict as exc:
+        raise ApiError(
+            409,
+            "schedule_conflict",
+            gettext(
+                "Another change to this schedule was saved first (it is at version "
+                "%(current)s): read it again."
+            )
+            % {"current": exc.current},
+            {"version": exc.current},
+        ) from exc
+    except runtime.RuntimeSchedulesOff as exc:
+        raise ApiError(409, "runtime_schedules_off", str(exc)) from exc
+    except LookupError as exc:
+        raise ApiError(404, "schedule_not_found", str(exc)) from exc

@@ -20,7 +20,7 @@ from ...conf import ledger_settings
 from ...core.counters import EDGES, OUTCOMES, WINDOWS, Counters, Depth, Stat, rounded
 from ...core.records import ms_to_datetime
 from ..errors import invalid
-from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, errors, extend_schema
 from .base import LedgerViewSet
 
 __all__ = ["SeriesViewSet"]
@@ -120,7 +120,7 @@ class SeriesViewSet(LedgerViewSet):
         operation_id="series",
         summary="A queue's outcomes, times and depth over the last hour, day or week",
         tags=["queues"],
-        parameters=[QUEUE, WINDOW, RETRY_AFTER],
+        parameters=[QUEUE, WINDOW],
         responses={200: SeriesSerializer, **errors(400, 404)},
     )
     def series(self, request: Request, queue: str) -> Response:
@@ -139,10 +139,6 @@ class SeriesViewSet(LedgerViewSet):
             series = Counters(ledger.redis, ledger_settings.namespace).read(
                 queue, window, shards=getattr(ledger, "shard_count", 1)
             )
-        tasks = []
-        for name, stat in series.tasks().items():
-            rate = stat.failure_rate
-            tasks.append({"task": name, "failure_rate": rounded(rate), **_point(stat)})
         body = {
             "queue": queue,
             "window": window,
@@ -155,6 +151,9 @@ class SeriesViewSet(LedgerViewSet):
                     series.starts, series.buckets, series.depth, strict=True
                 )
             ],
-            "tasks": tasks,
+            "tasks": [
+                {"task": name, "failure_rate": rounded(stat.failure_rate), **_point(stat)}
+                for name, stat in series.tasks().items()
+            ],
         }
         return Response(SeriesSerializer(body).data)

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 
 from ..errors import ApiError
 from ..parsers import LedgerJSONParser
-from ..schema import RETRY_AFTER, extend_schema, refusals
+from ..schema import extend_schema, refusals
 from ..serializers import TokenRequestSerializer, TokenSerializer
 from ..user_tokens import user_token
 from .base import LedgerAPIView
@@ -43,13 +43,11 @@ class TokenView(LedgerAPIView):
             '`REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]` sets another rate (or `None`).'
         ),
         request=TokenRequestSerializer,
-        parameters=[RETRY_AFTER],
         responses={200: TokenSerializer, **refusals(400, 413, 429)},
     )
     def post(self, request: Request) -> Response:
         """Answer the token of the active user the credentials name."""
-        self.check_body_size(CREDENTIALS_BODY)
-        data = self.validated(TokenRequestSerializer, request.data)
+        data = self.validated_body(TokenRequestSerializer, CREDENTIALS_BODY)
         user = authenticate(request._request, username=data["username"], password=data["password"])
         if user is None or not user.is_active:
             raise ApiError(

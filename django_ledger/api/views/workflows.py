@@ -22,7 +22,7 @@ from ...core.flows import read_workflow
 from ...tasks.workflow_state import STEP_STATES, WorkflowState, state_of
 from ..conf import api_settings
 from ..errors import ApiError, check_request_id, invalid
-from ..schema import QUEUE, RETRY_AFTER, errors, extend_schema
+from ..schema import QUEUE, errors, extend_schema
 from .base import LedgerViewSet
 
 __all__ = ["WorkflowSerializer", "WorkflowViewSet", "workflow_data"]
@@ -103,22 +103,7 @@ def workflow_data(state: WorkflowState) -> dict[str, Any]:
         "counts": dict(sorted(state.counts.items())),
         "offset": state.offset,
         "next_offset": after if after < state.total else None,
-        "steps": [
-            {
-                "name": step.name,
-                "task_id": step.task_id,
-                "task": step.task,
-                "parents": list(step.parents),
-                "on_failure": step.on_failure,
-                "state": step.state,
-                "attempts": step.attempts,
-                "waiting_for": step.waiting_for,
-                "cancelled_by": step.cancelled_by,
-                "return_value": step.return_value,
-                "errors": step.errors,
-            }
-            for step in state.steps
-        ],
+        "steps": WorkflowStepSerializer(state.steps, many=True).data,
     }
 
 
@@ -136,7 +121,7 @@ class WorkflowViewSet(LedgerViewSet):
             "`limit`; `next_offset` leads on). 404 `workflow_not_found` for an id the queue "
             "does not hold."
         ),
-        parameters=[QUEUE, WORKFLOW_ID, OFFSET, LIMIT, RETRY_AFTER],
+        parameters=[QUEUE, WORKFLOW_ID, OFFSET, LIMIT],
         responses={200: WorkflowSerializer, **errors(400, 404)},
     )
     def retrieve(self, request: Request, queue: str, workflow_id: str) -> Response:

@@ -285,9 +285,8 @@ class Ticker:
         if decision.through < now:
             report.more = True
         if not active:
-            first = decision.fires[0] if decision.fires else None
-            if first is not None:
-                report.paused.append((key, first, decision.fires[-1]))
+            if decision.fires:
+                report.paused.append((key, decision.fires[0], decision.fires[-1]))
                 report.tally("S", key, len(decision.fires))
             if decision.dropped is not None:  # what the policy left out was due too
                 report.tally("S", key, _fires_between(schedule.timing, *decision.dropped))

@@ -58,17 +58,10 @@ class Dispatch:
 
     def to_json(self) -> str:
         """Encode as the reference stores it: compact JSON, times in epoch seconds."""
-        return json.dumps(
-            {
-                "key": self.key,
-                "fire_time": _epoch_of(self.fire_time),
-                "dispatched_at": _epoch_of(self.dispatched_at),
-                "node_id": self.node_id,
-                "status": self.status,
-            },
-            separators=(",", ":"),
-            ensure_ascii=False,
-        )
+        data: dict[str, object] = {name: getattr(self, name) for name in _FIELDS}
+        for name in ("fire_time", "dispatched_at"):
+            data[name] = _epoch_of(getattr(self, name))
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
     def from_json(cls, data: str | bytes | bytearray) -> Dispatch:

@@ -81,22 +81,16 @@ class Dispatch:
         for name in ("key", "node_id", "status"):
             if not isinstance(fields[name], str):
                 raise CorruptDispatch(f"dispatch record field {name!r} is not text")
-        times = []
+        values = {name: fields[name] for name in _FIELDS}
         for name in ("fire_time", "dispatched_at"):
-            value = fields[name]
+            value = values[name]
             if isinstance(value, bool) or not isinstance(value, int):
                 raise CorruptDispatch(f"dispatch record field {name!r} is not an int")
             try:
-                times.append(_datetime_of(value))
+                values[name] = _datetime_of(value)
             except ValueError as exc:
                 raise CorruptDispatch(f"dispatch record field {name!r}: {exc}") from exc
-        return cls(
-            key=fields["key"],
-            fire_time=times[0],
-            dispatched_at=times[1],
-            node_id=fields["node_id"],
-            status=fields["status"],
-        )
+        return cls(**values)
 
 
 class DispatchRegistry(ABC):

@@ -377,6 +377,10 @@ def _option_problems(key: str, config: dict[str, Any]) -> list[Problem]:
         found.append(Problem(79, f"{name} {message}.", hint, _where(key, name)))
 
     args, kwargs = config["ARGS"], config["KWARGS"]
+    json_only = (
+        gettext("must hold JSON values only"),
+        gettext("Give str, int, float, bool, None, lists and dicts."),
+    )
     if not isinstance(args, list | tuple):
         bad(
             "ARGS",
@@ -384,11 +388,7 @@ def _option_problems(key: str, config: dict[str, Any]) -> list[Problem]:
             gettext("Give the task's positional arguments as a list."),
         )
     elif not _json_ok(list(args)):
-        bad(
-            "ARGS",
-            gettext("must hold JSON values only"),
-            gettext("Give str, int, float, bool, None, lists and dicts."),
-        )
+        bad("ARGS", *json_only)
     if not isinstance(kwargs, dict) or not all(isinstance(name, str) for name in kwargs):
         bad(
             "KWARGS",
@@ -396,11 +396,7 @@ def _option_problems(key: str, config: dict[str, Any]) -> list[Problem]:
             gettext("Give the task's keyword arguments."),
         )
     elif not _json_ok(kwargs):
-        bad(
-            "KWARGS",
-            gettext("must hold JSON values only"),
-            gettext("Give str, int, float, bool, None, lists and dicts."),
-        )
+        bad("KWARGS", *json_only)
     priority = config["PRIORITY"]
     if (
         isinstance(priority, bool)

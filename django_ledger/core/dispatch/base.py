@@ -58,17 +58,10 @@ class Dispatch:
 
     def to_json(self) -> str:
         """Encode as the reference stores it: compact JSON, times in epoch seconds."""
-        return json.dumps(
-            {
-                "key": self.key,
-                "fire_time": _epoch_of(self.fire_time),
-                "dispatched_at": _epoch_of(self.dispatched_at),
-                "node_id": self.node_id,
-                "status": self.status,
-            },
-            separators=(",", ":"),
-            ensure_ascii=False,
-        )
+        data: dict[str, object] = {name: getattr(self, name) for name in _FIELDS}
+        for name in ("fire_time", "dispatched_at"):
+            data[name] = _epoch_of(getattr(self, name))
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
     def from_json(cls, data: str | bytes | bytearray) -> Dispatch:
@@ -88,22 +81,16 @@ class Dispatch:
         for name in ("key", "node_id", "status"):
             if not isinstance(fields[name], str):
                 raise CorruptDispatch(f"dispatch record field {name!r} is not text")
-        times = []
+        values = {name: fields[name] for name in _FIELDS}
         for name in ("fire_time", "dispatched_at"):
-            value = fields[name]
+            value = values[name]
             if isinstance(value, bool) or not isinstance(value, int):
                 raise CorruptDispatch(f"dispatch record field {name!r} is not an int")
             try:
-                times.append(_datetime_of(value))
+                values[name] = _datetime_of(value)
             except ValueError as exc:
                 raise CorruptDispatch(f"dispatch record field {name!r}: {exc}") from exc
-        return cls(
-            key=fields["key"],
-            fire_time=times[0],
-            dispatched_at=times[1],
-            node_id=fields["node_id"],
-            status=fields["status"],
-        )
+        return cls(**values)
 
 
 class DispatchRegistry(ABC):

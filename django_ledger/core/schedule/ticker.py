@@ -188,7 +188,6 @@ class Ticker:
         admit: Admit,
         node_id: str,
         *,
-        fire_lease_ms: int = FIRE_LEASE_MS,
         limit: int = MAX_FIRES,
         after_claim: Callable[[Fire], None] | None = None,
         count: bool = True,
@@ -199,7 +198,6 @@ class Ticker:
         self.registry = registry
         self.admit = admit
         self.node_id = node_id
-        self.fire_lease_ms = fire_lease_ms
         self.limit = limit
         self.after_claim = after_claim
         #: Where each tick adds its fires, skips and misfires (one call, when any).
@@ -281,15 +279,14 @@ class Ticker:
         if not decision.changes:
             return
         fires = decision.fires if active else ()
-        pending = Pending(self.node_id, now_ms + self.fire_lease_ms)
+        pending = Pending(self.node_id, now_ms + FIRE_LEASE_MS)
         if not self.store.commit(key, through, decision.through, fires, pending, schedule.stamp):
             return  # another node decided first, from the same reading: its fires
         if decision.through < now:
             report.more = True
         if not active:
-            first = decision.fires[0] if decision.fires else None
-            if first is not None:
-                report.paused.append((key, first, decision.fires[-1]))
+            if decision.fires:
+                report.paused.append((key, decision.fires[0], decision.fires[-1]))
                 report.tally("S", key, len(decision.fires))
             if decision.dropped is not None:  # what the policy left out was due too
                 report.tally("S", key, _fires_between(schedule.timing, *decision.dropped))

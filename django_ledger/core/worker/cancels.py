@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..records import State
@@ -93,11 +94,7 @@ class CancelListener:
         """Start one thread per group, joined when the worker returns (a read ends within a
         second), so its connection is back in the pool by then."""
         for n, group in enumerate(self._groups):
-            thread = threading.Thread(
-                target=self._serve, args=(group,), name=f"ledger-cancels-{n}", daemon=True
-            )
-            thread.start()
-            self._state.threads.append(thread)
+            self._state.spawn(f"ledger-cancels-{n}", partial(self._serve, group))
 
     def _running(self) -> list[Entry]:
         with self._state.lock:

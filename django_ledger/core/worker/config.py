@@ -38,20 +38,10 @@ class Metrics(Protocol):
 class NoMetrics:
     """Metrics nobody reads: what a worker built without any reports to."""
 
-    def outcome(self, queue: str, name: str, outcome: str, seconds: float | None) -> None:
+    def _ignore(self, *args: object) -> None:
         pass
 
-    def lost(self, queue: str) -> None:
-        pass
-
-    def in_flight(self, count: int) -> None:
-        pass
-
-    def depth(self, queue: str, pending: int) -> None:
-        pass
-
-    def data_lost(self) -> None:
-        pass
+    outcome = lost = in_flight = depth = data_lost = _ignore
 
 
 @dataclass

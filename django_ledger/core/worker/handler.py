@@ -205,11 +205,9 @@ class CallableHandler:
             value = await self.func(job)
         except Exception as exc:
             return self.failed(job, exc)
-        except asyncio.CancelledError as exc:
-            if job.cancelled.is_set():
-                raise  # the worker's time-out cancelled it: timed_out() says how it ends
-            return self.escaped(job, exc)
         except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError) and job.cancelled.is_set():
+                raise  # the worker's time-out cancelled it: timed_out() says how it ends
             return self.escaped(job, exc)
         return self.completed(value)
 

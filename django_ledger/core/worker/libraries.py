@@ -35,10 +35,7 @@ class OldLibraries:
     name = "old libraries"
 
     def __init__(self, clients: Iterable[Any]) -> None:
-        unique: dict[int, Any] = {}
-        for client in clients:
-            unique.setdefault(id(client), client)
-        self._clients = list(unique.values())
+        self._clients = list({id(client): client for client in clients}.values())
         self._refused: set[int] = set()  # clients whose user may not delete functions
 
     def beat(self) -> float:

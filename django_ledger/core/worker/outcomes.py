@@ -50,8 +50,10 @@ def settled(
     ended = state.config.ended
     for (entry, outcome), answer in zip(items, answers, strict=True):
         outcome_state = outcome.state
-        if outcome.settled is not None:
-            announce(state, entry, outcome.settled, answer.status is not SettlementStatus.LOST)
+        if outcome.settled is not None:  # a signal receiver's bug must not stop the main loop
+            written = answer.status is not SettlementStatus.LOST
+            call = partial(outcome.settled, written)
+            _hook(state, entry, "after settling %s, its handler raised", call)
         if answer.status is SettlementStatus.LOST:
             counts.lost += 1
             word, shown = "lost", warning
@@ -83,14 +85,6 @@ def settled(
             state.metrics.outcome(entry.queue, name, word, seconds)
         if shown:
             log_outcome(entry, outcome, word, seconds, name, answer.reason)
-
-
-def announce(
-    state: WorkerState, entry: Entry, settled: Callable[[bool], None], written: bool
-) -> None:
-    """Tell a run's outcome whether its settlement was written (``Outcome.settled``)."""
-    # A signal receiver's bug must not stop the main loop.
-    _hook(state, entry, "after settling %s, its handler raised", partial(settled, written))
 
 
 def tell_started(

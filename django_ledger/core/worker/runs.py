@@ -227,11 +227,9 @@ class Runs:
                     outcome = await awaitable
                 except Exception:
                     raise  # the done callback retries it as a handler's bug
-                except asyncio.CancelledError as exc:
-                    if job.cancelled.is_set():
-                        raise  # the worker's time-out: settled already
-                    outcome = handler_bug(state.worker_id, entry, exc)
                 except BaseException as exc:  # KeyboardInterrupt, SystemExit would stop the loop
+                    if isinstance(exc, asyncio.CancelledError) and job.cancelled.is_set():
+                        raise  # the worker's time-out: settled already
                     outcome = handler_bug(state.worker_id, entry, exc)
                 traced.outcome(outcome)
                 return outcome

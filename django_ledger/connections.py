@@ -79,7 +79,7 @@ def cluster_nodes(spec: dict[str, Any]) -> list[tuple[str, int]]:
     parsed = []
     for node in nodes:
         host, _, port = node.rpartition(":") if isinstance(node, str) else ("", "", "")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not host or not port.isdecimal() or not 0 < int(port) < 65536:
             raise ImproperlyConfigured(f"CLUSTER startup node {node!r} is not 'host:port'")
         parsed.append((host.strip("[]"), int(port)))
     return parsed

@@ -73,7 +73,7 @@ def to_ms(value: object) -> int:
     elif isinstance(value, datetime):
         aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
         ms = (aware - _EPOCH) // _ONE_MS
-    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    elif isinstance(value, str) and value.strip().lstrip("-").isdecimal():
         ms = int(value.strip())
     elif isinstance(value, str):
         with contextlib.suppress(ValueError):

@@ -43,7 +43,7 @@ class OpaqueCursorPagination(BasePagination):
         raw = request.query_params.get(self.limit_query_param)
         if raw is None:
             return min(api_settings.page_size, api_settings.max_page_size)
-        if not raw.isdigit() or int(raw) < 1:
+        if not raw.isdecimal() or int(raw) < 1:
             raise invalid({self.limit_query_param: [gettext("A positive integer is required.")]})
         return min(int(raw), api_settings.max_page_size)
 

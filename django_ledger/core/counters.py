@@ -430,7 +430,7 @@ def _known(metric: str) -> bool:
     return (
         len(metric) > 1
         and metric[0] in "tw"
-        and metric[1:].isdigit()
+        and metric[1:].isdecimal()
         and int(metric[1:]) <= len(EDGES)
     )
 

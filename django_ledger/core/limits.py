@@ -91,7 +91,7 @@ def key_of(path: str, payload: str) -> str | None:
     for part in path.split("."):
         if isinstance(value, dict) and part in value:
             value = value[part]
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+        elif isinstance(value, list) and part.isdecimal() and int(part) < len(value):
             value = value[int(part)]
         else:
             return ""

@@ -45,7 +45,7 @@ def parse_cursor(cursor: object, shards: int = 0) -> tuple[int, int]:
     # HSCAN's cursors are unsigned 64-bit: a larger one is refused here, before the
     # sweep writes anything, not by Redis halfway through the page.
     if (
-        not (shard.isdigit() and inner.isdigit())
+        not (shard.isdecimal() and inner.isdecimal())
         or len(inner) > 20
         or int(inner) >= 2**64
         or int(shard) >= max(shards, 1)

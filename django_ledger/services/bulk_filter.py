@@ -211,7 +211,7 @@ def _ms(value: Any, name: str) -> int | None:
         raise BulkRefused(gettext("%(value)r is not a time") % {"value": value})
     if isinstance(value, str):
         text = value.strip()
-        if text.lstrip("-").isdigit() and len(text) <= 17:
+        if text.lstrip("-").isdecimal() and len(text) <= 17:
             value = int(text)
         else:
             try:

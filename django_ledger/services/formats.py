@@ -97,7 +97,7 @@ def _csv_row(line: int, cells: dict[str, str]) -> Row:
         if cell == "" and name != "payload":
             continue
         if name in INT_FIELDS:
-            if not cell.isdigit():
+            if not cell.isdecimal():
                 return Row(line, None, f"{name} must be a whole number, got {cell!r}")
             fields[name] = int(cell)
         else:

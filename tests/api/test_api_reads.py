@@ -229,6 +229,7 @@ def test_the_page_size_has_a_default_and_a_maximum(
         ({"order": "random"}, "invalid"),
         ({"limit": 0}, "invalid"),
         ({"limit": "many"}, "invalid"),
+        ({"limit": "\u00b2"}, "invalid"),  # a digit to str.isdigit, no number to int()
         ({"cursor": "garbage"}, "cursor_invalid"),
     ],
 )

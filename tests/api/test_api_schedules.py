@@ -53,6 +53,8 @@ def test_a_schedule_is_created_read_edited_and_deleted_with_its_version(
     assert changed.json()["version"] == 2 and changed.json()["schedule"]["every"] == 60
     assert [r["key"] for r in editor.get(LIST).json()] == ["nightly"]
 
+    squared = editor.delete(one("nightly") + "?version=\u00b2")
+    assert squared.status_code == 400 and error_code(squared) == "invalid"
     stale = editor.delete(one("nightly") + "?version=1")
     assert stale.status_code == 409 and error_code(stale) == "schedule_conflict"
     assert editor.delete(one("nightly") + "?version=2").status_code == 204

@@ -147,7 +147,9 @@ def test_bytes_put_right_after_quarantine_are_back_in_service(make_ledger: MakeL
     assert claim is not None and claim.request_id == "job"
 
 
-@pytest.mark.parametrize("cursor", ["18446744073709551616", "99999999999999999999", 2**64])
+@pytest.mark.parametrize(
+    "cursor", ["18446744073709551616", "99999999999999999999", 2**64, "\u00b2"]
+)
 def test_a_cursor_past_64_bits_is_refused_before_anything_is_written(
     make_ledger: Callable[..., Ledger], redis_client: redis.Redis, cursor: str | int
 ) -> None:

@@ -162,7 +162,7 @@ class ScheduleViewSet(LedgerViewSet):
         """Delete a stored schedule, its pause and its pending fires."""
         self._stored(key)
         text = request.query_params.get("version")
-        if text is not None and not text.isdigit():
+        if text is not None and not text.isdecimal():
             raise invalid({"version": [gettext("A version is a whole number.")]})
         with _refusals():
             runtime.delete(key, self._who(request), None if text is None else int(text))

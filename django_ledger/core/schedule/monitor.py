@@ -79,7 +79,7 @@ def fired_schedule(request_id: str) -> tuple[str, ...]:
     """The schedule keys ``request_id`` may be a fire of (``schedule:{key}:{epoch}``, or
     ``schedule:{key}:manual:{epoch}``), most likely first; ``()`` for any other id."""
     head, _, epoch = request_id.rpartition(":")
-    if not head.startswith("schedule:") or not epoch.isdigit():
+    if not head.startswith("schedule:") or not epoch.isdecimal():
         return ()
     key = head[len("schedule:") :]
     if not key:

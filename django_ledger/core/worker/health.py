@@ -59,7 +59,7 @@ def notify_systemd(
         return done
     _send(address, "READY=1")
     usec = env.get("WATCHDOG_USEC", "")
-    if not usec.isdigit() or int(usec) <= 0:
+    if not usec.isdecimal() or int(usec) <= 0:
         return done
     period = int(usec) / 1_000_000
 

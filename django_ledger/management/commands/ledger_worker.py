@@ -321,7 +321,7 @@ def _child_args(args: list[str], slot: int) -> list[str]:
             continue
         if not value:
             value = next(items, "")
-        if name == "--metrics-port" and value.isdigit():
+        if name == "--metrics-port" and value.isdecimal():
             out += ["--metrics-port", str(int(value) + slot)]
     return out
 

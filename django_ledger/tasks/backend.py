@@ -40,7 +40,7 @@ from ..outbox.options import (
 from ..outbox.staging import in_transaction
 from ..outbox.tables import outbox_ready
 from ..queues import QueueEntry, queues
-from .admission import answered, retried
+from .admission import admitted, answered, retried
 from .compat import (
     DEFAULT_TASK_QUEUE_NAME,
     BaseTaskBackend,
@@ -274,6 +274,10 @@ class LedgerBackend(BaseTaskBackend):
         except LedgerUnavailable as exc:  # any prefix applied: try all again under their ids
             answers = retried(exc, ledger, plan.path, [id_ for id_, _ in requests], admit)
             own = not given and not plan.unique  # a duplicate is this enqueue's own
+        else:
+            if len(answers) == 1 and answers[0].times is not None:  # the common answer
+                admitted(type(self), task, results[0], *answers[0].times, made={})
+                return self.ran_eagerly(results)
         return self.ran_eagerly(
             answered(type(self), self.alias, task, entry, results, answers, own=own)
         )

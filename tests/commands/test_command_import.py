@@ -278,6 +278,9 @@ def test_csv(queues: None, tmp_path: Path) -> None:
     )
     _, err, _ = fail(str(path), "--format", "csv")
     assert "bad line 4: due_at must be a whole number, got 'soon'" in err
+    path.write_text("request_id,payload,state,due_at\nd3,x,PENDING,\u00b2\n", encoding="utf-8")
+    _, err, _ = fail(str(path), "--format", "csv")
+    assert "bad line 2: due_at must be a whole number, got '\u00b2'" in err
 
     path.write_text("request_id,colour\nx,red\n", encoding="utf-8")
     _, err, _ = fail(str(path))

@@ -198,6 +198,7 @@ def test_bad_connections_are_refused() -> None:
         (5, "must be a django-redis cache alias"),
         ({"CLUSTER": "127.0.0.1:7000"}, "CLUSTER must be a non-empty list"),
         ({"CLUSTER": ["127.0.0.1"]}, "is not 'host:port'"),
+        ({"CLUSTER": ["127.0.0.1:\u00b2"]}, "is not 'host:port'"),
     ]:
         with pytest.raises(ImproperlyConfigured, match=message):
             connection(spec)
